@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Set up everything Elastic needs on a Debian 12 machine (as root, Python >= 3.10) and run a job.
+#
+#   bash scripts/bootstrap.sh demo   # set up, then run the main job (the demo on the mock backend)
+#   bash scripts/bootstrap.sh test   # set up, then run ruff, mypy and the whole test suite
+#
+# Idempotent: Debian packages are installed only when missing, the virtualenv is reused, and
+# Python packages are reinstalled only when pyproject.toml changed. Extra arguments after the mode
+# are passed to pytest (test) or to `elastic` (demo).
+set -euo pipefail
+
+mode="${1:-}"
+shift || true
+case "$mode" in
+  demo|test) ;;
+  *) echo "usage: bash scripts/bootstrap.sh demo|test [args...]" >&2; exit 2 ;;
+esac
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+venv="${ELASTIC_VENV:-$root/.venv}"
+python="${PYTHON:-python3}"
+log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
+
+# --- Debian packages -------------------------------------------------------------------------
+apt_pkgs=(ca-certificates)
+"$python" -c 'import ensurepip, venv' 2>/dev/null || apt_pkgs+=(python3-venv)
+command -v gcc >/dev/null 2>&1 || apt_pkgs+=(gcc)
+"$python" - <<'PY' 2>/dev/null || apt_pkgs+=(python3-dev)
+import os, sysconfig, sys
+sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)
+PY
+if [ "$mode" = test ]; then
+  # Real parts the tests start on localhost: Slurm (slurmctld, slurmd, munged) and PostgreSQL.
+  apt_pkgs+=(slurmctld slurmd slurm-client munge postgresql)
+fi
+missing=()
+for p in "${apt_pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "bootstrap: missing Debian packages: ${missing[*]}; run as root or install them first" >&2
+    exit 1
+  fi
+  log "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The packages ship init scripts; we start our own daemons on private paths, never the system ones.
+fi
+
+# --- virtualenv and Python packages ----------------------------------------------------------
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating virtualenv $venv"
+  "$python" -m venv "$venv"
+fi
+pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+stamp="$venv/.elastic-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing Python packages (this takes a few minutes the first time)"
+  "${pip[@]}" install --upgrade pip wheel setuptools
+  "${pip[@]}" install -e ".[dev,postgres]"
+  echo "$want" > "$stamp"
+fi
+
+# pymesos needs http-parser, whose bundled C code does not build on Python >= 3.11: regenerate it
+# with Cython < 3 from the sdist, then install pymesos (see README, "Installing pymesos").
+if ! "$venv/bin/python" -c 'import pymesos, http_parser.parser' 2>/dev/null; then
+  log "building http-parser with Cython < 3 and installing pymesos"
+  tmp="$(mktemp -d)"
+  trap 'rm -rf "$tmp"' EXIT
+  "${pip[@]}" install "cython<3"
+  "${pip[@]}" download --no-deps --no-binary :all: -d "$tmp" "http-parser==0.9.0"
+  tar -xzf "$tmp"/http-parser-0.9.0.tar.gz -C "$tmp"
+  src="$tmp/http-parser-0.9.0"
+  rm -f "$src"/http_parser/*.so
+  (cd "$src/http_parser" && "$venv/bin/cython" parser.pyx -o parser.c)
+  "${pip[@]}" install --no-build-isolation "$src"
+  "${pip[@]}" install "pymesos>=0.3.15"
+fi
+
+export PATH="$venv/bin:$PATH"
+
+# --- the job ---------------------------------------------------------------------------------
+if [ "$mode" = demo ]; then
+  log "running the main job: elastic demo on the mock backend"
+  if [ "$#" -gt 0 ]; then
+    exec elastic "$@"
+  fi
+  exec elastic simulate --policy easy --jobs 5000
+fi
+
+log "ruff"
+ruff check .
+log "mypy"
+mypy
+log "pytest"
+set +e
+python -m pytest "$@"
+rc=$?
+set -e
+if [ "$rc" -eq 5 ]; then
+  echo "bootstrap: pytest collected no tests; that is a failure, not a pass" >&2
+  exit 1
+fi
+exit "$rc"

@@ -1,0 +1,33 @@
+"""Shared pytest configuration.
+
+Fixtures that start real services (Slurm daemons, PostgreSQL) live in ``tests/fixtures/`` and are
+loaded as plugins here, so every test directory can use them.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+#: Real workload traces shipped beside the project (never committed into it).
+SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
+
+
+@pytest.fixture(scope="session")
+def traces_dir() -> Path:
+    """Directory of the real SWF traces; tests that need it are skipped when it is absent."""
+    path = Path(os.environ.get("ELASTIC_TRACES", SHARED_TRACES))
+    if not path.is_dir():
+        pytest.skip(f"real traces not available at {path} (set ELASTIC_TRACES)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def hpc2n_trace(traces_dir: Path) -> Path:
+    """The HPC2N 2002 trace (202,871 jobs, 240 processors)."""
+    path = traces_dir / "HPC2N-2002-2.2-cln.swf.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    return path
