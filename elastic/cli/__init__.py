@@ -20,8 +20,6 @@ __all__ = ["main"]
 
 #: Subcommand modules, in the order ``elastic --help`` lists them.
 _COMMANDS: tuple[str, ...] = (
-    "elastic.cli.simulate",
-    "elastic.cli.traces",
 )
 
 
