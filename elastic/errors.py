@@ -48,9 +48,7 @@ class UnknownNameError(ConfigError):
         self.kind = kind
         self.name = name
         self.allowed = tuple(sorted(allowed))
-        super().__init__(
-            f"unknown {kind} {name!r}; choose one of: {', '.join(self.allowed)}"
-        )
+        super().__init__(f"unknown {kind} {name!r}; choose one of: {', '.join(self.allowed)}")
 
 
 class TraceError(ElasticError, ValueError):

@@ -94,6 +94,7 @@ fi
 
 log "ruff"
 ruff check .
+ruff format --check .
 log "mypy"
 mypy
 log "pytest"

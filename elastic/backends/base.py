@@ -205,7 +205,7 @@ class BatchBackend(Protocol):
         ...
 
     def now(self) -> float:
-        """Current time on the backend's clock, in seconds."""
+        """Return the current time on the backend's clock, in seconds."""
         ...
 
     def sleep(self, seconds: float) -> None:
@@ -213,7 +213,7 @@ class BatchBackend(Protocol):
         ...
 
     def partition(self) -> PartitionInfo:
-        """The partition jobs are submitted to."""
+        """Return the partition jobs are submitted to."""
         ...
 
     def submit(self, spec: JobSpec) -> str:
@@ -235,7 +235,7 @@ class BatchBackend(Protocol):
         ...
 
     def state(self, job_id: str) -> JobInfo:
-        """Current state of one job, including finished ones. Raises UnknownJobError."""
+        """Return the current state of one job, finished ones included; raise UnknownJobError."""
         ...
 
     def queue(self) -> list[JobInfo]:

@@ -19,8 +19,7 @@ from elastic.errors import ElasticError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``elastic --help`` lists them.
-_COMMANDS: tuple[str, ...] = (
-)
+_COMMANDS: tuple[str, ...] = ()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -32,9 +31,7 @@ def _parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"elastic {__version__}")
-    parser.add_argument(
-        "-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)"
-    )
+    parser.add_argument("-v", "--verbose", action="count", default=0, help="log more (-v info, -vv debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in _COMMANDS:
         importlib.import_module(name).register(sub)
