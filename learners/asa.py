@@ -1,0 +1,558 @@
+"""The ASA queue-wait learner (Souza et al., *ASA - The Adaptive Scheduling Algorithm*, Algorithm 1).
+
+The paper's formulas were lost in extraction; this is the reconstruction of issue #3.
+
+The learner keeps, per key (a job geometry, see :func:`geometry_key`), a probability vector ``p`` over a
+fixed sorted grid of K candidate waits ``a_1 < ... < a_K``, the loss vector ``L`` accumulated in the
+current round (mini-batch), the loss the learner itself incurred in that round, and the round index
+``r`` (starting at 1). One observation of a real wait ``w`` is one *case*:
+
+1. every alternative is scored (full information) with a loss in [0, 1], ``l_i(w)``;
+2. ``L += l`` and the round's incurred loss grows by the learner's own loss (``p . l`` for the sampling
+   policies, the loss of the alternative it would choose for ``greedy``);
+3. once the incurred loss exceeds ``round_bound`` the round closes: ``p <- p * exp(-eta_r * L)``,
+   normalised, then mixed with a share ``uniform_mix`` of the uniform distribution; ``L <- 0``;
+   ``r <- r + 1`` with ``eta_r = eta0 / sqrt(r)`` (non-increasing, as the convergence proof needs).
+
+**Why the uniform mix.** Without it, ``p`` of every alternative that lost for a while decays
+geometrically towards 0 and, with ``eta_r`` shrinking, a learner that has converged can need thousands
+of observations to move when the queue changes. Mixing a share ``uniform_mix`` (default 1 %) of the
+uniform distribution after each round keeps every alternative at probability >= ``uniform_mix / K``,
+so the log-odds the learner has to overcome after a change are bounded by ``log(K / uniform_mix)``.
+This is the *fixed-share* rule of Herbster and Warmuth (1998) also used by Exp3; it costs at most
+``uniform_mix`` of the hit rate in a stationary queue.
+
+**Why the incurred loss is an expectation.** For ``default`` and ``tuned`` the incurred loss counted
+against ``round_bound`` is ``p . l``, the expectation over the learner's own sampling (the quantity the
+paper's Appendix A bounds). Counting the loss of whatever value ``predict`` last returned instead would
+make learning depend on how often callers call ``predict``; with the expectation the learned state is a
+deterministic function of the observations.
+
+Policies
+--------
+``"default"``
+    ``predict`` samples an index from ``p`` (exploration and exploitation both come from ``p``).
+``"tuned"``
+    As ``default``, but each observation is applied ``repetitions`` times (default 50, as in the paper),
+    which biases the learner toward recent waits and makes it converge fast after a change.
+``"greedy"``
+    ``predict`` returns the alternative with the smallest accumulated loss
+    (``sum_r eta_r L_r`` over closed rounds plus ``eta_r L`` of the open one; ties go to the smallest
+    wait, so with no data it predicts 0 s, the Per-Stage behaviour). Because old evidence is weighted
+    by the larger early ``eta`` and never forgotten, after the true wait changes (the paper shows a
+    drop) greedy keeps predicting the old wait for far longer than the change lasts: it gets stuck.
+    This weakness is reproduced on purpose (``tests/learners/test_asa.py``). With the symmetric 0/1 loss
+    the same happens after a rise.
+
+Losses
+------
+``"paper"``
+    0 for the alternative closest to the observed wait, 1 for every other one (definition (3)).
+``"cost"``
+    An alternative ``a`` that is too long makes the allocation start ``a - w`` seconds early and idle:
+    ``idle_weight * cores * (a - w)`` core-seconds; one that is too short delays the stage by ``w - a``
+    seconds: ``delay_weight * (w - a)``. The cost is mapped to [0, 1] as ``log1p(c) / max_i log1p(c_i)``
+    so the round bound keeps its meaning; the log keeps alternatives distinguishable across the grid's
+    five orders of magnitude (a linear scale would make every small wait cost ~0 next to 100,000 s).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+from elastic.errors import ConfigError
+from learners.base import BaseLearner, InstanceOf, Interval, Key, Options
+
+__all__ = [
+    "DEFAULT_GRID",
+    "ASAEstimator",
+    "geometry_key",
+    "key_cores",
+    "nearest_index",
+]
+
+logger = logging.getLogger(__name__)
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+
+
+def _default_grid() -> tuple[float, ...]:
+    steps = [
+        (0, 100, 10),  # 0, 10, ..., 90                   10 values
+        (100, 1_000, 50),  # 100, 150, ..., 950           18
+        (1_000, 5_000, 500),  # 1,000, 1,500, ..., 4,500  8
+        (5_000, 10_000, 1_000),  # 5,000, ..., 9,000      5
+        (10_000, 30_000, 5_000),  # 10,000, ..., 25,000   4
+        (30_000, 100_001, 10_000),  # 30,000, ..., 100,000 8
+    ]
+    return tuple(float(v) for lo, hi, step in steps for v in range(lo, hi, step))
+
+
+DEFAULT_GRID: tuple[float, ...] = _default_grid()
+"""The 53 default candidate waits in seconds, 0 to 100,000 (the paper's 28 h maximum).
+
+Steps of 10 s below 100 s, 50 s below 1,000 s, 500 s below 5,000 s, 1,000 s below 10,000 s, 5,000 s
+below 30,000 s and 10,000 s up to 100,000 s: denser in the tens and hundreds of seconds, where small
+jobs' waits vary most, as in the paper (Section 4.3).
+"""
+
+_POLICIES = frozenset({"default", "tuned", "greedy"})
+_LOSSES = frozenset({"paper", "cost"})
+_STATE_FORMAT = "asa/1"
+_KEY_RE = re.compile(r"^cores=(\d+)-(\d+)(?:/|$)")
+
+
+def geometry_key(cores: int, partition: str | None = None, user: str | None = None) -> Key:
+    """Return the key ASA state is kept and shared under: a core bucket, plus partition and user.
+
+    Cores are bucketed by powers of two: a request of ``c`` cores falls in ``(2**(k-1), 2**k]`` with
+    ``2**k`` the smallest power of two >= ``c`` (1, 2, 3-4, 5-8, ..., 17-32, 33-64, 65-128, ...). Sizes
+    in one bucket see similar queue waits and pool their observations; the paper's 28, 56 and 112-core
+    geometries land in three different buckets.
+
+    Parameters
+    ----------
+    cores : int
+        Cores of the allocation, >= 1.
+    partition : str or None, default None
+        Slurm partition; ``None`` leaves it out of the key.
+    user : str or None, default None
+        Owner; ``None`` shares the state among all users.
+
+    Returns
+    -------
+    str
+        E.g. ``"cores=17-32/partition=batch/user=alice"``.
+
+    Raises
+    ------
+    ConfigError
+        ``cores`` < 1, or ``partition``/``user`` contain ``/`` or ``=``.
+
+    Examples
+    --------
+    >>> geometry_key(28)
+    'cores=17-32'
+    >>> geometry_key(112, partition="batch")
+    'cores=65-128/partition=batch'
+    """
+    if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores < 1:
+        raise ConfigError(f"geometry_key: parameter 'cores' must be an integer >= 1; got {cores!r}")
+    hi = 1 << (int(cores) - 1).bit_length()
+    lo = hi // 2 + 1 if hi > 1 else 1
+    parts = [f"cores={lo}-{hi}"]
+    for name, value in (("partition", partition), ("user", user)):
+        if value is None:
+            continue
+        if "/" in value or "=" in value or not value:
+            raise ConfigError(
+                f"geometry_key: parameter {name!r} must be a non-empty string without '/' or '='; "
+                f"got {value!r}"
+            )
+        parts.append(f"{name}={value}")
+    return "/".join(parts)
+
+
+def key_cores(key: Key) -> int | None:
+    """Return the largest core count of a :func:`geometry_key` bucket, or ``None`` for other keys.
+
+    >>> key_cores("cores=17-32/user=alice")
+    32
+    >>> key_cores("anything else") is None
+    True
+    """
+    match = _KEY_RE.match(key)
+    return int(match.group(2)) if match else None
+
+
+def nearest_index(grid: npt.ArrayLike, waits: npt.ArrayLike) -> IntArray:
+    """Return, for each wait, the index of the closest grid value (ties go to the smaller value).
+
+    Parameters
+    ----------
+    grid : array_like of float
+        Sorted candidate waits.
+    waits : array_like of float
+        Waits in seconds.
+
+    Returns
+    -------
+    ndarray of int64
+        Same shape as ``waits``.
+
+    Examples
+    --------
+    >>> nearest_index([0.0, 10.0, 100.0], [4.0, 6.0, 55.0, 1e9]).tolist()
+    [0, 1, 1, 2]
+    """
+    g = np.asarray(grid, dtype=np.float64)
+    w = np.asarray(waits, dtype=np.float64)
+    right = np.clip(np.searchsorted(g, w, side="left"), 1, len(g) - 1) if len(g) > 1 else None
+    if right is None:
+        return np.zeros(w.shape, dtype=np.int64)
+    left = right - 1
+    pick_right = (g[right] - w) < (w - g[left])
+    return np.where(pick_right, right, left).astype(np.int64)
+
+
+@dataclass(slots=True)
+class _KeyState:
+    """Mutable learned state of one key."""
+
+    p: FloatArray
+    round_loss: FloatArray
+    cumulative_loss: FloatArray
+    incurred: float
+    round: int
+    observations: int
+
+    @classmethod
+    def prior(cls, k: int) -> _KeyState:
+        return cls(
+            p=np.full(k, 1.0 / k),
+            round_loss=np.zeros(k),
+            cumulative_loss=np.zeros(k),
+            incurred=0.0,
+            round=1,
+            observations=0,
+        )
+
+
+class ASAEstimator(BaseLearner):
+    """Online queue-wait learner of ASA, one independent state per key.
+
+    Parameters
+    ----------
+    grid : sequence of float or None, default None
+        Sorted, distinct candidate waits in seconds (>= 0, at least 2). ``None`` = :data:`DEFAULT_GRID`.
+    policy : {"default", "tuned", "greedy"}, default "default"
+        How :meth:`predict` chooses and how observations are applied (see the module docstring).
+    repetitions : int, default 50
+        For ``policy="tuned"``: how many times each observation is applied (>= 1). Ignored otherwise.
+    loss : {"paper", "cost"}, default "paper"
+        Loss scoring each alternative against an observed wait (see the module docstring).
+    idle_weight : float, default 1.0
+        ``loss="cost"``: weight of one idle core-second (>= 0).
+    delay_weight : float, default 1.0
+        ``loss="cost"``: weight of one second of delay (>= 0).
+    cores : int or None, default None
+        ``loss="cost"``: cores an early start idles. ``None`` = the bucket's upper bound when the key
+        comes from :func:`geometry_key`, else 1.
+    eta0 : float, default 1.0
+        Initial learning rate (> 0); round ``r`` uses ``eta0 / sqrt(r)``.
+    round_bound : float, default 1.0
+        A round closes once the loss the learner incurred in it exceeds this (> 0).
+    uniform_mix : float, default 0.01
+        Share of the uniform distribution mixed into ``p`` after each round, in [0, 1).
+    random_state : int or None, default None
+        Seed of the ``numpy.random.Generator`` used for sampling predictions.
+
+    Attributes
+    ----------
+    grid_ : ndarray of float64
+        The candidate waits in use.
+    states_ : dict of str to state
+        Learned state per key (read it with :meth:`get_state`).
+    rng_ : numpy.random.Generator
+        Generator sampling the predictions of ``default`` and ``tuned``.
+
+    Notes
+    -----
+    ``predict`` for a key never observed samples from the uniform prior (``greedy``: returns the
+    smallest grid value, 0 s by default); it does not raise :class:`~learners.base.NotFittedError`.
+
+    Examples
+    --------
+    >>> asa = ASAEstimator(policy="tuned", random_state=0)
+    >>> for _ in range(5):
+    ...     _ = asa.observe("cores=17-32", 600.0)
+    >>> asa.predict("cores=17-32")
+    600.0
+    """
+
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "grid": [None, InstanceOf((list, tuple, np.ndarray), "a sorted sequence of >= 2 waits >= 0")],
+        "policy": [Options(frozenset(_POLICIES))],
+        "repetitions": [Interval(1, None, integer=True)],
+        "loss": [Options(frozenset(_LOSSES))],
+        "idle_weight": [Interval(0, None)],
+        "delay_weight": [Interval(0, None)],
+        "cores": [None, Interval(1, None, integer=True)],
+        "eta0": [Interval(0, None, closed="neither")],
+        "round_bound": [Interval(0, None, closed="neither")],
+        "uniform_mix": [Interval(0, 1, closed="left")],
+        "random_state": [None, Interval(0, None, integer=True)],
+    }
+
+    def __init__(
+        self,
+        *,
+        grid: Sequence[float] | None = None,
+        policy: str = "default",
+        repetitions: int = 50,
+        loss: str = "paper",
+        idle_weight: float = 1.0,
+        delay_weight: float = 1.0,
+        cores: int | None = None,
+        eta0: float = 1.0,
+        round_bound: float = 1.0,
+        uniform_mix: float = 0.01,
+        random_state: int | None = None,
+    ) -> None:
+        self.grid = grid
+        self.policy = policy
+        self.repetitions = repetitions
+        self.loss = loss
+        self.idle_weight = idle_weight
+        self.delay_weight = delay_weight
+        self.cores = cores
+        self.eta0 = eta0
+        self.round_bound = round_bound
+        self.uniform_mix = uniform_mix
+        self.random_state = random_state
+
+    # -- set-up -------------------------------------------------------------------------------------
+
+    def _initialise(self) -> None:
+        """Validate hyperparameters and create the learned attributes (first learning call)."""
+        if hasattr(self, "grid_"):
+            return
+        self._validate_params()
+        grid = np.asarray(DEFAULT_GRID if self.grid is None else self.grid, dtype=np.float64)
+        if (
+            grid.ndim != 1
+            or len(grid) < 2
+            or not np.all(np.isfinite(grid))
+            or grid[0] < 0
+            or not np.all(np.diff(grid) > 0)
+        ):
+            raise ConfigError(
+                "ASAEstimator: parameter 'grid' must be a strictly increasing sequence of at least 2 "
+                f"finite waits >= 0 seconds; got {self.grid!r}"
+            )
+        if self.loss == "cost" and self.idle_weight == 0 and self.delay_weight == 0:
+            raise ConfigError(
+                "ASAEstimator: parameters 'idle_weight' and 'delay_weight' must not both be 0 "
+                "with loss='cost'"
+            )
+        self.grid_: FloatArray = grid
+        self.states_: dict[Key, _KeyState] = {}
+        self.rng_: np.random.Generator = np.random.default_rng(self.random_state)
+
+    def _state(self, key: Key) -> _KeyState:
+        state = self.states_.get(key)
+        if state is None:
+            state = self.states_[key] = _KeyState.prior(len(self.grid_))
+        return state
+
+    # -- losses -------------------------------------------------------------------------------------
+
+    def losses(self, key: Key, wait: float) -> FloatArray:
+        """Return the loss in [0, 1] of every alternative for an observed ``wait`` of ``key``.
+
+        Parameters
+        ----------
+        key : str
+            Key (used for the core count of ``loss="cost"``).
+        wait : float
+            Observed wait in seconds, >= 0.
+
+        Returns
+        -------
+        ndarray of float64
+            One loss per grid value.
+        """
+        self._initialise()
+        if self.loss == "paper":
+            out = np.ones(len(self.grid_))
+            out[nearest_index(self.grid_, wait)] = 0.0
+            return out
+        cores = self.cores if self.cores is not None else (key_cores(key) or 1)
+        early = np.maximum(self.grid_ - wait, 0.0)
+        late = np.maximum(wait - self.grid_, 0.0)
+        cost = np.log1p(self.idle_weight * cores * early + self.delay_weight * late)
+        top = float(cost.max())
+        return cost / top if top > 0 else cost
+
+    # -- the ASA learner update ---------------------------------------------------------------------
+
+    def _greedy_index(self, state: _KeyState) -> int:
+        eta = self.eta0 / math.sqrt(state.round)
+        return int(np.argmin(state.cumulative_loss + eta * state.round_loss))
+
+    def _close_round(self, state: _KeyState) -> None:
+        eta = self.eta0 / math.sqrt(state.round)
+        state.cumulative_loss += eta * state.round_loss
+        # Subtracting the minimum leaves the normalised result unchanged and avoids exp underflow.
+        weights = state.p * np.exp(-eta * (state.round_loss - state.round_loss.min()))
+        p = weights / weights.sum()
+        k = len(p)
+        state.p = (1.0 - self.uniform_mix) * p + self.uniform_mix / k
+        state.round_loss = np.zeros(k)
+        state.incurred = 0.0
+        state.round += 1
+
+    def _apply(self, state: _KeyState, loss: FloatArray, times: int) -> None:
+        """Apply one case with loss vector ``loss`` ``times`` times (rounds close as they fill)."""
+        remaining = times
+        while remaining > 0:
+            if self.policy == "greedy":
+                own = float(loss[self._greedy_index(state)])
+                steps = 1
+            else:
+                # p is constant inside a round, so each repetition incurs the same p . loss: jump
+                # straight to the repetition that closes the round (same result as one at a time).
+                own = float(state.p @ loss)
+                if own > 0:
+                    steps = max(1, math.floor((self.round_bound - state.incurred) / own) + 1)
+                    steps = min(steps, remaining)
+                else:
+                    steps = remaining
+            state.round_loss += steps * loss
+            state.incurred += steps * own
+            remaining -= steps
+            if state.incurred > self.round_bound:
+                self._close_round(state)
+
+    def observe(self, key: Key, wait: float) -> ASAEstimator:
+        """Learn one observed queue wait for ``key`` (the ASA learner update); return ``self``.
+
+        Parameters
+        ----------
+        key : str
+            Geometry key, e.g. from :func:`geometry_key`.
+        wait : float
+            The wait the allocation really had, in seconds (>= 0; values past the grid count as the
+            largest alternative).
+
+        Returns
+        -------
+        ASAEstimator
+            ``self``.
+
+        Raises
+        ------
+        ConfigError
+            ``wait`` is negative or not finite, or a hyperparameter is invalid.
+        """
+        self._initialise()
+        if not (isinstance(wait, (int, float, np.floating, np.integer)) and math.isfinite(wait)) or wait < 0:
+            raise ConfigError(
+                f"ASAEstimator.observe: 'wait' must be a finite number >= 0 seconds; got {wait!r}"
+            )
+        state = self._state(key)
+        times = self.repetitions if self.policy == "tuned" else 1
+        self._apply(state, self.losses(key, float(wait)), times)
+        state.observations += 1
+        return self
+
+    def partial_fit(self, key: Key, wait: float) -> ASAEstimator:
+        """Alias of :meth:`observe`."""
+        return self.observe(key, wait)
+
+    # -- predictions --------------------------------------------------------------------------------
+
+    def predict_index(self, key: Key) -> int:
+        """Return the index into ``grid_`` of the alternative chosen now for ``key``.
+
+        ``default``/``tuned`` sample it from ``p`` (consuming ``rng_``); ``greedy`` takes the smallest
+        accumulated loss. A key never observed uses the prior (uniform ``p``, zero losses).
+        """
+        self._initialise()
+        state = self.states_.get(key) or _KeyState.prior(len(self.grid_))
+        if self.policy == "greedy":
+            return self._greedy_index(state)
+        index = int(np.searchsorted(np.cumsum(state.p), self.rng_.random() * state.p.sum(), side="right"))
+        return min(index, len(self.grid_) - 1)
+
+    def predict(self, key: Key) -> float:
+        """Return the predicted queue wait in seconds for an allocation of ``key``.
+
+        Returns
+        -------
+        float
+            One of the grid values.
+        """
+        index = self.predict_index(key)  # initialises grid_ on a first call
+        return float(self.grid_[index])
+
+    def probabilities(self, key: Key) -> FloatArray:
+        """Return a copy of ``p`` for ``key`` (uniform for a key never observed)."""
+        self._initialise()
+        state = self.states_.get(key) or _KeyState.prior(len(self.grid_))
+        return state.p.copy()
+
+    # -- persistence --------------------------------------------------------------------------------
+
+    def get_state(self, key: Key) -> dict[str, Any]:
+        """Return the learned state of ``key`` as a JSON-able dict (the prior for an unseen key).
+
+        The store keeps it across runs and shares it between workflows of the same user and geometry.
+        """
+        self._initialise()
+        state = self.states_.get(key) or _KeyState.prior(len(self.grid_))
+        return {
+            "format": _STATE_FORMAT,
+            "grid": self.grid_.tolist(),
+            "p": state.p.tolist(),
+            "round_loss": state.round_loss.tolist(),
+            "cumulative_loss": state.cumulative_loss.tolist(),
+            "incurred": state.incurred,
+            "round": state.round,
+            "observations": state.observations,
+        }
+
+    def set_state(self, key: Key, state: Mapping[str, Any]) -> ASAEstimator:
+        """Replace the learned state of ``key`` with one returned by :meth:`get_state`.
+
+        Raises
+        ------
+        ConfigError
+            The state has another format or grid, or is not a valid state (names the field).
+        """
+        self._initialise()
+        where = f"ASAEstimator.set_state(key={key!r})"
+        if state.get("format") != _STATE_FORMAT:
+            raise ConfigError(f"{where}: 'format' must be {_STATE_FORMAT!r}; got {state.get('format')!r}")
+        grid = np.asarray(state.get("grid", []), dtype=np.float64)
+        if grid.shape != self.grid_.shape or not np.allclose(grid, self.grid_):
+            raise ConfigError(
+                f"{where}: the state was learned on another grid ({len(grid)} values); "
+                "use an estimator with the same 'grid' or discard the state"
+            )
+        k = len(self.grid_)
+        arrays: dict[str, FloatArray] = {}
+        for name in ("p", "round_loss", "cumulative_loss"):
+            arr = np.asarray(state.get(name, []), dtype=np.float64)
+            if arr.shape != (k,) or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+                raise ConfigError(f"{where}: {name!r} must be {k} finite numbers >= 0")
+            arrays[name] = arr
+        if not math.isclose(float(arrays["p"].sum()), 1.0, rel_tol=1e-9, abs_tol=1e-9):
+            raise ConfigError(f"{where}: 'p' must sum to 1; got {arrays['p'].sum()!r}")
+        round_ = state.get("round")
+        observations = state.get("observations")
+        incurred = state.get("incurred")
+        if not isinstance(round_, int) or round_ < 1:
+            raise ConfigError(f"{where}: 'round' must be an integer >= 1; got {round_!r}")
+        if not isinstance(observations, int) or observations < 0:
+            raise ConfigError(f"{where}: 'observations' must be an integer >= 0; got {observations!r}")
+        if not isinstance(incurred, (int, float)) or not math.isfinite(incurred) or incurred < 0:
+            raise ConfigError(f"{where}: 'incurred' must be a finite number >= 0; got {incurred!r}")
+        self.states_[key] = _KeyState(
+            p=arrays["p"] / arrays["p"].sum(),
+            round_loss=arrays["round_loss"],
+            cumulative_loss=arrays["cumulative_loss"],
+            incurred=float(incurred),
+            round=round_,
+            observations=observations,
+        )
+        return self
