@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.slurm_cluster"]
+pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.slurm_cluster"]
 
 #: Real workload traces shipped beside the project (never committed into it).
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
