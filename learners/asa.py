@@ -405,6 +405,14 @@ class ASAEstimator(BaseLearner):
         """Apply one case with loss vector ``loss`` ``times`` times (rounds close as they fill)."""
         remaining = times
         while remaining > 0:
+            if (
+                remaining > 1
+                and self.loss == "paper"
+                and self.policy != "greedy"
+                and not state.round_loss.any()
+            ):
+                self._apply_fresh_rounds_01(state, loss, remaining)
+                return
             if self.policy == "greedy":
                 own = float(loss[self._greedy_index(state)])
                 steps = 1
@@ -422,6 +430,52 @@ class ASAEstimator(BaseLearner):
             remaining -= steps
             if state.incurred > self.round_bound:
                 self._close_round(state)
+
+    def _apply_fresh_rounds_01(self, state: _KeyState, loss: FloatArray, times: int) -> None:
+        """Exact shortcut of :meth:`_apply` for the 0/1 loss, starting at an empty round.
+
+        With ``loss = 1 - e_i`` every round of repetitions of this one case scales all alternatives
+        but ``i`` by the same factor, normalises and mixes: an affine map ``p_j <- a p_j + b`` shared by
+        every ``j != i``. Composing those maps with scalars instead of updating the 53-vector once per
+        round makes ``tuned`` (up to 25 rounds per observation) about 20x cheaper; the result is the
+        same up to rounding (``tests/learners/test_asa_estimator.py`` checks it).
+        """
+        i = int(np.argmin(loss))
+        k = len(state.p)
+        gamma = self.uniform_mix
+        q = float(state.p[i])
+        scale, shift = 1.0, 0.0  # p_j = scale * p_j(before) + shift for every j != i
+        weighted = 0.0  # sum over closed rounds of eta_r * repetitions_r (cumulative_loss += this * loss)
+        remaining = times
+        round_ = state.round
+        open_steps = 0
+        while remaining > 0:
+            own = 1.0 - q  # p . loss
+            if own <= 0:  # only with uniform_mix=0: nothing is ever incurred, the round stays open
+                open_steps = remaining
+                break
+            steps = max(1, math.floor(self.round_bound / own) + 1)
+            while own * steps <= self.round_bound:  # guard against rounding in the division
+                steps += 1
+            if steps > remaining:
+                open_steps = remaining
+                break
+            remaining -= steps
+            eta = self.eta0 / math.sqrt(round_)
+            weighted += eta * steps
+            factor = math.exp(-eta * steps)
+            norm = q + own * factor
+            a = (1.0 - gamma) * factor / norm
+            scale, shift = a * scale, a * shift + gamma / k
+            q = (1.0 - gamma) * q / norm + gamma / k
+            round_ += 1
+        p = scale * state.p + shift
+        p[i] = q
+        state.p = p / p.sum()
+        state.cumulative_loss += weighted * loss
+        state.round = round_
+        state.round_loss = open_steps * loss
+        state.incurred = open_steps * (1.0 - q)
 
     def observe(self, key: Key, wait: float) -> ASAEstimator:
         """Learn one observed queue wait for ``key`` (the ASA learner update); return ``self``.
