@@ -12,9 +12,11 @@ makespan
 stage execution time
     Last successful task end of the stage - first task start of the stage.
 queue wait
-    Per allocation ``start - submit``; a stage's queue wait sums the waits of the allocations requested
-    for it; the total sums all allocations (Big-Job has one). Allocations cancelled before they started
-    have no wait (their time in the queue shows up in perceived waits instead).
+    Per allocation ``start - eligible``, where an allocation is eligible at submit or, with batch
+    dependencies or a begin time, once those are satisfied (a dependency hold is not a queue wait: it
+    is not charged and overlaps the predecessor's run); a stage's queue wait sums the waits of the
+    allocations requested for it; the total sums all allocations (Big-Job has one). Allocations
+    cancelled before they started have no wait (their time in the queue shows up in perceived waits).
 perceived wait
     Per stage: first task start - the moment the stage became ready (its dependencies done; the run start
     for the first stage): the time the stage's work really waited for cores.
@@ -122,6 +124,9 @@ class Event:
         Queue wait the strategy predicted when submitting (ALLOC_SUBMIT), if any.
     note : str
         Reason or final state, in words.
+    eligible : float or None
+        ALLOC_START only: when the allocation became eligible to start (its dependencies and begin time
+        satisfied); ``None`` = at submit. The queue wait is ``start - eligible``.
     """
 
     time: float
@@ -133,6 +138,7 @@ class Event:
     walltime: float | None = None
     predicted_wait: float | None = None
     note: str = ""
+    eligible: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +239,14 @@ class _Alloc:
     reason: str
     start: float | None = None
     end: float | None = None
+    eligible: float | None = None
+
+    @property
+    def wait(self) -> float | None:
+        """Queue wait: start - max(submit, eligible), once started."""
+        if self.start is None:
+            return None
+        return self.start - max(self.submit, self.eligible if self.eligible is not None else self.submit)
 
 
 def _alloc_table(events: Sequence[Event]) -> dict[str, _Alloc]:
@@ -250,14 +264,15 @@ def _alloc_table(events: Sequence[Event]) -> dict[str, _Alloc]:
                 )
             if e.kind is EventKind.ALLOC_START:
                 row.start = e.time
+                row.eligible = e.eligible
             else:
                 row.end = e.time
     return table
 
 
 def allocation_waits(events: Sequence[Event]) -> dict[str, float]:
-    """Return ``allocation -> queue wait`` (start - submit) for every allocation that started."""
-    return {a: row.start - row.submit for a, row in _alloc_table(events).items() if row.start is not None}
+    """Return ``allocation -> queue wait`` (start - eligible) for every allocation that started."""
+    return {a: row.wait for a, row in _alloc_table(events).items() if row.wait is not None}
 
 
 def core_seconds_charged(events: Sequence[Event]) -> float:
@@ -349,10 +364,9 @@ def prediction_outcomes(
     """
     hits = over = under = 0
     for row in _alloc_table(events).values():
-        predicted = row.predicted
-        if predicted is None or row.start is None:
+        predicted, actual = row.predicted, row.wait
+        if predicted is None or actual is None:
             continue
-        actual = row.start - row.submit
         slack = max(tolerance, relative * actual)
         if predicted - actual > slack:
             over += 1

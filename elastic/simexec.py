@@ -1,0 +1,206 @@
+"""Simulated task execution for the pure-simulation mode: no processes, backend time only.
+
+:class:`SimExecutor` implements the :class:`~elastic.runner.Executor` contract the real pool's adapter
+implements, so the run driver and the strategies cannot tell them apart. Each task takes its sampled
+duration (:attr:`TaskSpec.duration`, drawn from its stage's runtime distribution) on the cores of a live
+allocation. Placement follows the pool's rules: one queue ordered by stage (earlier stages first, so an
+allocation that starts early takes the remaining tasks of the previous stage if they fit), any live
+allocation may take any task whose cores fit, and a task is not started on an allocation whose remaining
+walltime is shorter than the task's estimate while another live allocation has enough. A task still running
+when its allocation ends is lost and re-queued (bounded retries).
+
+Completions are kept in a heap of ``(end, seq, ...)`` with ``seq`` from :func:`itertools.count` so ties
+resolve in submission order and replays are identical.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+from dataclasses import dataclass, field
+
+from elastic.errors import ElasticError
+from elastic.metrics import Event, EventKind
+from elastic.runner import TaskSpec
+
+__all__ = ["SimExecutor", "TaskRetriesExhaustedError"]
+
+logger = logging.getLogger(__name__)
+
+
+class TaskRetriesExhaustedError(ElasticError, RuntimeError):
+    """A task was lost more often than allowed.
+
+    Parameters
+    ----------
+    task_id : str
+        The task.
+    allocations : list of str
+        Allocations it was lost on, in order.
+    """
+
+    def __init__(self, task_id: str, allocations: list[str]) -> None:
+        self.task_id = task_id
+        self.allocations = allocations
+        super().__init__(
+            f"task {task_id!r} was lost {len(allocations)} times (allocations {', '.join(allocations)}): "
+            "its allocations end before it can finish; request longer walltimes or raise max_retries"
+        )
+
+
+@dataclass(slots=True)
+class _Live:
+    alloc_id: str
+    cores: int
+    walltime_end: float
+    free: int
+    running: dict[str, tuple[float, TaskSpec]] = field(default_factory=dict)
+
+
+class SimExecutor:
+    """Executor that simulates tasks in backend time.
+
+    Parameters
+    ----------
+    max_retries : int, default 3
+        A task lost more than this many times fails the run (:class:`TaskRetriesExhaustedError`).
+
+    Examples
+    --------
+    >>> ex = SimExecutor()
+    >>> ex.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=10.0, duration=10.0))
+    >>> ex.add_allocation("a1", cores=1, walltime_end=100.0, at=5.0)
+    >>> [(e.kind.value, e.time) for e in ex.advance(20.0)]
+    [('task_start', 5.0), ('task_end', 15.0)]
+    """
+
+    def __init__(self, *, max_retries: int = 3) -> None:
+        self.max_retries = max_retries
+        self._now = float("-inf")
+        self._queue: list[tuple[int, int, TaskSpec]] = []
+        self._live: dict[str, _Live] = {}
+        self._heap: list[tuple[float, int, str, str]] = []  # (end, seq, alloc_id, task_id)
+        self._seq = itertools.count()
+        self._pending: list[Event] = []
+        self._losses: dict[str, list[str]] = {}
+
+    # -- the Executor contract -----------------------------------------------------------------------
+
+    def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
+        """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
+        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores)
+        self._run_until(at)
+        self._dispatch(max(at, self._now))
+
+    def allocation_ended(self, alloc_id: str, at: float) -> None:
+        """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued."""
+        self._run_until(at)
+        live = self._live.pop(alloc_id, None)
+        if live is None:
+            return
+        for task_id, (_, task) in sorted(live.running.items()):
+            self._pending.append(
+                Event(
+                    at,
+                    EventKind.TASK_LOST,
+                    stage=task.stage,
+                    allocation=alloc_id,
+                    task=task_id,
+                    cores=task.cores,
+                )
+            )
+            lost_on = self._losses.setdefault(task_id, [])
+            lost_on.append(alloc_id)
+            if len(lost_on) > self.max_retries:
+                raise TaskRetriesExhaustedError(task_id, lost_on)
+            heapq.heappush(self._queue, (task.order, next(self._seq), task))
+        self._dispatch(max(at, self._now))
+
+    def submit(self, task: TaskSpec) -> None:
+        """Queue ``task`` (placed at the next :meth:`advance`)."""
+        heapq.heappush(self._queue, (task.order, next(self._seq), task))
+
+    def advance(self, now: float) -> list[Event]:
+        """Complete tasks ending up to ``now`` (placing queued ones as cores free up); return the events."""
+        self._run_until(now)
+        self._dispatch(max(now, self._now))
+        out, self._pending = self._pending, []
+        return out
+
+    def next_event_time(self) -> float | None:
+        """When the next running task ends."""
+        return self._heap[0][0] if self._heap else None
+
+    def busy_cores(self, alloc_id: str) -> int:
+        """Cores of ``alloc_id`` running tasks."""
+        live = self._live.get(alloc_id)
+        return 0 if live is None else live.cores - live.free
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+    # -- simulation ---------------------------------------------------------------------------------
+
+    def _run_until(self, t: float) -> None:
+        while self._heap and self._heap[0][0] <= t:
+            end, _, alloc_id, task_id = heapq.heappop(self._heap)
+            live = self._live.get(alloc_id)
+            if live is None or task_id not in live.running:
+                continue  # lost when its allocation ended
+            _, task = live.running.pop(task_id)
+            live.free += task.cores
+            self._now = max(self._now, end)
+            self._pending.append(
+                Event(
+                    end,
+                    EventKind.TASK_END,
+                    stage=task.stage,
+                    allocation=alloc_id,
+                    task=task_id,
+                    cores=task.cores,
+                )
+            )
+            self._dispatch(end)
+        self._now = max(self._now, t)
+
+    def _dispatch(self, t: float) -> None:
+        if not self._queue or not self._live:
+            return
+        skipped: list[tuple[int, int, TaskSpec]] = []
+        while self._queue:
+            item = heapq.heappop(self._queue)
+            task = item[2]
+            target = self._place(task, t)
+            if target is None:
+                skipped.append(item)
+                continue
+            target.free -= task.cores
+            target.running[task.task_id] = (t, task)
+            heapq.heappush(self._heap, (t + task.duration, next(self._seq), target.alloc_id, task.task_id))
+            self._pending.append(
+                Event(
+                    t,
+                    EventKind.TASK_START,
+                    stage=task.stage,
+                    allocation=target.alloc_id,
+                    task=task.task_id,
+                    cores=task.cores,
+                )
+            )
+        for item in skipped:
+            heapq.heappush(self._queue, item)
+
+    def _place(self, task: TaskSpec, t: float) -> _Live | None:
+        """Pick the allocation for ``task``: enough free cores, preferring one whose walltime suffices."""
+        fits = [a for a in self._live.values() if a.free >= task.cores and a.walltime_end > t]
+        if not fits:
+            return None
+        enough = [a for a in fits if a.walltime_end - t >= task.estimate]
+        if enough:
+            return enough[0]
+        # None has time enough: wait for one that will (a live allocation with enough walltime left), else
+        # run it anyway - it may finish (the estimate is a mean) or be lost and re-run on a follow-up.
+        if any(a.walltime_end - t >= task.estimate for a in self._live.values()):
+            return None
+        return fits[0]

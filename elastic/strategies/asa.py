@@ -1,0 +1,215 @@
+"""ASA: pre-submit each stage's allocation so that it starts when its predecessor ends.
+
+**The ASA timing rule.** For a stage ``k`` with predecessors ``P`` (its ``depends_on``), the allocation
+for ``k`` (as wide as ``k``, walltime from ``k``'s speculative sequence) is submitted at::
+
+    t_submit(k) = max over p in P of predicted_end(p)  -  predicted_wait(geometry of k)
+
+where ``predicted_wait`` comes from the ASA learner for ``k``'s geometry (:meth:`Knowledge.predict_wait`,
+one sample per planned allocation, kept until it is submitted) and ``predicted_end(p)`` is
+
+- the end time, when ``p`` has completed;
+- ``start(p) + E[duration(p) | duration(p) > elapsed]`` when ``p`` is running: its runtime history and its
+  progress so far (:meth:`Knowledge.expected_duration`);
+- ``max(ready time of p's allocation, predicted end of p's predecessors) + E[duration(p)]`` when ``p``
+  has an allocation but has not started; the allocation is expected to be ready at ``submit + the wait
+  predicted for it`` (or now, if it runs already);
+- unknown while ``p`` has no allocation: ``k`` waits (stages are planned in order).
+
+The first stage is submitted at once. Stage ``k``'s allocation may start before ``p`` ends; then it first
+takes remaining tasks of ``p`` if they fit (the pool places any ready task on any live allocation, oldest
+stage first - our improvement over the paper), otherwise it idles, and the idle core-seconds show up as
+overhead in :mod:`elastic.metrics`.
+
+Options (the paper's sensitivity analysis, Section 4.5):
+
+``dependency="afterany"`` (default, the paper's default)
+    ``k``'s allocation depends ``afterany`` on its predecessors' allocations: it cannot start (and be
+    charged) before they ended, which the driver does as soon as the predecessor stage is done.
+``dependency="after"``
+    It may start once the predecessors' allocations have *started*: earlier, so it can take their
+    remaining tasks, at the risk of idling.
+``dependency=None, naive=True`` ("ASA naive")
+    No batch dependencies; an allocation that starts more than ``early_tolerance`` seconds before its
+    stage can use it and has no task to take is cancelled, and re-submitted by the timing rule above
+    (``reason="resubmit"``).
+
+Walltime follow-ups and releasing finished stages' allocations are shared with the other strategies
+(:func:`~elastic.strategies.base.walltime_follow_ups`, :func:`~elastic.strategies.base.release_idle`).
+The driver feeds every real wait to the learner, so predictions improve across stages and runs.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from elastic.backends.base import DependencyKind
+from elastic.errors import ConfigError
+from elastic.strategies.base import (
+    Action,
+    AllocationPhase,
+    AllocationView,
+    Cancel,
+    Decision,
+    RunView,
+    StageView,
+    Submit,
+    merge,
+    release_idle,
+    walltime_follow_ups,
+)
+
+__all__ = ["ASA"]
+
+logger = logging.getLogger(__name__)
+
+_DEPENDENCIES = {"afterany": DependencyKind.AFTERANY, "after": DependencyKind.AFTER, None: None}
+
+
+class ASA:
+    """The ASA strategy.
+
+    Parameters
+    ----------
+    dependency : {"afterany", "after", None}, default "afterany"
+        Batch dependency of a stage's allocation on its predecessors' allocations; ``None`` = none.
+    naive : bool, default False
+        Cancel and re-submit allocations that start much too early (meant for ``dependency=None``).
+    early_tolerance : float, default 600.0
+        Seconds an idle allocation may wait for its stage before ``naive`` cancels it.
+
+    Examples
+    --------
+    >>> ASA().name, ASA(dependency=None, naive=True).name
+    ('asa', 'asa-naive')
+    """
+
+    def __init__(
+        self, *, dependency: str | None = "afterany", naive: bool = False, early_tolerance: float = 600.0
+    ) -> None:
+        if dependency not in _DEPENDENCIES:
+            raise ConfigError(
+                f"ASA: dependency must be one of 'afterany', 'after' or None, got {dependency!r}"
+            )
+        if not early_tolerance >= 0:
+            raise ConfigError(f"ASA: early_tolerance must be >= 0 seconds, got {early_tolerance!r}")
+        self.dependency = dependency
+        self.naive = naive
+        self.early_tolerance = early_tolerance
+        self._planned_wait: dict[str, float] = {}
+
+    @property
+    def name(self) -> str:
+        """``"asa"``, or ``"asa-naive"`` without dependencies and with cancel-and-resubmit."""
+        return "asa-naive" if self.naive and self.dependency is None else "asa"
+
+    # -- predictions ---------------------------------------------------------------------------------
+
+    def _wait(self, view: RunView, stage: StageView) -> float:
+        """Return the wait planned for ``stage``'s next allocation (sampled once, kept until submitted)."""
+        if stage.name not in self._planned_wait:
+            self._planned_wait[stage.name] = view.knowledge.predict_wait(stage.width)
+        return self._planned_wait[stage.name]
+
+    def predicted_end(self, view: RunView, name: str) -> float | None:
+        """Predicted end time of stage ``name`` (see the module docstring), or None if it has no plan."""
+        s = view.stage(name)
+        k = view.knowledge
+        if s.end_time is not None:
+            return s.end_time
+        if s.start_time is not None:
+            elapsed = view.now - s.start_time
+            return max(view.now, s.start_time + k.expected_duration(name, elapsed))
+        live = [a for a in view.allocations_for(name) if a.live]
+        if not live:
+            return None
+        ready = min(_ready_at(view, a) for a in live)
+        for dep in s.depends_on:
+            end = self.predicted_end(view, dep)
+            if end is None:
+                return None
+            ready = max(ready, end)
+        return ready + k.expected_duration(name)
+
+    # -- the decision --------------------------------------------------------------------------------
+
+    def decide(self, view: RunView) -> Decision:
+        """Apply the timing rule to every unplanned stage; naive cancels; walltime follow-ups; release."""
+        actions: list[Action] = []
+        wake: float | None = None
+        for s in view.stages:
+            if s.complete:
+                continue
+            mine = view.allocations_for(s.name)
+            if any(a.live for a in mine):
+                continue
+            if mine and not all(a.cancelled_by_us for a in mine):
+                continue  # ended under us: the walltime follow-up rule replaces it
+            prev_end = 0.0
+            known = True
+            for dep in s.depends_on:
+                end = self.predicted_end(view, dep)
+                if end is None:
+                    known = False
+                    break
+                prev_end = max(prev_end, end)
+            if not known:
+                continue
+            wait = self._wait(view, s)
+            at = prev_end - wait if s.depends_on else view.now
+            if view.now < at:
+                wake = at if wake is None else min(wake, at)
+                continue
+            kind = _DEPENDENCIES[self.dependency]
+            after = s.depends_on if kind is not None and not s.ready else ()
+            actions.append(
+                Submit(
+                    s.name,
+                    s.width,
+                    view.knowledge.walltime(s.name),
+                    after=after,
+                    dependency=kind or DependencyKind.AFTERANY,
+                    reason="resubmit" if mine else "initial",
+                    predicted_wait=wait,
+                )
+            )
+            self._planned_wait.pop(s.name, None)
+            logger.debug(
+                "asa: submit %s at %.0f (predecessors end ~%.0f, predicted wait %.0f)",
+                s.name,
+                view.now,
+                prev_end,
+                wait,
+            )
+        if self.naive:
+            actions.extend(self._too_early(view))
+        return merge(
+            Decision(tuple(release_idle(view))),
+            Decision(tuple(actions), wake),
+            walltime_follow_ups(view, [s.name for s in view.stages]),
+        )
+
+    def _too_early(self, view: RunView) -> list[Cancel]:
+        out: list[Cancel] = []
+        for s in view.stages:
+            if s.ready or s.complete:
+                continue
+            prev_end = max((self.predicted_end(view, d) or view.now for d in s.depends_on), default=view.now)
+            if prev_end - view.now <= self.early_tolerance:
+                continue
+            for a in view.allocations_for(s.name):
+                if a.phase is AllocationPhase.RUNNING and a.busy_cores == 0:
+                    out.append(
+                        Cancel(
+                            a.alloc_id,
+                            f"started {prev_end - view.now:.0f} s before stage {s.name} can use it",
+                        )
+                    )
+        return out
+
+
+def _ready_at(view: RunView, a: AllocationView) -> float:
+    if a.phase is AllocationPhase.RUNNING:
+        return view.now
+    planned = a.predicted_wait if a.predicted_wait is not None else view.knowledge.predict_wait(a.cores)
+    return max(view.now, a.submit_time + planned)

@@ -1,0 +1,32 @@
+"""Big-Job: one allocation as wide as the widest stage, for the whole run.
+
+The walltime is the first value of the speculative sequence of the workflow's *total* runtime (history
+label ``"*"``). If the allocation is about to reach its walltime with work left, the next value of that
+sequence is pre-submitted (as wide as the widest stage still to run); lost tasks re-run on it.
+"""
+
+from __future__ import annotations
+
+from elastic.strategies.base import Decision, RunView, Submit, merge, release_idle, walltime_follow_ups
+from elastic.strategies.knowledge import TOTAL
+
+__all__ = ["BigJob"]
+
+
+class BigJob:
+    """The Big-Job strategy (the paper's over-allocation baseline: fastest, most idle core-hours).
+
+    Examples
+    --------
+    >>> BigJob().name
+    'bigjob'
+    """
+
+    name = "bigjob"
+
+    def decide(self, view: RunView) -> Decision:
+        """Submit the one big allocation at the start; follow up on walltime; release at the end."""
+        if not view.allocations_for(TOTAL):
+            cores = view.label_width(TOTAL)
+            return Decision((Submit(TOTAL, cores, view.knowledge.walltime(TOTAL), reason="initial"),))
+        return merge(walltime_follow_ups(view, [TOTAL]), Decision(tuple(release_idle(view))))

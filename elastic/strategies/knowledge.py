@@ -1,0 +1,280 @@
+"""What strategies know: queue-wait predictions and runtime history turned into durations and walltimes.
+
+:class:`Knowledge` is the one place strategies ask
+
+- how long an allocation of ``c`` cores will wait (the ASA learner, or any
+  :class:`~learners.base.WaitPredictor`, keyed by :func:`learners.asa.geometry_key`);
+- how long a stage (or, with label ``"*"``, the whole workflow) will run, given how long it has run already
+  ("its runtime history and its progress so far");
+- which walltime to request next for a stage: the next value of its speculative reservation sequence
+  (:mod:`learners.walltime`, fitted on the censored runtime history), given the requests already made.
+
+Runtime history lives in a :class:`RuntimeHistory`: the project's :class:`~elastic.store.Store` fits the
+protocol as is (so history persists across runs); :class:`MemoryHistory` keeps it in memory for pure
+simulation. Before ``min_history`` runtimes exist the workflow's own estimate (each stage's mean task
+runtime) is the prior: first request ``slack`` x the estimate, then doubling (the classical HPC habit).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from elastic.errors import ConfigError
+from elastic.workflow import Workflow
+
+__all__ = ["TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore"]
+
+logger = logging.getLogger(__name__)
+
+TOTAL = "*"
+"""Label of the whole workflow (Big-Job allocations, total-runtime history)."""
+
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+
+class RuntimeHistory(Protocol):
+    """Where stage runtimes are kept (:class:`~elastic.store.Store` satisfies it)."""
+
+    def add_stage_runtime(
+        self,
+        workflow: str,
+        stage: str,
+        runtime: float,
+        *,
+        censored: bool = False,
+        cores: int | None = None,
+        run_id: int | None = None,
+    ) -> None:
+        """Record one stage runtime (censored: only a lower bound)."""
+        ...
+
+    def stage_runtimes(self, workflow: str, stage: str) -> tuple[FloatArray, BoolArray]:
+        """Return the runtimes of a stage and their censored flags, oldest first."""
+        ...
+
+
+class WaitStore(Protocol):
+    """Where observed queue waits are kept (:class:`~elastic.store.Store` satisfies it)."""
+
+    def add_wait(
+        self,
+        key: str,
+        wait: float,
+        *,
+        cores: int | None = None,
+        user: str | None = None,
+        backend: str | None = None,
+        submit_time: float | None = None,
+    ) -> None:
+        """Record one observed queue wait."""
+        ...
+
+
+class _Predictor(Protocol):
+    def predict(self, key: str) -> float: ...
+
+    def observe(self, key: str, wait: float) -> Any: ...
+
+
+@dataclass
+class MemoryHistory:
+    """In-memory :class:`RuntimeHistory` (pure simulation; shared across the runs of one comparison)."""
+
+    _rows: dict[tuple[str, str], list[tuple[float, bool]]] = field(default_factory=dict)
+
+    def add_stage_runtime(
+        self,
+        workflow: str,
+        stage: str,
+        runtime: float,
+        *,
+        censored: bool = False,
+        cores: int | None = None,
+        run_id: int | None = None,
+    ) -> None:
+        """Record one stage runtime."""
+        self._rows.setdefault((workflow, stage), []).append((float(runtime), bool(censored)))
+
+    def stage_runtimes(self, workflow: str, stage: str) -> tuple[FloatArray, BoolArray]:
+        """Return the runtimes of a stage and their censored flags, oldest first."""
+        rows = self._rows.get((workflow, stage), [])
+        return (
+            np.array([r for r, _ in rows], dtype=np.float64),
+            np.array([c for _, c in rows], dtype=np.bool_),
+        )
+
+
+class Knowledge:
+    """Wait predictions, expected durations and walltime requests for one workflow.
+
+    Parameters
+    ----------
+    workflow : Workflow
+        The workflow being run.
+    waits : WaitPredictor or None, default None
+        Queue-wait learner (e.g. :class:`learners.asa.ASAEstimator`); ``None`` predicts 0 s (no learning).
+    history : RuntimeHistory or None, default None
+        Stage runtime history; ``None`` = a fresh :class:`MemoryHistory`.
+    wait_store : WaitStore or None, default None
+        Where every observed wait is also kept (the store), if anywhere.
+    partition, user, backend : str or None
+        Passed to :func:`learners.asa.geometry_key` and the wait store.
+    min_history : int, default 3
+        Runtimes needed before the history replaces the workflow's own estimate.
+    slack : float, default 1.5
+        First walltime request = ``slack`` x the prior estimate while history is short (> 1).
+    max_walltime : float or None, default None
+        Requests are capped here (the partition limit).
+    overhead : float, default 60.0
+        Seconds added to every walltime request for starting agents and noticing the start (a stage's
+        recorded runtime runs from its first task start, later than its allocation's start).
+    """
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        *,
+        waits: _Predictor | None = None,
+        history: RuntimeHistory | None = None,
+        wait_store: WaitStore | None = None,
+        partition: str | None = None,
+        user: str | None = None,
+        backend: str | None = None,
+        min_history: int = 3,
+        slack: float = 1.5,
+        max_walltime: float | None = None,
+        overhead: float = 60.0,
+    ) -> None:
+        if slack <= 1.0:
+            raise ConfigError(f"Knowledge: slack must be > 1, got {slack}")
+        self.workflow = workflow
+        self.waits = waits
+        self.history: RuntimeHistory = MemoryHistory() if history is None else history
+        self.wait_store = wait_store
+        self.partition = partition
+        self.user = user
+        self.backend = backend
+        self.min_history = min_history
+        self.slack = slack
+        self.max_walltime = max_walltime
+        self.overhead = overhead
+        self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
+
+    # -- queue waits ------------------------------------------------------------------------------
+
+    def wait_key(self, cores: int) -> str:
+        """Return the learner key of an allocation of ``cores`` cores."""
+        from learners.asa import geometry_key
+
+        return geometry_key(cores, self.partition, self.user)
+
+    def predict_wait(self, cores: int) -> float:
+        """Predicted queue wait in seconds for ``cores`` cores (0 without a learner)."""
+        if self.waits is None:
+            return 0.0
+        return max(0.0, float(self.waits.predict(self.wait_key(cores))))
+
+    def observe_wait(self, cores: int, wait: float, *, submit_time: float | None = None) -> None:
+        """Feed one real queue wait to the learner (and the wait store)."""
+        key = self.wait_key(cores)
+        if self.waits is not None:
+            self.waits.observe(key, max(0.0, wait))
+        if self.wait_store is not None:
+            self.wait_store.add_wait(
+                key,
+                max(0.0, wait),
+                cores=cores,
+                user=self.user,
+                backend=self.backend,
+                submit_time=submit_time,
+            )
+
+    # -- runtimes ---------------------------------------------------------------------------------
+
+    def record_runtime(
+        self, label: str, runtime: float, *, censored: bool = False, cores: int | None = None
+    ) -> None:
+        """Add one runtime of stage ``label`` (or :data:`TOTAL`) to the history."""
+        self.history.add_stage_runtime(self.workflow.name, label, runtime, censored=censored, cores=cores)
+        self._cache.pop(label, None)
+
+    def _runtimes(self, label: str) -> tuple[FloatArray, BoolArray]:
+        if label not in self._cache:
+            self._cache[label] = self.history.stage_runtimes(self.workflow.name, label)
+        return self._cache[label]
+
+    def prior_duration(self, label: str) -> float:
+        """Return the workflow's own estimate of a stage's (or the whole workflow's) execution time.
+
+        A stage runs its tasks in one wave on an allocation as wide as the stage; the estimate is the
+        mean task runtime raised by one standard deviation (the slowest of several tasks sets the end).
+        """
+        stages = self.workflow.stages if label == TOTAL else (self.workflow.stage(label),)
+        return sum(s.runtime * (1.0 + (s.runtime_cv if s.tasks > 1 else 0.0)) for s in stages)
+
+    def expected_duration(self, label: str, elapsed: float = 0.0) -> float:
+        """Return the expected execution time of ``label`` given it has run ``elapsed`` seconds so far.
+
+        With enough history: the mean of the recorded runtimes longer than ``elapsed`` (censored ones
+        count as lasting at least their value); without: the prior estimate. A stage that has already
+        outlived every estimate is expected to end soon: ``1.1 x elapsed``.
+        """
+        runtimes, _ = self._runtimes(label)
+        if len(runtimes) >= self.min_history:
+            longer = runtimes[runtimes > elapsed]
+            if len(longer):
+                return float(longer.mean())
+            return 1.1 * elapsed
+        prior = self.prior_duration(label)
+        return prior if prior > elapsed else 1.1 * elapsed
+
+    def walltime(self, label: str, previous: Sequence[float] = ()) -> float:
+        """Next walltime request for ``label``: the next value of its speculative sequence.
+
+        Parameters
+        ----------
+        label : str
+            Stage name or :data:`TOTAL`.
+        previous : sequence of float
+            Walltimes already requested for it in this run (each ran out); the result is larger than all.
+        """
+        runtimes, censored = self._runtimes(label)
+        request: float | None = None
+        if len(runtimes) >= self.min_history:
+            request = _learned_request(runtimes, censored, previous, self.max_walltime)
+            if request is not None:
+                # Small-sample margin: with n runtimes the empirical distribution ends at the largest
+                # one seen, which underestimates the upper tail; widen by 1/sqrt(n) (x1.58 at n=3).
+                request = request * (1.0 + 1.0 / math.sqrt(len(runtimes))) + self.overhead
+        if request is None:
+            last = max(previous, default=0.0)
+            request = self.slack * self.prior_duration(label) + self.overhead
+            while request <= last:
+                request *= 2.0
+        request = math.ceil(request)
+        if self.max_walltime is not None:
+            request = min(request, self.max_walltime)
+        return float(request)
+
+
+def _learned_request(
+    runtimes: FloatArray, censored: BoolArray, previous: Sequence[float], upper: float | None
+) -> float | None:
+    """Next value of the TOptimal sequence learned from censored runtimes, or None to use the prior."""
+    from learners.walltime import WalltimeLearner
+
+    # Let requests go beyond the longest runtime seen (twice it), unless the partition caps them.
+    top = float(runtimes.max()) * 2.0
+    learner = WalltimeLearner(upper=top if upper is None else min(top, upper))
+    try:
+        return float(learner.fit(runtimes, censored=censored).next_request(list(previous)))
+    except ConfigError:  # a previous request already reached the upper bound
+        return None

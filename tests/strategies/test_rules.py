@@ -1,0 +1,146 @@
+"""Strategy decisions on hand-built run views: the timing rules, without a backend."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic.backends.base import DependencyKind, JobState
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.strategies import (
+    ASA,
+    TOTAL,
+    AllocationPhase,
+    AllocationView,
+    BigJob,
+    Knowledge,
+    PerStage,
+    RunView,
+    StageView,
+    Submit,
+    make_strategy,
+)
+from elastic.strategies.base import release_idle, walltime_follow_ups
+from elastic.workflow import builtin_workflow
+from learners.asa import ASAEstimator
+
+WF = builtin_workflow("demo3")  # prepare 1x1 (600 s), process 8x1 (1800 s, cv 0.2), merge 1x1 (300 s)
+
+
+def _fixed_wait(wait: float) -> ASAEstimator:
+    # greedy with no observations predicts the smallest grid value: a deterministic prediction
+    return ASAEstimator(grid=[wait, wait + 100_000.0], policy="greedy")
+
+
+def _stages(**progress: dict[str, float | int | None]) -> tuple[StageView, ...]:
+    out = []
+    for i, s in enumerate(WF.stages):
+        out.append(StageView(s.name, i, s.tasks, s.cores, s.depends_on or (), **progress.get(s.name, {})))  # type: ignore[arg-type]
+    return tuple(out)
+
+
+def _view(
+    now: float, stages: tuple[StageView, ...], allocs: tuple[AllocationView, ...], wait: float
+) -> RunView:
+    return RunView(now, WF, stages, allocs, Knowledge(WF, waits=_fixed_wait(wait)))
+
+
+A1_RUNNING = AllocationView("a1", "prepare", 1, 1000.0, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
+
+
+def test_asa_submits_at_predicted_end_minus_predicted_wait() -> None:
+    # prepare started at 0 and is expected to take 600 s (one task: the mean); predicted wait for 8
+    # cores is 200 s -> submit "process" at 600 - 200 = 400.
+    stages = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "running": 1})
+    asa = ASA()
+    early = asa.decide(_view(100.0, stages, (A1_RUNNING,), 200.0))
+    assert not [a for a in early.actions if isinstance(a, Submit)]
+    assert early.wake_at == pytest.approx(400.0)
+    on_time = asa.decide(_view(400.0, stages, (A1_RUNNING,), 200.0))
+    (submit,) = [a for a in on_time.actions if isinstance(a, Submit)]
+    assert (submit.stage, submit.cores, submit.after, submit.dependency) == (
+        "process",
+        8,
+        ("prepare",),
+        DependencyKind.AFTERANY,
+    )
+    assert submit.predicted_wait == 200.0 and submit.reason == "initial"
+
+
+def test_asa_plans_the_next_stage_from_a_pending_allocation() -> None:
+    # process has a pending allocation (submitted at 400, predicted wait 200 -> ready at 600) and
+    # prepare ends ~600, so process is predicted to end at 600 + E[process]; merge is submitted
+    # E[process] - wait(merge) before that.
+    stages = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "running": 1})
+    a2 = AllocationView("a2", "process", 8, 3000.0, AllocationPhase.PENDING, 400.0, predicted_wait=200.0)
+    asa = ASA()
+    view = _view(400.0, stages, (A1_RUNNING, a2), 300.0)
+    expected_process = view.knowledge.expected_duration("process")
+    assert asa.predicted_end(view, "process") == pytest.approx(600.0 + expected_process)
+    decision = asa.decide(view)
+    assert decision.wake_at == pytest.approx(600.0 + expected_process - 300.0)
+
+
+def test_asa_running_stage_uses_progress() -> None:
+    # a stage that has outlived its estimate is expected to end soon after now, never in the past
+    stages = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "running": 1})
+    view = _view(5000.0, stages, (A1_RUNNING,), 0.0)
+    assert ASA().predicted_end(view, "prepare") == pytest.approx(5500.0)  # 1.1 x elapsed
+
+
+def test_perstage_waits_for_the_stage_to_be_ready() -> None:
+    stages = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "running": 1})
+    assert not PerStage().decide(_view(100.0, stages, (A1_RUNNING,), 0.0)).actions
+    done = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0},
+    )
+    a1_idle = AllocationView("a1", "prepare", 1, 1000.0, AllocationPhase.RUNNING, 0.0, 0.0)
+    actions = PerStage().decide(_view(600.0, done, (a1_idle,), 0.0)).actions
+    kinds = sorted(type(a).__name__ for a in actions)
+    assert kinds == ["Cancel", "Submit"]
+    (submit,) = [a for a in actions if isinstance(a, Submit)]
+    assert (submit.stage, submit.cores, submit.after) == ("process", 8, ())
+
+
+def test_bigjob_is_one_allocation_as_wide_as_the_widest_stage() -> None:
+    stages = _stages(prepare={"ready_time": 0.0})
+    (submit,) = BigJob().decide(_view(0.0, stages, (), 0.0)).actions
+    assert isinstance(submit, Submit) and (submit.stage, submit.cores) == (TOTAL, 8)
+    big = AllocationView("a1", TOTAL, 8, 1e5, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
+    assert not BigJob().decide(_view(10.0, stages, (big,), 0.0)).actions
+
+
+def test_release_keeps_busy_allocations_and_drops_pending_ones_of_done_stages() -> None:
+    done = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1})
+    busy = AllocationView("a1", "prepare", 1, 1000.0, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
+    pending = AllocationView("a2", "prepare", 1, 1000.0, AllocationPhase.PENDING, 500.0)
+    assert [c.alloc_id for c in release_idle(_view(600.0, done, (busy, pending), 0.0))] == ["a2"]
+
+
+def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait() -> None:
+    # process runs on a2 (walltime 1000 s from 600 -> killed at 1600) but needs ~E[process] > 1000 s;
+    # the predicted wait is 300 s, margin 60 s -> the follow-up goes out at 1600 - 300 - 60 = 1240.
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 8},
+    )
+    a2 = AllocationView("a2", "process", 8, 1000.0, AllocationPhase.RUNNING, 600.0, 600.0, busy_cores=8)
+    before = walltime_follow_ups(_view(700.0, stages, (a2,), 300.0), ["process"])
+    assert not before.actions and before.wake_at == pytest.approx(1240.0)
+    (submit,) = walltime_follow_ups(_view(1240.0, stages, (a2,), 300.0), ["process"]).actions
+    assert isinstance(submit, Submit) and submit.reason == "walltime" and submit.walltime > 1000.0
+    # and an allocation that timed out with work left is replaced at once
+    ended = AllocationView(
+        "a2", "process", 8, 1000.0, AllocationPhase.ENDED, 600.0, 600.0, 1600.0, final_state=JobState.TIMEOUT
+    )
+    (again,) = walltime_follow_ups(_view(1600.0, stages, (ended,), 300.0), ["process"]).actions
+    assert isinstance(again, Submit) and again.reason == "walltime"
+
+
+def test_registry() -> None:
+    assert make_strategy("asa-naive").name == "asa-naive"
+    assert isinstance(make_strategy("bigjob"), BigJob)
+    with pytest.raises(UnknownNameError, match="unknown strategy 'fast'; choose one of: asa, asa-naive"):
+        make_strategy("fast")
+    with pytest.raises(ConfigError, match="dependency must be one of"):
+        ASA(dependency="afterok")
