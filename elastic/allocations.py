@@ -1,0 +1,232 @@
+"""The :class:`Allocation` record: one pilot batch job of the pool, and its legal state transitions.
+
+An allocation is requested from a batch backend (``REQUESTED``), starts and runs worker agents
+(``RUNNING``), may be drained before its walltime ends (``DRAINING``: no new tasks are placed on it),
+and ends in one of the final states, which mirror :class:`~elastic.backends.base.JobState`.
+
+The record is immutable: every transition returns a new record through :meth:`Allocation.transition`,
+which raises :class:`IllegalTransitionError` naming both states when the move is not allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass
+
+from elastic.backends.base import JobState
+from elastic.errors import ConfigError, ElasticError
+
+__all__ = [
+    "LEGAL_TRANSITIONS",
+    "Allocation",
+    "AllocationEvent",
+    "AllocationState",
+    "IllegalTransitionError",
+]
+
+
+class AllocationState(str, enum.Enum):
+    """Life cycle of one allocation, as the pool sees it."""
+
+    REQUESTED = "REQUESTED"
+    """Submitted to the backend, not started yet."""
+    RUNNING = "RUNNING"
+    """Started; its agents may take tasks."""
+    DRAINING = "DRAINING"
+    """Still running, but no new task is placed on it (its walltime is close or it was asked to drain)."""
+    COMPLETED = "COMPLETED"
+    """Ended by itself (its agents exited)."""
+    FAILED = "FAILED"
+    """Ended with an error (the job script failed, or the backend refused it)."""
+    TIMEOUT = "TIMEOUT"
+    """Killed by the backend at its walltime limit."""
+    CANCELLED = "CANCELLED"
+    """Cancelled (before or after it started)."""
+
+    @property
+    def is_final(self) -> bool:
+        """Whether the allocation has ended (it will never change state again)."""
+        return self in _FINAL
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the allocation holds cores now (RUNNING or DRAINING)."""
+        return self in (AllocationState.RUNNING, AllocationState.DRAINING)
+
+    @classmethod
+    def from_job_state(cls, state: JobState) -> AllocationState:
+        """Translate a backend :class:`JobState` into an allocation state.
+
+        Raises
+        ------
+        ConfigError
+            ``state`` is ``UNKNOWN``: the caller must decide what an unknown job state means.
+        """
+        table = {
+            JobState.PENDING: cls.REQUESTED,
+            JobState.RUNNING: cls.RUNNING,
+            JobState.COMPLETED: cls.COMPLETED,
+            JobState.FAILED: cls.FAILED,
+            JobState.TIMEOUT: cls.TIMEOUT,
+            JobState.CANCELLED: cls.CANCELLED,
+        }
+        if state not in table:
+            raise ConfigError(f"job state {state.value} has no allocation state; allowed: {sorted(table)}")
+        return table[state]
+
+
+_FINAL = frozenset(
+    {AllocationState.COMPLETED, AllocationState.FAILED, AllocationState.TIMEOUT, AllocationState.CANCELLED}
+)
+
+LEGAL_TRANSITIONS: dict[AllocationState, frozenset[AllocationState]] = {
+    AllocationState.REQUESTED: frozenset(
+        {AllocationState.RUNNING, AllocationState.FAILED, AllocationState.CANCELLED}
+    ),
+    AllocationState.RUNNING: frozenset({AllocationState.DRAINING} | _FINAL),
+    AllocationState.DRAINING: _FINAL,
+    AllocationState.COMPLETED: frozenset(),
+    AllocationState.FAILED: frozenset(),
+    AllocationState.TIMEOUT: frozenset(),
+    AllocationState.CANCELLED: frozenset(),
+}
+"""For each state, the states an allocation may move to next."""
+
+
+class IllegalTransitionError(ElasticError, ValueError):
+    """An allocation was asked to make a state change that is not in :data:`LEGAL_TRANSITIONS`.
+
+    Parameters
+    ----------
+    alloc_id : str
+        The allocation.
+    old, new : AllocationState
+        Its current state and the state asked for.
+    """
+
+    def __init__(self, alloc_id: str, old: AllocationState, new: AllocationState) -> None:
+        self.alloc_id = alloc_id
+        self.old = old
+        self.new = new
+        allowed = ", ".join(sorted(s.value for s in LEGAL_TRANSITIONS[old])) or "none (it has ended)"
+        super().__init__(
+            f"allocation {alloc_id!r}: illegal transition {old.value} -> {new.value}; "
+            f"from {old.value} it may go to: {allowed}"
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Allocation:
+    """One pilot batch job of the pool.
+
+    Parameters
+    ----------
+    alloc_id : str
+        Our id for the allocation (unique in one pool run).
+    cores : int
+        Cores requested.
+    walltime : float
+        Requested walltime limit, seconds.
+    stage : str or None, default None
+        The workflow stage it was requested for (a label for metrics; any task may run on it).
+    nodes : int or None, default None
+        Whole nodes, when requested in nodes; more than one node starts one agent per node (``srun``).
+    state : AllocationState, default REQUESTED
+        Current state.
+    backend_job_id : str or None, default None
+        The batch job id, once submitted.
+    submit_time, start_time, end_time : float or None
+        Epoch seconds (pool clock) of submission, start and end.
+
+    Examples
+    --------
+    >>> a = Allocation("a1", cores=4, walltime=600.0, submit_time=100.0)
+    >>> b = a.transition(AllocationState.RUNNING, at=130.0)
+    >>> (b.state.value, b.start_time, b.remaining(430.0))
+    ('RUNNING', 130.0, 300.0)
+    """
+
+    alloc_id: str
+    cores: int
+    walltime: float
+    stage: str | None = None
+    nodes: int | None = None
+    state: AllocationState = AllocationState.REQUESTED
+    backend_job_id: str | None = None
+    submit_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+
+    def __post_init__(self) -> None:
+        if not self.alloc_id:
+            raise ConfigError("Allocation.alloc_id must be a non-empty string")
+        if self.cores < 1:
+            raise ConfigError(f"Allocation.cores must be >= 1, got {self.cores}")
+        if not self.walltime > 0:
+            raise ConfigError(f"Allocation.walltime must be > 0 seconds, got {self.walltime}")
+        if self.nodes is not None and not 1 <= self.nodes <= self.cores:
+            raise ConfigError(f"Allocation.nodes must be None or 1..cores={self.cores}, got {self.nodes}")
+
+    @property
+    def walltime_end(self) -> float | None:
+        """When the backend will kill it (start + walltime), once started."""
+        return None if self.start_time is None else self.start_time + self.walltime
+
+    def remaining(self, now: float) -> float:
+        """Seconds of walltime left at ``now``; the whole walltime before it starts, 0 once ended."""
+        if self.state.is_final:
+            return 0.0
+        end = self.walltime_end
+        return self.walltime if end is None else max(0.0, end - now)
+
+    def transition(self, new: AllocationState, at: float) -> Allocation:
+        """Return a copy in state ``new``, stamping start/end times at ``at`` (epoch seconds).
+
+        Raises
+        ------
+        IllegalTransitionError
+            ``new`` is not reachable from the current state.
+        """
+        if new not in LEGAL_TRANSITIONS[self.state]:
+            raise IllegalTransitionError(self.alloc_id, self.state, new)
+        start = self.start_time
+        if new is AllocationState.RUNNING and start is None:
+            start = at
+        end = at if new.is_final else self.end_time
+        return dataclasses.replace(self, state=new, start_time=start, end_time=end)
+
+    def core_seconds(self, now: float) -> float:
+        """Cores x seconds held so far (charged), 0 before it starts."""
+        if self.start_time is None:
+            return 0.0
+        end = self.end_time if self.end_time is not None else now
+        return self.cores * max(0.0, end - self.start_time)
+
+
+@dataclass(frozen=True, slots=True)
+class AllocationEvent:
+    """An allocation changed state (recorded by the pool for metrics and plots).
+
+    Attributes
+    ----------
+    time : float
+        Epoch seconds (pool clock).
+    alloc_id : str
+        The allocation.
+    state : AllocationState
+        The state it entered.
+    cores : int
+        Its cores.
+    stage : str or None
+        Its stage label.
+    detail : str
+        Why, in words (e.g. ``"agent n1:4242 joined"``).
+    """
+
+    time: float
+    alloc_id: str
+    state: AllocationState
+    cores: int
+    stage: str | None = None
+    detail: str = ""

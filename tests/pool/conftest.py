@@ -1,0 +1,64 @@
+"""Fixtures for the pool tests: a real pool and agents started as real processes, as a backend would."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from elastic.allocations import Allocation
+from elastic.pool import Pool, PoolEvent
+
+AgentStarter = Callable[..., subprocess.Popen[bytes]]
+
+
+@pytest.fixture
+def pool() -> Iterator[Pool]:
+    """A pool on loopback with fast heartbeats (agents are declared lost after 1.5 s of silence)."""
+    with Pool(heartbeat_interval=0.2, heartbeat_timeout=1.5, pool_timeout=5.0, drain_margin=1.0) as p:
+        yield p
+
+
+@pytest.fixture
+def start_agent(tmp_path: Path) -> Iterator[AgentStarter]:
+    """Start ``bash -c SCRIPT`` in its own process group, the way the mock backend runs JobSpec.script.
+
+    Every group started is killed at teardown.
+    """
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(script: str, name: str = "agent") -> subprocess.Popen[bytes]:
+        log = (tmp_path / f"{name}-{len(procs)}.log").open("wb")
+        env = {**os.environ, "ELASTIC_AGENT_LOG": "DEBUG"}
+        proc = subprocess.Popen(["bash", "-c", script], stderr=log, env=env, start_new_session=True)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def start_allocation(pool: Pool, start_agent: AgentStarter, alloc: Allocation) -> subprocess.Popen[bytes]:
+    """Add ``alloc`` to the pool and start its agent script."""
+    pool.add_allocation(alloc)
+    return start_agent(pool.agent_script(alloc), name=alloc.alloc_id)
+
+
+def wait_for(pool: Pool, predicate: Callable[[PoolEvent], bool], timeout: float = 8.0) -> PoolEvent:
+    """Wait until an event matching ``predicate`` was recorded; return it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in pool.events:
+            if predicate(event):
+                return event
+        time.sleep(0.02)
+    raise AssertionError(f"no matching event within {timeout} s; events: {pool.events}")

@@ -1,0 +1,109 @@
+from __future__ import annotations
+
+import os
+import pickle
+import time
+from pathlib import Path
+
+import pytest
+
+from elastic.errors import ConfigError
+from elastic.tasks import (
+    RemoteTraceback,
+    ShellResult,
+    ShellTaskError,
+    Task,
+    TaskCrashedError,
+    TaskLostError,
+    TaskResult,
+    run_in_child,
+)
+
+
+def run(task: Task, tmp_path: Path) -> TaskResult:
+    proc, collect = run_in_child(task, tmp_path / "work")
+    proc.wait(timeout=20)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    return collect()
+
+
+def add(a: int, b: int, *, scale: int = 1) -> int:
+    print("adding")
+    return (a + b) * scale
+
+
+def fails(x: int) -> None:
+    raise KeyError(f"no key {x}")
+
+
+def test_callable_returns_value_and_output(tmp_path: Path) -> None:
+    result = run(Task.call(add, (2, 3), {"scale": 10}), tmp_path)
+    assert result.ok and result.returncode == 0
+    assert result.outcome() == 50
+    assert result.stdout == "adding\n"
+    assert result.started <= result.ended
+
+
+def test_closure_is_shipped_by_value(tmp_path: Path) -> None:
+    offset = 7
+    assert run(Task.call(lambda x: x + offset, (1,)), tmp_path).outcome() == 8
+
+
+def test_exception_comes_back_with_remote_traceback(tmp_path: Path) -> None:
+    result = run(Task.call(fails, (3,)), tmp_path)
+    assert not result.ok and result.error_type == "KeyError"
+    with pytest.raises(KeyError, match="no key 3") as info:
+        result.outcome()
+    cause = info.value.__cause__
+    assert isinstance(cause, RemoteTraceback)
+    assert "in fails" in cause.tb and 'raise KeyError(f"no key {x}")' in cause.tb
+
+
+def test_shell_keeps_stdout_stderr_and_env(tmp_path: Path) -> None:
+    task = Task.shell('echo "out $ELASTIC_TASK_CORES"; echo err >&2', cores=3)
+    value = run(task, tmp_path).outcome()
+    assert value == ShellResult(0, "out 3\n", "err\n")
+
+
+def test_checked_shell_failure_raises_with_output(tmp_path: Path) -> None:
+    with pytest.raises(ShellTaskError, match="exited with code 3: oops") as info:
+        run(Task.shell("echo partial; echo oops >&2; exit 3", task_id="t/1"), tmp_path).outcome()
+    assert (info.value.returncode, info.value.stdout, info.value.task_id) == (3, "partial\n", "t/1")
+    unchecked = run(Task.shell("exit 4", check=False), tmp_path).outcome()
+    assert unchecked.returncode == 4
+
+
+def test_process_death_is_a_crash(tmp_path: Path) -> None:
+    result = run(Task.call(os._exit, (9,)), tmp_path)
+    with pytest.raises(TaskCrashedError, match="exited with code 9 and left no result"):
+        result.outcome()
+
+
+def test_closing_stdin_kills_the_whole_task_tree(tmp_path: Path) -> None:
+    marker = tmp_path / "marker"
+    proc, _ = run_in_child(Task.shell(f"(sleep 0.8; touch {marker}) & wait"), tmp_path / "w")
+    time.sleep(0.3)
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=5) != 0
+    time.sleep(1.0)
+    assert not marker.exists(), "a grandchild of the task survived its stop"
+
+
+def test_task_validation() -> None:
+    with pytest.raises(ConfigError, match="cores must be >= 1, got 0"):
+        Task.shell("true", cores=0)
+    with pytest.raises(ConfigError, match="estimate must be >= 0"):
+        Task.shell("true", estimate=-1.0)
+    with pytest.raises(ConfigError, match="needs a callable"):
+        Task.call(3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="not a shell command"):
+        _ = Task.call(print).command
+
+
+def test_errors_survive_pickling() -> None:
+    err = TaskLostError("t1", "s1", (("a1", "died"), ("a2", "ended TIMEOUT")), 1)
+    back = pickle.loads(pickle.dumps(err))
+    assert str(back) == str(err) and back.losses == err.losses
+    assert "attempt 2 on allocation 'a2': ended TIMEOUT" in str(err)
