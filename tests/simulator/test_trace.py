@@ -305,6 +305,28 @@ def test_window_load_scale_invariants(
     np.testing.assert_array_equal(w.runtime, full.runtime[inside])
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    jobs=st.integers(0, 30),
+    comments=st.lists(st.integers(0, 30), max_size=5),
+    position=st.integers(0, 30),
+    bad=st.sampled_from(["1 2 3", swf_line(9, 9) + " 1", swf_line(9, 9).replace(" 100 ", " x1 ", 1)]),
+    packed=st.booleans(),
+)
+def test_bad_line_number_property(
+    tmp_path: Path, jobs: int, comments: list[int], position: int, bad: str, packed: bool
+) -> None:
+    lines = [swf_line(i, i) for i in range(1, jobs + 1)]
+    for at in comments:
+        lines.insert(min(at, len(lines)), "; comment")
+    at = min(position, len(lines))
+    lines.insert(at, bad)
+    path = write(tmp_path / ("p.swf.gz" if packed else "p.swf"), "\n".join(lines) + "\n")
+    with pytest.raises(TraceError) as info:
+        read_swf(path)
+    assert info.value.line == at + 1
+
+
 # ---------------------------------------------------------------- real traces
 
 REAL_TRACES = {
