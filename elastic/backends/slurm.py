@@ -1,0 +1,473 @@
+"""The Slurm backend: :class:`BatchBackend` over ``sbatch``, ``scancel``, ``squeue`` and ``scontrol``.
+
+No ``slurmdbd`` is assumed (so no ``sacct``). A job's state comes from ``scontrol show job -o`` while
+slurmctld keeps its record (``MinJobAge``, 300 s by default) and, once the record is purged, from the
+``jobcomp/filetxt`` file when the cluster writes one. Output parsing lives in
+:mod:`elastic.backends._slurm_parse`.
+
+Walltimes are whole minutes in Slurm: a request of ``walltime`` seconds becomes
+``--time=ceil(walltime / 60)`` minutes, at least 1, so the job may run up to 59 s longer than asked;
+:attr:`JobInfo.walltime` reports the limit Slurm actually set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shlex
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import platformdirs
+
+from elastic.backends import _slurm_parse as parse
+from elastic.backends.base import JobInfo, JobSpec, JobState, PartitionInfo
+from elastic.errors import (
+    BackendError,
+    BackendUnavailableError,
+    ConfigError,
+    DependencyError,
+    GeometryError,
+    SubmitError,
+    UnknownJobError,
+)
+
+__all__ = ["SlurmBackend", "render_job_script"]
+
+logger = logging.getLogger(__name__)
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JOB_ID = re.compile(r"\d+")
+
+
+def _quote(value: str) -> str:
+    """Quote an ``#SBATCH`` option value (Slurm honours double quotes there)."""
+    if '"' in value or "\n" in value:
+        raise ConfigError(f"Slurm option value {value!r} may not contain '\"' or a newline")
+    return f'"{value}"'
+
+
+def render_job_script(
+    spec: JobSpec,
+    *,
+    workdir: Path,
+    partition: str | None = None,
+    account: str | None = None,
+    qos: str | None = None,
+) -> str:
+    """Return the batch script for ``spec``: ``#SBATCH`` options, then the environment, then the body.
+
+    Parameters
+    ----------
+    spec : JobSpec
+        What to submit. ``spec.partition``/``account``/``qos`` win over the backend's defaults.
+    workdir : Path
+        Working directory of the job, where ``slurm-<id>.out`` and ``slurm-<id>.err`` are written.
+    partition, account, qos : str or None
+        The backend's defaults, passed through unchanged.
+
+    Returns
+    -------
+    str
+        A bash script. The body is ``spec.script``; with no script it is ``sleep <runtime>`` when
+        ``spec.runtime`` is set, else ``sleep infinity`` (the job holds its cores until cancelled or its
+        walltime). ``ELASTIC_JOB_ID`` and ``ELASTIC_JOB_CORES`` are exported, as on the mock backend.
+
+    Raises
+    ------
+    ConfigError
+        An environment variable name is not a shell identifier, or a value cannot be passed to Slurm.
+    """
+    opts: list[str] = [f"--job-name={_quote(spec.name)}"]
+    if spec.nodes is not None:
+        opts += [f"--nodes={spec.nodes}", "--exclusive"]
+        if spec.cores >= spec.nodes:
+            opts.append(f"--ntasks={spec.cores}")
+    else:
+        opts.append(f"--ntasks={spec.cores}")
+    opts += ["--cpus-per-task=1", f"--time={parse.walltime_minutes(spec.walltime)}"]
+    if spec.dependencies:
+        opts.append("--dependency=" + ",".join(str(dep) for dep in spec.dependencies))
+        opts.append("--kill-on-invalid-dep=yes")
+    if spec.begin is not None:
+        opts.append(f"--begin={parse.format_time(spec.begin)}")
+    for option, value in (
+        ("partition", spec.partition or partition),
+        ("account", spec.account or account),
+        ("qos", spec.qos or qos),
+    ):
+        if value:
+            opts.append(f"--{option}={_quote(value)}")
+    opts += [
+        f"--chdir={_quote(str(workdir))}",
+        f"--output={_quote(str(workdir / 'slurm-%j.out'))}",
+        f"--error={_quote(str(workdir / 'slurm-%j.err'))}",
+        "--export=ALL",
+    ]
+    lines = ["#!/bin/bash", *(f"#SBATCH {opt}" for opt in opts), ""]
+    lines += ['export ELASTIC_JOB_ID="$SLURM_JOB_ID"', f"export ELASTIC_JOB_CORES={spec.cores}"]
+    for key, value in spec.env.items():
+        if not _ENV_NAME.fullmatch(key):
+            raise ConfigError(f"JobSpec.env key {key!r} is not a valid environment variable name")
+        lines.append(f"export {key}={shlex.quote(value)}")
+    lines.append("")
+    if spec.script is not None:
+        lines.append(spec.script)
+    elif spec.runtime is not None:
+        lines.append(f"sleep {spec.runtime:g}")
+    else:
+        lines.append("exec sleep infinity")
+    return "\n".join(lines) + "\n"
+
+
+class _JobcompIndex:
+    """Final job records from a ``jobcomp/filetxt`` file, read incrementally (new lines only)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._jobs: dict[str, JobInfo] = {}
+        self._lock = threading.Lock()
+
+    def get(self, job_id: str) -> JobInfo | None:
+        with self._lock:
+            self._refresh()
+            return self._jobs.get(job_id)
+
+    def _refresh(self) -> None:
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            return
+        if size < self._offset:  # rotated or truncated: read it again
+            self._offset, self._jobs = 0, {}
+        if size == self._offset:
+            return
+        with self.path.open("rb") as fh:
+            fh.seek(self._offset)
+            data = fh.read()
+        complete = data.rfind(b"\n") + 1  # a line being written is read next time
+        self._offset += complete
+        for raw in data[:complete].decode(errors="replace").splitlines():
+            info = parse.parse_jobcomp_line(raw)
+            if info is not None:
+                self._jobs[info.job_id] = info  # a reused id (state wiped): the newest line wins
+
+
+class SlurmBackend:
+    """Submit allocations to Slurm with its command-line tools.
+
+    Parameters
+    ----------
+    partition, account, qos : str or None, default None
+        Passed to ``sbatch`` unless the :class:`JobSpec` names its own; None uses Slurm's default.
+    env : Mapping[str, str] or None, default None
+        Extra environment for every Slurm command (e.g. ``{"SLURM_CONF": "/path/slurm.conf"}``), on top
+        of ``os.environ`` at construction time. Jobs are submitted with ``--export=ALL``, so they see it.
+    command_timeout : float, default 30.0
+        Seconds any Slurm command may take before it is abandoned with an error naming it.
+    workdir : str or Path or None, default None
+        Working directory of the jobs, where ``slurm-<id>.out``/``.err`` go; it must be visible from the
+        compute nodes. Default: ``<user state dir>/elastic/slurm`` (``~/.local/state/...`` on Linux).
+    jobcomp_path : str or Path or None, default None
+        The ``jobcomp/filetxt`` file to read final states from once slurmctld forgot a job. Default: the
+        ``JobCompLoc`` of ``scontrol show config`` when ``JobCompType=jobcomp/filetxt``, else none.
+
+    Raises
+    ------
+    ConfigError
+        ``command_timeout`` is not positive.
+
+    Examples
+    --------
+    >>> backend = SlurmBackend(partition="debug", env={"SLURM_CONF": "/etc/slurm/slurm.conf"})
+    >>> backend.name
+    'slurm'
+    """
+
+    def __init__(
+        self,
+        partition: str | None = None,
+        account: str | None = None,
+        qos: str | None = None,
+        *,
+        env: Mapping[str, str] | None = None,
+        command_timeout: float = 30.0,
+        workdir: str | os.PathLike[str] | None = None,
+        jobcomp_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        if not command_timeout > 0:
+            raise ConfigError(f"SlurmBackend command_timeout must be > 0 seconds, got {command_timeout!r}")
+        self.partition_name = partition
+        self.account = account
+        self.qos = qos
+        self.command_timeout = float(command_timeout)
+        self.workdir = (
+            Path(workdir) if workdir is not None else platformdirs.user_state_path("elastic") / "slurm"
+        ).resolve()
+        self._env = {**os.environ, **(env or {})}
+        self._jobcomp: _JobcompIndex | None = None
+        self._jobcomp_resolved = jobcomp_path is not None
+        if jobcomp_path is not None:
+            self._jobcomp = _JobcompIndex(Path(jobcomp_path))
+
+    # ------------------------------------------------------------------ BatchBackend
+    @property
+    def name(self) -> str:
+        """``"slurm"``."""
+        return "slurm"
+
+    def now(self) -> float:
+        """Epoch seconds (:func:`time.time`); Slurm's clock is the machine's."""
+        return time.time()
+
+    def sleep(self, seconds: float) -> None:
+        """Really sleep ``seconds``."""
+        time.sleep(max(0.0, seconds))
+
+    def partition(self) -> PartitionInfo:
+        """Return the partition jobs go to (``scontrol show partition -o``): the named one or the default.
+
+        Raises
+        ------
+        ConfigError
+            The named partition does not exist.
+        """
+        args = ["scontrol", "show", "partition", "-o"]
+        if self.partition_name:
+            args.append(self.partition_name)
+        proc = self._run(args, check=False)
+        if proc.returncode != 0:
+            if "not found" in proc.stderr.lower() or "invalid partition" in proc.stderr.lower():
+                raise ConfigError(
+                    f"SlurmBackend partition={self.partition_name!r} does not exist; "
+                    f"see `sinfo -s` for the partitions ({proc.stderr.strip()})"
+                )
+            self._fail(args, proc)
+        lines = [line for line in proc.stdout.splitlines() if line.startswith("PartitionName=")]
+        if not self.partition_name:
+            lines = [line for line in lines if " Default=YES" in line]
+        if not lines:
+            raise ConfigError(
+                "SlurmBackend partition=None but the cluster has no default partition; pass partition=NAME"
+            )
+        return parse.parse_partition(lines[0])
+
+    def submit(self, spec: JobSpec) -> str:
+        """Submit ``spec`` with ``sbatch --parsable`` (script on stdin) and return the job id.
+
+        Raises
+        ------
+        GeometryError
+            Slurm says the request can never be satisfied (too many cores or nodes, walltime over the
+            partition's ``MaxTime``; needs ``EnforcePartLimits``).
+        DependencyError
+            A dependency is not a Slurm job id or names a job Slurm has never heard of.
+        SubmitError
+            Any other refusal or a timeout; keeps ``stdout``, ``stderr`` and ``returncode``.
+        BackendUnavailableError
+            Slurm is not installed here or slurmctld does not answer.
+        """
+        self._check_dependencies(spec)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        script = self._script(spec)
+        args = ["sbatch", "--parsable"]
+        proc = self._run(args, stdin=script, error=SubmitError, check=False)
+        job_id = parse.parse_sbatch_job_id(proc.stdout) if proc.returncode == 0 else None
+        if job_id is None:
+            self._submit_failed(args, proc)
+        logger.info(
+            "slurm: submitted job %s %r (%d cores, %d min)",
+            job_id,
+            spec.name,
+            spec.cores,
+            parse.walltime_minutes(spec.walltime),
+        )
+        return str(job_id)
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a job with ``scancel``; a finished or forgotten job is left alone (as ``scancel`` does).
+
+        Raises
+        ------
+        UnknownJobError
+            ``job_id`` is not a Slurm job id.
+        """
+        self._require_id(job_id)
+        args = ["scancel", job_id]
+        proc = self._run(args, check=False)
+        if proc.returncode != 0:
+            if "already completing or completed" in proc.stderr or "Invalid job id" in proc.stderr:
+                logger.debug("slurm: cancel %s: %s", job_id, proc.stderr.strip())
+                return
+            self._fail(args, proc)
+        logger.info("slurm: cancelled job %s", job_id)
+
+    def state(self, job_id: str) -> JobInfo:
+        """State of one job: ``scontrol show job -o``, or the jobcomp file once slurmctld forgot it.
+
+        Raises
+        ------
+        UnknownJobError
+            Neither slurmctld nor the jobcomp file knows the job.
+        """
+        self._require_id(job_id)
+        args = ["scontrol", "show", "job", "-o", job_id]
+        proc = self._run(args, check=False)
+        if proc.returncode == 0:
+            for line in proc.stdout.splitlines():
+                record = parse.parse_record(line)
+                if record.get("JobId") == job_id:
+                    return parse.job_from_record(record, "scontrol")
+        elif "Invalid job id" not in proc.stderr:
+            self._fail(args, proc)
+        info = self._from_jobcomp(job_id)
+        if info is None:
+            raise UnknownJobError(job_id)
+        return info
+
+    def queue(self) -> list[JobInfo]:
+        """Pending and running jobs of the current user (``squeue --me``)."""
+        args = ["squeue", "--me", "-h", "-o", parse.SQUEUE_FORMAT]
+        proc = self._run(args)
+        jobs = [parse.job_from_squeue(line) for line in proc.stdout.splitlines() if line.strip()]
+        return [job for job in jobs if job.state in (JobState.PENDING, JobState.RUNNING)]
+
+    def expected_start(self, spec: JobSpec) -> float | None:
+        """When ``spec`` would start if submitted now (``sbatch --test-only``); None if Slurm cannot say.
+
+        Raises
+        ------
+        GeometryError
+            The job could never run on the partition (``sbatch`` would reject it too).
+        """
+        args = ["sbatch", "--test-only"]
+        proc = self._run(args, stdin=self._script(spec), check=False)
+        if proc.returncode != 0:
+            kind = parse.classify_submit_error(proc.stderr)
+            if kind is GeometryError:
+                self._submit_failed(args, proc)
+            logger.warning("slurm: %s failed (exit %s): %s", " ".join(args), proc.returncode, proc.stderr)
+            return None
+        return parse.parse_test_only(proc.stderr + "\n" + proc.stdout)
+
+    # ------------------------------------------------------------------ helpers
+    def _script(self, spec: JobSpec) -> str:
+        return render_job_script(
+            spec, workdir=self.workdir, partition=self.partition_name, account=self.account, qos=self.qos
+        )
+
+    @staticmethod
+    def _require_id(job_id: str) -> None:
+        if not _JOB_ID.fullmatch(job_id):
+            raise UnknownJobError(job_id)
+
+    def _check_dependencies(self, spec: JobSpec) -> None:
+        """Refuse dependencies Slurm would silently treat as satisfied (ids it has never seen)."""
+        if not spec.dependencies:
+            return
+        ids = sorted({dep.job_id for dep in spec.dependencies})
+        bad = [i for i in ids if not _JOB_ID.fullmatch(i)]
+        if bad:
+            raise DependencyError(f"JobSpec.dependencies name {bad}, which are not Slurm job ids (digits)")
+        args = ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i"]
+        proc = self._run(args, check=False)
+        if proc.returncode != 0 and "Invalid job id" not in proc.stderr:
+            self._fail(args, proc)
+        known = set(proc.stdout.split())
+        unknown = [i for i in ids if i not in known and self._from_jobcomp(i) is None]
+        if unknown:
+            raise DependencyError(
+                f"JobSpec.dependencies name jobs {unknown} unknown to Slurm (neither slurmctld nor the "
+                "jobcomp file has them); Slurm would treat them as satisfied, so this is refused"
+            )
+
+    def _from_jobcomp(self, job_id: str) -> JobInfo | None:
+        if not self._jobcomp_resolved:
+            self._jobcomp_resolved = True
+            proc = self._run(["scontrol", "show", "config"], check=False)
+            config = parse.parse_config(proc.stdout) if proc.returncode == 0 else {}
+            if config.get("JobCompType") == "jobcomp/filetxt" and config.get("JobCompLoc"):
+                self._jobcomp = _JobcompIndex(Path(config["JobCompLoc"]))
+            else:
+                logger.info(
+                    "slurm: JobCompType is %r, not jobcomp/filetxt; finished jobs are known only while "
+                    "slurmctld keeps them (MinJobAge)",
+                    config.get("JobCompType"),
+                )
+        return self._jobcomp.get(job_id) if self._jobcomp is not None else None
+
+    def _run(
+        self,
+        args: Sequence[str],
+        *,
+        stdin: str | None = None,
+        error: type[BackendError] = BackendError,
+        check: bool = True,
+    ) -> subprocess.CompletedProcess[str]:
+        """Run one Slurm command with the timeout; map "not installed" and "no answer" to errors."""
+        conf = self._env.get("SLURM_CONF")
+        if conf and not Path(conf).is_file():
+            # Slurm commands would retry reading it for 60 s before failing.
+            raise BackendUnavailableError(f"SLURM_CONF={conf} does not exist; point it at the slurm.conf")
+        command = " ".join(args)
+        try:
+            proc = subprocess.run(
+                list(args),
+                input=stdin,
+                capture_output=True,
+                text=True,
+                timeout=self.command_timeout,
+                env=self._env,
+                check=False,
+            )
+        except FileNotFoundError:
+            raise BackendUnavailableError(
+                f"Slurm command {args[0]!r} is not on PATH; install the Slurm client tools (Debian: "
+                "slurm-client) or pass env={'PATH': ...} to SlurmBackend"
+            ) from None
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
+            message = (
+                f"`{command}` did not finish within command_timeout={self.command_timeout:g} s; "
+                "slurmctld may be overloaded or unreachable (raise command_timeout if it is just slow)"
+            )
+            if issubclass(error, SubmitError):
+                raise error(message, stdout=out, stderr=err, returncode=None) from None
+            raise error(message) from None
+        logger.debug("slurm: `%s` exit %d", command, proc.returncode)
+        if proc.returncode != 0 and parse.is_controller_unreachable(proc.stderr):
+            raise BackendUnavailableError(
+                f"`{command}`: slurmctld does not answer ({proc.stderr.strip()}); check that it runs and "
+                "that SLURM_CONF points at its slurm.conf"
+            )
+        if check and proc.returncode != 0:
+            self._fail(args, proc)
+        return proc
+
+    @staticmethod
+    def _fail(args: Sequence[str], proc: subprocess.CompletedProcess[str]) -> NoReturn:
+        raise BackendError(
+            f"`{' '.join(args)}` failed with exit code {proc.returncode}: {proc.stderr.strip()}"
+        )
+
+    @staticmethod
+    def _submit_failed(args: Sequence[str], proc: subprocess.CompletedProcess[str]) -> NoReturn:
+        kind = parse.classify_submit_error(proc.stderr)
+        what = {
+            GeometryError: "the request can never fit the partition (cores, nodes or walltime too large)",
+            DependencyError: "a dependency is invalid",
+        }.get(kind, "the submission was refused")
+        detail = proc.stderr.strip() or f"no job id in its output {proc.stdout.strip()!r}"
+        raise kind(
+            f"`{' '.join(args)}` exit {proc.returncode}: {what}: {detail}",
+            stdout=proc.stdout,
+            stderr=proc.stderr,
+            returncode=proc.returncode,
+        )
