@@ -240,8 +240,8 @@ class OnlineEvaluation:
                     with contextlib.suppress(NotFittedError, PredictionUnavailableError):
                         per_class[name, ci][j] = predictors[name].predict(key)
         rows = []
-        for name in names:
-            for ci, gc in enumerate(self.classes):
+        for ci, gc in enumerate(self.classes):
+            for name in names:
                 jobs = self.jobs[ci]
                 rows.append(self._metrics(name, gc, jobs, per_class[name, ci][jobs]))
         return pd.DataFrame(rows)
