@@ -19,7 +19,7 @@ from elastic.errors import ElasticError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``elastic --help`` lists them.
-_COMMANDS: tuple[str, ...] = ("elastic.cli.traces", "elastic.cli.walltime")
+_COMMANDS: tuple[str, ...] = ("elastic.cli.traces", "elastic.cli.walltime", "elastic.cli.waits")
 
 
 def _parser() -> argparse.ArgumentParser:
