@@ -1,0 +1,384 @@
+"""The mock batch backend: a simulated Slurm-like partition behind the :class:`BatchBackend` protocol.
+
+Strategies and the pool use it exactly like real Slurm. Background load (a :class:`Workload`, from an
+SWF trace or the synthetic generator) is replayed into the same queue, so submitted jobs wait behind
+realistic competition.
+
+Two clocks (see :mod:`elastic.simulator.clock`):
+
+- ``clock="virtual"`` (default): simulated time moves only through :meth:`MockBackend.sleep`, as fast as
+  the machine allows. Jobs are purely simulated (``JobSpec.runtime``, or hold their cores until
+  cancelled or killed at the walltime); a ``script`` is refused.
+- ``clock="scaled"``: simulated time runs ``speedup`` times faster than real time and a background
+  thread keeps the simulation at that time. A job with a ``script`` is a *pilot*: when it starts,
+  ``bash -c script`` runs as a local process in its own process group, with ``ELASTIC_JOB_ID`` and
+  ``ELASTIC_JOB_CORES`` set; the job COMPLETES or FAILS when the process exits, and the whole process
+  group gets SIGTERM (then SIGKILL after ``grace`` real seconds) at TIMEOUT, cancel or job end.
+
+Every public method is thread-safe.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import signal
+import subprocess
+import threading
+import time
+from types import TracebackType
+
+from elastic.backends.base import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
+from elastic.errors import ConfigError, DependencyError, SubmitError, UnknownJobError, UnknownNameError
+from elastic.simulator.base import QueuePolicy, make_policy
+from elastic.simulator.clock import ScaledClock, VirtualClock
+from elastic.simulator.engine import Engine
+from elastic.simulator.expected import expected_start
+from elastic.simulator.jobs import FUTURE, RUNNING, STATES
+from elastic.simulator.workload import Workload
+
+__all__ = ["MockBackend"]
+
+logger = logging.getLogger(__name__)
+
+_CLOCKS = ("virtual", "scaled")
+
+
+class MockBackend:
+    """Simulated batch system implementing :class:`~elastic.backends.base.BatchBackend`.
+
+    Parameters
+    ----------
+    nodes : int, default 16
+        Nodes of the partition.
+    cores_per_node : int, default 1
+        Cores per node.
+    policy : str or QueuePolicy, default "easy"
+        Queue policy: ``easy``, ``conservative``, ``fcfs``, ``sejf``, ``lejf`` or an instance.
+    speculative : bool, default False
+        Speculative backfilling (with ``policy="easy"``).
+    workload : Workload or None, default None
+        Background jobs replayed into the queue; must fit the partition.
+    clock : {"virtual", "scaled"}, default "virtual"
+        How simulated time relates to real time (see the module docstring).
+    speedup : float, default 1.0
+        Scaled clock only: simulated seconds per real second (K).
+    start : float, default 0.0
+        Simulated time to start at; background jobs submitted before are simulated first (warm-up),
+        so the queue is already busy.
+    kill_invalid_dep : bool, default False
+        Cancel jobs whose dependency can never be satisfied instead of leaving them pending.
+    max_walltime : float or None, default None
+        Partition time limit in seconds; longer requests are refused at submit.
+    grace : float, default 2.0
+        Real seconds between SIGTERM and SIGKILL when a pilot's process group is stopped.
+    partition_name : str, default "mock"
+        Name reported by :meth:`partition`.
+
+    Examples
+    --------
+    >>> from elastic.backends.base import JobSpec
+    >>> b = MockBackend(nodes=4)
+    >>> a = b.submit(JobSpec(cores=4, walltime=60.0, runtime=30.0))
+    >>> b.expected_start(JobSpec(cores=1, walltime=10.0))
+    60.0
+    >>> b.sleep(45.0); b.state(a).state.value
+    'COMPLETED'
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: int = 16,
+        cores_per_node: int = 1,
+        policy: str | QueuePolicy = "easy",
+        speculative: bool = False,
+        workload: Workload | None = None,
+        clock: str = "virtual",
+        speedup: float = 1.0,
+        start: float = 0.0,
+        kill_invalid_dep: bool = False,
+        max_walltime: float | None = None,
+        grace: float = 2.0,
+        partition_name: str = "mock",
+    ) -> None:
+        if clock not in _CLOCKS:
+            raise UnknownNameError("clock", clock, _CLOCKS)
+        if max_walltime is not None and not max_walltime > 0:
+            raise ConfigError(f"max_walltime must be > 0 seconds or None, got {max_walltime}")
+        pol = make_policy(policy, speculative=speculative) if isinstance(policy, str) else policy
+        self._lock = threading.RLock()
+        self._engine = Engine(
+            nodes=nodes,
+            cores_per_node=cores_per_node,
+            policy=pol,
+            workload=workload,
+            kill_invalid_dep=kill_invalid_dep,
+            observer=self,
+        )
+        self._partition = PartitionInfo(partition_name, nodes, cores_per_node, max_walltime)
+        self._grace = grace
+        self._scripts: dict[int, tuple[str, dict[str, str]]] = {}
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._stopping: dict[int, float] = {}  # pgid -> real time to send SIGKILL
+        self._closed = False
+        if start:
+            self._engine.run(until=float(start))
+        self._clock: VirtualClock | ScaledClock
+        if clock == "virtual":
+            self._clock = VirtualClock(self._advance, lambda: self._engine.now)
+        else:
+            self._clock = ScaledClock(speedup, self._engine.now, self._tick)
+            self._clock.start()
+
+    # -- BatchBackend ---------------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        """``"mock"``."""
+        return "mock"
+
+    @property
+    def engine(self) -> Engine:
+        """The simulation engine (for records and metrics; do not drive it directly in scaled mode)."""
+        return self._engine
+
+    def now(self) -> float:
+        """Return the current simulated time in seconds."""
+        with self._lock:
+            self._catch_up()
+            return self._engine.now
+
+    def sleep(self, seconds: float) -> None:
+        """Let ``seconds`` of simulated time pass (instantly on the virtual clock)."""
+        if seconds < 0:
+            raise ConfigError(f"sleep seconds must be >= 0, got {seconds}")
+        self._clock.sleep(seconds)
+        with self._lock:
+            self._catch_up()
+
+    def partition(self) -> PartitionInfo:
+        """Return the simulated partition."""
+        return self._partition
+
+    def submit(self, spec: JobSpec) -> str:
+        """Submit a job now and return its id (see :meth:`BatchBackend.submit`)."""
+        if spec.script is not None:
+            if self._clock.kind == "virtual":
+                raise ConfigError(
+                    "JobSpec.script needs clock='scaled': a virtual clock cannot run real processes "
+                    "(drop the script and give JobSpec.runtime, or use MockBackend(clock='scaled'))"
+                )
+            if spec.runtime is not None:
+                raise ConfigError("JobSpec.runtime must be None when JobSpec.script is set")
+        limit = self._partition.max_walltime
+        if limit is not None and spec.walltime > limit:
+            raise SubmitError(
+                f"requested walltime {spec.walltime} s exceeds the partition limit {limit} s; "
+                f"ask for at most {limit} s"
+            )
+        with self._lock:
+            self._catch_up()
+            deps = self._dependencies(spec.dependencies)
+            j = len(self._engine.jobs)
+            if spec.script is not None:
+                self._scripts[j] = (spec.script, dict(spec.env))
+            self._engine.submit(
+                cores=spec.cores,
+                nodes=spec.nodes,
+                walltime=spec.walltime,
+                runtime=spec.runtime,
+                name=spec.name,
+                user=spec.user,
+                dependencies=deps,
+                begin=spec.begin,
+                job_id=_job_id(j),
+                notify=spec.script is not None,
+            )
+            return _job_id(j)
+
+    def cancel(self, job_id: str) -> None:
+        """Cancel a pending or running job; cancelling an ended one does nothing."""
+        with self._lock:
+            self._catch_up()
+            self._engine.cancel(self._index(job_id))
+
+    def state(self, job_id: str) -> JobInfo:
+        """Return the current state of one job (ended ones included)."""
+        with self._lock:
+            self._catch_up()
+            return self._info(self._index(job_id))
+
+    def queue(self) -> list[JobInfo]:
+        """Every pending or running job (background ones included), like ``squeue``."""
+        with self._lock:
+            self._catch_up()
+            eng = self._engine
+            jobs = sorted(
+                [j for _, j in eng.running] + list(eng.queue) + list(eng.held), key=eng.jobs.rank.__getitem__
+            )
+            return [self._info(j) for j in jobs]
+
+    def expected_start(self, spec: JobSpec) -> float | None:
+        """When ``spec`` would start if submitted now (``sbatch --test-only``)."""
+        with self._lock:
+            self._catch_up()
+            deps = self._dependencies(spec.dependencies)
+            return expected_start(
+                self._engine,
+                cores=spec.cores,
+                walltime=spec.walltime,
+                nodes=spec.nodes,
+                dependencies=deps,
+                begin=spec.begin,
+            )
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Stop the clock thread and kill every pilot process still running (idempotent)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._clock.stop()
+        with self._lock:
+            for proc in list(self._procs.values()):
+                _killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self._procs.clear()
+
+    def __enter__(self) -> MockBackend:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # -- Observer (called by the engine, lock held) -----------------------------------------------
+
+    def job_started(self, job: int) -> None:
+        """Start the pilot process of ``job``."""
+        script, env = self._scripts[job]
+        full_env = {**os.environ, **env}
+        full_env["ELASTIC_JOB_ID"] = _job_id(job)
+        full_env["ELASTIC_JOB_CORES"] = str(self._engine.jobs.cores[job])
+        logger.info("job %s: starting pilot process", _job_id(job))
+        self._procs[job] = subprocess.Popen(["bash", "-c", script], env=full_env, start_new_session=True)
+
+    def job_ended(self, job: int) -> None:
+        """Stop what is left of the pilot's process group (SIGTERM now, SIGKILL after the grace)."""
+        proc = self._procs.get(job)
+        if proc is None:
+            return
+        if self._engine.jobs.state[job] == RUNNING:  # requeued: cannot happen for pilots
+            return
+        if _killpg(proc.pid, signal.SIGTERM):
+            self._stopping[proc.pid] = time.monotonic() + self._grace
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _advance(self, until: float) -> None:
+        with self._lock:
+            self._engine.run(until=until)
+
+    def _catch_up(self) -> None:
+        if self._clock.kind == "scaled":
+            self._engine.run(until=self._clock.target())
+            self._poll()
+
+    def _tick(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._catch_up()
+
+    def _poll(self) -> None:
+        eng = self._engine
+        for job, proc in list(self._procs.items()):
+            code = proc.poll()
+            if code is None:
+                continue
+            del self._procs[job]
+            if eng.jobs.state[job] == RUNNING:
+                logger.info("job %s: pilot process exited with code %s", _job_id(job), code)
+                eng.finish(job, code)
+                if _killpg(proc.pid, signal.SIGTERM):  # leftovers of the script
+                    self._stopping[proc.pid] = time.monotonic() + self._grace
+        if self._stopping:
+            now = time.monotonic()
+            for pgid, deadline in list(self._stopping.items()):
+                if not _group_alive(pgid):
+                    del self._stopping[pgid]
+                elif now >= deadline:
+                    _killpg(pgid, signal.SIGKILL)
+                    del self._stopping[pgid]
+
+    def _index(self, job_id: str) -> int:
+        try:
+            j = int(job_id) - 1
+        except (TypeError, ValueError):
+            raise UnknownJobError(job_id) from None
+        if not 0 <= j < len(self._engine.jobs) or self._engine.jobs.state[j] == FUTURE:
+            raise UnknownJobError(job_id)
+        return j
+
+    def _dependencies(self, deps: tuple[Dependency, ...]) -> list[tuple[DependencyKind, int]]:
+        out = []
+        for dep in deps:
+            try:
+                out.append((DependencyKind(dep.kind), self._index(dep.job_id)))
+            except UnknownJobError:
+                raise DependencyError(
+                    f"dependency {dep} names job {dep.job_id!r}, which this backend does not know; "
+                    "depend only on ids returned by submit()"
+                ) from None
+        return out
+
+    def _info(self, j: int) -> JobInfo:
+        eng = self._engine
+        jobs = eng.jobs
+        st = STATES[jobs.state[j]]
+        start = jobs.start[j]
+        end = jobs.end[j]
+        exit_code = jobs.exit_code[j]
+        if exit_code is None and st is JobState.COMPLETED:
+            exit_code = 0
+        name = jobs.name[j]
+        user = jobs.user[j]
+        return JobInfo(
+            job_id=_job_id(j),
+            name=name if name is not None else f"background-{jobs.job_id[j]}",
+            state=st,
+            reason=eng.reason(j),
+            cores=jobs.cores[j],
+            walltime=jobs.walltime[j],
+            submit_time=jobs.submit[j],
+            start_time=None if math.isnan(start) else start,
+            end_time=None if math.isnan(end) else end,
+            exit_code=exit_code,
+            user=None if user is None else str(user),
+        )
+
+
+def _job_id(j: int) -> str:
+    return str(j + 1)
+
+
+def _killpg(pgid: int, sig: int) -> bool:
+    """Send ``sig`` to a process group; return whether the group existed."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # pragma: no cover - another user's reused group id
+        return False
+    return True
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

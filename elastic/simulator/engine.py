@@ -1,0 +1,565 @@
+"""The discrete-event engine: arrivals, ends and begin times of jobs on one partition.
+
+Events live in a heap of ``(time, priority, seq, job)`` tuples (``seq`` from :func:`itertools.count`,
+so ties resolve first-in first-out and a replay is identical). Preloaded background jobs are not put in
+the heap: they are already sorted by submit time, so the loop merges them in with a cursor. After every
+batch of simultaneous events the queue policy runs once (like one pass of Slurm's scheduler).
+
+The engine never sleeps: :meth:`Engine.run` processes events as fast as it can up to a given
+simulated time; the mock backend's clocks decide how simulated time relates to real time.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from bisect import bisect_left, insort
+from collections.abc import Callable, Hashable, Sequence
+from heapq import heappop, heappush
+from typing import TYPE_CHECKING, Protocol
+
+from elastic.backends.base import DependencyKind, PendingReason
+from elastic.errors import ConfigError, DependencyError, GeometryError
+from elastic.simulator.base import QueuePolicy, make_policy
+from elastic.simulator.cluster import Cluster
+from elastic.simulator.jobs import (
+    CANCELLED,
+    COMPLETED,
+    FAILED,
+    FUTURE,
+    PENDING,
+    RUNNING,
+    TIMEOUT,
+    DepRecord,
+    JobTable,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from elastic.simulator.workload import Workload
+
+__all__ = ["Engine", "Observer"]
+
+logger = logging.getLogger(__name__)
+
+_END = 0
+_BEGIN = 1
+_INF = math.inf
+
+
+class Observer(Protocol):
+    """Told when jobs submitted with ``notify=True`` start and end (the mock backend's pilot runner)."""
+
+    def job_started(self, job: int) -> None:
+        """Job ``job`` has just started (``engine.now`` is its start time)."""
+        ...
+
+    def job_ended(self, job: int) -> None:
+        """Job ``job`` has just ended, been cancelled or requeued (read its state from the table)."""
+        ...
+
+
+class Engine:
+    """Discrete-event simulation of one Slurm-like partition under a queue policy.
+
+    Parameters
+    ----------
+    nodes : int
+        Nodes of the partition.
+    cores_per_node : int, default 1
+        Cores per node.
+    policy : str or QueuePolicy, default "easy"
+        Queue policy, by registry name (see :data:`elastic.simulator.base.POLICIES`) or instance.
+    workload : Workload or None, default None
+        Background jobs replayed as they arrive (sorted by submit time).
+    kill_invalid_dep : bool, default False
+        Cancel a job whose dependency can never be satisfied (Slurm's ``kill_invalid_depend``),
+        instead of leaving it pending with reason DependencyNeverSatisfied.
+    observer : Observer or None, default None
+        Told about starts and ends of jobs submitted with ``notify=True``.
+
+    Attributes
+    ----------
+    jobs : JobTable
+        Every job, by index.
+    cluster : Cluster
+        Core accounting.
+    queue : list of int
+        Eligible pending jobs (arrived, dependencies met, begin time passed), in priority order.
+    held : set of int
+        Pending jobs not in the queue yet (waiting for dependencies or their begin time).
+    running : list of (float, int)
+        Running jobs as ``(expected end, job)``, sorted; expected end = start + walltime, or the kill
+        time of a speculative run.
+    release_count : int
+        Bumped whenever cores are released or the queue changes other than by appending; policies
+        use it to skip work when only new jobs arrived since their last pass.
+
+    Examples
+    --------
+    >>> eng = Engine(nodes=4)
+    >>> a = eng.submit(cores=4, walltime=100.0, runtime=50.0)
+    >>> b = eng.submit(cores=2, walltime=10.0, runtime=10.0)
+    >>> eng.run()
+    >>> eng.jobs.start[b], eng.jobs.end[a]
+    (50.0, 50.0)
+    """
+
+    def __init__(
+        self,
+        *,
+        nodes: int,
+        cores_per_node: int = 1,
+        policy: str | QueuePolicy = "easy",
+        workload: Workload | None = None,
+        kill_invalid_dep: bool = False,
+        observer: Observer | None = None,
+    ) -> None:
+        self.cluster = Cluster(nodes, cores_per_node)
+        self.policy: QueuePolicy = make_policy(policy) if isinstance(policy, str) else policy
+        self.jobs = JobTable()
+        self.queue: list[int] = []
+        self.running: list[tuple[float, int]] = []
+        self.held: set[int] = set()
+        self.release_count = 0
+        self.kill_invalid_dep = kill_invalid_dep
+        self.observer = observer
+        self.events = 0
+        self._now = 0.0
+        self._heap: list[tuple[float, int, int, int]] = []
+        self._seq = itertools.count()
+        self._rank = itertools.count()
+        self._cursor = 0
+        self._preloaded = 0
+        self._dirty = False
+        self._in_pass = False
+        self._deferred: list[int] = []
+        if workload is not None:
+            self._load(workload)
+
+    @property
+    def now(self) -> float:
+        """Current simulated time in seconds."""
+        return self._now
+
+    # -- building the workload -------------------------------------------------------------------
+
+    def _load(self, workload: Workload) -> None:
+        n = len(workload)
+        if n:
+            import numpy as np
+
+            if np.any(np.diff(workload.submit) < 0):
+                raise ConfigError(f"workload {workload.source!r} is not sorted by submit time")
+            too_big = workload.cores > self.cluster.total
+            if np.any(too_big):
+                k = int(np.argmax(too_big))
+                raise GeometryError(
+                    f"background job {int(workload.job_id[k])} of {workload.source!r} asks for "
+                    f"{int(workload.cores[k])} cores but the partition has {self.cluster.total}; "
+                    "scale the workload to the partition (processors=...) or use a bigger partition"
+                )
+        self.jobs.load(workload)
+        self._preloaded = n
+
+    def check_geometry(self, cores: int, nodes: int | None) -> tuple[int, int]:
+        """Return ``(cores, whole nodes)`` of a request, or raise GeometryError if it can never fit."""
+        cl = self.cluster
+        whole = 0
+        if nodes is not None:
+            if nodes > cl.nodes:
+                raise GeometryError(
+                    f"job asks for {nodes} nodes but the partition has {cl.nodes}; ask for at most {cl.nodes}"
+                )
+            cores = max(cores, nodes * cl.cores_per_node) if cl.per_node else max(cores, nodes)
+            whole = nodes if cl.per_node else 0
+        if cores > cl.total:
+            raise GeometryError(
+                f"job asks for {cores} cores but the partition has {cl.total}; ask for at most {cl.total}"
+            )
+        return cores, whole
+
+    def submit(
+        self,
+        *,
+        cores: int,
+        walltime: float,
+        runtime: float | None = None,
+        nodes: int | None = None,
+        name: str | None = None,
+        user: Hashable = None,
+        dependencies: Sequence[tuple[DependencyKind, int]] = (),
+        begin: float | None = None,
+        job_id: Hashable = None,
+        notify: bool = False,
+        background: bool = False,
+    ) -> int:
+        """Submit a job now and return its index; the policy runs at once (it may start right away).
+
+        Parameters
+        ----------
+        cores : int
+            Cores asked for.
+        walltime : float
+            Requested walltime in seconds.
+        runtime : float or None, default None
+            Actual runtime in seconds; None = runs until cancelled, ended by :meth:`finish` or killed
+            at its walltime.
+        nodes : int or None
+            Whole nodes asked for instead of cores.
+        name, user, job_id : optional
+            Labels kept in the records (``job_id`` defaults to the index).
+        dependencies : sequence of (DependencyKind, int)
+            Dependencies on earlier job indices; all must hold (AND).
+        begin : float or None
+            Do not start before this simulated time.
+        notify : bool, default False
+            Tell the observer about its start and end.
+        background : bool, default False
+            Flag kept in the records.
+
+        Raises
+        ------
+        GeometryError
+            The job can never fit the partition.
+        DependencyError
+            A dependency names a job index that does not exist or has not arrived.
+        """
+        cores, whole = self.check_geometry(cores, nodes)
+        jobs = self.jobs
+        for _, parent in dependencies:
+            if not 0 <= parent < len(jobs) or jobs.state[parent] == FUTURE:
+                raise DependencyError(f"dependency on job index {parent}, which has not been submitted")
+        now = self._now
+        j = jobs.append(
+            job_id=len(jobs) if job_id is None else job_id,
+            name=name,
+            user=user,
+            cores=cores,
+            whole=whole,
+            walltime=float(walltime),
+            runtime=_INF if runtime is None else float(runtime),
+            submit=now,
+            begin=-_INF if begin is None else float(begin),
+            background=background,
+            notify=notify,
+        )
+        jobs.state[j] = PENDING
+        jobs.rank[j] = next(self._rank)
+        if dependencies:
+            recs = [DepRecord(kind, parent) for kind, parent in dependencies]
+            jobs.deps[j] = recs
+            pending = 0
+            for rec in recs:
+                jobs.children.setdefault(rec.parent, []).append(j)
+                p = rec.parent
+                rec.status = rec.evaluate(jobs.state[p], not math.isnan(jobs.start[p]))
+                if rec.status == 0:
+                    pending += 1
+                elif rec.status == 2:
+                    jobs.dep_never.add(j)
+            jobs.dep_pending[j] = pending
+        if begin is not None and begin > now:
+            self._push_begin(j, float(begin))
+        if j in jobs.dep_never and self.kill_invalid_dep:
+            self._cancel_pending(j, now)
+        elif self._eligible(j):
+            self.queue.append(j)
+        else:
+            self.held.add(j)
+        self._schedule()
+        return j
+
+    # -- the event loop ----------------------------------------------------------------------------
+
+    def run(self, until: float = _INF, progress: Callable[[int], None] | None = None) -> None:
+        """Process every event up to simulated time ``until`` (all of them by default).
+
+        Afterwards :attr:`now` is ``until`` (if finite), or the time of the last event.
+
+        Parameters
+        ----------
+        until : float, default inf
+            Simulated time to stop at; events at exactly ``until`` are processed.
+        progress : callable or None
+            Called with the number of processed events every 4096 event batches.
+        """
+        heap = self._heap
+        jobs = self.jobs
+        sub = jobs.submit
+        state = jobs.state
+        plan_end = jobs.plan_end
+        rank = jobs.rank
+        queue = self.queue
+        n_pre = self._preloaded
+        next_rank = self._rank
+        batches = 0
+        while True:
+            ai = self._cursor
+            ta = sub[ai] if ai < n_pre else _INF
+            th = heap[0][0] if heap else _INF
+            t = ta if ta < th else th
+            if t > until or t == _INF:
+                break
+            self._now = t
+            while heap and heap[0][0] <= t:
+                _, kind, _, j = heappop(heap)
+                if kind == _END:
+                    if state[j] == RUNNING and plan_end[j] == t:
+                        self._end(j, t)
+                elif state[j] == PENDING and self._eligible(j) and j not in queue:
+                    self._insert(j)
+            while ai < n_pre and sub[ai] <= t:
+                state[ai] = PENDING
+                rank[ai] = next(next_rank)
+                queue.append(ai)
+                ai += 1
+            if ai != self._cursor:
+                self.events += ai - self._cursor
+                self._cursor = ai
+                self._dirty = True
+            if self._dirty:
+                self._schedule()
+            batches += 1
+            if progress is not None and not batches & 4095:
+                progress(self.events)
+        if until != _INF and until > self._now:
+            self._now = until
+
+    def step(self) -> bool:
+        """Process the next batch of simultaneous events; return False when there is none."""
+        t = self.next_event_time()
+        if t == _INF:
+            return False
+        self.run(until=t)
+        return True
+
+    def next_event_time(self) -> float:
+        """Time of the next event (``inf`` when nothing more will happen by itself)."""
+        ta = self.jobs.submit[self._cursor] if self._cursor < self._preloaded else _INF
+        th = self._heap[0][0] if self._heap else _INF
+        return min(ta, th)
+
+    def _push_end(self, j: int, t: float) -> None:
+        heappush(self._heap, (t, _END, next(self._seq), j))
+
+    def _push_begin(self, j: int, t: float) -> None:
+        heappush(self._heap, (t, _BEGIN, next(self._seq), j))
+
+    def _rank_floor(self, rank: float) -> None:
+        """Make every rank given from now on larger than ``rank``."""
+        self._rank = itertools.count(max(0, math.floor(rank) + 1))
+
+    def _schedule(self) -> None:
+        # Jobs made eligible while the policy runs (an ``after`` dependency on a job it just started)
+        # are queued after the pass, then the policy runs again, so it never sees the queue change
+        # under its feet.
+        while True:
+            self._dirty = False
+            self._in_pass = True
+            try:
+                self.policy.schedule(self)
+            finally:
+                self._in_pass = False
+            if not self._deferred:
+                return
+            for j in self._deferred:
+                self._insert(j)
+            self._deferred.clear()
+
+    # -- starting and ending jobs ----------------------------------------------------------------
+
+    def start(self, j: int, kill_at: float | None = None) -> None:
+        """Start pending job ``j`` now; the caller checked that it fits and removes it from the queue.
+
+        Parameters
+        ----------
+        j : int
+            Job index.
+        kill_at : float or None
+            Speculative run: the job is killed at this time if it has not finished, and requeued.
+        """
+        jobs = self.jobs
+        t = self._now
+        c = jobs.cores[j]
+        self.cluster.allocate(j, c, jobs.whole[j])
+        jobs.state[j] = RUNNING
+        jobs.start[j] = t
+        wall = jobs.walltime[j]
+        run = jobs.runtime[j]
+        if kill_at is None:
+            est = t + wall
+            if run <= wall:
+                plan, end_state = t + run, COMPLETED
+            else:
+                plan, end_state = est, TIMEOUT
+        else:
+            est = kill_at
+            jobs.speculated[j] = True
+            if t + run <= kill_at:
+                plan, end_state = t + run, COMPLETED
+            else:
+                plan, end_state = kill_at, PENDING
+        jobs.est_end[j] = est
+        jobs.plan_end[j] = plan
+        jobs.plan_state[j] = end_state
+        self._push_end(j, plan)
+        insort(self.running, (est, j))
+        if j in jobs.children:
+            self._notify_children(j)
+        if jobs.notify[j] and self.observer is not None:
+            self.observer.job_started(j)
+
+    def _release(self, j: int) -> None:
+        jobs = self.jobs
+        self.cluster.release(j, jobs.cores[j])
+        running = self.running
+        del running[bisect_left(running, (jobs.est_end[j], j))]
+        self.release_count += 1
+        self._dirty = True
+
+    def _end(self, j: int, t: float) -> None:
+        jobs = self.jobs
+        self._release(j)
+        self.events += 1
+        final = jobs.plan_state[j]
+        if final == PENDING:  # failed speculative run: requeue with its normal request
+            jobs.state[j] = PENDING
+            jobs.start[j] = math.nan
+            jobs.requeues[j] += 1
+            self._requeue(j)
+        else:
+            jobs.state[j] = final
+            jobs.end[j] = t
+            if j in jobs.children:
+                self._notify_children(j)
+        if jobs.notify[j] and self.observer is not None:
+            self.observer.job_ended(j)
+
+    def _requeue(self, j: int) -> None:
+        # Back at its own priority, but never ahead of the job the policy reserved cores for.
+        q = self.queue
+        rank = self.jobs.rank
+        if q and rank[j] < rank[q[0]]:
+            rank[j] = rank[q[0]] + 0.5
+        self._insert(j)
+
+    def finish(self, j: int, exit_code: int) -> None:
+        """End running job ``j`` now by itself (its pilot process exited with ``exit_code``)."""
+        jobs = self.jobs
+        if jobs.state[j] != RUNNING:
+            return
+        self._release(j)
+        jobs.state[j] = COMPLETED if exit_code == 0 else FAILED
+        jobs.exit_code[j] = exit_code
+        jobs.end[j] = self._now
+        if j in jobs.children:
+            self._notify_children(j)
+        if jobs.notify[j] and self.observer is not None:
+            self.observer.job_ended(j)
+        self._schedule()
+
+    def cancel(self, j: int) -> None:
+        """Cancel job ``j`` (pending or running) now; cancelling an ended job does nothing."""
+        jobs = self.jobs
+        st = jobs.state[j]
+        if st == RUNNING:
+            self._release(j)
+            jobs.state[j] = CANCELLED
+            jobs.end[j] = self._now
+            if j in jobs.children:
+                self._notify_children(j)
+            if jobs.notify[j] and self.observer is not None:
+                self.observer.job_ended(j)
+        elif st == PENDING:
+            self._cancel_pending(j, self._now)
+        else:
+            return
+        self._schedule()
+
+    def _cancel_pending(self, j: int, t: float) -> None:
+        jobs = self.jobs
+        self.held.discard(j)
+        if j in self.queue:
+            self.queue.remove(j)
+            self.release_count += 1
+        jobs.state[j] = CANCELLED
+        jobs.end[j] = t
+        if j in jobs.children:
+            self._notify_children(j)
+        if jobs.notify[j] and self.observer is not None:
+            self.observer.job_ended(j)
+
+    # -- eligibility: dependencies and begin times ---------------------------------------------------
+
+    def _eligible(self, j: int) -> bool:
+        jobs = self.jobs
+        return (
+            jobs.begin[j] <= self._now
+            and not jobs.dep_pending.get(j, 0)
+            and j not in jobs.dep_never
+            and jobs.state[j] == PENDING
+        )
+
+    def _insert(self, j: int) -> None:
+        self.held.discard(j)
+        if self._in_pass:
+            self._deferred.append(j)
+            return
+        q = self.queue
+        rank = self.jobs.rank
+        if not q or rank[q[-1]] < rank[j]:
+            q.append(j)
+        else:
+            insort(q, j, key=rank.__getitem__)
+            self.release_count += 1
+        self._dirty = True
+
+    def _notify_children(self, parent: int) -> None:
+        jobs = self.jobs
+        p_state = jobs.state[parent]
+        started = not math.isnan(jobs.start[parent]) or p_state in (COMPLETED, FAILED, TIMEOUT)
+        for child in jobs.children[parent]:
+            if jobs.state[child] != PENDING:
+                continue
+            changed = False
+            for rec in jobs.deps[child]:
+                if rec.parent != parent or rec.status != 0:
+                    continue
+                rec.status = rec.evaluate(p_state, started)
+                if rec.status:
+                    changed = True
+                    jobs.dep_pending[child] -= 1
+                    if rec.status == 2:
+                        jobs.dep_never.add(child)
+            if not changed:
+                continue
+            if child in jobs.dep_never:
+                if self.kill_invalid_dep:
+                    logger.info("job %s: dependency can never be satisfied; cancelled", jobs.job_id[child])
+                    self._cancel_pending(child, self._now)
+            elif self._eligible(child):
+                self._insert(child)
+
+    # -- queries -------------------------------------------------------------------------------------
+
+    def reason(self, j: int) -> PendingReason:
+        """Why pending job ``j`` has not started (Slurm's reason codes); NONE when not pending."""
+        jobs = self.jobs
+        if jobs.state[j] != PENDING:
+            return PendingReason.NONE
+        if j in jobs.dep_never:
+            return PendingReason.DEPENDENCY_NEVER_SATISFIED
+        if jobs.dep_pending.get(j, 0):
+            return PendingReason.DEPENDENCY
+        if jobs.begin[j] > self._now:
+            return PendingReason.BEGIN_TIME
+        if self.queue and self.queue[0] == j:
+            return PendingReason.RESOURCES
+        return PendingReason.PRIORITY
+
+    def records(self) -> pd.DataFrame:
+        """Per-job records of every job that has arrived (see :meth:`JobTable.frame`)."""
+        return self.jobs.frame()

@@ -1,0 +1,125 @@
+"""Expected start of a job if it were submitted now (what ``sbatch --test-only`` answers).
+
+The answer comes from a what-if copy of the engine: running jobs release their cores at their expected
+end (start + walltime), queued jobs run for their full requested walltime, no further background job
+arrives, and the probe job joins the tail of the queue. The copy runs under the same policy (without
+speculation) until the probe starts. Jobs still waiting for a dependency are left out of the copy,
+like Slurm's estimate, which ignores jobs that cannot start yet.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from elastic.backends.base import DependencyKind
+from elastic.simulator.jobs import PENDING, RUNNING, DepRecord
+
+if TYPE_CHECKING:
+    from elastic.simulator.engine import Engine
+
+__all__ = ["expected_start"]
+
+
+def expected_start(
+    engine: Engine,
+    *,
+    cores: int,
+    walltime: float,
+    nodes: int | None = None,
+    dependencies: Sequence[tuple[DependencyKind, int]] = (),
+    begin: float | None = None,
+) -> float | None:
+    """Return when a job like this would start if submitted to ``engine`` now.
+
+    Parameters
+    ----------
+    engine : Engine
+        The live engine (not modified).
+    cores, walltime, nodes, begin
+        As for :meth:`Engine.submit`.
+    dependencies : sequence of (DependencyKind, int)
+        Dependencies on job indices of ``engine``.
+
+    Returns
+    -------
+    float or None
+        Simulated start time, or None when the job could never start (a dependency can never be
+        satisfied, or one waits on a job that is itself held by a dependency).
+    """
+    from elastic.simulator.base import make_policy
+    from elastic.simulator.engine import Engine
+
+    cores, _ = engine.check_geometry(cores, nodes)
+    jobs = engine.jobs
+    cl = engine.cluster
+    copy = Engine(
+        nodes=cl.nodes,
+        cores_per_node=cl.cores_per_node,
+        policy=make_policy(engine.policy.name.split("+")[0]),
+    )
+    copy._now = engine.now
+    cj = copy.jobs
+    index: dict[int, int] = {}
+
+    def clone(j: int, runtime: float) -> int:
+        k = cj.append(
+            job_id=jobs.job_id[j],
+            name=jobs.name[j],
+            user=jobs.user[j],
+            cores=jobs.cores[j],
+            whole=jobs.whole[j],
+            walltime=jobs.walltime[j],
+            runtime=runtime,
+            submit=jobs.submit[j],
+            begin=jobs.begin[j],
+            background=True,
+            notify=False,
+        )
+        cj.rank[k] = jobs.rank[j]
+        index[j] = k
+        return k
+
+    ccl = copy.cluster
+    for est, j in engine.running:
+        start = jobs.start[j]
+        k = clone(j, est - start)
+        cj.state[k] = RUNNING
+        cj.start[k] = start
+        cj.est_end[k] = est
+        cj.plan_end[k] = est
+        cj.plan_state[k] = 2
+        copy.running.append((est, k))
+        copy._push_end(k, est)
+        placement = cl.placement(j)
+        if placement:
+            ccl._placement[k] = placement
+    ccl.free = cl.free
+    ccl.idle_nodes = cl.idle_nodes
+    ccl.node_free = list(cl.node_free)
+    for j in engine.queue:
+        k = clone(j, jobs.walltime[j])
+        cj.state[k] = PENDING
+        copy.queue.append(k)
+    for j in sorted(engine.held, key=jobs.rank.__getitem__):
+        if j in jobs.deps:
+            continue
+        k = clone(j, jobs.walltime[j])
+        cj.state[k] = PENDING
+        copy.held.add(k)
+        copy._push_begin(k, jobs.begin[j])
+    copy._rank_floor(max((jobs.rank[j] for j in index), default=-1.0))
+    mapped: list[tuple[DependencyKind, int]] = []
+    for kind, parent in dependencies:
+        if parent in index:
+            mapped.append((kind, index[parent]))
+            continue
+        status = DepRecord(kind, parent).evaluate(jobs.state[parent], not math.isnan(jobs.start[parent]))
+        if status == 2 or (status == 0 and parent not in index):
+            return None
+    probe = copy.submit(cores=cores, nodes=nodes, walltime=walltime, dependencies=mapped, begin=begin)
+    while cj.state[probe] == PENDING and copy.step():
+        pass
+    start = cj.start[probe]
+    return None if math.isnan(start) else start

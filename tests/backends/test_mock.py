@@ -1,0 +1,198 @@
+"""Contract tests of MockBackend: the BatchBackend protocol on both clocks, pilots on the scaled clock."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from elastic.backends.base import BatchBackend, Dependency, DependencyKind, JobSpec, JobState, PendingReason
+from elastic.backends.mock import MockBackend
+from elastic.errors import ConfigError, DependencyError, GeometryError, SubmitError, UnknownJobError
+from elastic.simulator.workload import Workload
+
+
+def test_is_a_batch_backend():
+    b = MockBackend(nodes=2)
+    assert isinstance(b, BatchBackend)
+    assert b.name == "mock"
+    p = b.partition()
+    assert (p.nodes, p.cores_per_node, p.cores) == (2, 1, 2)
+
+
+def test_submit_state_queue_cancel_virtual():
+    b = MockBackend(nodes=4)
+    a = b.submit(JobSpec(cores=4, walltime=100.0, runtime=40.0, name="big", user="ann"))
+    c = b.submit(JobSpec(cores=2, walltime=10.0, runtime=10.0, name="small"))
+    info = b.state(a)
+    assert (info.state, info.start_time, info.name, info.user) == (JobState.RUNNING, 0.0, "big", "ann")
+    assert b.state(c).reason is PendingReason.RESOURCES
+    assert [i.job_id for i in b.queue()] == [a, c]
+    b.sleep(30.0)
+    assert b.now() == 30.0
+    b.cancel(a)
+    assert b.state(a).state is JobState.CANCELLED and b.state(a).end_time == 30.0
+    assert b.state(c).state is JobState.RUNNING and b.state(c).wait == 30.0
+    b.sleep(100.0)
+    done = b.state(c)
+    assert (done.state, done.end_time, done.exit_code) == (JobState.COMPLETED, 40.0, 0)
+    assert b.queue() == []
+    b.cancel(a)  # cancelling an ended job does nothing
+    assert b.state(a).state is JobState.CANCELLED
+
+
+def test_errors():
+    b = MockBackend(nodes=2, cores_per_node=2, max_walltime=3600.0)
+    with pytest.raises(GeometryError, match="5 cores but the partition has 4"):
+        b.submit(JobSpec(cores=5, walltime=10.0))
+    with pytest.raises(GeometryError, match="3 nodes"):
+        b.submit(JobSpec(cores=1, nodes=3, walltime=10.0))
+    with pytest.raises(SubmitError, match=r"exceeds the partition limit 3600\.0 s"):
+        b.submit(JobSpec(cores=1, walltime=7200.0))
+    with pytest.raises(DependencyError, match="'99'"):
+        b.submit(JobSpec(cores=1, walltime=10.0, dependencies=(Dependency(DependencyKind.AFTEROK, "99"),)))
+    with pytest.raises(UnknownJobError, match="'42'"):
+        b.state("42")
+    with pytest.raises(ConfigError, match="clock='scaled'"):
+        b.submit(JobSpec(cores=1, walltime=10.0, script="true"))
+
+
+def test_dependencies_and_begin_time():
+    b = MockBackend(nodes=4)
+    p = b.submit(JobSpec(cores=1, walltime=10.0, runtime=50.0))  # will TIMEOUT at 10
+    ok = b.submit(
+        JobSpec(cores=1, walltime=10.0, runtime=1.0, dependencies=(Dependency(DependencyKind.AFTEROK, p),))
+    )
+    notok = b.submit(
+        JobSpec(cores=1, walltime=10.0, runtime=1.0, dependencies=(Dependency(DependencyKind.AFTERNOTOK, p),))
+    )
+    later = b.submit(JobSpec(cores=1, walltime=10.0, runtime=1.0, begin=25.0))
+    assert b.state(ok).reason is PendingReason.DEPENDENCY
+    assert b.state(later).reason is PendingReason.BEGIN_TIME
+    assert b.expected_start(JobSpec(cores=1, walltime=5.0, begin=25.0)) == 25.0
+    b.sleep(12.0)
+    assert b.state(p).state is JobState.TIMEOUT and b.state(p).end_time == 10.0
+    assert b.state(ok).reason is PendingReason.DEPENDENCY_NEVER_SATISFIED
+    assert b.state(notok).start_time == 10.0
+    b.sleep(20.0)
+    assert b.state(later).start_time == 25.0
+    k = MockBackend(nodes=4, kill_invalid_dep=True)
+    p = k.submit(JobSpec(cores=1, walltime=10.0, runtime=50.0))
+    ok = k.submit(JobSpec(cores=1, walltime=10.0, dependencies=(Dependency(DependencyKind.AFTEROK, p),)))
+    k.sleep(11.0)
+    assert k.state(ok).state is JobState.CANCELLED
+
+
+def test_expected_start_follows_the_queue():
+    # 4 cores: A 4c (walltime 100, really 30) runs; B 4c w50 waits. By requested walltimes A ends at
+    # 100 and B runs 100..150, so any probe (even 1c w10: 0 cores free to backfill) starts at 150.
+    # Once A really ends at 30, B runs 30..80 and the probe starts at 80.
+    b = MockBackend(nodes=4)
+    b.submit(JobSpec(cores=4, walltime=100.0, runtime=30.0))
+    b.submit(JobSpec(cores=4, walltime=50.0, runtime=50.0))
+    assert b.expected_start(JobSpec(cores=2, walltime=200.0)) == 150.0
+    assert b.expected_start(JobSpec(cores=4, walltime=10.0)) == 150.0
+    b.sleep(10.0)
+    assert b.expected_start(JobSpec(cores=1, walltime=10.0)) == 150.0
+    b.sleep(25.0)  # A really ended at 30: B runs 30..80
+    assert b.expected_start(JobSpec(cores=1, walltime=10.0)) == 80.0
+    assert len(b.queue()) == 1
+
+
+def test_background_workload_and_warmup():
+    n = 50
+    wl = Workload(
+        job_id=np.arange(1, n + 1),
+        submit=np.arange(n, dtype=float) * 10.0,
+        cores=np.full(n, 4),
+        runtime=np.full(n, 30.0),
+        walltime=np.full(n, 60.0),
+        user=np.full(n, 7),
+        recorded_wait=np.full(n, np.nan),
+        processors=4,
+        source="test",
+    )
+    b = MockBackend(nodes=4, workload=wl, start=100.0)
+    assert b.now() == 100.0
+    q = b.queue()
+    assert q and all(i.name.startswith("background-") for i in q)
+    mine = b.submit(JobSpec(cores=1, walltime=10.0, runtime=1.0))
+    assert b.state(mine).reason in (PendingReason.PRIORITY, PendingReason.RESOURCES)
+    b.sleep(10_000.0)
+    assert b.state(mine).state is JobState.COMPLETED
+    rec = b.engine.records()
+    assert len(rec) == n + 1 and rec["background"].sum() == n
+
+
+def _wait_for(predicate, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.02)
+
+
+@pytest.fixture
+def scaled():
+    with MockBackend(nodes=4, clock="scaled", speedup=100.0, grace=0.5) as b:
+        yield b
+
+
+def test_scaled_clock_runs_faster_than_real_time(scaled):
+    t0 = scaled.now()
+    time.sleep(0.2)
+    assert 10.0 <= scaled.now() - t0 <= 200.0
+    j = scaled.submit(JobSpec(cores=1, walltime=100.0, runtime=5.0))
+    scaled.sleep(10.0)  # 0.1 real seconds
+    assert scaled.state(j).state is JobState.COMPLETED
+
+
+@pytest.mark.parametrize(("code", "state"), [(0, JobState.COMPLETED), (3, JobState.FAILED)])
+def test_pilot_exit_code(scaled, tmp_path: Path, code, state):
+    out = tmp_path / "env"
+    script = f'echo "$ELASTIC_JOB_ID $ELASTIC_JOB_CORES $EXTRA" > {out}; exit {code}'
+    j = scaled.submit(JobSpec(cores=2, walltime=3600.0, script=script, env={"EXTRA": "x"}))
+    _wait_for(lambda: scaled.state(j).state.is_final)
+    info = scaled.state(j)
+    assert (info.state, info.exit_code) == (state, code)
+    assert out.read_text().split() == [j, "2", "x"]
+
+
+def test_pilot_timeout_kills_process_group(scaled, tmp_path: Path):
+    pidfile = tmp_path / "pid"
+    # The script's child sleeps in the background too: the whole group must go.
+    script = f"sleep 300 & echo $! > {pidfile}; wait"
+    j = scaled.submit(JobSpec(cores=1, walltime=50.0, script=script))  # 0.5 real seconds
+    _wait_for(pidfile.exists)
+    child = int(pidfile.read_text())
+    _wait_for(lambda: scaled.state(j).state.is_final)
+    info = scaled.state(j)
+    assert info.state is JobState.TIMEOUT
+    assert info.end_time == pytest.approx(info.start_time + 50.0)
+    _wait_for(lambda: not _alive(child))
+
+
+def test_pilot_cancel_kills_process(scaled, tmp_path: Path):
+    pidfile = tmp_path / "pid"
+    j = scaled.submit(JobSpec(cores=1, walltime=3600.0, script=f"echo $$ > {pidfile}; exec sleep 300"))
+    _wait_for(pidfile.exists)
+    pid = int(pidfile.read_text())
+    scaled.cancel(j)
+    assert scaled.state(j).state is JobState.CANCELLED
+    _wait_for(lambda: not _alive(pid))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is gone for our purpose only once reaped; check /proc state.
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except FileNotFoundError:
+        return False

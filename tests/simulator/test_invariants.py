@@ -1,0 +1,161 @@
+"""Hypothesis invariants of the engine under every policy, on random small workloads.
+
+Jobs are submitted online (so they may carry dependencies and begin times) and some are cancelled.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elastic.backends.base import DependencyKind
+from elastic.simulator.base import POLICIES, make_policy
+from elastic.simulator.engine import Engine
+from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, TIMEOUT
+
+FINAL = {COMPLETED, FAILED, TIMEOUT, CANCELLED}
+KINDS = list(DependencyKind)
+
+job_st = st.fixed_dictionaries(
+    {
+        "gap": st.integers(0, 30),
+        "cores": st.integers(1, 8),
+        "walltime": st.integers(1, 60),
+        "runtime": st.one_of(st.none(), st.integers(0, 90)),
+        "begin": st.one_of(st.none(), st.integers(0, 80)),
+        "deps": st.lists(st.tuples(st.sampled_from(KINDS), st.integers(0, 1000)), max_size=2),
+        "cancel": st.one_of(st.none(), st.integers(0, 120)),
+    }
+)
+case_st = st.fixed_dictionaries(
+    {
+        "nodes": st.integers(1, 4),
+        "cpn": st.sampled_from([1, 2]),
+        "jobs": st.lists(job_st, min_size=1, max_size=20),
+        "kill": st.booleans(),
+    }
+)
+
+
+def drive(policy: str, case: dict, *, with_deps: bool = True, speculative: bool = False) -> Engine:
+    eng = Engine(
+        nodes=case["nodes"],
+        cores_per_node=case["cpn"],
+        policy=make_policy(policy, speculative=speculative),
+        kill_invalid_dep=case["kill"],
+    )
+    total = case["nodes"] * case["cpn"]
+    t = 0.0
+    actions: list[tuple[float, int, int]] = []  # (time, 0=submit/1=cancel, job)
+    for i, job in enumerate(case["jobs"]):
+        t += job["gap"]
+        actions.append((t, 0, i))
+        if job["cancel"] is not None:
+            actions.append((t + job["cancel"], 1, i))
+    actions.sort()
+    index: dict[int, int] = {}
+    for at, kind, i in actions:
+        eng.run(until=at)
+        job = case["jobs"][i]
+        if kind == 1:
+            if i in index:
+                eng.cancel(index[i])
+            continue
+        deps = []
+        if with_deps and index:
+            deps = [(k, sorted(index.values())[p % len(index)]) for k, p in job["deps"]]
+        begin = None if not with_deps or job["begin"] is None else at + job["begin"]
+        index[i] = eng.submit(
+            cores=min(job["cores"], total),
+            walltime=float(job["walltime"]),
+            runtime=None if job["runtime"] is None else float(job["runtime"]),
+            dependencies=deps,
+            begin=begin,
+        )
+    eng.run()
+    return eng
+
+
+def stuck(eng: Engine, j: int) -> bool:
+    jobs = eng.jobs
+    if j in jobs.dep_never:
+        return True
+    return any(
+        d.status == 0 and jobs.state[d.parent] == PENDING and stuck(eng, d.parent) for d in jobs.deps[j]
+    )
+
+
+def check_invariants(eng: Engine) -> pd.DataFrame:
+    rec = eng.records()
+    jobs = eng.jobs
+    total = eng.cluster.total
+    # Never more cores in use than the partition has (sweep; ends before starts at equal times).
+    started = rec[rec["start"].notna()]
+    events = sorted(
+        [(s, 1, c) for s, c in zip(started["start"], started["cores"], strict=True)]
+        + [(e, 0, -c) for e, c in zip(started["end"], started["cores"], strict=True)]
+    )
+    used = 0
+    for _, _, delta in events:
+        used += delta
+        assert used <= total
+    assert used == 0
+    for j in range(len(jobs)):
+        state = jobs.state[j]
+        start, end = jobs.start[j], jobs.end[j]
+        # Exactly one final state, except a job whose dependency can never be satisfied (or that waits
+        # on such a job).
+        if state == PENDING:
+            assert stuck(eng, j) and not eng.kill_invalid_dep
+            assert math.isnan(start) and math.isnan(end)
+            continue
+        assert state in FINAL and not math.isnan(end)
+        if math.isnan(start):
+            assert state == CANCELLED
+            continue
+        # Never before submit, begin time, or dependencies.
+        assert start >= jobs.submit[j] and start >= jobs.begin[j]
+        assert end >= start
+        for dep in jobs.deps.get(j, []):
+            p = dep.parent
+            p_state, p_start, p_end = jobs.state[p], jobs.start[p], jobs.end[p]
+            if dep.kind is DependencyKind.AFTER:
+                assert (not math.isnan(p_start) and p_start <= start) or (
+                    p_state == CANCELLED and p_end <= start
+                )
+            elif dep.kind is DependencyKind.AFTEROK:
+                assert p_state == COMPLETED and p_end <= start
+            elif dep.kind is DependencyKind.AFTERANY:
+                assert p_state in FINAL and p_end <= start
+            else:
+                assert p_state in (FAILED, TIMEOUT, CANCELLED) and p_end <= start
+        # TIMEOUT exactly at the walltime limit iff the runtime exceeds it.
+        if state != CANCELLED:
+            wall, run = jobs.walltime[j], jobs.runtime[j]
+            if run > wall:
+                assert state == TIMEOUT and end == start + wall
+            else:
+                assert state == COMPLETED and end == start + run
+    return rec
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=case_st, policy=st.sampled_from(sorted(POLICIES)))
+def test_invariants_every_policy(case, policy):
+    check_invariants(drive(policy, case))
+
+
+@settings(max_examples=80, deadline=None)
+@given(case=case_st, policy=st.sampled_from(sorted({"easy", "conservative"} & set(POLICIES))))
+def test_reservations_are_kept(case, policy):
+    # Without dependencies and begin times (which may insert a job ahead of the reserved head), a job
+    # the policy reserved cores for never starts later than that first reservation.
+    case = {**case, "jobs": [{**j, "cancel": None} for j in case["jobs"]]}
+    eng = drive(policy, case, with_deps=False)
+    check_invariants(eng)
+    reservations = eng.policy.reservations
+    for j, promised in reservations.items():
+        assert eng.jobs.start[j] <= promised
