@@ -202,7 +202,7 @@ def esdd_from_runtimes(
         raise ConfigError(f"censored has {cens.size} entries but runtimes has {x.size}")
     if not np.all(np.isfinite(x)) or np.any(x < 0):
         bad = int(np.flatnonzero(~np.isfinite(x) | (x < 0))[0])
-        raise ConfigError(f"runtimes must be finite and >= 0; runtimes[{bad}] = {x[bad]!r}")
+        raise ConfigError(f"runtimes must be finite and >= 0; runtimes[{bad}] = {float(x[bad])!r}")
     largest = float(x.max())
     if upper is None:
         if bool(cens[x == largest].any()):
