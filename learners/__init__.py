@@ -2,4 +2,42 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from learners.toptimal import ReservationSequence, atoptimal, toptimal, toptimal_policy
+from learners.walltime import (
+    ESDD,
+    MASI,
+    ClassicalHPC,
+    CostModel,
+    FixedSequence,
+    Neuroscience,
+    WalltimeLearner,
+    WalltimeStrategy,
+    empirical_cost,
+    esdd,
+    esdd_from_runtimes,
+    expected_cost,
+    expected_makespan,
+    strategy_expectation,
+)
+
+__all__: list[str] = [
+    # speculative walltimes (learners.toptimal, learners.walltime)
+    "ESDD",
+    "MASI",
+    "ClassicalHPC",
+    "CostModel",
+    "FixedSequence",
+    "Neuroscience",
+    "ReservationSequence",
+    "WalltimeLearner",
+    "WalltimeStrategy",
+    "atoptimal",
+    "empirical_cost",
+    "esdd",
+    "esdd_from_runtimes",
+    "expected_cost",
+    "expected_makespan",
+    "strategy_expectation",
+    "toptimal",
+    "toptimal_policy",
+]
