@@ -602,7 +602,7 @@ class ASAEstimator(BaseLearner):
         if not isinstance(incurred, (int, float)) or not math.isfinite(incurred) or incurred < 0:
             raise ConfigError(f"{where}: 'incurred' must be a finite number >= 0; got {incurred!r}")
         self.states_[key] = _KeyState(
-            p=arrays["p"] / arrays["p"].sum(),
+            p=arrays["p"],  # kept bit for bit so states round-trip exactly
             round_loss=arrays["round_loss"],
             cumulative_loss=arrays["cumulative_loss"],
             incurred=float(incurred),
