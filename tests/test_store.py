@@ -76,6 +76,13 @@ def test_run_round_trip(store: Store) -> None:
     assert math.isnan(second["makespan"])
 
 
+def test_metric_named_like_a_column_is_prefixed(store: Store) -> None:
+    run = store.record_run("w", "asa", "mock")
+    store.finish_run(run, "failed", {"status": "agent lost", "makespan": 1.0})
+    row = store.runs().iloc[0]
+    assert (row["status"], row["metrics.status"], row["makespan"]) == ("failed", "agent lost", 1.0)
+
+
 def test_runs_filters_and_empty(store: Store) -> None:
     empty = store.runs()
     assert empty.empty
@@ -360,6 +367,23 @@ def test_concurrent_first_insert_retries_with_the_winners_state(postgres_url: st
         assert store.update_learner_state("asa", "new", slow_append) == {"who": ["B", "A"]}
     thread.join()
     assert calls == [None, {"who": ["B"]}]
+
+
+def _write_from_fork(store: Store) -> None:
+    store.add_wait("fork", 2.0)
+    store.update_learner_state("asa", "fork", lambda old: {"n": (old or {"n": 0})["n"] + 1})
+    store.close()  # must close only the child's connections, never the parent's
+
+
+def test_forked_child_can_use_an_inherited_store(store: Store) -> None:
+    store.add_wait("fork", 1.0)  # the parent holds an open connection when it forks
+    child = multiprocessing.get_context("fork").Process(target=_write_from_fork, args=(store,))
+    child.start()
+    child.join(timeout=120)
+    assert child.exitcode == 0
+    store.add_wait("fork", 3.0)  # the parent's connection still works
+    assert store.waits("fork").tolist() == [1.0, 2.0, 3.0]
+    assert store.load_learner_state("asa", "fork") == {"n": 1}
 
 
 def test_sqlite_file_is_in_wal_mode(tmp_path: Path) -> None:

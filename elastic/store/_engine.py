@@ -151,7 +151,7 @@ def hint(message: str, sqlite: bool) -> str:
             "not a usable SQLite file (corrupted, or not an Elastic store): move it away or use another URL"
         )
     if "database is locked" in low:
-        return f"another process held the lock for more than {SQLITE_BUSY_TIMEOUT:g} s; retry later"
+        return f"another process kept the database locked longer than {SQLITE_BUSY_TIMEOUT:g} s; retry later"
     if sqlite and "unable to open" in low:
         return "cannot open the file: check that its directory exists and is writable"
     if sqlite:

@@ -93,7 +93,8 @@ class Store:
     -----
     Nothing is opened until first use; then tables are created if the database is empty. Errors of an
     unreachable server or a file that is not an Elastic store are raised then, as :class:`StoreError`.
-    A store is safe to share between threads; a forked child reconnects on its own.
+    A store is safe to share between threads; a forked child reconnects on its own. The in-memory
+    SQLite URL ``sqlite://`` gives each thread its own empty database: use it only for examples.
 
     Examples
     --------
@@ -239,7 +240,9 @@ class Store:
         -------
         DataFrame
             Columns ``run_id, workflow, strategy, backend, status, started, ended, params``, then one
-            column per metric; nested metrics are flattened with dots (``stages.s1.wait``).
+            column per metric; nested metrics are flattened with dots (``stages.s1.wait``), and a metric
+            named like one of the first columns is prefixed with ``metrics.``. Runs without a metric have
+            NaN there.
         """
         query = select(RunRow).order_by(RunRow.id)
         for column, value in (
@@ -258,6 +261,7 @@ class Store:
         if not rows:
             return base
         metrics = pd.json_normalize([r.metrics or {} for r in rows], sep=".")
+        metrics = metrics.rename(columns=lambda name: f"metrics.{name}" if name in base.columns else name)
         return pd.concat([base, metrics.set_index(base.index)], axis=1)
 
     # -- stage runtimes ---------------------------------------------------------------------
