@@ -20,8 +20,8 @@ AgentStarter = Callable[..., subprocess.Popen[bytes]]
 
 @pytest.fixture
 def pool() -> Iterator[Pool]:
-    """A pool on loopback with fast heartbeats (agents are declared lost after 1.5 s of silence)."""
-    with Pool(heartbeat_interval=0.2, heartbeat_timeout=1.5, pool_timeout=5.0, drain_margin=1.0) as p:
+    """A pool on loopback with fast heartbeats (agents are declared lost after 2.5 s of silence)."""
+    with Pool(heartbeat_interval=0.2, heartbeat_timeout=2.5, pool_timeout=5.0, drain_margin=1.0) as p:
         yield p
 
 

@@ -101,7 +101,7 @@ def test_killed_agent_task_reruns_elsewhere(pool: Pool, start_agent: AgentStarte
 
 
 def test_retries_exhausted_fail_with_every_cause(start_agent: AgentStarter) -> None:
-    with Pool(heartbeat_interval=0.2, heartbeat_timeout=1.0, max_retries=1) as pool:
+    with Pool(heartbeat_interval=0.2, heartbeat_timeout=2.0, max_retries=1) as pool:
         first = start_allocation(pool, start_agent, Allocation("a1", cores=1, walltime=600.0))
         future = pool.submit(Task.call(time.sleep, (30,), task_id="doomed", stage="s2"))
         wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.state is TaskState.RUNNING)
