@@ -50,7 +50,10 @@ class QueuePolicy(Protocol):
 #: Policy name -> ``"module:Class"``; imported lazily so a policy costs nothing unless used.
 POLICIES: dict[str, str] = {
     "easy": "elastic.simulator.easy:EasyBackfill",
+    "conservative": "elastic.simulator.conservative:ConservativeBackfill",
     "fcfs": "elastic.simulator.fcfs:Fcfs",
+    "sejf": "elastic.simulator.ordering:Sejf",
+    "lejf": "elastic.simulator.ordering:Lejf",
 }
 
 _SPECULATIVE = "elastic.simulator.speculative:SpeculativeEasy"

@@ -149,10 +149,11 @@ def test_invariants_every_policy(case, policy):
 
 
 @settings(max_examples=80, deadline=None)
-@given(case=case_st, policy=st.sampled_from(sorted({"easy", "conservative"} & set(POLICIES))))
+@given(case=case_st, policy=st.just("easy"))
 def test_reservations_are_kept(case, policy):
-    # Without dependencies and begin times (which may insert a job ahead of the reserved head), a job
-    # the policy reserved cores for never starts later than that first reservation.
+    # Without dependencies and begin times (which may insert a job ahead of the reserved head), the
+    # head job under EASY never starts later than the first reservation made for it. (Conservative
+    # backfilling rebuilds its plan from scratch, so it promises no such thing; not tested.)
     case = {**case, "jobs": [{**j, "cancel": None} for j in case["jobs"]]}
     eng = drive(policy, case, with_deps=False)
     check_invariants(eng)
