@@ -1,0 +1,52 @@
+"""The pool with agents started by real Slurm jobs (the local test cluster), multi-node via ``srun``."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from elastic.allocations import Allocation
+from elastic.backends.base import JobSpec, JobState
+from elastic.pool import AgentEvent, AgentEventKind, Pool
+from elastic.tasks import Task, TaskEvent, TaskState
+from tests.fixtures.slurm_cluster import LocalSlurmCluster
+
+slurm = pytest.importorskip("elastic.backends.slurm")
+pytestmark = pytest.mark.slurm
+
+
+@pytest.fixture
+def backend(slurm_cluster: LocalSlurmCluster, tmp_path: Path) -> Iterator[slurm.SlurmBackend]:
+    yield slurm.SlurmBackend(partition="debug", env=slurm_cluster.env, workdir=tmp_path, command_timeout=20)
+    slurm_cluster.cancel_all()
+
+
+def joined(pool: Pool) -> list[AgentEvent]:
+    return [e for e in pool.events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.JOINED]
+
+
+def test_two_node_allocation_runs_one_agent_per_node(
+    pool: Pool, backend: slurm.SlurmBackend, slurm_cluster: LocalSlurmCluster
+) -> None:
+    per_node = slurm_cluster.cores_per_node
+    alloc = Allocation("a1", cores=2 * per_node, walltime=120.0, nodes=2)
+    pool.add_allocation(alloc)
+    script = pool.agent_script(alloc)
+    assert "srun --nodes=2" in script
+    job = backend.submit(JobSpec(cores=alloc.cores, nodes=2, walltime=alloc.walltime, script=script))
+    deadline = time.monotonic() + 20
+    while len(joined(pool)) < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [e.detail for e in joined(pool)] == [f"{per_node} cores"] * 2
+    futures = [pool.submit(Task.shell("sleep 0.3; echo $ELASTIC_TASK_ID", task_id=f"t{i}")) for i in range(8)]
+    assert [f.result(timeout=30).stdout for f in futures] == [f"t{i}\n" for i in range(8)]
+    agents = {e.detail for e in pool.events if isinstance(e, TaskEvent) and e.state is TaskState.RUNNING}
+    assert len(agents) == 2, "both nodes' agents took tasks"
+    pool.drain("a1")
+    deadline = time.monotonic() + 20
+    while not backend.state(job).state.is_final and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert backend.state(job).state is JobState.COMPLETED
