@@ -4,7 +4,9 @@ A policy decides which pending jobs start now. The engine calls :meth:`QueuePoli
 after every batch of simultaneous events (arrivals, ends, releases); the policy reads the engine's
 eligible queue (``engine.queue``: job indices in priority order), the free cores (``engine.cluster``)
 and the running jobs sorted by expected end (``engine.running``), and starts jobs with
-``engine.start(job)``, removing them from ``engine.queue`` itself.
+``engine.start(job)``, removing them from ``engine.queue`` itself. Since every job needs a core, the
+engine skips the pass when no core is free or the queue is empty; jobs that arrived meanwhile are at
+the tail of the queue at the next pass.
 """
 
 from __future__ import annotations

@@ -126,7 +126,6 @@ class Engine:
         self.release_count = 0
         self.kill_invalid_dep = kill_invalid_dep
         self.observer = observer
-        self.events = 0
         self._now = 0.0
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = itertools.count()
@@ -284,17 +283,29 @@ class Engine:
         until : float, default inf
             Simulated time to stop at; events at exactly ``until`` are processed.
         progress : callable or None
-            Called with the number of processed events every 4096 event batches.
+            Called every 4096 event batches with the number of background jobs that have arrived.
         """
+        # Hot loop: every name is a local, and the common end (no observer, no dependants, no
+        # speculation, cores-only accounting) is handled inline instead of through _end().
         heap = self._heap
         jobs = self.jobs
         sub = jobs.submit
         state = jobs.state
         plan_end = jobs.plan_end
+        plan_state = jobs.plan_state
+        est_end = jobs.est_end
+        end = jobs.end
+        cores = jobs.cores
+        notify = jobs.notify
+        children = jobs.children
         rank = jobs.rank
         queue = self.queue
+        running = self.running
+        cl = self.cluster
+        slow_release = cl.per_node
         n_pre = self._preloaded
         next_rank = self._rank
+        schedule = self.policy.schedule
         batches = 0
         while True:
             ai = self._cursor
@@ -308,7 +319,16 @@ class Engine:
                 _, kind, _, j = heappop(heap)
                 if kind == _END:
                     if state[j] == RUNNING and plan_end[j] == t:
-                        self._end(j, t)
+                        final = plan_state[j]
+                        if slow_release or final == PENDING or notify[j] or (children and j in children):
+                            self._end(j, t)
+                        else:
+                            cl.free += cores[j]
+                            del running[bisect_left(running, (est_end[j], j))]
+                            state[j] = final
+                            end[j] = t
+                            self.release_count += 1
+                            self._dirty = True
                 elif state[j] == PENDING and self._eligible(j) and j not in queue:
                     self._insert(j)
             while ai < n_pre and sub[ai] <= t:
@@ -317,14 +337,21 @@ class Engine:
                 queue.append(ai)
                 ai += 1
             if ai != self._cursor:
-                self.events += ai - self._cursor
                 self._cursor = ai
                 self._dirty = True
             if self._dirty:
-                self._schedule()
+                self._dirty = False
+                # Every job needs a core: with none free no policy can start anything, so skip the
+                # pass (policies pick up the jobs that arrived meanwhile at their next pass).
+                if cl.free and queue:
+                    self._in_pass = True
+                    schedule(self)
+                    self._in_pass = False
+                    if self._deferred:
+                        self._schedule_deferred()
             batches += 1
             if progress is not None and not batches & 4095:
-                progress(self.events)
+                progress(ai)
         if until != _INF and until > self._now:
             self._now = until
 
@@ -352,12 +379,20 @@ class Engine:
         """Make every rank given from now on larger than ``rank``."""
         self._rank = itertools.count(max(0, math.floor(rank) + 1))
 
+    def _schedule_deferred(self) -> None:
+        for j in self._deferred:
+            self._insert(j)
+        self._deferred.clear()
+        self._schedule()
+
     def _schedule(self) -> None:
         # Jobs made eligible while the policy runs (an ``after`` dependency on a job it just started)
         # are queued after the pass, then the policy runs again, so it never sees the queue change
         # under its feet.
         while True:
             self._dirty = False
+            if not (self.cluster.free and self.queue):
+                return
             self._in_pass = True
             try:
                 self.policy.schedule(self)
@@ -383,8 +418,11 @@ class Engine:
         """
         jobs = self.jobs
         t = self._now
-        c = jobs.cores[j]
-        self.cluster.allocate(j, c, jobs.whole[j])
+        cl = self.cluster
+        if cl.per_node:
+            cl.allocate(j, jobs.cores[j], jobs.whole[j])
+        else:
+            cl.free -= jobs.cores[j]
         jobs.state[j] = RUNNING
         jobs.start[j] = t
         wall = jobs.walltime[j]
@@ -405,9 +443,9 @@ class Engine:
         jobs.est_end[j] = est
         jobs.plan_end[j] = plan
         jobs.plan_state[j] = end_state
-        self._push_end(j, plan)
+        heappush(self._heap, (plan, _END, next(self._seq), j))
         insort(self.running, (est, j))
-        if j in jobs.children:
+        if jobs.children and j in jobs.children:
             self._notify_children(j)
         if jobs.notify[j] and self.observer is not None:
             self.observer.job_started(j)
@@ -423,7 +461,6 @@ class Engine:
     def _end(self, j: int, t: float) -> None:
         jobs = self.jobs
         self._release(j)
-        self.events += 1
         final = jobs.plan_state[j]
         if final == PENDING:  # failed speculative run: requeue with its normal request
             jobs.state[j] = PENDING
