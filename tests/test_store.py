@@ -465,7 +465,20 @@ def test_postgres_database_shared_with_other_tables(postgres_url: str) -> None:
 def test_corrupted_sqlite_file(tmp_path: Path) -> None:
     path = tmp_path / "garbage.db"
     path.write_bytes(b"this is not sqlite at all" * 100)
-    with pytest.raises(StoreError, match="not a usable SQLite file"):
+    with pytest.raises(StoreError, match="file is not a database; not a usable SQLite file"):
+        Store(f"sqlite:///{path}").waits("k")
+
+
+def test_damaged_elastic_store(tmp_path: Path) -> None:
+    path = tmp_path / "damaged.db"
+    with Store(f"sqlite:///{path}") as store:
+        store.add_wait("k", 1.0)
+    with sqlite3.connect(path) as conn:  # move everything from the WAL into the file
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    data = bytearray(path.read_bytes())
+    data[100:4096] = b"\xff" * (4096 - 100)  # overwrite the schema page after the file header
+    path.write_bytes(bytes(data))
+    with pytest.raises(StoreError, match="malformed; not a usable SQLite file"):
         Store(f"sqlite:///{path}").waits("k")
 
 
