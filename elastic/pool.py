@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,7 +56,15 @@ from elastic.protocol import (
 )
 from elastic.tasks import Task, TaskEvent, TaskLostError, TaskState
 
-__all__ = ["AgentEvent", "AgentEventKind", "Pool", "PoolClosedError", "PoolEvent"]
+__all__ = [
+    "AgentEvent",
+    "AgentEventKind",
+    "Offer",
+    "Pool",
+    "PoolClosedError",
+    "PoolEvent",
+    "plan_placement",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -116,6 +124,81 @@ class _AgentRec:
     last_seen: float
     running: set[str] = field(default_factory=set)
     draining: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """Free cores an agent offers, with the walltime its allocation has left.
+
+    Attributes
+    ----------
+    agent : bytes
+        The agent's identity.
+    alloc_id : str
+        Its allocation.
+    free : int
+        Cores not running a task.
+    remaining : float
+        Seconds of walltime the allocation has left.
+    """
+
+    agent: bytes
+    alloc_id: str
+    free: int
+    remaining: float
+
+
+def plan_placement(
+    tasks: Sequence[Task], offers: Sequence[Offer], can_wait: Callable[[Task], bool]
+) -> list[tuple[Task, Offer]]:
+    """Decide which queued tasks start now, and where; the pool's placement rule as a pure function.
+
+    Tasks are taken oldest first; one that cannot start now does not hold back younger ones. A task
+    goes to an offer with enough free cores and at least ``task.estimate`` seconds left, choosing the
+    least time left (then the most free cores). When no offer has the time, the task waits if
+    ``can_wait(task)`` (another allocation, live or requested, could take it), and otherwise goes to the
+    fitting offer with the most time left.
+
+    Parameters
+    ----------
+    tasks : sequence of Task
+        Queued tasks, oldest first.
+    offers : sequence of Offer
+        Current offers (each agent at most once).
+    can_wait : callable
+        Whether a task may wait for another allocation with enough walltime.
+
+    Returns
+    -------
+    list of (Task, Offer)
+        Placements in order; the offers are the ones given (their ``free`` is not updated).
+
+    Examples
+    --------
+    >>> short, long = Offer(b"s", "a1", 1, 20.0), Offer(b"l", "a2", 1, 600.0)
+    >>> t = Task.shell("true", estimate=60.0, task_id="t")
+    >>> [(task.task_id, o.alloc_id) for task, o in plan_placement([t], [short, long], lambda t: True)]
+    [('t', 'a2')]
+    """
+    free = {o.agent: o.free for o in offers}
+    plan: list[tuple[Task, Offer]] = []
+    for task in tasks:
+        if max(free.values(), default=0) == 0:
+            break
+        fits = [o for o in offers if free[o.agent] >= task.cores]
+        if not fits:
+            continue
+        need = task.estimate or 0.0
+        in_time = [o for o in fits if o.remaining >= need]
+        if in_time:
+            offer = min(in_time, key=lambda o: (o.remaining, -free[o.agent]))
+        elif can_wait(task):
+            continue
+        else:
+            offer = max(fits, key=lambda o: o.remaining)
+        free[offer.agent] -= task.cores
+        plan.append((task, offer))
+    return plan
 
 
 def _positive(name: str, value: float) -> None:
@@ -542,40 +625,33 @@ class Pool:
     def _place(self, now: float) -> None:
         if not self._queue:
             return
-        agents = [
-            a for a in self._agents.values() if not a.draining and self._allocs[a.alloc_id].state.is_live
+        offers = [
+            Offer(a.ident, a.alloc_id, a.free, self._remaining(a.alloc_id, now))
+            for a in self._agents.values()
+            if not a.draining and a.free > 0 and self._allocs[a.alloc_id].state.is_live
         ]
-        left = {a.ident: self._remaining(a.alloc_id, now) for a in agents}
-        for task_id in list(self._queue):
-            rec = self._tasks[task_id]
-            task = rec.task
-            fits = [a for a in agents if a.free >= task.cores]
-            if not fits:
-                continue
-            need = task.estimate or 0.0
-            in_time = [a for a in fits if left[a.ident] >= need]
-            if in_time:
-                agent = min(in_time, key=lambda a: (left[a.ident], -a.free))
-            elif self._another_could_take(task, now):
-                continue  # wait for the allocation that has enough time
-            else:
-                agent = max(fits, key=lambda a: left[a.ident])
+        if not offers:
+            return
+        tasks = [self._tasks[t].task for t in self._queue]
+        for task, offer in plan_placement(tasks, offers, lambda t: self._another_could_take(t, now)):
+            rec = self._tasks[task.task_id]
+            agent = self._agents[offer.agent]
+            if (task.estimate or 0.0) > offer.remaining:
                 logger.info(
                     "pool: no allocation has %.0f s left for task %s; starting it on %s (%.0f s left)",
-                    need,
-                    task_id,
+                    task.estimate,
+                    task.task_id,
                     agent.alloc_id,
-                    left[agent.ident],
+                    offer.remaining,
                 )
+            del self._queue[task.task_id]
             if not rec.future_running:
                 if not rec.future.set_running_or_notify_cancel():
-                    del self._queue[task_id]
                     self._task_event(rec, TaskState.CANCELLED, "future cancelled before it started")
                     continue
                 rec.future_running = True
-            del self._queue[task_id]
             agent.free -= task.cores
-            agent.running.add(task_id)
+            agent.running.add(task.task_id)
             rec.agent = agent.ident
             rec.alloc_id = agent.alloc_id
             self._task_event(rec, TaskState.RUNNING, f"on agent {agent.name}")
