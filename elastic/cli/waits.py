@@ -130,7 +130,10 @@ def _run(args: argparse.Namespace) -> int:
             table.to_csv(args.csv, index=False)
             console.print(f"table written to {args.csv}", highlight=False)
     if args.convergence is not None:
-        result = convergence_experiment(iterations=args.iterations, seed=args.seed)
+        if args.iterations < 5:
+            raise ConfigError(f"--iterations must be >= 5 (five segments); got {args.iterations}")
+        points = [i * args.iterations // 5 for i in range(5)]  # 0, 200, 400, 600, 800 for 1000
+        result = convergence_experiment(iterations=args.iterations, change_points=points, seed=args.seed)
         path = plot_convergence(result, args.convergence)
         console.print(_convergence_table(result))
         console.print(f"figure written to {path}", highlight=False)
