@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from learners.asa import DEFAULT_GRID, ASAEstimator, geometry_key
+from learners.base import Learner, NotFittedError, PredictionUnavailableError, WaitPredictor, clone
+from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate
 from learners.toptimal import ReservationSequence, atoptimal, toptimal, toptimal_policy
 from learners.walltime import (
     ESDD,
@@ -21,6 +24,20 @@ from learners.walltime import (
 )
 
 __all__: list[str] = [
+    # queue-wait learners (learners.base, learners.asa, learners.baselines)
+    "DEFAULT_GRID",
+    "ASAEstimator",
+    "LastWait",
+    "Learner",
+    "NotFittedError",
+    "PredictionUnavailableError",
+    "QBETSUpperBound",
+    "RunningMean",
+    "RunningMedian",
+    "SchedulerEstimate",
+    "WaitPredictor",
+    "clone",
+    "geometry_key",
     # speculative walltimes (learners.toptimal, learners.walltime)
     "ESDD",
     "MASI",
