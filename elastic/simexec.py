@@ -18,13 +18,26 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from elastic.errors import ElasticError
+import numpy as np
+
+from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.runner import TaskSpec
+from elastic.runner import RunResult, TaskSpec
+from elastic.simulator.workload import Workload
+from elastic.workflow import Workflow
 
-__all__ = ["SimExecutor", "TaskRetriesExhaustedError"]
+__all__ = [
+    "DEFAULT_PROCESSORS",
+    "SimExecutor",
+    "TaskRetriesExhaustedError",
+    "default_background",
+    "simulate_runs",
+    "window",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -204,3 +217,133 @@ class SimExecutor:
         if any(a.walltime_end - t >= task.estimate for a in self._live.values()):
             return None
         return fits[0]
+
+
+# -- the pure-simulation mode ---------------------------------------------------------------------------
+
+DEFAULT_PROCESSORS = 128
+"""Cores of the simulated partition when no trace is given."""
+
+
+def window(workload: Workload, start: float, end: float) -> Workload:
+    """Return the background jobs submitted in ``[start, end)``, with submit times shifted by ``-start``.
+
+    ``read_swf(window=...)`` does this while reading a file; here one trace read once is cut into the
+    windows of many runs without reading it again.
+    """
+    keep = (workload.submit >= start) & (workload.submit < end)
+    return Workload(
+        job_id=workload.job_id[keep],
+        submit=workload.submit[keep] - start,
+        cores=workload.cores[keep],
+        runtime=workload.runtime[keep],
+        walltime=workload.walltime[keep],
+        user=workload.user[keep],
+        recorded_wait=workload.recorded_wait[keep],
+        processors=workload.processors,
+        source=f"{workload.source} [{start:.0f}, {end:.0f})",
+    )
+
+
+def default_background(processors: int = DEFAULT_PROCESSORS, *, seed: int = 0) -> Workload:
+    """Synthetic background load for pure simulation: 90 % offered load on ``processors`` cores."""
+    from elastic.simulator.synthetic import synthetic_workload
+
+    return synthetic_workload(
+        jobs=6000, processors=processors, utilisation=0.9, max_cores=processors // 2, seed=seed
+    )
+
+
+def simulate_runs(
+    workflow: Workflow,
+    strategy: str,
+    *,
+    runs: int = 1,
+    seed: int = 0,
+    background: Workload | None = None,
+    policy: str = "easy",
+    learner: str = "tuned",
+    warmup: float = 86400.0,
+    horizon: float = 4 * 86400.0,
+    poll_interval: float = 30.0,
+    strategy_options: Mapping[str, Any] | None = None,
+) -> list[RunResult]:
+    """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
+
+    Run ``i`` starts at a point of the background load drawn from ``seed`` (the same points for every
+    strategy, so strategies are compared on the same queue states), after ``warmup`` seconds of
+    background so the queue is busy. One ASA learner and one runtime history are shared by the runs, in
+    order, as in the paper (the strategy learns across runs). Same arguments, same results.
+
+    Parameters
+    ----------
+    workflow : Workflow
+        What to run.
+    strategy : str
+        Registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``).
+    runs : int, default 1
+        How many runs.
+    seed : int, default 0
+        Seeds start points, task durations and the learner.
+    background : Workload or None, default None
+        Background jobs (a trace); ``None`` = :func:`default_background`. The partition has
+        ``background.processors`` cores.
+    policy : str, default "easy"
+        Queue policy of the mock backend.
+    learner : {"default", "tuned", "greedy"}, default "tuned"
+        Policy of the ASA wait learner.
+    warmup, horizon : float
+        Background seconds simulated before each run starts, and kept after it.
+    poll_interval : float, default 30.0
+        Driver poll interval, backend seconds.
+    strategy_options : mapping or None
+        Extra keyword arguments for the strategy.
+
+    Returns
+    -------
+    list of RunResult
+    """
+    from elastic.backends.mock import MockBackend
+    from elastic.runner import Runner
+    from elastic.strategies import Knowledge, MemoryHistory, make_strategy
+    from learners.asa import ASAEstimator
+
+    if runs < 1:
+        raise ConfigError(f"runs must be >= 1, got {runs}")
+    if background is None:
+        background = default_background(seed=seed)
+    if workflow.max_width > background.processors:
+        raise ConfigError(
+            f"workflow {workflow.name!r} needs {workflow.max_width} cores but the partition has "
+            f"{background.processors}; use a larger trace or --processors"
+        )
+    rng = np.random.default_rng(seed)
+    last = float(background.submit[-1]) if len(background) else 0.0
+    starts = rng.uniform(warmup, max(warmup, last - horizon), size=runs)
+    waits = ASAEstimator(policy=learner, random_state=seed)
+    history = MemoryHistory()
+    results = []
+    for i, start in enumerate(starts):
+        backend = MockBackend(
+            nodes=background.processors,
+            cores_per_node=1,
+            policy=policy,
+            workload=window(background, start - warmup, start + horizon),
+            start=warmup,
+        )
+        knowledge = Knowledge(workflow, waits=waits, history=history, backend="mock")
+        runner = Runner(
+            workflow,
+            make_strategy(strategy, **(strategy_options or {})),
+            backend,
+            SimExecutor(),
+            knowledge,
+            seed=seed * 100_003 + i,
+            poll_interval=poll_interval,
+            max_duration=horizon,
+        )
+        try:
+            results.append(runner.run())
+        finally:
+            backend.close()
+    return results

@@ -32,7 +32,8 @@ Options (the paper's sensitivity analysis, Section 4.5):
 ``dependency=None, naive=True`` ("ASA naive")
     No batch dependencies; an allocation that starts more than ``early_tolerance`` seconds before its
     stage can use it and has no task to take is cancelled, and re-submitted by the timing rule above
-    (``reason="resubmit"``).
+    (``reason="resubmit"``). The re-submission plans with at most the wait that allocation just had,
+    so a learner that over-predicts cannot make it cancel and re-submit over and over.
 
 Walltime follow-ups and releasing finished stages' allocations are shared with the other strategies
 (:func:`~elastic.strategies.base.walltime_follow_ups`, :func:`~elastic.strategies.base.release_idle`).
@@ -97,6 +98,7 @@ class ASA:
         self.naive = naive
         self.early_tolerance = early_tolerance
         self._planned_wait: dict[str, float] = {}
+        self._wait_cap: dict[str, float] = {}
 
     @property
     def name(self) -> str:
@@ -108,7 +110,9 @@ class ASA:
     def _wait(self, view: RunView, stage: StageView) -> float:
         """Return the wait planned for ``stage``'s next allocation (sampled once, kept until submitted)."""
         if stage.name not in self._planned_wait:
-            self._planned_wait[stage.name] = view.knowledge.predict_wait(stage.width)
+            predicted = view.knowledge.predict_wait(stage.width)
+            # after a too-early start the wait just seen is fresher evidence than the learner's sample
+            self._planned_wait[stage.name] = min(predicted, self._wait_cap.get(stage.name, predicted))
         return self._planned_wait[stage.name]
 
     def predicted_end(self, view: RunView, name: str) -> float | None:
@@ -199,12 +203,11 @@ class ASA:
                 continue
             for a in view.allocations_for(s.name):
                 if a.phase is AllocationPhase.RUNNING and a.busy_cores == 0:
-                    out.append(
-                        Cancel(
-                            a.alloc_id,
-                            f"started {prev_end - view.now:.0f} s before stage {s.name} can use it",
-                        )
-                    )
+                    assert a.start_time is not None, "a running allocation has a start time"
+                    self._wait_cap[s.name] = a.start_time - a.submit_time
+                    self._planned_wait.pop(s.name, None)
+                    early = prev_end - view.now
+                    out.append(Cancel(a.alloc_id, f"started {early:.0f} s before stage {s.name} can use it"))
         return out
 
 

@@ -1,0 +1,204 @@
+"""The run driver on the real mock backend (virtual clock) with simulated tasks: whole runs, faults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic.backends.mock import MockBackend
+from elastic.metrics import Event, EventKind
+from elastic.runner import Runner, RunResult
+from elastic.simexec import SimExecutor, default_background, simulate_runs
+from elastic.store import Store
+from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
+from elastic.workflow import Stage, Workflow, builtin_workflow
+from learners.asa import ASAEstimator, geometry_key
+
+K = EventKind
+DEMO3 = builtin_workflow("demo3")
+
+
+def _fixed_wait(wait: float) -> ASAEstimator:
+    return ASAEstimator(grid=[wait, wait + 100_000.0], policy="greedy")  # predicts `wait` until it learns
+
+
+def _run(
+    strategy: str,
+    workflow: Workflow = DEMO3,
+    *,
+    backend: MockBackend | None = None,
+    knowledge: Knowledge | None = None,
+    seed: int = 1,
+    **options: object,
+) -> RunResult:
+    backend = MockBackend(nodes=16) if backend is None else backend
+    knowledge = Knowledge(workflow, waits=_fixed_wait(500.0)) if knowledge is None else knowledge
+    runner = Runner(
+        workflow, make_strategy(strategy, **options), backend, SimExecutor(), knowledge, seed=seed
+    )
+    return runner.run()
+
+
+def _of(events: tuple[Event, ...], kind: EventKind, **fields: object) -> list[Event]:
+    return [e for e in events if e.kind is kind and all(getattr(e, k) == v for k, v in fields.items())]
+
+
+def _check_complete(result: RunResult, workflow: Workflow) -> None:
+    assert result.status == "completed"
+    ends = _of(result.events, K.TASK_END)
+    assert sorted(e.task or "" for e in ends) == sorted(
+        f"{s.name}.{i}" for s in workflow.stages for i in range(s.tasks)
+    )
+    stage_end = {e.stage: e.time for e in _of(result.events, K.STAGE_END)}
+    for s in workflow.stages:
+        for dep in s.depends_on or ():
+            first = min(e.time for e in _of(result.events, K.TASK_START, stage=s.name))
+            assert first >= stage_end[dep], f"{s.name} started before its dependency {dep} ended"
+    # every allocation ended, and nothing is charged that did not run
+    submitted = {e.allocation for e in _of(result.events, K.ALLOC_SUBMIT)}
+    assert submitted == {e.allocation for e in _of(result.events, K.ALLOC_END)}
+    assert result.metrics.core_seconds_used <= result.metrics.core_seconds_charged + 1e-6
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_every_strategy_completes_demo3_under_load(strategy: str) -> None:
+    background = default_background(64, seed=5)
+    backend = MockBackend(nodes=64, workload=background, start=86_400.0)
+    result = _run(strategy, backend=backend, knowledge=Knowledge(DEMO3, waits=ASAEstimator(random_state=0)))
+    _check_complete(result, DEMO3)
+    widths = {e.cores for e in _of(result.events, K.ALLOC_SUBMIT)}
+    assert widths == ({8} if strategy == "bigjob" else {1, 8})
+
+
+def test_asa_submits_stage_two_before_stage_one_ends() -> None:
+    result = _run("asa")
+    _check_complete(result, DEMO3)
+    (stage1_end,) = _of(result.events, K.STAGE_END, stage="prepare")
+    process = _of(result.events, K.ALLOC_SUBMIT, stage="process")[0]
+    assert process.time < stage1_end.time
+    assert process.predicted_wait == 500.0
+    # afterany on the stage-1 allocation: it cannot start before stage 1's allocation is released
+    assert _of(result.events, K.ALLOC_START, allocation=process.allocation)[0].time >= stage1_end.time
+    # Per-Stage submits only once stage 1 is over
+    per_stage = _run("perstage")
+    (ps_end,) = _of(per_stage.events, K.STAGE_END, stage="prepare")
+    assert _of(per_stage.events, K.ALLOC_SUBMIT, stage="process")[0].time >= ps_end.time
+
+
+def test_asa_after_dependency_lets_the_allocation_start_early_and_idle() -> None:
+    result = _run("asa", dependency="after")
+    process = _of(result.events, K.ALLOC_SUBMIT, stage="process")[0]
+    start = _of(result.events, K.ALLOC_START, allocation=process.allocation)[0]
+    (stage1_end,) = _of(result.events, K.STAGE_END, stage="prepare")
+    assert start.time < stage1_end.time  # started while stage 1 ran: its 8 cores idle until then
+    assert result.metrics.overhead_core_seconds >= 8 * (stage1_end.time - start.time) - 1e-6
+
+
+def test_asa_naive_cancels_an_allocation_that_starts_much_too_early_and_resubmits_once() -> None:
+    result = _run("asa-naive", early_tolerance=100.0)
+    _check_complete(result, DEMO3)
+    process = _of(result.events, K.ALLOC_SUBMIT, stage="process")
+    assert [e.note for e in process] == ["initial", "resubmit"]
+    assert process[1].predicted_wait == 0.0  # planned with the wait it just saw, not the learner's 500 s
+    assert _of(result.events, K.ALLOC_END, allocation=process[0].allocation)[0].note == "CANCELLED"
+
+
+def test_walltime_hit_requests_the_next_sequence_value_and_the_run_completes() -> None:
+    # History says "process" takes ~100 s; its tasks really take ~1800 s, so the learned request is far
+    # too short: the allocation times out, tasks are lost and re-run on follow-up allocations, each
+    # with a larger walltime, until the stage fits.
+    history = MemoryHistory()
+    for runtime in (90.0, 100.0, 110.0):
+        history.add_stage_runtime("demo3", "process", runtime)
+    knowledge = Knowledge(DEMO3, waits=_fixed_wait(0.0), history=history)
+    result = _run("perstage", knowledge=knowledge)
+    _check_complete(result, DEMO3)
+    process = _of(result.events, K.ALLOC_SUBMIT, stage="process")
+    walltimes = [e.walltime or 0.0 for e in process]
+    assert len(process) >= 2 and walltimes == sorted(set(walltimes))
+    assert {e.note for e in process[1:]} == {"walltime"}
+    assert _of(result.events, K.ALLOC_END, note="TIMEOUT")
+    assert result.metrics.lost_tasks >= 8 and result.metrics.resubmissions == len(process) - 1
+
+
+def test_allocation_cancelled_from_outside_is_replaced_and_lost_tasks_rerun() -> None:
+    backend = MockBackend(nodes=16)
+    done: list[str] = []
+
+    def scancel_process_once(view: RunView) -> None:
+        for a in view.allocations:
+            if (
+                a.stage == "process"
+                and a.busy_cores == 8
+                and not done
+                and view.now - (a.start_time or 0) > 300
+            ):
+                backend.cancel(backend.queue()[0].job_id)  # the only job: ours
+                done.append(a.alloc_id)
+
+    knowledge = Knowledge(DEMO3, waits=_fixed_wait(0.0))
+    runner = Runner(
+        DEMO3, make_strategy("perstage"), backend, SimExecutor(), knowledge, on_iteration=scancel_process_once
+    )
+    result = runner.run()
+    _check_complete(result, DEMO3)
+    assert done and result.metrics.lost_tasks == 8
+    assert [e.note for e in _of(result.events, K.ALLOC_SUBMIT, stage="process")] == ["initial", "lost"]
+
+
+def test_every_real_wait_is_observed_and_stored(tmp_path: Path) -> None:
+    learner = ASAEstimator(random_state=0)
+    with Store(f"sqlite:///{tmp_path / 'e.db'}") as store:
+        knowledge = Knowledge(DEMO3, waits=learner, history=store, wait_store=store, backend="mock")
+        backend = MockBackend(nodes=64, workload=default_background(64, seed=2), start=86_400.0)
+        result = _run("asa", backend=backend, knowledge=knowledge)
+        starts = _of(result.events, K.ALLOC_START)
+        keys = {geometry_key(e.cores) for e in starts}
+        stored = sum(len(store.waits(k)) for k in keys)
+        observed = sum(learner.get_state(k)["observations"] for k in keys)
+        assert stored == observed == len(starts)
+        runtimes, censored = store.stage_runtimes("demo3", "process")
+        assert len(runtimes) == 1 and not censored.any()
+
+
+def test_same_seed_same_metrics_and_a_different_seed_differs() -> None:
+    background = default_background(64, seed=3)
+    for strategy in ("bigjob", "asa"):
+        a = simulate_runs(DEMO3, strategy, runs=3, seed=7, background=background)
+        b = simulate_runs(DEMO3, strategy, runs=3, seed=7, background=background)
+        assert [r.metrics for r in a] == [r.metrics for r in b]
+        assert [r.events for r in a] == [r.events for r in b]
+        c = simulate_runs(DEMO3, strategy, runs=3, seed=8, background=background)
+        assert [r.metrics.makespan for r in a] != [r.metrics.makespan for r in c]
+
+
+@st.composite
+def _workflows(draw: st.DrawFn) -> Workflow:
+    n = draw(st.integers(1, 4))
+    stages = []
+    for i in range(n):
+        deps = None
+        if i > 1 and draw(st.booleans()):
+            deps = (f"s{draw(st.integers(0, i - 1))}",)
+        stages.append(
+            Stage(
+                f"s{i}",
+                tasks=draw(st.integers(1, 6)),
+                cores=draw(st.integers(1, 2)),
+                runtime=float(draw(st.integers(10, 2000))),
+                runtime_cv=draw(st.sampled_from([0.0, 0.3, 1.0])),
+                depends_on=deps,
+            )
+        )
+    return Workflow("random", tuple(stages))
+
+
+@settings(max_examples=25, deadline=None)
+@given(wf=_workflows(), strategy=st.sampled_from(STRATEGY_NAMES), seed=st.integers(0, 1000))
+def test_any_workflow_completes_under_any_strategy(wf: Workflow, strategy: str, seed: int) -> None:
+    knowledge = Knowledge(wf, waits=ASAEstimator(random_state=seed))
+    result = _run(strategy, wf, knowledge=knowledge, seed=seed)
+    _check_complete(result, wf)
