@@ -473,28 +473,35 @@ class Pool:
     def _loop(self) -> None:
         while not self._closing.is_set():
             try:
-                got = self._sock.recv(0.02)
-            except AuthenticationError as exc:
-                self._refuse(exc.peer, str(exc))
-                got = None
-            except ProtocolError as exc:
-                self._refuse("?", str(exc))
-                got = None
-            with self._lock:
-                if got is not None:
-                    self._handle(*got)
-                now = self._clock()
-                self._check_agents(now)
-                self._place(now)
-                if now - self._last_beat >= self.heartbeat_interval:
-                    self._last_beat = now
-                    self._outbox.extend((a, Heartbeat()) for a in self._agents)
-                outbox, self._outbox = self._outbox, []
-                resolve, self._resolve = self._resolve, []
-            for ident, message in outbox:
-                self._sock.send(ident, message)
-            for fn in resolve:  # futures are resolved outside the lock: their callbacks may block
-                fn()
+                self._step()
+            except Exception:  # a bug must not silently stop every future of the run
+                logger.exception("pool: I/O loop step failed; continuing")
+
+    def _step(self) -> None:
+        """Receive at most one message, then check agents, place tasks, send and resolve."""
+        try:
+            got = self._sock.recv(0.02)
+        except AuthenticationError as exc:
+            self._refuse(exc.peer, str(exc))
+            got = None
+        except ProtocolError as exc:
+            self._refuse("?", str(exc))
+            got = None
+        with self._lock:
+            if got is not None:
+                self._handle(*got)
+            now = self._clock()
+            self._check_agents(now)
+            self._place(now)
+            if now - self._last_beat >= self.heartbeat_interval:
+                self._last_beat = now
+                self._outbox.extend((a, Heartbeat()) for a in self._agents)
+            outbox, self._outbox = self._outbox, []
+            resolve, self._resolve = self._resolve, []
+        for ident, message in outbox:
+            self._sock.send(ident, message)
+        for fn in resolve:  # futures are resolved outside the lock: their callbacks may block
+            fn()
 
     def _refuse(self, peer: str, why: str) -> None:
         logger.warning("pool: %s", why)
