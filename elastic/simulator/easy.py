@@ -74,6 +74,7 @@ class EasyBackfill:
         self._scanned = 0  # queue length at the end of the previous pass
         self._shadow = math.inf
         self._extra = 0
+        self._first = 1  # where the last pass started scanning the queue for backfill
 
     def schedule(self, engine: Engine) -> None:
         """Start the head jobs that fit, then backfill behind the blocked head."""
@@ -112,6 +113,7 @@ class EasyBackfill:
             first = 1
         if cl.free:
             shadow, extra = self._backfill(engine, first, shadow, extra)
+        self._first = first
         self._blocked = q[0]
         self._mark = engine.release_count
         self._scanned = len(q)

@@ -126,6 +126,9 @@ class Engine:
         self.release_count = 0
         self.kill_invalid_dep = kill_invalid_dep
         self.observer = observer
+        #: Jobs in the order they ended (or were requeued), kept only for policies that ask for it
+        #: (``wants_end_log``); the policy empties it.
+        self.end_log: list[int] | None = [] if getattr(self.policy, "wants_end_log", False) else None
         self._now = 0.0
         self._heap: list[tuple[float, int, int, int]] = []
         self._seq = itertools.count()
@@ -306,6 +309,7 @@ class Engine:
         n_pre = self._preloaded
         next_rank = self._rank
         schedule = self.policy.schedule
+        end_log = self.end_log
         batches = 0
         while True:
             ai = self._cursor
@@ -329,6 +333,8 @@ class Engine:
                             end[j] = t
                             self.release_count += 1
                             self._dirty = True
+                            if end_log is not None:
+                                end_log.append(j)
                 elif state[j] == PENDING and self._eligible(j) and j not in queue:
                     self._insert(j)
             while ai < n_pre and sub[ai] <= t:
@@ -461,8 +467,11 @@ class Engine:
     def _end(self, j: int, t: float) -> None:
         jobs = self.jobs
         self._release(j)
+        if self.end_log is not None:
+            self.end_log.append(j)
         final = jobs.plan_state[j]
         if final == PENDING:  # failed speculative run: requeue with its normal request
+            jobs.attempts.setdefault(j, []).append((jobs.start[j], t))
             jobs.state[j] = PENDING
             jobs.start[j] = math.nan
             jobs.requeues[j] += 1

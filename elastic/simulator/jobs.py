@@ -142,6 +142,8 @@ class JobTable:
     plan_state: list[int] = field(default_factory=list)
     """State the running job ends in at ``plan_end``; PENDING means "requeue" (failed speculation)."""
     speculated: list[bool] = field(default_factory=list)
+    attempts: dict[int, list[tuple[float, float]]] = field(default_factory=dict)
+    """Failed speculative runs of requeued jobs: ``(start, kill time)`` pairs."""
     deps: dict[int, list[DepRecord]] = field(default_factory=dict)
     children: dict[int, list[int]] = field(default_factory=dict)
     dep_pending: dict[int, int] = field(default_factory=dict)
