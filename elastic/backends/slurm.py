@@ -212,6 +212,7 @@ class SlurmBackend:
         ).resolve()
         self._env = {**os.environ, **(env or {})}
         self._jobcomp: _JobcompIndex | None = None
+        self._lock = threading.Lock()  # guards the one-time jobcomp lookup; commands run unlocked
         self._jobcomp_resolved = jobcomp_path is not None
         if jobcomp_path is not None:
             self._jobcomp = _JobcompIndex(Path(jobcomp_path))
@@ -335,8 +336,18 @@ class SlurmBackend:
         """Pending and running jobs of the current user (``squeue --me``)."""
         args = ["squeue", "--me", "-h", "-o", parse.SQUEUE_FORMAT]
         proc = self._run(args)
-        jobs = [parse.job_from_squeue(line) for line in proc.stdout.splitlines() if line.strip()]
-        return [job for job in jobs if job.state in (JobState.PENDING, JobState.RUNNING)]
+        jobs = []
+        for line in proc.stdout.splitlines():
+            if not line.strip():
+                continue
+            try:
+                job = parse.job_from_squeue(line)
+            except BackendError as exc:  # one odd line must not hide the whole queue
+                logger.warning("slurm: skipping unreadable squeue line: %s", exc)
+                continue
+            if job.state in (JobState.PENDING, JobState.RUNNING):
+                jobs.append(job)
+        return jobs
 
     def expected_start(self, spec: JobSpec) -> float | None:
         """When ``spec`` would start if submitted now (``sbatch --test-only``); None if Slurm cannot say.
@@ -388,10 +399,19 @@ class SlurmBackend:
             )
 
     def _from_jobcomp(self, job_id: str) -> JobInfo | None:
+        with self._lock:
+            self._resolve_jobcomp()
+        return self._jobcomp.get(job_id) if self._jobcomp is not None else None
+
+    def _resolve_jobcomp(self) -> None:
+        """Find the jobcomp file from ``scontrol show config`` once (retried if the command failed)."""
         if not self._jobcomp_resolved:
-            self._jobcomp_resolved = True
             proc = self._run(["scontrol", "show", "config"], check=False)
-            config = parse.parse_config(proc.stdout) if proc.returncode == 0 else {}
+            if proc.returncode != 0:
+                logger.warning("slurm: `scontrol show config` failed: %s", proc.stderr.strip())
+                return
+            self._jobcomp_resolved = True
+            config = parse.parse_config(proc.stdout)
             if config.get("JobCompType") == "jobcomp/filetxt" and config.get("JobCompLoc"):
                 self._jobcomp = _JobcompIndex(Path(config["JobCompLoc"]))
             else:
@@ -400,7 +420,6 @@ class SlurmBackend:
                     "slurmctld keeps them (MinJobAge)",
                     config.get("JobCompType"),
                 )
-        return self._jobcomp.get(job_id) if self._jobcomp is not None else None
 
     def _run(
         self,

@@ -375,3 +375,15 @@ def test_env_values_reach_the_script_unchanged(tmp_path_factory: pytest.TempPath
     script = render_job_script(spec, workdir=tmp_path_factory.getbasetemp())
     done = subprocess.run(["bash", "-c", script], capture_output=True, check=True, env={"SLURM_JOB_ID": "5"})
     assert done.stdout.decode("utf-8", "surrogateescape") == value
+
+
+def test_queue_skips_an_unreadable_squeue_line(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # A stand-in `squeue` printing captured real lines around a garbled one.
+    real = out("squeue_me")["stdout"]
+    (tmp_path / "squeue").write_text(f"#!/bin/sh\ncat <<'END'\n{real}garbled|line\nEND\n")
+    (tmp_path / "squeue").chmod(0o755)
+    backend = slurm.SlurmBackend(env={"PATH": f"{tmp_path}:/usr/bin:/bin"}, workdir=tmp_path)
+    with caplog.at_level(logging.WARNING, logger=slurm.__name__):
+        jobs = backend.queue()
+    assert [job.job_id for job in jobs] == [line.split("|")[0] for line in real.splitlines()]
+    assert any("garbled|line" in record.getMessage() for record in caplog.records)
