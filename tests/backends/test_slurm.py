@@ -39,8 +39,9 @@ pytestmark = pytest.mark.slurm
 
 @pytest.fixture
 def backend(slurm_cluster: LocalSlurmCluster, tmp_path: Path) -> Iterator[SlurmBackend]:
+    slurm_cluster.cancel_all()  # tests below count on an empty partition; the cluster is shared
     yield SlurmBackend(partition="debug", env=slurm_cluster.env, workdir=tmp_path, command_timeout=20)
-    slurm_cluster.cancel_all()  # leave the shared cluster empty for the next test
+    slurm_cluster.cancel_all()
 
 
 def wait_for(
