@@ -284,6 +284,7 @@ class Pool:
         self._lock = threading.RLock()
         self._allocs: dict[str, Allocation] = {}
         self._agents: dict[bytes, _AgentRec] = {}
+        self._seen: set[bytes] = set()  # every agent identity that ever registered
         self._tasks: dict[str, _TaskRec] = {}
         self._queue: dict[str, None] = {}  # ordered set of queued task ids, oldest first
         self._outbox: list[tuple[bytes, Message]] = []
@@ -537,12 +538,19 @@ class Pool:
         name = ident.decode(errors="replace")
         alloc = self._allocs.get(msg.alloc_id)
         why = None
-        if alloc is None:
+        if ident in self._agents:
+            return  # a repeated registration of a live agent
+        if name != f"{msg.alloc_id}/{msg.hostname}/{msg.pid}":
+            # The identity is not under the MAC: tie it to the signed fields, so a captured Register
+            # cannot be replayed from another connection ...
+            why = f"identity {name!r} does not match the signed registration"
+        elif ident in self._seen:
+            # ... nor again from this identity once its agent was lost or left.
+            why = f"agent {name!r} registered before (replayed or restarted registration)"
+        elif alloc is None:
             why = f"unknown allocation {msg.alloc_id!r}"
         elif not (alloc.state is AllocationState.REQUESTED or alloc.state is AllocationState.RUNNING):
             why = f"allocation {msg.alloc_id!r} is {alloc.state.value}"
-        elif ident in self._agents:
-            return  # a repeated registration
         if alloc is None or why is not None:
             self.refused += 1
             logger.warning("pool: refused agent %s: %s", name, why)
@@ -550,6 +558,7 @@ class Pool:
             self._outbox.append((ident, Stop(str(why))))
             return
         now = self._clock()
+        self._seen.add(ident)
         self._agents[ident] = _AgentRec(
             ident, name, msg.alloc_id, msg.cores, msg.cores, msg.walltime_end, now
         )

@@ -247,3 +247,31 @@ def test_bad_pool_parameters(kwargs: dict[str, object], match: str) -> None:
 def test_agent_module_runs_as_a_command() -> None:
     done = subprocess.run([sys.executable, "-m", "elastic.agent", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--secret-file" in done.stdout
+
+
+def test_replayed_registration_is_refused(pool: Pool) -> None:
+    """Identities are not signed: a captured Register must not work from another connection or twice."""
+    from elastic.protocol import AgentSocket, Register, Stop, read_secret_file
+
+    secret = read_secret_file(pool.secret_file)
+    pool.add_allocation(Allocation("a1", cores=1, walltime=600.0))
+    register = Register("a1", 1, "h", 7)
+    honest = AgentSocket(secret, pool.address, b"a1/h/7")
+    replay = AgentSocket(secret, pool.address, b"a1/evil/8")  # same signed bytes, other identity
+    try:
+        honest.send(register)
+        assert type(honest.recv(timeout=5.0)).__name__ == "Welcome"
+        replay.send(register)
+        refusal = replay.recv(timeout=5.0)
+        assert isinstance(refusal, Stop) and "does not match the signed registration" in refusal.reason
+        pool.allocation_ended("a1", JobState.CANCELLED)  # the honest agent is gone ...
+        pool.add_allocation(Allocation("a2", cores=1, walltime=600.0))
+        honest.send(register)  # ... and its registration cannot be played again
+        while not isinstance(msg := honest.recv(timeout=5.0), Stop) or "registered before" not in msg.reason:
+            assert msg is not None
+    finally:
+        honest.close()
+        replay.close()
+    assert [
+        e.agent for e in pool.events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.JOINED
+    ] == ["a1/h/7"]
