@@ -262,6 +262,8 @@ class SlurmBackend:
     def submit(self, spec: JobSpec) -> str:
         """Submit ``spec`` with ``sbatch --parsable`` (script on stdin) and return the job id.
 
+        The job runs as the current user (``spec.user`` is for the mock backend's accounting only).
+
         Raises
         ------
         GeometryError

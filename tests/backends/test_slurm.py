@@ -65,11 +65,13 @@ def running(info: JobInfo) -> bool:
     return info.state is JobState.RUNNING
 
 
-def test_is_a_batch_backend_and_reads_the_partition(backend: SlurmBackend) -> None:
+def test_is_a_batch_backend_and_reads_the_partition(
+    backend: SlurmBackend, slurm_cluster: LocalSlurmCluster
+) -> None:
     assert isinstance(backend, BatchBackend)
     assert backend.name == "slurm"
     assert backend.partition() == PartitionInfo(name="debug", nodes=4, cores_per_node=4, max_walltime=None)
-    assert SlurmBackend(env=backend._env).partition().name == "debug"  # the default partition
+    assert SlurmBackend(env=slurm_cluster.env).partition().name == "debug"  # the default partition
     assert abs(backend.now() - time.time()) < 1
 
 
