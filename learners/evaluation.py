@@ -75,6 +75,7 @@ PREDICTORS: dict[str, Callable[[int | None], WaitPredictor]] = {
     "asa-tuned": lambda seed: ASAEstimator(policy="tuned", random_state=seed),
     "asa-greedy": lambda seed: ASAEstimator(policy="greedy", random_state=seed),
     "asa-cost": lambda seed: ASAEstimator(policy="tuned", loss="cost", random_state=seed),
+    "asa-floor": lambda seed: ASAEstimator(policy="tuned", eta_min=0.1, random_state=seed),
     "last": lambda seed: LastWait(),
     "mean": lambda seed: RunningMean(),
     "median": lambda seed: RunningMedian(),
@@ -82,7 +83,8 @@ PREDICTORS: dict[str, Callable[[int | None], WaitPredictor]] = {
 }
 """Predictor names of ``elastic waits --predictors``, each a factory taking a seed.
 
-``asa-cost`` is ``asa-tuned`` with the cost-aware loss. The scheduler baseline
+``asa-cost`` is ``asa-tuned`` with the cost-aware loss; ``asa-floor`` is ``asa-tuned`` with the
+learning-rate floor ``eta_min=0.1``. The scheduler baseline
 (:class:`~learners.baselines.SchedulerEstimate`) needs a live backend, so it is not replayable here.
 """
 

@@ -22,6 +22,7 @@ FACTORIES = {
     "asa-tuned": lambda: ASAEstimator(policy="tuned", repetitions=10, random_state=0),
     "asa-greedy": lambda: ASAEstimator(policy="greedy"),
     "asa-cost": lambda: ASAEstimator(policy="tuned", loss="cost", random_state=0),
+    "asa-floor": lambda: ASAEstimator(policy="tuned", eta_min=0.1, random_state=0),
     "last": LastWait,
     "mean": lambda: RunningMean(window=4),
     "median": lambda: RunningMedian(window=5),

@@ -109,6 +109,17 @@ def test_second_round_uses_eta0_over_sqrt_r_and_uniform_mix():
     assert state["cumulative_loss"] == pytest.approx([2 * 0 + math.sqrt(2), 2 + math.sqrt(2), 2.0])
 
 
+def test_eta_min_floors_the_learning_rate():
+    est = ASAEstimator(grid=[0, 10, 100], eta0=1.0, eta_min=0.9, round_bound=0.3, uniform_mix=0.0)
+    est.observe("k", 0).observe("k", 0)  # round 1 with eta 1, round 2 with max(1/sqrt 2, 0.9) = 0.9
+    state = est.get_state("k")
+    assert state["round"] == 3
+    assert state["cumulative_loss"] == pytest.approx([0.0, 1.9, 1.9])
+    plain = ASAEstimator(grid=[0, 10, 100], eta0=1.0, round_bound=0.3, uniform_mix=0.0)
+    plain.observe("k", 0).observe("k", 0)
+    assert plain.get_state("k")["cumulative_loss"] == pytest.approx([0.0, 1 + 2**-0.5, 1 + 2**-0.5])
+
+
 # -- invariants ---------------------------------------------------------------------------------------
 
 
@@ -139,11 +150,15 @@ def test_probabilities_stay_a_distribution_under_any_observation_sequence(
 
 
 @settings(max_examples=40, deadline=None)
-@given(sequence=st.lists(waits, min_size=1, max_size=30), repetitions=st.integers(2, 60))
-def test_tuned_equals_default_with_each_observation_repeated(sequence, repetitions):
+@given(
+    sequence=st.lists(waits, min_size=1, max_size=30),
+    repetitions=st.integers(2, 60),
+    eta_min=st.sampled_from([0.0, 0.1]),
+)
+def test_tuned_equals_default_with_each_observation_repeated(sequence, repetitions, eta_min):
     """The fast paths of tuned (batched repetitions, 0/1 shortcut) change nothing but speed."""
-    tuned = ASAEstimator(policy="tuned", repetitions=repetitions)
-    plain = ASAEstimator(policy="default")
+    tuned = ASAEstimator(policy="tuned", repetitions=repetitions, eta_min=eta_min)
+    plain = ASAEstimator(policy="default", eta_min=eta_min)
     for wait in sequence:
         tuned.observe("k", wait)
         for _ in range(repetitions):
@@ -312,6 +327,7 @@ def test_init_stores_parameters_unchanged_and_validates_only_when_learning():
     [({"repetitions": 0}, r"'repetitions' must be an integer in \[1, inf\]; got 0"),
      ({"loss": "l2"}, r"'loss' must be one of 'cost', 'paper'; got 'l2'"),
      ({"eta0": 0.0}, r"'eta0' must be a number in \(0, inf\)"),
+     ({"eta_min": -0.1}, r"'eta_min' must be a number in \[0, inf\]"),
      ({"uniform_mix": 1.0}, r"'uniform_mix' must be a number in \[0, 1\)"),
      ({"grid": [0, 10, 5]}, "'grid' must be a strictly increasing sequence"),
      ({"grid": [5]}, "'grid' must be a strictly increasing"),
