@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.simulator.engine import Engine
 from elastic.simulator.synthetic import DEFAULT_UTILISATION, SIZE_DISTRIBUTIONS, synthetic_workload
 from elastic.simulator.workload import Workload
 
@@ -159,3 +160,20 @@ def test_invariants(
     assert np.all((w.runtime >= 1) & (w.runtime <= 172_800))
     np.testing.assert_allclose(w.walltime, w.runtime * estimate_ratio)
     assert np.all(w.walltime > 0)
+
+
+def test_defaults_replayed_under_easy_backfilling() -> None:
+    """The documented defaults load the real simulator moderately: some jobs queue, the queue drains."""
+    waits = {}
+    for utilisation in (0.5, DEFAULT_UTILISATION, 0.9):
+        w = synthetic_workload(utilisation=utilisation)
+        engine = Engine(nodes=w.processors, workload=w)
+        engine.run()
+        records = engine.records()
+        assert len(records) == len(w) and set(records["state"]) == {"COMPLETED"}
+        waits[utilisation] = (records["start"] - records["submit"]).to_numpy()
+    default = waits[DEFAULT_UTILISATION]
+    assert 0.1 < float(np.mean(default > 0)) < 0.9  # waits are neither all zero nor universal
+    assert float(np.max(default)) < 7 * 86_400  # the queue drains: nobody waits a week
+    means = [float(np.mean(waits[u])) for u in (0.5, DEFAULT_UTILISATION, 0.9)]
+    assert means == sorted(means)  # more load, longer waits
