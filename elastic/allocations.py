@@ -15,7 +15,7 @@ import enum
 from dataclasses import dataclass
 
 from elastic.backends.base import JobState
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, PoolError
 
 __all__ = [
     "LEGAL_TRANSITIONS",
@@ -94,7 +94,7 @@ LEGAL_TRANSITIONS: dict[AllocationState, frozenset[AllocationState]] = {
 """For each state, the states an allocation may move to next."""
 
 
-class IllegalTransitionError(ElasticError, ValueError):
+class IllegalTransitionError(PoolError, ValueError):
     """An allocation was asked to make a state change that is not in :data:`LEGAL_TRANSITIONS`.
 
     Parameters

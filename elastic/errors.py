@@ -16,6 +16,7 @@ __all__ = [
     "DependencyError",
     "ElasticError",
     "GeometryError",
+    "PoolError",
     "SubmitError",
     "TraceError",
     "UnknownJobError",
@@ -127,3 +128,7 @@ class UnknownJobError(BackendError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class PoolError(ElasticError):
+    """The pool, an agent, the wire protocol or a task failed (base of every pool-side error)."""

@@ -37,7 +37,7 @@ from typing import Any, Union
 from elastic.agent import AgentCommand
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.backends.base import JobState
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, PoolError
 from elastic.protocol import (
     AuthenticationError,
     Bye,
@@ -97,7 +97,7 @@ PoolEvent = Union[TaskEvent, AllocationEvent, AgentEvent]  # noqa: UP007
 """Any event the pool records."""
 
 
-class PoolClosedError(ElasticError, RuntimeError):
+class PoolClosedError(PoolError, RuntimeError):
     """The pool was closed before the task could finish, or a task was submitted to a closed pool."""
 
 

@@ -40,7 +40,7 @@ from typing import Any, Union
 
 import zmq
 
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, PoolError
 from elastic.tasks import Task, TaskResult
 
 __all__ = [
@@ -75,7 +75,7 @@ _MAX_MESSAGE = 256 * 2**20
 """Largest message (bytes) a socket accepts, so an unauthenticated peer cannot exhaust memory."""
 
 
-class ProtocolError(ElasticError):
+class ProtocolError(PoolError):
     """A message could not be decoded (wrong version, unknown type, malformed fields)."""
 
 

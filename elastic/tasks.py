@@ -32,7 +32,7 @@ from typing import Any
 
 import cloudpickle
 
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, PoolError
 
 __all__ = [
     "RemoteTraceback",
@@ -250,7 +250,7 @@ class RemoteTraceback(Exception):
         return f'\n"""\n{self.tb}"""'
 
 
-class ShellTaskError(ElasticError):
+class ShellTaskError(PoolError):
     """A checked shell task exited with a non-zero code.
 
     Parameters
@@ -278,7 +278,7 @@ class ShellTaskError(ElasticError):
         return (type(self), (self.task_id, self.returncode, self.stdout, self.stderr))
 
 
-class TaskCrashedError(ElasticError):
+class TaskCrashedError(PoolError):
     """A task failed in a way that left no exception to re-raise (its process died, or unpicklable).
 
     Parameters
@@ -302,7 +302,7 @@ class TaskCrashedError(ElasticError):
         return (type(self), (self.task_id, self.error_type, self.error_message, self.returncode))
 
 
-class TaskLostError(ElasticError):
+class TaskLostError(PoolError):
     """A task was lost (agent died, allocation ended) more often than the pool's retry limit.
 
     Parameters
