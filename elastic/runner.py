@@ -86,8 +86,15 @@ class Executor(Protocol):
         """Take note that an allocation started at ``at``; it may run tasks until ``walltime_end``."""
         ...
 
-    def allocation_ended(self, alloc_id: str, at: float) -> None:
-        """Take note that the allocation ended at ``at``; its running tasks are lost and re-queued."""
+    def allocation_ended(self, alloc_id: str, at: float, state: JobState) -> None:
+        """Take note that the allocation ended at ``at`` in ``state``; its running tasks are lost.
+
+        Also called for allocations that never started (cancelled while pending).
+        """
+        ...
+
+    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
+        """Return the job script that starts the allocation's agents, or None (simulated allocations)."""
         ...
 
     def submit(self, task: TaskSpec) -> None:
@@ -182,9 +189,6 @@ class Runner:
         Backend seconds between polls of allocation states.
     max_duration : float or None, default None
         Give up (status ``"timeout"``) after this many backend seconds.
-    job_script : callable or None, default None
-        ``alloc_id -> script`` for the allocation's :attr:`JobSpec.script` (the real pool's agent); ``None``
-        submits placeholder jobs that hold their cores (pure simulation).
     name : str, default "elastic"
         Prefix of batch job names.
     user : str or None, default None
@@ -204,7 +208,6 @@ class Runner:
         seed: int = 0,
         poll_interval: float = 30.0,
         max_duration: float | None = None,
-        job_script: Callable[[str], str] | None = None,
         name: str = "elastic",
         user: str | None = None,
         on_iteration: Callable[[RunView], None] | None = None,
@@ -218,7 +221,6 @@ class Runner:
         self.knowledge = knowledge
         self.poll_interval = poll_interval
         self.max_duration = max_duration
-        self.job_script = job_script
         self.name = name
         self.user = user
         self.on_iteration = on_iteration
@@ -230,6 +232,7 @@ class Runner:
         ]
         self._by_name = {s.name: s for s in self._stages}
         self._order = 0
+        self._newly_ready: list[_Stage] = []
 
     # -- recording --------------------------------------------------------------------------------
 
@@ -266,6 +269,11 @@ class Runner:
                         self._submit(action, now)
                     else:
                         self._cancel(action, now)
+                # Tasks of stages that just became ready go to the executor only now, after the strategy
+                # released finished allocations, so the pool cannot place them on one being cancelled.
+                for stage in self._newly_ready:
+                    self._queue_tasks(stage)
+                self._newly_ready.clear()
                 self._take(self.executor.advance(now))
                 if self.on_iteration is not None:
                     self.on_iteration(self._view(now))
@@ -340,8 +348,7 @@ class Runner:
         a.end_time = at
         a.final_state = state
         self._record(Event(at, EventKind.ALLOC_END, stage=a.stage, allocation=a.alloc_id, note=state.value))
-        if a.start_time is not None:
-            self.executor.allocation_ended(a.alloc_id, at)
+        self.executor.allocation_ended(a.alloc_id, at, state)
 
     def _submit(self, action: Submit, now: float) -> None:
         alloc_id = f"a{len(self._allocs) + 1}"
@@ -359,7 +366,7 @@ class Runner:
             dependencies=tuple(deps),
             begin=action.begin,
             user=self.user,
-            script=None if self.job_script is None else self.job_script(alloc_id),
+            script=self.executor.job_script(alloc_id, action.cores, action.walltime, action.stage),
         )
         job_id = self.backend.submit(spec)
         self._allocs[alloc_id] = _Alloc(
@@ -450,7 +457,7 @@ class Runner:
                     ready = max((self._by_name[d].end_time or now for d in s.depends_on), default=now)
                     s.ready_time = min(ready, now) if s.depends_on else now
                     self._record(Event(s.ready_time, EventKind.STAGE_READY, stage=s.name))
-                    self._queue_tasks(s)
+                    self._newly_ready.append(s)
                     changed = True
 
     def _queue_tasks(self, s: _Stage) -> None:

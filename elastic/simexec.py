@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from elastic.backends.base import JobState
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
 from elastic.runner import RunResult, TaskSpec
@@ -106,7 +107,7 @@ class SimExecutor:
         self._run_until(at)
         self._dispatch(max(at, self._now))
 
-    def allocation_ended(self, alloc_id: str, at: float) -> None:
+    def allocation_ended(self, alloc_id: str, at: float, state: JobState = JobState.CANCELLED) -> None:
         """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued."""
         self._run_until(at)
         live = self._live.pop(alloc_id, None)
@@ -129,6 +130,10 @@ class SimExecutor:
                 raise TaskRetriesExhaustedError(task_id, lost_on)
             heapq.heappush(self._queue, (task.order, next(self._seq), task))
         self._dispatch(max(at, self._now))
+
+    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
+        """Return None: simulated allocations run no agent."""
+        return None
 
     def submit(self, task: TaskSpec) -> None:
         """Queue ``task`` (placed at the next :meth:`advance`)."""

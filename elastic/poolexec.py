@@ -1,0 +1,176 @@
+"""The real pool behind the run driver's :class:`~elastic.runner.Executor` contract.
+
+:class:`PoolExecutor` adapts :class:`elastic.pool.Pool` (agents in allocations, ZeroMQ, real processes) to
+the same small contract as :class:`~elastic.simexec.SimExecutor`, so :class:`~elastic.runner.Runner` and the
+strategies run unchanged on the mock backend's scaled clock and on Slurm.
+
+Clocks. The pool keeps real time (heartbeats, walltime left); the driver keeps backend time (simulated
+seconds on the scaled mock clock, epoch seconds on Slurm). With a clock ``speedup`` K, an allocation of
+walltime ``w`` backend seconds is registered in the pool with ``w / K`` real seconds, a task's runtime
+estimate is divided by K, and a task without a command sleeps its sampled duration / K. Task events are
+stamped with the backend clock when the pool reports them.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+from typing import TYPE_CHECKING
+
+from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
+from elastic.backends.base import BatchBackend, JobState
+from elastic.errors import ConfigError, ElasticError
+from elastic.metrics import Event, EventKind
+from elastic.runner import TaskSpec
+from elastic.tasks import Task, TaskEvent, TaskState
+
+if TYPE_CHECKING:
+    from elastic.pool import Pool, PoolEvent
+
+__all__ = ["PoolExecutor", "TaskFailedError"]
+
+logger = logging.getLogger(__name__)
+
+
+class TaskFailedError(ElasticError, RuntimeError):
+    """A workflow task failed (its command exited non-zero, or it was lost too often).
+
+    Parameters
+    ----------
+    task_id : str
+        The task.
+    detail : str
+        What the pool reported.
+    """
+
+    def __init__(self, task_id: str, detail: str) -> None:
+        self.task_id = task_id
+        self.detail = detail
+        super().__init__(f"task {task_id!r} failed: {detail}; the run is stopped (see the agent's output)")
+
+
+class PoolExecutor:
+    """Executor running tasks on a real :class:`~elastic.pool.Pool`.
+
+    Parameters
+    ----------
+    backend : BatchBackend
+        The backend whose clock stamps task events.
+    speedup : float, default 1.0
+        Backend seconds per real second (the mock backend's scaled clock; 1 on Slurm).
+    pool : Pool or None, default None
+        The pool agents connect to; ``None`` creates one (loopback, drain margin scaled to real time).
+        It is closed by :meth:`close`.
+    drain_margin : float, default 30.0
+        Backend seconds before an allocation's walltime end when the created pool stops placing tasks on
+        it (``drain_margin / speedup`` real seconds).
+    bind : str, default "127.0.0.1"
+        Interface the created pool listens on.
+    """
+
+    def __init__(
+        self,
+        backend: BatchBackend,
+        *,
+        speedup: float = 1.0,
+        pool: Pool | None = None,
+        drain_margin: float = 30.0,
+        bind: str = "127.0.0.1",
+    ) -> None:
+        if not speedup > 0:
+            raise ConfigError(f"PoolExecutor: speedup must be > 0, got {speedup!r}")
+        if pool is None:
+            from elastic.pool import Pool
+
+            pool = Pool(bind=bind, drain_margin=drain_margin / speedup)
+        self.pool = pool
+        self.backend = backend
+        self.speedup = speedup
+        self._inbox: queue.SimpleQueue[tuple[float, TaskEvent]] = queue.SimpleQueue()
+        self._unsubscribe = pool.subscribe(self._on_event)
+
+    def _on_event(self, event: PoolEvent) -> None:
+        # called from the pool's I/O thread: stamp with the backend clock, hand over to the driver thread
+        if isinstance(event, TaskEvent):
+            self._inbox.put((self.backend.now(), event))
+
+    # -- the Executor contract -----------------------------------------------------------------------
+
+    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
+        """Register the allocation with the pool (REQUESTED) and return the script starting its agent."""
+        allocation = Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage)
+        self.pool.add_allocation(allocation)
+        return self.pool.agent_script(allocation)
+
+    def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
+        """Nothing to do: the allocation's agent joins the pool by itself once the job runs."""
+        logger.debug("pool executor: allocation %s started at %.0f", alloc_id, at)
+
+    def allocation_ended(self, alloc_id: str, at: float, state: JobState = JobState.CANCELLED) -> None:
+        """Tell the pool; it re-queues the tasks that were running there."""
+        try:
+            self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
+        except IllegalTransitionError:  # e.g. TIMEOUT of an allocation whose agent never joined
+            current = self.pool.allocation(alloc_id).state
+            if not current.is_final:
+                fallback = (
+                    AllocationState.CANCELLED
+                    if current is AllocationState.REQUESTED
+                    else AllocationState.FAILED
+                )
+                self.pool.allocation_ended(alloc_id, fallback, f"batch job ended {state.value}")
+
+    def submit(self, task: TaskSpec) -> None:
+        """Submit the task to the pool (a sleep of its sampled duration unless its stage has a command)."""
+        command = task.command or f"exec sleep {task.duration / self.speedup:.3f}"
+        self.pool.submit(
+            Task.shell(
+                command,
+                cores=task.cores,
+                estimate=task.estimate / self.speedup,
+                stage=task.stage,
+                task_id=task.task_id,
+            )
+        )
+        logger.debug("pool executor: submitted %s: %s", task.task_id, command)
+
+    def advance(self, now: float) -> list[Event]:
+        """Return the task events the pool reported since the last call."""
+        out: list[Event] = []
+        while True:
+            try:
+                at, e = self._inbox.get_nowait()
+            except queue.Empty:
+                return out
+            kind = {
+                TaskState.RUNNING: EventKind.TASK_START,
+                TaskState.DONE: EventKind.TASK_END,
+                TaskState.LOST: EventKind.TASK_LOST,
+            }.get(e.state)
+            if e.state is TaskState.FAILED:
+                raise TaskFailedError(e.task_id, e.detail)
+            if kind is not None:
+                out.append(
+                    Event(
+                        at,
+                        kind,
+                        stage=e.stage,
+                        allocation=e.alloc_id,
+                        task=e.task_id,
+                        cores=e.cores,
+                        note=e.detail,
+                    )
+                )
+
+    def next_event_time(self) -> float | None:
+        """Unknown: real tasks end when they end."""
+        return None
+
+    def busy_cores(self, alloc_id: str) -> int:
+        """Cores of ``alloc_id`` running tasks now."""
+        return sum(t.cores for t in self.pool.running().get(alloc_id, ()))
+
+    def close(self) -> None:
+        """Stop listening and close the pool (its agents are told to stop)."""
+        self._unsubscribe()
+        self.pool.close()

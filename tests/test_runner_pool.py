@@ -1,0 +1,61 @@
+"""Whole runs through the real pool: agents are real processes started by the mock backend (scaled clock)."""
+
+from __future__ import annotations
+
+import pytest
+
+from elastic.backends.mock import MockBackend
+from elastic.metrics import Event, EventKind
+from elastic.poolexec import PoolExecutor
+from elastic.runner import Runner, RunResult
+from elastic.strategies import Knowledge, MemoryHistory, make_strategy
+from elastic.workflow import Stage, Workflow
+from learners.asa import ASAEstimator
+
+K = EventKind
+SPEEDUP = 20.0  # 20 simulated seconds per real second
+TINY = Workflow(
+    "tiny",
+    (Stage("a", 1, 1, 40.0), Stage("b", 3, 1, 60.0, runtime_cv=0.2), Stage("c", 1, 1, 20.0)),
+)
+
+
+def _run(strategy: str, knowledge: Knowledge) -> RunResult:
+    backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
+    executor = PoolExecutor(backend, speedup=SPEEDUP)
+    try:
+        return Runner(TINY, make_strategy(strategy), backend, executor, knowledge, poll_interval=5.0).run()
+    finally:
+        executor.close()
+        backend.close()
+
+
+def _of(events: tuple[Event, ...], kind: EventKind, **fields: object) -> list[Event]:
+    return [e for e in events if e.kind is kind and all(getattr(e, k) == v for k, v in fields.items())]
+
+
+@pytest.mark.timeout(120)
+def test_asa_run_through_the_real_pool_completes_and_presubmits() -> None:
+    knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[30.0, 1e5], policy="greedy"))  # predicts 30 s
+    result = _run("asa", knowledge)
+    assert result.status == "completed"
+    done = sorted(e.task or "" for e in _of(result.events, K.TASK_END))
+    assert done == ["a.0", "b.0", "b.1", "b.2", "c.0"]
+    (a_end,) = _of(result.events, K.STAGE_END, stage="a")
+    assert _of(result.events, K.ALLOC_SUBMIT, stage="b")[0].time < a_end.time
+    # the sleep tasks really ran: stage b's tasks took about their sampled durations (>= 40 s simulated)
+    assert result.metrics.stages[1].execution_time > 40.0
+
+
+@pytest.mark.timeout(120)
+def test_walltime_hit_through_the_real_pool_reruns_lost_tasks() -> None:
+    history = MemoryHistory()
+    for runtime in (10.0, 12.0, 11.0):  # history says b takes ~11 s; it takes ~60 s
+        history.add_stage_runtime("tiny", "b", runtime)
+    knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"), history=history)
+    result = _run("perstage", knowledge)
+    assert result.status == "completed"
+    b = _of(result.events, K.ALLOC_SUBMIT, stage="b")
+    assert len(b) >= 2 and b[1].note == "walltime" and (b[1].walltime or 0) > (b[0].walltime or 0)
+    assert _of(result.events, K.TASK_LOST, stage="b")
+    assert {e.task for e in _of(result.events, K.TASK_END, stage="b")} == {"b.0", "b.1", "b.2"}
