@@ -19,7 +19,14 @@ from elastic.errors import ElasticError
 __all__ = ["main"]
 
 #: Subcommand modules, in the order ``elastic --help`` lists them.
-_COMMANDS: tuple[str, ...] = ("elastic.cli.traces", "elastic.cli.walltime", "elastic.cli.waits")
+_COMMANDS: tuple[str, ...] = (
+    "elastic.cli.simulate",
+    "elastic.cli.traces",
+    "elastic.cli.walltime",
+    "elastic.cli.waits",
+    "elastic.cli.run",
+    "elastic.cli.compare",
+)
 
 
 def _parser() -> argparse.ArgumentParser:
