@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
@@ -32,7 +32,10 @@ __all__ = [
     "Options",
     "PredictionUnavailableError",
     "WaitPredictor",
+    "LearnerStateStore",
     "clone",
+    "load_shared",
+    "observe_shared",
 ]
 
 Key = str
@@ -314,3 +317,81 @@ class WaitPredictor(Learner, Protocol):
     def set_state(self: _W, key: Key, state: Mapping[str, Any]) -> _W:
         """Replace the learned state for ``key`` with one from :meth:`get_state`; return ``self``."""
         ...
+
+
+class LearnerStateStore(Protocol):
+    """The part of :class:`elastic.store.Store` that keeps learner state (any object with it works)."""
+
+    def load_learner_state(self, learner: str, key: str) -> dict[str, Any] | None:
+        """Return the saved state of ``learner`` for ``key``, or None."""
+        ...
+
+    def update_learner_state(
+        self, learner: str, key: str, fn: Callable[[dict[str, Any] | None], Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """Atomically replace the state with ``fn(old_state)`` and return it."""
+        ...
+
+
+def _prior_state(predictor: WaitPredictor, key: Key) -> dict[str, Any]:
+    return type(predictor)(**predictor.get_params()).get_state(key)
+
+
+def load_shared(predictor: _W, store: LearnerStateStore, learner: str, key: Key) -> _W:
+    """Load the shared state of ``key`` from ``store`` into ``predictor`` (the prior if none is saved).
+
+    Parameters
+    ----------
+    predictor : WaitPredictor
+        Predictor to update in place.
+    store : LearnerStateStore
+        E.g. :class:`elastic.store.Store`.
+    learner : str
+        Name the state is saved under, e.g. ``"asa-tuned"``; all workflows using it share the state.
+    key : str
+        Geometry key (:func:`learners.asa.geometry_key`).
+
+    Returns
+    -------
+    WaitPredictor
+        ``predictor``.
+    """
+    state = store.load_learner_state(learner, key)
+    return predictor.set_state(key, _prior_state(predictor, key) if state is None else state)
+
+
+def observe_shared(predictor: _W, store: LearnerStateStore, learner: str, key: Key, wait: float) -> _W:
+    """Learn one observed wait into the shared state of ``key``, atomically.
+
+    Inside :meth:`LearnerStateStore.update_learner_state` (the row is locked): load the latest saved
+    state into ``predictor``, observe ``wait``, save the result. Concurrent workflows of the same user
+    and geometry therefore never lose each other's observations, and ``predictor`` ends up holding the
+    up-to-date shared state.
+
+    Parameters
+    ----------
+    predictor : WaitPredictor
+        Predictor to update in place.
+    store : LearnerStateStore
+        E.g. :class:`elastic.store.Store`.
+    learner : str
+        Name the state is saved under.
+    key : str
+        Geometry key.
+    wait : float
+        Observed queue wait, seconds.
+
+    Returns
+    -------
+    WaitPredictor
+        ``predictor``.
+    """
+
+    def update(old: dict[str, Any] | None) -> dict[str, Any]:
+        # Starts from `old` every time, so a retried call gives the same result.
+        predictor.set_state(key, _prior_state(predictor, key) if old is None else old)
+        predictor.observe(key, wait)
+        return predictor.get_state(key)
+
+    store.update_learner_state(learner, key, update)
+    return predictor

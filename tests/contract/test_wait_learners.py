@@ -120,3 +120,16 @@ def test_learners_follow_a_stable_queue(name):
         predictor.observe("k", 3_000.0)
     predictions = [predictor.predict("k") for _ in range(20)]
     assert sum(p == 3_000.0 for p in predictions) >= 15
+
+
+def test_state_is_shared_through_the_real_store(name, tmp_path):
+    from elastic.store import Store
+    from learners.base import load_shared, observe_shared
+
+    store = Store(f"sqlite:///{tmp_path / 'elastic.db'}")
+    writer = FACTORIES[name]()
+    for wait in (100.0, 250.0, 100.0):
+        observe_shared(writer, store, name, "cores=17-32", wait)
+    reader = load_shared(FACTORIES[name](), store, name, "cores=17-32")
+    assert reader.get_state("cores=17-32") == writer.get_state("cores=17-32")
+    store.close()

@@ -359,3 +359,50 @@ def test_partial_fit_is_observe():
     a = ASAEstimator().partial_fit("k", 60.0)
     b = ASAEstimator().observe("k", 60.0)
     assert a.get_state("k") == b.get_state("k")
+
+
+# -- shared state through the real store ----------------------------------------------------------------
+
+
+def test_two_workflows_share_asa_state_through_the_store(tmp_path):
+    from elastic.store import Store
+    from learners.base import load_shared, observe_shared
+
+    store = Store(f"sqlite:///{tmp_path / 'elastic.db'}")
+    key = geometry_key(28, user="alice")
+    first = ASAEstimator(policy="tuned", random_state=0)
+    for _ in range(10):
+        observe_shared(first, store, "asa-tuned", key, 900.0)
+    second = load_shared(ASAEstimator(policy="tuned", random_state=0), store, "asa-tuned", key)
+    assert second.get_state(key) == first.get_state(key)
+    assert second.get_state(key)["observations"] == 10
+    assert second.predict(key) == 900.0
+    fresh = load_shared(ASAEstimator(), store, "asa-tuned", geometry_key(112))  # nothing saved: prior
+    assert fresh.get_state(geometry_key(112))["observations"] == 0
+    store.close()
+
+
+def test_concurrent_observers_never_lose_an_observation(tmp_path):
+    import threading
+
+    from elastic.store import Store
+    from learners.base import observe_shared
+
+    url = f"sqlite:///{tmp_path / 'elastic.db'}"
+    key = geometry_key(56)
+
+    def workflow(wait: float) -> None:
+        store = Store(url)
+        est = ASAEstimator(policy="default", random_state=1)
+        for _ in range(15):
+            observe_shared(est, store, "asa", key, wait)
+        store.close()
+
+    threads = [threading.Thread(target=workflow, args=(w,)) for w in (60.0, 6_000.0, 600.0)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    store = Store(url)
+    assert store.load_learner_state("asa", key)["observations"] == 45
+    store.close()
