@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from learners.asa import DEFAULT_GRID, ASAEstimator, geometry_key
-from learners.base import Learner, NotFittedError, PredictionUnavailableError, WaitPredictor, clone
+from learners.base import (
+    Learner,
+    NotFittedError,
+    PredictionUnavailableError,
+    WaitPredictor,
+    clone,
+    load_shared,
+    observe_shared,
+)
 from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate
 from learners.toptimal import ReservationSequence, atoptimal, toptimal, toptimal_policy
 from learners.walltime import (
@@ -38,6 +46,8 @@ __all__: list[str] = [
     "WaitPredictor",
     "clone",
     "geometry_key",
+    "load_shared",
+    "observe_shared",
     # speculative walltimes (learners.toptimal, learners.walltime)
     "ESDD",
     "MASI",
