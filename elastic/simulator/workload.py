@@ -8,10 +8,13 @@ hundreds of thousands of jobs is cheap to hold, slice and scale.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
+
+if TYPE_CHECKING:  # pandas costs ~0.5 s to import; only to_frame needs it
+    import pandas as pd
 
 __all__ = ["Workload"]
 
@@ -61,6 +64,8 @@ class Workload:
 
     def to_frame(self) -> pd.DataFrame:
         """Return the jobs as a DataFrame with one column per attribute array."""
+        import pandas as pd
+
         return pd.DataFrame(
             {
                 "job_id": self.job_id,
