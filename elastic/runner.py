@@ -2,7 +2,7 @@
 
 Every iteration the driver
 
-1. polls the backend for its allocations (one ``queue()`` call, ``state()`` for the ones that left it) and
+1. polls the backend for the state of its open allocations and
    tells the executor about allocations that started or ended, in time order; every real queue wait is fed
    to the learner (:meth:`Knowledge.observe_wait`);
 2. collects task events from the executor, completes stages and hands the tasks of newly ready stages to
@@ -296,10 +296,11 @@ class Runner:
         open_ = [a for a in self._allocs.values() if a.end_time is None]
         if not open_:
             return
-        queued = {info.job_id: info for info in self.backend.queue()}
         changes: list[tuple[float, int, _Alloc, JobInfo]] = []
         for a in open_:
-            info = queued.get(a.job_id) or self.backend.state(a.job_id)
+            # one state() per open allocation (a few at a time) rather than queue(), which lists every
+            # job of the partition (hundreds of background jobs on the mock backend)
+            info = self.backend.state(a.job_id)
             if a.start_time is None and info.start_time is not None and info.state is not JobState.PENDING:
                 changes.append((max(info.start_time, a.submit_time), 0, a, info))
             if info.state.is_final:

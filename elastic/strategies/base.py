@@ -186,8 +186,11 @@ class RunView:
         return all(s.complete for s in self.stages)
 
     def stage(self, name: str) -> StageView:
-        """Return the stage called ``name``."""
-        return self.stages[self.workflow.index(name)]
+        """Return the stage called ``name``; raise UnknownNameError."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise UnknownNameError("stage", name, [s.name for s in self.stages])
 
     def allocations_for(self, label: str, *, live_only: bool = False) -> list[AllocationView]:
         """Allocations requested for ``label``, in submission order."""

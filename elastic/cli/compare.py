@@ -1,0 +1,189 @@
+"""``elastic compare``: Big-Job, Per-Stage and ASA side by side, many runs each, in pure simulation.
+
+``elastic compare --workflow demo3|FILE --runs N --backend mock [--trace PATH] [--load F] [--seed S]
+[--strategies bigjob,perstage,asa] [--policy easy] [--learner tuned] [--csv OUT]`` runs every strategy
+``N`` times on the mock backend's virtual clock (no processes: task durations are sampled from the stages'
+runtime distributions), each run at a different point of the background load (the same points for every
+strategy), and prints the mean of each metric with its 95 % confidence interval (Student t).
+Background: an SWF trace (``--trace``), else the synthetic load of
+:func:`elastic.simexec.default_background`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+from scipy import stats
+
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.runner import RunResult
+from elastic.simexec import DEFAULT_PROCESSORS, default_background, simulate_runs
+from elastic.simulator.workload import Workload
+from elastic.strategies import STRATEGY_NAMES
+from elastic.workflow import resolve_workflow
+
+__all__ = ["COLUMNS", "register", "summarise"]
+
+COLUMNS: tuple[tuple[str, str, float], ...] = (
+    ("makespan", "makespan (h)", 3600.0),
+    ("queue_wait", "queue wait (h)", 3600.0),
+    ("perceived_wait", "perceived wait (h)", 3600.0),
+    ("core_hours_charged", "core-h charged", 1.0),
+    ("core_hours_used", "core-h used", 1.0),
+    ("overhead_core_hours", "overhead core-h", 1.0),
+    ("resubmissions", "resubmissions", 1.0),
+)
+"""Metrics shown: (summary key, column title, divisor)."""
+
+
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in names if n not in STRATEGY_NAMES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown strategy {', '.join(bad) or '(none)'}; choose from: {', '.join(STRATEGY_NAMES)}"
+        )
+    return names
+
+
+def add_background_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--trace``, ``--load``, ``--processors`` and ``--policy`` (shared with ``elastic run``)."""
+    parser.add_argument("--trace", metavar="PATH", help="SWF trace as background load (default: synthetic)")
+    parser.add_argument("--load", type=float, default=1.0, help="trace arrival-rate factor (default: 1)")
+    parser.add_argument(
+        "--processors",
+        type=int,
+        default=None,
+        help=f"partition cores: scale the trace to this size, or size of the synthetic machine "
+        f"(default: the trace's size, {DEFAULT_PROCESSORS} for synthetic load)",
+    )
+    parser.add_argument("--policy", default="easy", help="queue policy of the mock backend (default: easy)")
+
+
+def load_background(args: argparse.Namespace) -> Workload:
+    """Return the background workload the arguments ask for."""
+    if args.trace is not None:
+        from elastic.simulator.trace import read_swf
+
+        return read_swf(args.trace, load=args.load, processors=args.processors)
+    return default_background(args.processors or DEFAULT_PROCESSORS, seed=args.seed)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``compare`` subcommand."""
+    parser = subparsers.add_parser(
+        "compare",
+        help="compare Big-Job, Per-Stage and ASA over many simulated runs",
+        description=(
+            "Run a workflow N times under each strategy in pure simulation (mock backend, virtual clock) "
+            "and print each metric's mean with a 95%% confidence interval."
+        ),
+    )
+    parser.add_argument(
+        "--workflow", default="demo3", help="built-in name or .toml/.json file (default: demo3)"
+    )
+    parser.add_argument("--runs", type=int, default=20, help="runs per strategy (default: 20)")
+    parser.add_argument("--backend", default="mock", help="only 'mock' (pure simulation)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of start points, durations, learner")
+    parser.add_argument(
+        "--strategies",
+        type=_names,
+        default=["bigjob", "perstage", "asa"],
+        help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default: bigjob,perstage,asa)",
+    )
+    parser.add_argument("--learner", default="tuned", help="ASA learner policy: default, tuned, greedy")
+    parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
+    add_background_arguments(parser)
+    parser.set_defaults(func=_run)
+
+
+def summarise(results: dict[str, list[RunResult]]) -> pd.DataFrame:
+    """One row per run: strategy, run index, status and every metric of :meth:`RunMetrics.summary`."""
+    rows = []
+    for strategy, runs in results.items():
+        for i, r in enumerate(runs):
+            rows.append({"strategy": strategy, "run": i, "status": r.status, **r.metrics.summary()})
+    return pd.DataFrame(rows)
+
+
+def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
+    x = np.asarray([v for v in values if not math.isnan(v)], dtype=float)
+    if len(x) == 0:
+        return math.nan, math.nan
+    if len(x) < 2:
+        return float(x.mean()), math.nan
+    half = float(stats.t.ppf(0.975, len(x) - 1) * stats.sem(x)) if x.std() > 0 else 0.0
+    return float(x.mean()), half
+
+
+def table(frame: pd.DataFrame, title: str) -> Table:
+    """Rich table: one row per strategy, ``mean ± 95% CI`` per metric."""
+    out = Table(title=title)
+    out.add_column("strategy")
+    out.add_column("runs", justify="right")
+    for _, name, _ in COLUMNS:
+        out.add_column(name, justify="right")
+    out.add_column("wait predictions hit/over/under", justify="right")
+    for strategy, group in frame.groupby("strategy", sort=False):
+        cells = [str(strategy), f"{(group['status'] == 'completed').sum()}/{len(group)}"]
+        for key, _, divisor in COLUMNS:
+            mean, half = _mean_ci(list(group[key] / divisor))
+            cells.append(f"{mean:.2f}" + ("" if math.isnan(half) else f" ± {half:.2f}"))
+        hits = [int(group[k].sum()) for k in ("prediction_hits", "prediction_misses", "prediction_under")]
+        cells.append("/".join(map(str, hits)))
+        out.add_row(*cells)
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.backend != "mock":
+        raise UnknownNameError("backend for compare (pure simulation)", args.backend, ["mock"])
+    if args.runs < 1:
+        raise ConfigError(f"--runs must be >= 1, got {args.runs}")
+    workflow = resolve_workflow(args.workflow)
+    console = Console()
+    if not console.is_terminal and console.width < 160:
+        console = Console(width=160)
+    background = load_background(args)
+    results: dict[str, list[RunResult]] = {}
+    began = time.perf_counter()
+    with Progress(console=console, transient=True) as progress:
+        task = progress.add_task("simulating", total=len(args.strategies))
+        for name in args.strategies:
+            progress.update(task, description=f"simulating {name}")
+            results[name] = simulate_runs(
+                workflow,
+                name,
+                runs=args.runs,
+                seed=args.seed,
+                background=background,
+                policy=args.policy,
+                learner=args.learner,
+            )
+            progress.advance(task)
+    elapsed = time.perf_counter() - began
+    frame = summarise(results)
+    title = (
+        f"{workflow.name}: {args.runs} runs per strategy on {background.processors} cores, "
+        f"background {background.source} (seed {args.seed})"
+    )
+    console.print(table(frame, title))
+    total = args.runs * len(args.strategies)
+    console.print(
+        f"{total} simulated runs in {elapsed:.1f} s ({elapsed / total * 1000:.0f} ms per run); "
+        "mean ± 95% confidence interval",
+        highlight=False,
+    )
+    if args.csv:
+        frame.to_csv(args.csv, index=False)
+        console.print(f"per-run metrics written to {args.csv}", highlight=False)
+    return 0
