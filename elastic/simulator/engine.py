@@ -175,7 +175,12 @@ class Engine:
                 raise GeometryError(
                     f"job asks for {nodes} nodes but the partition has {cl.nodes}; ask for at most {cl.nodes}"
                 )
-            cores = max(cores, nodes * cl.cores_per_node) if cl.per_node else max(cores, nodes)
+            if cores > nodes * cl.cores_per_node:
+                raise GeometryError(
+                    f"job asks for {cores} cores on {nodes} whole nodes of {cl.cores_per_node} cores; "
+                    f"ask for at most {nodes * cl.cores_per_node} cores or more nodes"
+                )
+            cores = nodes * cl.cores_per_node
             whole = nodes if cl.per_node else 0
         if cores > cl.total:
             raise GeometryError(
