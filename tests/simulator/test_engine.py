@@ -131,6 +131,9 @@ def test_bad_input():
         eng.submit(cores=9, walltime=1.0)
     with pytest.raises(GeometryError, match="3 nodes but the partition has 2"):
         eng.submit(cores=1, nodes=3, walltime=1.0)
+    # Like Slurm's --nodes=1 --ntasks=5 on 4-core nodes: the nodes cannot hold the cores.
+    with pytest.raises(GeometryError, match="5 cores on 1 whole nodes of 4 cores; ask for at most 4"):
+        eng.submit(cores=5, nodes=1, walltime=1.0)
     with pytest.raises(DependencyError, match="index 7"):
         eng.submit(cores=1, walltime=1.0, dependencies=[(DependencyKind.AFTEROK, 7)])
     with pytest.raises(UnknownNameError, match=r"unknown policy 'nope'; choose one of: .*easy"):
