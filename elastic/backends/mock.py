@@ -28,6 +28,7 @@ import subprocess
 import threading
 import time
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from elastic.backends.base import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import ConfigError, DependencyError, SubmitError, UnknownJobError, UnknownNameError
@@ -37,6 +38,9 @@ from elastic.simulator.engine import Engine
 from elastic.simulator.expected import expected_start
 from elastic.simulator.jobs import FUTURE, RUNNING, STATES
 from elastic.simulator.workload import Workload
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = ["MockBackend"]
 
@@ -234,6 +238,12 @@ class MockBackend:
                 begin=spec.begin,
             )
 
+    def records(self) -> pd.DataFrame:
+        """Return the per-job records of every job so far (see :meth:`Engine.records`), thread-safely."""
+        with self._lock:
+            self._catch_up()
+            return self._engine.records()
+
     # -- lifetime ---------------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -247,6 +257,9 @@ class MockBackend:
                 _killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             self._procs.clear()
+            for pgid in self._stopping:  # SIGTERMed groups not gone yet
+                _killpg(pgid, signal.SIGKILL)
+            self._stopping.clear()
 
     def __enter__(self) -> MockBackend:
         return self

@@ -196,3 +196,18 @@ def _alive(pid: int) -> bool:
             return f.read().split()[2] != "Z"
     except FileNotFoundError:
         return False
+
+
+def test_pilot_ignoring_sigterm_is_killed_after_grace(tmp_path: Path):
+    pidfile = tmp_path / "pid"
+    script = f"trap '' TERM; echo $$ > {pidfile}; while true; do sleep 0.05; done"
+    with MockBackend(nodes=1, clock="scaled", speedup=100.0, grace=2.0) as b:
+        j = b.submit(JobSpec(cores=1, walltime=30.0, script=script))  # 0.3 real seconds
+        _wait_for(pidfile.exists)
+        pid = int(pidfile.read_text())
+        _wait_for(lambda: b.state(j).state.is_final)
+        assert b.state(j).state is JobState.TIMEOUT
+        assert _alive(pid)  # SIGTERM ignored...
+        _wait_for(lambda: not _alive(pid))  # ...SIGKILL after the 2 s grace
+        rec = b.records()
+        assert list(rec["state"]) == ["TIMEOUT"] and not rec["background"].any()
