@@ -20,9 +20,10 @@ import itertools
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 
 from elastic.backends.base import JobState
 from elastic.errors import ConfigError, ElasticError
@@ -31,12 +32,17 @@ from elastic.runner import RunResult, TaskSpec
 from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
 
+if TYPE_CHECKING:
+    from elastic.strategies.knowledge import RuntimeHistory, WaitStore
+    from learners.base import WaitPredictor
+
 __all__ = [
     "DEFAULT_PROCESSORS",
     "SimExecutor",
     "TaskRetriesExhaustedError",
     "default_background",
     "simulate_runs",
+    "start_points",
     "window",
 ]
 
@@ -259,6 +265,15 @@ def default_background(processors: int = DEFAULT_PROCESSORS, *, seed: int = 0) -
     )
 
 
+def start_points(
+    background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = 4 * 86400.0
+) -> npt.NDArray[np.float64]:
+    """Draw where in the background each run starts: uniform, after ``warmup``, ``horizon`` before its end."""
+    rng = np.random.default_rng(seed)
+    last = float(background.submit[-1]) if len(background) else 0.0
+    return rng.uniform(warmup, max(warmup, last - horizon), size=runs)
+
+
 def simulate_runs(
     workflow: Workflow,
     strategy: str,
@@ -272,6 +287,9 @@ def simulate_runs(
     horizon: float = 4 * 86400.0,
     poll_interval: float = 30.0,
     strategy_options: Mapping[str, Any] | None = None,
+    waits: WaitPredictor | None = None,
+    history: RuntimeHistory | None = None,
+    wait_store: WaitStore | None = None,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -303,6 +321,9 @@ def simulate_runs(
         Driver poll interval, backend seconds.
     strategy_options : mapping or None
         Extra keyword arguments for the strategy.
+    waits, history, wait_store : optional
+        Wait learner, runtime history and wait store to use (e.g. the project's store); default a fresh
+        ASA learner (policy ``learner``) and an in-memory history.
 
     Returns
     -------
@@ -322,11 +343,11 @@ def simulate_runs(
             f"workflow {workflow.name!r} needs {workflow.max_width} cores but the partition has "
             f"{background.processors}; use a larger trace or --processors"
         )
-    rng = np.random.default_rng(seed)
-    last = float(background.submit[-1]) if len(background) else 0.0
-    starts = rng.uniform(warmup, max(warmup, last - horizon), size=runs)
-    waits = ASAEstimator(policy=learner, random_state=seed)
-    history = MemoryHistory()
+    starts = start_points(background, runs, seed=seed, warmup=warmup, horizon=horizon)
+    if waits is None:
+        waits = ASAEstimator(policy=learner, random_state=seed)
+    if history is None:
+        history = MemoryHistory()
     results = []
     for i, start in enumerate(starts):
         backend = MockBackend(
@@ -336,7 +357,7 @@ def simulate_runs(
             workload=window(background, start - warmup, start + horizon),
             start=warmup,
         )
-        knowledge = Knowledge(workflow, waits=waits, history=history, backend="mock")
+        knowledge = Knowledge(workflow, waits=waits, history=history, wait_store=wait_store, backend="mock")
         runner = Runner(
             workflow,
             make_strategy(strategy, **(strategy_options or {})),

@@ -1,0 +1,302 @@
+"""``elastic run``: run one workflow under one strategy and print its metrics.
+
+``elastic run --workflow FILE_OR_NAME --strategy bigjob|perstage|asa|asa-naive --backend mock|slurm
+[--simulate] [--speedup K] [--trace PATH] [--seed S] [--poll SECONDS] [--store URL | --no-store]``
+
+- ``--backend mock --simulate``: pure simulation (virtual clock, no processes).
+- ``--backend mock``: real execution through the pool; the mock backend's clock runs ``--speedup`` times
+  faster than real time, allocations start real agents as local processes, tasks are real processes
+  (a stage's ``command``, else ``sleep`` of its sampled duration / K).
+- ``--backend slurm``: real allocations on Slurm (``--partition``, ``--account``, ``--qos``), agents started
+  by the job scripts connect back to this process (``--bind``).
+
+While a real run goes on, a live view shows the stages' progress and the allocations. At the end the
+run's metrics are printed. Unless ``--no-store``, the store (``--store URL``, else ``ELASTIC_STORE_URL``,
+else a SQLite file in the user data directory) keeps stage runtimes, every observed queue wait, the ASA
+learner's state (loaded at the start, saved at the end) and the run with its metrics.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+
+from elastic.cli.compare import add_background_arguments, load_background
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.metrics import RunMetrics
+from elastic.runner import Executor, Runner, RunResult
+from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
+from elastic.workflow import Workflow, resolve_workflow
+from learners.asa import ASAEstimator
+
+if TYPE_CHECKING:
+    from elastic.backends.base import BatchBackend
+    from elastic.store import Store
+
+__all__ = ["register"]
+
+_LEARNER = "asa"
+"""Name the ASA learner's state is kept under in the store."""
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``run`` subcommand."""
+    parser = subparsers.add_parser(
+        "run",
+        help="run a workflow under one strategy (mock or Slurm) and print its metrics",
+        description="Run a workflow on pilot allocations chosen by a strategy; print the run's metrics.",
+    )
+    parser.add_argument("--workflow", required=True, help="built-in name (e.g. demo3) or .toml/.json file")
+    parser.add_argument("--strategy", required=True, choices=STRATEGY_NAMES)
+    parser.add_argument("--backend", default="mock", help="mock or slurm (default: mock)")
+    parser.add_argument(
+        "--simulate", action="store_true", help="pure simulation: virtual clock, no processes"
+    )
+    parser.add_argument("--speedup", type=float, default=60.0, help="mock clock speed-up K (default: 60)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the start point, durations, learner")
+    parser.add_argument("--poll", type=float, default=None, help="poll interval, backend seconds")
+    parser.add_argument("--learner", default="tuned", help="ASA learner policy: default, tuned, greedy")
+    parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
+    parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
+    parser.add_argument("--partition", help="Slurm partition")
+    parser.add_argument("--account", help="Slurm account")
+    parser.add_argument("--qos", help="Slurm QOS")
+    parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on (Slurm)")
+    parser.add_argument("--events", metavar="OUT.csv", help="write the run's event timeline as CSV")
+    add_background_arguments(parser)
+    parser.set_defaults(func=_run)
+
+
+def _learner(args: argparse.Namespace, store: Store | None) -> ASAEstimator:
+    learner = ASAEstimator(policy=args.learner, random_state=args.seed)
+    if store is not None:
+        for key, state in store.learner_states(_LEARNER).items():
+            learner.set_state(key, state)
+    return learner
+
+
+def _live_view(view: RunView) -> Group:
+    stages = Table(title=f"{view.workflow.name} at t={view.now:.0f} s")
+    for col in ("stage", "done", "running", "tasks", "ready", "started", "ended"):
+        stages.add_column(col, justify="left" if col == "stage" else "right")
+
+    def t(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0f}"
+
+    for s in view.stages:
+        stages.add_row(
+            s.name, str(s.done), str(s.running), str(s.tasks), t(s.ready_time), t(s.start_time), t(s.end_time)
+        )
+    allocs = Table(title="allocations")
+    for col in (
+        "id",
+        "stage",
+        "cores",
+        "phase",
+        "submitted",
+        "started",
+        "ended",
+        "walltime",
+        "busy",
+        "reason",
+    ):
+        allocs.add_column(col, justify="left" if col in ("id", "stage", "phase", "reason") else "right")
+    for a in view.allocations[-12:]:
+        allocs.add_row(
+            a.alloc_id,
+            a.stage,
+            str(a.cores),
+            a.phase.value if a.final_state is None else a.final_state.value,
+            t(a.submit_time),
+            t(a.start_time),
+            t(a.end_time),
+            f"{a.walltime:.0f}",
+            str(a.busy_cores),
+            a.reason,
+        )
+    return Group(stages, allocs)
+
+
+def metrics_table(metrics: RunMetrics, title: str) -> Table:
+    """Rich table of one run's metrics: totals, then one row per stage."""
+    out = Table(title=title)
+    out.add_column("metric")
+    out.add_column("value", justify="right")
+    rows = [
+        ("makespan (s)", f"{metrics.makespan:.0f}"),
+        ("queue wait (s)", f"{metrics.queue_wait:.0f}"),
+        ("perceived wait (s)", f"{metrics.perceived_wait:.0f}"),
+        ("core-hours charged", f"{metrics.core_hours_charged:.3f}"),
+        ("core-hours used", f"{metrics.core_hours_used:.3f}"),
+        ("overhead core-hours (idle)", f"{metrics.overhead_core_hours:.3f}"),
+        ("allocations / resubmissions", f"{metrics.allocations} / {metrics.resubmissions}"),
+        ("lost task attempts", str(metrics.lost_tasks)),
+        (
+            "wait predictions hit / over / under",
+            f"{metrics.predictions.hits} / {metrics.predictions.over} / {metrics.predictions.under}",
+        ),
+    ]
+    for s in metrics.stages:
+        rows.append(
+            (
+                f"stage {s.name}: execution / queue wait / perceived wait (s)",
+                f"{s.execution_time:.0f} / {s.queue_wait:.0f} / {s.perceived_wait:.0f}",
+            )
+        )
+    for name, value in rows:
+        out.add_row(name, value)
+    return out
+
+
+def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:
+    return {k: (None if math.isnan(v) else v) for k, v in metrics.summary().items()}
+
+
+def _simulate(
+    args: argparse.Namespace, workflow: Workflow, learner: ASAEstimator, store: Store | None
+) -> RunResult:
+    from elastic.simexec import simulate_runs
+
+    if args.backend != "mock":
+        raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
+    (result,) = simulate_runs(
+        workflow,
+        args.strategy,
+        runs=1,
+        seed=args.seed,
+        background=load_background(args),
+        policy=args.policy,
+        waits=learner,
+        history=store if store is not None else MemoryHistory(),
+        wait_store=store,
+        poll_interval=args.poll or 30.0,
+    )
+    return result
+
+
+def _real(
+    args: argparse.Namespace, workflow: Workflow, learner: ASAEstimator, store: Store | None, console: Console
+) -> RunResult:
+    from elastic.poolexec import PoolExecutor
+
+    backend: BatchBackend
+    speedup = 1.0
+    if args.backend == "mock":
+        from elastic.backends.mock import MockBackend
+        from elastic.simexec import start_points, window
+
+        if not args.speedup > 0:
+            raise ConfigError(f"--speedup must be > 0, got {args.speedup}")
+        speedup = args.speedup
+        background = load_background(args)
+        warmup, horizon = 86400.0, 4 * 86400.0
+        (start,) = start_points(background, 1, seed=args.seed, warmup=warmup, horizon=horizon)
+        backend = MockBackend(
+            nodes=background.processors,
+            policy=args.policy,
+            workload=window(background, start - warmup, start + horizon),
+            clock="scaled",
+            speedup=speedup,
+            start=warmup,
+        )
+        poll = args.poll or 30.0
+    elif args.backend == "slurm":
+        from elastic.backends.slurm import SlurmBackend
+
+        backend = SlurmBackend(args.partition, args.account, args.qos)
+        poll = args.poll or 10.0
+    else:
+        raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
+    executor: Executor = PoolExecutor(backend, speedup=speedup, bind=args.bind)
+    knowledge = Knowledge(
+        workflow,
+        waits=learner,
+        history=store if store is not None else MemoryHistory(),
+        wait_store=store,
+        partition=args.partition,
+        backend=backend.name,
+        max_walltime=backend.partition().max_walltime,
+    )
+    try:
+        with Live(console=console, refresh_per_second=4, transient=True) as live:
+            runner = Runner(
+                workflow,
+                make_strategy(args.strategy),
+                backend,
+                executor,
+                knowledge,
+                seed=args.seed,
+                poll_interval=poll,
+                on_iteration=lambda view: live.update(_live_view(view)),
+            )
+            return runner.run()
+    finally:
+        executor.close()
+        close = getattr(backend, "close", None)
+        if close is not None:
+            close()
+
+
+def _run(args: argparse.Namespace) -> int:
+    workflow = resolve_workflow(args.workflow)
+    console = Console()
+    store: Store | None = None
+    if not args.no_store:
+        from elastic.store import Store
+
+        store = Store(args.store)
+    try:
+        learner = _learner(args, store)
+        run_id = None
+        if store is not None:
+            run_id = store.record_run(
+                workflow.name,
+                args.strategy,
+                args.backend + ("-sim" if args.simulate else ""),
+                params={"seed": args.seed, "trace": args.trace, "speedup": args.speedup},
+            )
+        began = time.perf_counter()
+        if args.simulate:
+            result = _simulate(args, workflow, learner, store)
+        else:
+            result = _real(args, workflow, learner, store, console)
+        elapsed = time.perf_counter() - began
+        console.print(
+            metrics_table(result.metrics, f"{workflow.name} under {result.strategy}: {result.status}")
+        )
+        console.print(f"run took {elapsed:.1f} s of real time", highlight=False)
+        if args.events:
+            import pandas as pd
+
+            pd.DataFrame([_event_row(e) for e in result.events]).to_csv(args.events, index=False)
+            console.print(f"event timeline written to {args.events}", highlight=False)
+        if store is not None and run_id is not None:
+            status = "completed" if result.status == "completed" else "failed"
+            store.finish_run(run_id, status, _json_metrics(result.metrics))
+            for key in getattr(learner, "states_", {}):
+                store.save_learner_state(_LEARNER, key, learner.get_state(key))
+    finally:
+        if store is not None:
+            store.close()
+    return 0 if result.status == "completed" else 1
+
+
+def _event_row(e: Any) -> dict[str, Any]:
+    return {
+        "time": e.time,
+        "kind": e.kind.value,
+        "stage": e.stage,
+        "allocation": e.allocation,
+        "task": e.task,
+        "cores": e.cores,
+        "walltime": e.walltime,
+        "predicted_wait": e.predicted_wait,
+        "eligible": e.eligible,
+        "note": e.note,
+    }
