@@ -1,0 +1,100 @@
+"""``elastic run`` and ``elastic compare`` end to end (pure simulation; one short real pool run)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from elastic.cli import main
+from elastic.store import Store
+
+
+def test_compare_prints_every_strategy_and_is_reproducible(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = [
+        "compare",
+        "--runs",
+        "3",
+        "--seed",
+        "4",
+        "--processors",
+        "32",
+        "--strategies",
+        "bigjob,perstage,asa",
+    ]
+    assert main([*args, "--csv", str(tmp_path / "a.csv")]) == 0
+    out = capsys.readouterr().out
+    for name in ("bigjob", "perstage", "asa", "makespan (h)", "core-h charged", "95% confidence"):
+        assert name in out
+    assert main([*args, "--csv", str(tmp_path / "b.csv")]) == 0
+    a, b = pd.read_csv(tmp_path / "a.csv"), pd.read_csv(tmp_path / "b.csv")
+    assert len(a) == 9 and set(a["status"]) == {"completed"}
+    pd.testing.assert_frame_equal(a, b)
+    # Big-Job holds the widest stage for the whole run: it is charged the most
+    charged = a.groupby("strategy")["core_hours_charged"].mean()
+    assert charged["bigjob"] > charged["perstage"]
+
+
+def test_compare_refuses_other_backends_and_unknown_strategies(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["compare", "--backend", "slurm"]) == 2
+    assert "choose one of: mock" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["compare", "--strategies", "asa,fast"])
+    assert "unknown strategy fast" in capsys.readouterr().err
+
+
+def test_run_simulate_stores_the_run_waits_and_learner_state(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    events = tmp_path / "events.csv"
+    code = main(
+        [
+            "run",
+            "--workflow",
+            "demo3",
+            "--strategy",
+            "asa",
+            "--simulate",
+            "--store",
+            url,
+            "--events",
+            str(events),
+        ]
+    )
+    assert code == 0
+    assert "demo3 under asa: completed" in capsys.readouterr().out
+    timeline = pd.read_csv(events)
+    assert (timeline["kind"] == "task_end").sum() == 10
+    with Store(url) as store:
+        runs = store.runs()
+        assert list(runs["status"]) == ["completed"] and runs["makespan"].iloc[0] > 0
+        assert store.learner_states("asa")
+        runtimes, _ = store.stage_runtimes("demo3", "process")
+        assert len(runtimes) == 1
+
+
+def test_run_rejects_bad_workflow_and_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--workflow", "nope", "--strategy", "asa", "--simulate", "--no-store"]) == 2
+    assert "unknown workflow" in capsys.readouterr().err
+    assert main(["run", "--workflow", "demo3", "--strategy", "asa", "--backend", "pbs", "--no-store"]) == 2
+    assert "unknown backend 'pbs'" in capsys.readouterr().err
+
+
+@pytest.mark.timeout(120)
+def test_run_on_the_scaled_mock_clock_through_the_pool(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    wf = tmp_path / "tiny.toml"
+    wf.write_text(
+        'name = "tiny"\n'
+        '[[stages]]\nname = "a"\ntasks = 1\ncores = 1\nruntime = 40\n'
+        '[[stages]]\nname = "b"\ntasks = 2\ncores = 1\nruntime = 40\ncommand = "echo hi"\n'
+    )
+    args = ["run", "--workflow", str(wf), "--strategy", "perstage", "--speedup", "40", "--processors", "8"]
+    code = main([*args, "--no-store"])
+    assert code == 0
+    assert "tiny under perstage: completed" in capsys.readouterr().out
