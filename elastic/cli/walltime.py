@@ -274,7 +274,7 @@ def _run(args: argparse.Namespace) -> int:
         strategies.append((FixedSequence(f"ATOptimal (zeta={args.zeta:g})", adaptive.requests), ""))
     strategies.append((ClassicalHPC(), ""))
     strategies.append((Neuroscience(window=args.history), f"max(last {args.history}) then b"))
-    strategies.append((MASI(window=args.history), f"mean(last {args.history}) x1.4 per kill, then b"))
+    strategies.append((MASI(window=args.history), f"mean(last {args.history}), x1.4 per kill"))
 
     table = _table(args, strategies, dist, cost, runtimes, censored, unit)
     console = Console(width=max(100, Console().width))
