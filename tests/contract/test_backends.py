@@ -353,12 +353,13 @@ def test_afterok_starts_only_after_the_parent_completed(
     assert parent_info.end_time <= done.start_time <= parent_info.end_time + profile.start_latency
 
 
-def test_afterok_on_a_failed_parent_never_starts(
-    backend: BatchBackend, profile: Profile, tmp_path: Path
+@pytest.mark.parametrize(("kind", "code"), [(DependencyKind.AFTEROK, 3), (DependencyKind.AFTERNOTOK, 0)])
+def test_unsatisfiable_dependency_never_starts(
+    backend: BatchBackend, profile: Profile, kind: DependencyKind, code: int
 ) -> None:
-    parent = backend.submit(JobSpec(cores=1, walltime=SHORT, name="parent", script="exit 3"))
+    parent = backend.submit(JobSpec(cores=1, walltime=SHORT, name="parent", script=f"exit {code}"))
     final(backend, profile, parent)
-    child = backend.submit(after(DependencyKind.AFTEROK, parent))
+    child = backend.submit(after(kind, parent))
     # Slurm (--kill-on-invalid-dep) cancels it; the mock may keep it pending with this reason instead.
     never = wait_for(
         backend,
@@ -369,15 +370,19 @@ def test_afterok_on_a_failed_parent_never_starts(
     )
     assert never.state in (JobState.CANCELLED, JobState.PENDING)
     assert never.start_time is None
+    if never.state is JobState.PENDING:  # and it stays so
+        backend.sleep(profile.delay)
+        assert backend.state(child).start_time is None
 
 
-def test_afterany_starts_after_a_failed_parent(
-    backend: BatchBackend, profile: Profile, tmp_path: Path
+@pytest.mark.parametrize("kind", [DependencyKind.AFTERANY, DependencyKind.AFTERNOTOK])
+def test_afterany_and_afternotok_start_after_a_failed_parent(
+    backend: BatchBackend, profile: Profile, tmp_path: Path, kind: DependencyKind
 ) -> None:
     go = tmp_path / "go"
     parent = backend.submit(JobSpec(cores=1, walltime=SHORT, name="parent", script=gated(go, "exit 3")))
     running(backend, profile, parent)
-    child = backend.submit(after(DependencyKind.AFTERANY, parent))
+    child = backend.submit(after(kind, parent))
     wait_for(
         backend, profile, child, lambda i: i.reason is PendingReason.DEPENDENCY, "held by its dependency"
     )
