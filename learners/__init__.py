@@ -13,7 +13,9 @@ from learners.base import (
     observe_shared,
 )
 from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate
-from learners.toptimal import ReservationSequence, atoptimal, toptimal, toptimal_policy
+
+# ``toptimal`` the function is not re-exported: it would shadow the ``learners.toptimal`` module.
+from learners.toptimal import ReservationSequence, atoptimal, toptimal_policy
 from learners.walltime import (
     ESDD,
     MASI,
@@ -65,6 +67,5 @@ __all__: list[str] = [
     "expected_cost",
     "expected_makespan",
     "strategy_expectation",
-    "toptimal",
     "toptimal_policy",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 
@@ -184,8 +185,7 @@ def test_bad_cost_weights() -> None:
 
 
 def test_atoptimal_refuses_a_state_space_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
-    import learners.toptimal as module
-
+    module = importlib.import_module("learners.toptimal")
     monkeypatch.setattr(module, "MAX_ATOPTIMAL_STATES", 100)
     d = table1(100)
     with pytest.raises(ConfigError, match="use fewer points"):
