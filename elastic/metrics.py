@@ -127,6 +127,8 @@ class Event:
     eligible : float or None
         ALLOC_START only: when the allocation became eligible to start (its dependencies and begin time
         satisfied); ``None`` = at submit. The queue wait is ``start - eligible``.
+    job_id : str or None
+        ALLOC_SUBMIT only: the backend's batch job id.
     """
 
     time: float
@@ -139,6 +141,7 @@ class Event:
     predicted_wait: float | None = None
     note: str = ""
     eligible: float | None = None
+    job_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

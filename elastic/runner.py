@@ -392,6 +392,7 @@ class Runner:
                 walltime=action.walltime,
                 predicted_wait=action.predicted_wait,
                 note=action.reason,
+                job_id=job_id,
             )
         )
         logger.info(

@@ -298,5 +298,6 @@ def _event_row(e: Any) -> dict[str, Any]:
         "walltime": e.walltime,
         "predicted_wait": e.predicted_wait,
         "eligible": e.eligible,
+        "job_id": e.job_id,
         "note": e.note,
     }
