@@ -102,8 +102,10 @@ class ASA:
 
     @property
     def name(self) -> str:
-        """``"asa"``, or ``"asa-naive"`` without dependencies and with cancel-and-resubmit."""
-        return "asa-naive" if self.naive and self.dependency is None else "asa"
+        """``"asa"``; ``"asa-after"`` with ``after`` dependencies; ``"asa-naive"`` without, cancelling."""
+        if self.naive and self.dependency is None:
+            return "asa-naive"
+        return "asa-after" if self.dependency == "after" else "asa"
 
     # -- predictions ---------------------------------------------------------------------------------
 

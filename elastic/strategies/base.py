@@ -335,6 +335,7 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
     "bigjob": ("elastic.strategies.bigjob", "BigJob", {}),
     "perstage": ("elastic.strategies.perstage", "PerStage", {}),
     "asa": ("elastic.strategies.asa", "ASA", {}),
+    "asa-after": ("elastic.strategies.asa", "ASA", {"dependency": "after"}),
     "asa-naive": ("elastic.strategies.asa", "ASA", {"dependency": None, "naive": True}),
 }
 
@@ -343,7 +344,7 @@ STRATEGY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 
 
 def make_strategy(name: str, **options: Any) -> Strategy:
-    """Build a strategy by registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``).
+    """Build a strategy by registry name (``bigjob``, ``perstage``, ``asa``, ``asa-after``, ``asa-naive``).
 
     Raises
     ------
