@@ -156,7 +156,30 @@ class JobSpec:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A snapshot of one job as the backend sees it."""
+    """A snapshot of one job as the backend sees it.
+
+    Attributes
+    ----------
+    job_id, name : str
+        Backend job id and job name.
+    state : JobState
+        Current state.
+    reason : PendingReason
+        Why a pending job waits; ``PendingReason.NONE`` once it started or ended. Backends may differ
+        on Priority vs Resources for a job behind a full partition.
+    cores : int
+        Cores the job holds (running or ended) or asks for (pending). For a pending whole-node request
+        Slurm may report only the task count until the job starts; use the started value for accounting.
+    walltime : float
+        Walltime limit in seconds as the backend enforces it (Slurm rounds up to whole minutes).
+    submit_time, start_time, end_time : float or None
+        Backend-clock times; ``start_time``/``end_time`` are ``None`` until they happen.
+    exit_code : int or None
+        Exit code of the job script once it ended by itself. For CANCELLED and TIMEOUT jobs it is
+        backend-specific (``None`` on the mock, ``-15`` for SIGTERM on Slurm): do not rely on it.
+    user : str or None
+        Owner, when known.
+    """
 
     job_id: str
     name: str
@@ -231,7 +254,12 @@ class BatchBackend(Protocol):
         ...
 
     def cancel(self, job_id: str) -> None:
-        """Cancel a job (pending or running). Cancelling a finished job does nothing."""
+        """Cancel a job (pending or running). Cancelling a finished job does nothing.
+
+        An id the backend never handed out raises ``UnknownJobError`` on the mock backend; Slurm's
+        ``scancel`` cannot tell such an id apart, so the Slurm backend does nothing. Callers only cancel
+        ids they got from :meth:`submit`.
+        """
         ...
 
     def state(self, job_id: str) -> JobInfo:
@@ -239,7 +267,11 @@ class BatchBackend(Protocol):
         ...
 
     def queue(self) -> list[JobInfo]:
-        """Snapshot of every job that is pending or running."""
+        """Return every pending or running job this backend can see.
+
+        On Slurm these are the calling user's jobs (``squeue --me``); on the mock backend they include
+        the simulated background load. Final jobs are never listed.
+        """
         ...
 
     def expected_start(self, spec: JobSpec) -> float | None:
