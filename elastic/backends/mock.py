@@ -168,20 +168,7 @@ class MockBackend:
 
     def submit(self, spec: JobSpec) -> str:
         """Submit a job now and return its id (see :meth:`BatchBackend.submit`)."""
-        if spec.script is not None:
-            if self._clock.kind == "virtual":
-                raise ConfigError(
-                    "JobSpec.script needs clock='scaled': a virtual clock cannot run real processes "
-                    "(drop the script and give JobSpec.runtime, or use MockBackend(clock='scaled'))"
-                )
-            if spec.runtime is not None:
-                raise ConfigError("JobSpec.runtime must be None when JobSpec.script is set")
-        limit = self._partition.max_walltime
-        if limit is not None and spec.walltime > limit:
-            raise SubmitError(
-                f"requested walltime {spec.walltime} s exceeds the partition limit {limit} s; "
-                f"ask for at most {limit} s"
-            )
+        self._check_spec(spec)
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
@@ -201,6 +188,22 @@ class MockBackend:
                 notify=spec.script is not None,
             )
             return _job_id(j)
+
+    def _check_spec(self, spec: JobSpec, *, run: bool = True) -> None:
+        if run and spec.script is not None:
+            if self._clock.kind == "virtual":
+                raise ConfigError(
+                    "JobSpec.script needs clock='scaled': a virtual clock cannot run real processes "
+                    "(drop the script and give JobSpec.runtime, or use MockBackend(clock='scaled'))"
+                )
+            if spec.runtime is not None:
+                raise ConfigError("JobSpec.runtime must be None when JobSpec.script is set")
+        limit = self._partition.max_walltime
+        if limit is not None and spec.walltime > limit:
+            raise SubmitError(
+                f"requested walltime {spec.walltime} s exceeds the partition limit {limit} s; "
+                f"ask for at most {limit} s"
+            )
 
     def cancel(self, job_id: str) -> None:
         """Cancel a pending or running job; cancelling an ended one does nothing."""
@@ -225,7 +228,8 @@ class MockBackend:
             return [self._info(j) for j in jobs]
 
     def expected_start(self, spec: JobSpec) -> float | None:
-        """When ``spec`` would start if submitted now (``sbatch --test-only``)."""
+        """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit."""
+        self._check_spec(spec, run=False)
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)

@@ -3,7 +3,8 @@
 The answer comes from a what-if copy of the engine: running jobs release their cores at their expected
 end (start + walltime), queued jobs run for their full requested walltime, no further background job
 arrives, and the probe job joins the tail of the queue. The copy runs under the same policy (without
-speculation) until the probe starts. Jobs still waiting for a dependency are left out of the copy,
+speculation; a policy object can name another through a ``what_if_policy()`` method) until the probe
+starts. Jobs still waiting for a dependency are left out of the copy,
 like Slurm's estimate, which ignores jobs that cannot start yet.
 """
 
@@ -54,11 +55,11 @@ def expected_start(
     cores, _ = engine.check_geometry(cores, nodes)
     jobs = engine.jobs
     cl = engine.cluster
-    copy = Engine(
-        nodes=cl.nodes,
-        cores_per_node=cl.cores_per_node,
-        policy=make_policy(engine.policy.name.split("+")[0]),
-    )
+    # A policy may say which policy answers what-if questions for it (``what_if_policy()``);
+    # otherwise a fresh policy of the same registry name, without speculation.
+    factory = getattr(engine.policy, "what_if_policy", None)
+    policy = factory() if callable(factory) else make_policy(engine.policy.name.split("+")[0])
+    copy = Engine(nodes=cl.nodes, cores_per_node=cl.cores_per_node, policy=policy)
     copy._now = engine.now
     cj = copy.jobs
     index: dict[int, int] = {}

@@ -52,6 +52,10 @@ def test_errors():
         b.submit(JobSpec(cores=1, nodes=3, walltime=10.0))
     with pytest.raises(SubmitError, match=r"exceeds the partition limit 3600\.0 s"):
         b.submit(JobSpec(cores=1, walltime=7200.0))
+    with pytest.raises(SubmitError, match="exceeds the partition limit"):
+        b.expected_start(JobSpec(cores=1, walltime=7200.0))
+    with pytest.raises(GeometryError, match="5 cores"):
+        b.expected_start(JobSpec(cores=5, walltime=10.0))
     with pytest.raises(DependencyError, match="'99'"):
         b.submit(JobSpec(cores=1, walltime=10.0, dependencies=(Dependency(DependencyKind.AFTEROK, "99"),)))
     with pytest.raises(UnknownJobError, match="'42'"):
@@ -166,8 +170,7 @@ def test_pilot_timeout_kills_process_group(scaled, tmp_path: Path):
     # The script's child sleeps in the background too: the whole group must go.
     script = f"sleep 300 & echo $! > {pidfile}; wait"
     j = scaled.submit(JobSpec(cores=1, walltime=50.0, script=script))  # 0.5 real seconds
-    _wait_for(pidfile.exists)
-    child = int(pidfile.read_text())
+    child = _read_pid(pidfile)
     _wait_for(lambda: scaled.state(j).state.is_final)
     info = scaled.state(j)
     assert info.state is JobState.TIMEOUT
@@ -178,11 +181,16 @@ def test_pilot_timeout_kills_process_group(scaled, tmp_path: Path):
 def test_pilot_cancel_kills_process(scaled, tmp_path: Path):
     pidfile = tmp_path / "pid"
     j = scaled.submit(JobSpec(cores=1, walltime=3600.0, script=f"echo $$ > {pidfile}; exec sleep 300"))
-    _wait_for(pidfile.exists)
-    pid = int(pidfile.read_text())
+    pid = _read_pid(pidfile)
     scaled.cancel(j)
     assert scaled.state(j).state is JobState.CANCELLED
     _wait_for(lambda: not _alive(pid))
+
+
+def _read_pid(path: Path) -> int:
+    # The script writes the file while we poll: wait for the whole line.
+    _wait_for(lambda: path.exists() and path.read_text().endswith("\n"))
+    return int(path.read_text())
 
 
 def _alive(pid: int) -> bool:
@@ -203,8 +211,7 @@ def test_pilot_ignoring_sigterm_is_killed_after_grace(tmp_path: Path):
     script = f"trap '' TERM; echo $$ > {pidfile}; while true; do sleep 0.05; done"
     with MockBackend(nodes=1, clock="scaled", speedup=100.0, grace=2.0) as b:
         j = b.submit(JobSpec(cores=1, walltime=30.0, script=script))  # 0.3 real seconds
-        _wait_for(pidfile.exists)
-        pid = int(pidfile.read_text())
+        pid = _read_pid(pidfile)
         _wait_for(lambda: b.state(j).state.is_final)
         assert b.state(j).state is JobState.TIMEOUT
         assert _alive(pid)  # SIGTERM ignored...
