@@ -220,15 +220,26 @@ def read_runtimes(path: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _replay(
-    strategy: WalltimeStrategy, runtimes: np.ndarray, censored: np.ndarray, upper: float, cost: CostModel
+    strategy: WalltimeStrategy,
+    runtimes: np.ndarray,
+    censored: np.ndarray,
+    upper: float,
+    cost: CostModel,
+    window: int,
 ) -> float:
-    """Mean cost over the uncensored runs, each seeing only the runtimes of the runs before it."""
+    """Mean cost over the uncensored runs, each seeing only the last ``window`` runtimes before it."""
+    finished = np.flatnonzero(~censored)
+    if finished.size == 0:
+        return math.nan
+    if isinstance(strategy, (FixedSequence, ClassicalHPC)):
+        return empirical_cost(strategy.requests((), upper), runtimes[finished], cost)
     costs = [
-        empirical_cost(strategy.requests(runtimes[:r].tolist(), upper), runtimes[r : r + 1], cost)
-        for r in range(runtimes.size)
-        if not censored[r]
+        empirical_cost(
+            strategy.requests(runtimes[max(0, r - window) : r].tolist(), upper), runtimes[r : r + 1], cost
+        )
+        for r in finished
     ]
-    return float(np.mean(costs)) if costs else math.nan
+    return float(np.mean(costs))
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -347,6 +358,7 @@ def _table(
             makespan = expect(strategy, functools.partial(expected_makespan, zeta=float(args.zeta)))
             row.append(f"{makespan / unit:.4f}")
         if runtimes is not None and censored is not None:
-            row.append(f"{_replay(strategy, runtimes, censored, dist.upper, cost) / unit:.4f}")
+            replayed = _replay(strategy, runtimes, censored, dist.upper, cost, args.history)
+            row.append(f"{replayed / unit:.4f}")
         table.add_row(*row)
     return table
