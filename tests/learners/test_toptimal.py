@@ -147,6 +147,27 @@ def test_atoptimal_beats_random_sequences(d: ESDD, zeta: float, data: st.DataObj
         assert seq.expected_cost <= expected_makespan(other, d, zeta) + 1e-9
 
 
+@settings(max_examples=40, deadline=None)
+@given(small_esdd(), cost_models(), st.data())
+def test_toptimal_policy_is_optimal_from_every_state(d: ESDD, cost: CostModel, data: st.DataObject) -> None:
+    # What WalltimeLearner.next_request relies on: from "runtime > v_i" the policy's cost is the
+    # best over all sequences of longer requests (weighted by the unconditional probabilities).
+    table, nxt = toptimal_policy(d.values, d.probs, alpha=cost.alpha, beta=cost.beta, gamma=cost.gamma)
+    i = data.draw(st.integers(0, d.points - 1)) if d.points > 0 else 0
+    tail = d.probs * (np.arange(d.points + 1) > i)
+    if tail.sum() <= 0:
+        return
+    conditional = ESDD(d.values, tail / tail.sum())
+    later = d.values[i + 1 : -1].tolist()
+    best = min(
+        expected_cost((*subset, d.upper), conditional, cost) * tail.sum()
+        for r in range(len(later) + 1)
+        for subset in itertools.combinations(later, r)
+    )
+    assert table[i + 1] == pytest.approx(best, rel=1e-9, abs=1e-12)
+    assert nxt[i + 1] > i
+
+
 # --- errors ---------------------------------------------------------------------------------------
 
 
