@@ -55,7 +55,7 @@ IntArray = npt.NDArray[np.int64]
 MAX_ATOPTIMAL_STATES = 5_000_000
 """Largest number of (index, reservation-sum) states :func:`atoptimal` will tabulate.
 
-The ATOptimal state space grows like n^3 when ``zeta`` is small (n^2 when ``v_0 = 0``); beyond this
+The ATOptimal state space grows like n^3 when ``zeta`` is small (n^4 when ``v_0 > 0``); beyond this
 the call raises :class:`~elastic.errors.ConfigError` asking for fewer points instead of exhausting
 memory."""
 
