@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from elastic.backends.base import DependencyKind
 from elastic.simulator.base import POLICIES, QueuePolicy, make_policy
 from elastic.simulator.engine import Engine
-from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, TIMEOUT
+from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT
 from elastic.simulator.speculative import SpeculativeEasy
 
 FINAL = {COMPLETED, FAILED, TIMEOUT, CANCELLED}
@@ -24,6 +24,7 @@ job_st = st.fixed_dictionaries(
     {
         "gap": st.integers(0, 30),
         "cores": st.integers(1, 8),
+        "nodes": st.one_of(st.none(), st.integers(1, 3)),
         "walltime": st.integers(1, 60),
         "runtime": st.one_of(st.none(), st.integers(0, 90)),
         "begin": st.one_of(st.none(), st.integers(0, 80)),
@@ -60,6 +61,7 @@ def drive(policy: str | QueuePolicy, case: dict, *, with_deps: bool = True) -> E
     index: dict[int, int] = {}
     for at, kind, i in actions:
         eng.run(until=at)
+        check_cluster(eng)
         job = case["jobs"][i]
         if kind == 1:
             if i in index:
@@ -69,8 +71,11 @@ def drive(policy: str | QueuePolicy, case: dict, *, with_deps: bool = True) -> E
         if with_deps and index:
             deps = [(k, sorted(index.values())[p % len(index)]) for k, p in job["deps"]]
         begin = None if not with_deps or job["begin"] is None else at + job["begin"]
+        nodes = None if job["nodes"] is None else min(job["nodes"], case["nodes"])
+        cores = min(job["cores"], total if nodes is None else nodes * case["cpn"])
         index[i] = eng.submit(
-            cores=min(job["cores"], total),
+            cores=cores,
+            nodes=nodes,
             walltime=float(job["walltime"]),
             runtime=None if job["runtime"] is None else float(job["runtime"]),
             dependencies=deps,
@@ -79,6 +84,26 @@ def drive(policy: str | QueuePolicy, case: dict, *, with_deps: bool = True) -> E
         )
     eng.run()
     return eng
+
+
+def check_cluster(eng: Engine) -> None:
+    """Core accounting agrees with the running jobs, node by node."""
+    cl = eng.cluster
+    jobs = eng.jobs
+    running = [j for _, j in eng.running]
+    assert all(jobs.state[j] == RUNNING for j in running)
+    assert cl.free == cl.total - sum(jobs.cores[j] for j in running) >= 0
+    if cl.per_node:
+        used = [0] * cl.nodes
+        for j in running:
+            placed = cl.placement(j)
+            assert sum(c for _, c in placed) == jobs.cores[j]
+            if jobs.whole[j]:
+                assert len(placed) == jobs.whole[j] and all(c == cl.cores_per_node for _, c in placed)
+            for n, c in placed:
+                used[n] += c
+        assert [cl.cores_per_node - u for u in used] == cl.node_free
+        assert cl.idle_nodes == sum(u == 0 for u in used)
 
 
 def stuck(eng: Engine, j: int) -> bool:
@@ -91,6 +116,7 @@ def stuck(eng: Engine, j: int) -> bool:
 
 
 def check_invariants(eng: Engine) -> pd.DataFrame:
+    check_cluster(eng)
     rec = eng.records()
     jobs = eng.jobs
     total = eng.cluster.total
@@ -169,6 +195,7 @@ spec_job_st = st.fixed_dictionaries(
     {
         "gap": st.integers(0, 5),
         "cores": st.integers(1, 4),
+        "nodes": st.none(),
         "walltime": st.integers(5, 60),
         "runtime": st.integers(0, 40),
         "begin": st.none(),
