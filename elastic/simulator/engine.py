@@ -5,6 +5,10 @@ so ties resolve first-in first-out and a replay is identical). Preloaded backgro
 the heap: they are already sorted by submit time, so the loop merges them in with a cursor. After every
 batch of simultaneous events the queue policy runs once (like one pass of Slurm's scheduler).
 
+*Pinned* jobs (:meth:`Engine.pin`) never enter the queue: each starts at a fixed time and holds its
+cores for a fixed duration, like a job of an advance reservation. Only a policy that plans around
+them (``plans_pins = True``, see :mod:`elastic.simulator.pinned`) may be used with them.
+
 The engine never sleeps: :meth:`Engine.run` processes events as fast as it can up to a given
 simulated time; the mock backend's clocks decide how simulated time relates to real time.
 """
@@ -16,7 +20,7 @@ import logging
 import math
 from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable, Sequence
-from heapq import heappop, heappush
+from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
 from elastic.backends.base import DependencyKind, PendingReason
@@ -37,6 +41,7 @@ from elastic.simulator.jobs import (
 
 if TYPE_CHECKING:
     import pandas as pd
+    from numpy.typing import ArrayLike
 
     from elastic.simulator.workload import Workload
 
@@ -46,6 +51,7 @@ logger = logging.getLogger(__name__)
 
 _END = 0
 _BEGIN = 1
+_PIN = 2
 _INF = math.inf
 
 
@@ -96,6 +102,8 @@ class Engine:
     release_count : int
         Bumped whenever cores are released or the queue changes other than by appending; policies
         use it to skip work when only new jobs arrived since their last pass.
+    pinned : list of int
+        Indices of pinned jobs (see :meth:`pin`); their pinned start time is ``jobs.begin``.
 
     Examples
     --------
@@ -138,6 +146,7 @@ class Engine:
         self._dirty = False
         self._in_pass = False
         self._deferred: list[int] = []
+        self.pinned: list[int] = []
         if workload is not None:
             self._load(workload)
 
@@ -165,6 +174,94 @@ class Engine:
                 )
         self.jobs.load(workload)
         self._preloaded = n
+
+    def pin(self, workload: Workload, start: ArrayLike) -> range:
+        """Add the jobs of ``workload`` as pinned jobs: job ``k`` starts at exactly ``start[k]``.
+
+        A pinned job holds ``workload.cores[k]`` cores from ``start[k]`` for ``workload.runtime[k]``
+        seconds whatever the queue holds (a known future occupancy the policy must plan around, e.g. a
+        trace's recorded schedule). It is invisible (state FUTURE) until it starts, then ends COMPLETED
+        (TIMEOUT if its runtime exceeds its walltime). Its records keep its submit time; its ``begin``
+        is the pinned start.
+
+        Parameters
+        ----------
+        workload : Workload
+            The jobs (any order).
+        start : array_like of float
+            Pinned start per job, seconds, >= its submit time and >= :attr:`now`.
+
+        Returns
+        -------
+        range
+            Their job indices.
+
+        Raises
+        ------
+        ConfigError
+            The policy does not plan around pinned jobs, ``start`` has the wrong length, or a start
+            is before the job's submit time or before now.
+        GeometryError
+            A job is larger than the partition.
+        """
+        import numpy as np
+
+        if not getattr(self.policy, "plans_pins", False):
+            raise ConfigError(
+                f"pinned jobs need a policy that plans around them (elastic.simulator.pinned); "
+                f"policy {self.policy.name!r} would start queued jobs into their cores"
+            )
+        at = np.asarray(start, dtype=np.float64)
+        n = len(workload)
+        if at.shape != (n,):
+            raise ConfigError(f"pin start must have one time per job ({n}), got shape {at.shape}")
+        bad = ~(at >= np.maximum(workload.submit, self._now)) if n else np.zeros(0, dtype=bool)
+        if np.any(bad):
+            k = int(np.argmax(bad))
+            raise ConfigError(
+                f"pinned job {int(workload.job_id[k])} of {workload.source!r}: start {at[k]} is before "
+                f"its submit time {workload.submit[k]} or before now ({self._now})"
+            )
+        if n and int(workload.cores.max()) > self.cluster.total:
+            k = int(np.argmax(workload.cores))
+            raise GeometryError(
+                f"pinned job {int(workload.job_id[k])} of {workload.source!r} asks for "
+                f"{int(workload.cores[k])} cores but the partition has {self.cluster.total}"
+            )
+        first = len(self.jobs)
+        self.jobs.load(workload)
+        self.jobs.begin[first:] = at.tolist()
+        idx = range(first, first + n)
+        self.pinned.extend(idx)
+        heap = self._heap
+        seq = self._seq
+        heap.extend((float(t), _PIN, next(seq), j) for t, j in zip(at.tolist(), idx, strict=True))
+        heapify(heap)
+        return idx
+
+    def _start_pinned(self, j: int) -> None:
+        jobs = self.jobs
+        c = jobs.cores[j]
+        cl = self.cluster
+        t = self._now
+        if not cl.fits(c, 0):
+            raise RuntimeError(
+                f"invariant broken: pinned job {jobs.job_id[j]} needs {c} cores at {t} but only "
+                f"{cl.free} are free (policy {self.policy.name!r} started a job into pinned cores)"
+            )
+        if cl.per_node:
+            cl.allocate(j, c, 0)
+        else:
+            cl.free -= c
+        jobs.state[j] = RUNNING
+        jobs.rank[j] = next(self._rank)
+        jobs.start[j] = t
+        run = jobs.runtime[j]
+        jobs.est_end[j] = jobs.plan_end[j] = t + run
+        jobs.plan_state[j] = COMPLETED if run <= jobs.walltime[j] else TIMEOUT
+        heappush(self._heap, (t + run, _END, next(self._seq), j))
+        insort(self.running, (t + run, j))
+        self._dirty = True  # a job chained after this one may start now
 
     def check_geometry(self, cores: int, nodes: int | None) -> tuple[int, int]:
         """Return ``(cores, whole nodes)`` of a request, or raise GeometryError if it can never fit."""
@@ -340,6 +437,8 @@ class Engine:
                             self._dirty = True
                             if end_log is not None:
                                 end_log.append(j)
+                elif kind == _PIN:
+                    self._start_pinned(j)
                 elif state[j] == PENDING and self._eligible(j) and j not in queue:
                     self._insert(j)
             while ai < n_pre and sub[ai] <= t:

@@ -1,0 +1,365 @@
+"""Backfilling into the capacity that pinned jobs leave free (the recorded-schedule modes).
+
+Pinned jobs (:meth:`Engine.pin <elastic.simulator.engine.Engine.pin>`) hold fixed cores at fixed
+times, like advance reservations. :class:`PinnedBackfill` plans every queued job into the capacity they
+leave, as conservative backfilling does with running jobs: in priority order, each job gets the earliest
+slot where its cores stay free for its whole walltime, and that slot is taken out of the profile. A job
+whose slot is now starts. Running queued jobs hold their slot until start + walltime; when one ends
+earlier, or the queue changes other than by new arrivals, every queued job is planned again (Slurm
+rebuilds its backfill plan in the same situations). Between those events a pass only starts the jobs
+whose slot has come, so a replay of a long trace stays linear in practice.
+
+Two optional constraints model what a trace does not record:
+
+- ``reserve``: cores never available to queued jobs (fragmentation, limits, down nodes);
+- ``chain``: job -> earlier job index; the job may not start before that one has started (a user's
+  jobs start in submit order).
+
+The free-capacity profile covers only the near future: breakpoints of the pinned jobs are loaded from
+sorted numpy arrays as far as planning needs them, and the past is dropped, so the Python lists stay
+short even with hundreds of thousands of pinned jobs. (Hand-written rather than a numpy array because
+the profile is edited one breakpoint at a time in the hot path, where numpy element access is slower.)
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+from elastic.backends.base import DependencyKind
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.simulator.jobs import COMPLETED, FUTURE, PENDING, RUNNING
+
+if TYPE_CHECKING:
+    from elastic.simulator.engine import Engine
+
+__all__ = ["PINNED_ORDERS", "PinnedBackfill"]
+
+#: Queue disciplines of :class:`PinnedBackfill`.
+PINNED_ORDERS: tuple[str, ...] = ("conservative", "fcfs")
+
+_CHUNK = 2048  # pinned breakpoints loaded into the profile at a time
+_PRUNE = 4096  # drop the past once this many breakpoints lie before now
+
+
+class PinnedBackfill:
+    """Plan queued jobs into the capacity pinned jobs leave free.
+
+    Parameters
+    ----------
+    order : {"conservative", "fcfs"}, default "conservative"
+        ``conservative``: a job may jump ahead if it delays no earlier job's slot (backfilling).
+        ``fcfs``: no job starts before an earlier-queued one.
+    reserve : int, default 0
+        Cores never given to queued jobs (a load calibration), >= 0.
+    chain : Mapping[int, int] or None, default None
+        Job index -> index of a job that must start first (e.g. the same user's previous job).
+
+    Attributes
+    ----------
+    reservations : dict of int to float
+        First slot start planned for each queued job.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from elastic.simulator.engine import Engine
+    >>> from elastic.simulator.workload import Workload
+    >>> one = lambda x: np.array([x])
+    >>> w = Workload(one(1), one(0.0), one(3), one(50.0), one(50.0), one(1), one(np.nan), 4, "pin")
+    >>> eng = Engine(nodes=4, policy=PinnedBackfill())
+    >>> _ = eng.pin(w, [10.0])               # 3 of 4 cores busy from 10 s to 60 s
+    >>> a = eng.submit(cores=2, walltime=20.0)  # does not end by 10 s: waits for 60 s
+    >>> b = eng.submit(cores=1, walltime=5.0)   # fits before and beside the pinned job
+    >>> eng.run()
+    >>> eng.jobs.start[a], eng.jobs.start[b]
+    (60.0, 0.0)
+    """
+
+    name = "pinned"
+    plans_pins = True
+
+    def __init__(
+        self, *, order: str = "conservative", reserve: int = 0, chain: Mapping[int, int] | None = None
+    ) -> None:
+        if order not in PINNED_ORDERS:
+            raise UnknownNameError("order", order, PINNED_ORDERS)
+        if reserve < 0:
+            raise ConfigError(f"PinnedBackfill reserve must be >= 0 cores, got {reserve}")
+        self.order = order
+        self.reserve = reserve
+        self.chain = chain
+        self.reservations: dict[int, float] = {}
+        self._times: list[float] = []
+        self._free: list[int] = []
+        self._src_t: list[float] = []  # pinned-only profile, not yet loaded part
+        self._src_f: list[int] = []
+        self._src_pos = 0
+        self._pins = -1  # pinned jobs seen when the profile was built; -1 = not built
+        self._slot: dict[int, float] = {}  # queued job -> planned slot start
+        self._held: dict[int, tuple[float, float, int]] = {}  # queued or running job -> (start, end, cores)
+        self._snap: list[int] = []  # the queue as planned at the end of the last pass
+        self._next = math.inf  # earliest planned slot of a queued job
+
+    # -- the profile ---------------------------------------------------------------------------
+
+    def _build(self, engine: Engine) -> None:
+        import numpy as np
+
+        jobs = engine.jobs
+        pins = engine.pinned
+        cap = engine.cluster.total - self.reserve
+        at = np.asarray([jobs.begin[j] for j in pins], dtype=np.float64)
+        run = np.asarray([jobs.runtime[j] for j in pins], dtype=np.float64)
+        cores = np.asarray([jobs.cores[j] for j in pins], dtype=np.int64)
+        times = np.concatenate([at, at + run])
+        delta = np.concatenate([-cores, cores])
+        order = np.argsort(times, kind="stable")
+        times = times[order]
+        level = cap + np.cumsum(delta[order])
+        uniq, first = np.unique(times, return_index=True)
+        last = np.r_[first[1:] - 1, len(times) - 1] if len(times) else first
+        src_t = uniq.tolist()
+        src_f = level[last].astype(np.int64).tolist()
+        now = engine.now
+        k = bisect_right(src_t, now)
+        self._times = [now]
+        self._free = [src_f[k - 1] if k else cap]
+        self._src_t = src_t
+        self._src_f = src_f
+        self._src_pos = k
+        self._pins = len(pins)
+
+    def _cover(self, until: float) -> None:
+        """Load every pinned breakpoint at or before ``until`` (and a chunk more) into the profile."""
+        src_t = self._src_t
+        pos = self._src_pos
+        n = len(src_t)
+        if pos >= n or src_t[pos] > until:
+            return
+        stop = min(bisect_right(src_t, until, lo=pos) + _CHUNK, n)
+        # Beyond the last loaded breakpoint no queued job holds cores (every hold ends at a loaded
+        # breakpoint), so the pinned-only levels apply unchanged.
+        self._times.extend(src_t[pos:stop])
+        self._free.extend(self._src_f[pos:stop])
+        self._src_pos = stop
+
+    def _split(self, t: float) -> int:
+        times = self._times
+        i = bisect_right(times, t)
+        if times[i - 1] == t:
+            return i - 1
+        times.insert(i, t)
+        self._free.insert(i, self._free[i - 1])
+        return i
+
+    def _take(self, start: float, end: float, cores: int) -> None:
+        """Add ``cores`` (negative: give back) to the held cores over ``[start, end)``."""
+        self._cover(end)
+        lo = self._times[0]
+        i = self._split(max(start, lo))
+        k = self._split(max(end, lo))
+        free = self._free
+        for m in range(i, k):
+            free[m] -= cores
+
+    def _earliest(self, cores: int, duration: float, lb: float) -> float:
+        """Earliest time >= ``lb`` from which ``cores`` stay free for ``duration`` seconds."""
+        times = self._times
+        free = self._free
+        t = lb
+        self._cover(t + duration)
+        i = bisect_right(times, t) - 1
+        while True:
+            # times[i] <= t, and the profile is loaded up to t + duration.
+            end = t + duration
+            n = len(times)
+            k = i
+            while k < n and (k == i or times[k] < end):
+                if free[k] < cores:
+                    break
+                k += 1
+            else:
+                return t
+            i = k + 1  # the level at k is too low: look for the next breakpoint with enough
+            while True:
+                n = len(times)
+                while i < n and free[i] < cores:
+                    i += 1
+                if i < n:
+                    break
+                if self._src_pos >= len(self._src_t):
+                    return math.inf
+                self._cover(self._src_t[self._src_pos])
+            t = times[i]
+            self._cover(t + duration)
+
+    def _prune(self, now: float) -> None:
+        times = self._times
+        k = bisect_right(times, now) - 1
+        if k >= _PRUNE:
+            del times[:k]
+            del self._free[:k]
+
+    # -- the policy ------------------------------------------------------------------------------
+
+    def schedule(self, engine: Engine) -> None:
+        """Start queued jobs whose slot has come; plan new or (after a change) all queued jobs."""
+        now = engine.now
+        jobs = engine.jobs
+        state = jobs.state
+        q = engine.queue
+        replan = False
+        held = self._held
+        slot = self._slot
+        if self._pins != len(engine.pinned):  # first pass, or jobs pinned since: start afresh
+            self._build(engine)
+            for j in [j for j in held if j in slot or state[j] != RUNNING]:
+                del held[j]
+            slot.clear()
+            for start, end, cores in held.values():
+                self._take(start, end, cores)
+            replan = True
+        for j in [j for j in held if j not in slot and state[j] != RUNNING]:
+            _, end, cores = held.pop(j)
+            stop = jobs.end[j]
+            stop = now if stop != stop else stop  # NaN: requeued
+            if stop < end:  # ended or cancelled before its walltime: give the rest back
+                self._take(max(stop, now), end, -cores)
+                replan = True
+        snap = self._snap
+        m = len(snap)
+        if len(q) < m or q[:m] != snap:
+            replan = True
+        if replan:
+            for j in slot:
+                start, end, cores = held.pop(j)
+                self._take(start, end, -cores)
+            slot.clear()
+            new = 0
+        else:
+            new = m
+        self._prune(now)
+        if replan or new < len(q) or self._next <= now:
+            self._plan(engine, new)
+        self._snap = list(q)
+
+    def _plan(self, engine: Engine, new: int) -> None:
+        """Start due jobs among ``queue[:new]`` and plan ``queue[new:]``."""
+        q = engine.queue
+        now = engine.now
+        jobs = engine.jobs
+        cores = jobs.cores
+        wall = jobs.walltime
+        whole = jobs.whole
+        cl = engine.cluster
+        slot = self._slot
+        held = self._held
+        chain = self.chain
+        fcfs = self.order == "fcfs"
+        started: list[int] = []
+        floor = now
+        nxt = math.inf
+        for pos, j in enumerate(q):
+            c = cores[j]
+            if pos < new:
+                at = slot[j]
+            else:
+                lb = floor
+                if chain is not None and j in chain:
+                    lb = max(lb, self._chain_bound(engine, chain[j]))
+                at = self._earliest(c, wall[j], lb)
+                if at == math.inf:
+                    raise ConfigError(
+                        f"job {jobs.job_id[j]} asks for {c} cores, more than the "
+                        f"{engine.cluster.total - self.reserve} the pinned jobs and reserve={self.reserve} "
+                        "ever leave free; lower reserve or ask for fewer cores"
+                    )
+                self._take(at, at + wall[j], c)
+                slot[j] = at
+                held[j] = (at, at + wall[j], c)
+                self.reservations.setdefault(j, at)
+            if at <= now and cl.fits(c, whole[j]):
+                # The job holds its slot while it runs; a slot that came while the job's whole nodes
+                # were fragmented is extended to now + walltime.
+                del slot[j]
+                if at < now:
+                    self._take(at + wall[j], now + wall[j], c)
+                    held[j] = (at, now + wall[j], c)
+                engine.start(j)
+                started.append(j)
+            elif at < nxt:
+                nxt = at
+            if fcfs and at > floor:
+                floor = at
+        if started:
+            state = jobs.state
+            q[:] = [j for j in q if state[j] == PENDING]
+        self._next = nxt
+
+    def _chain_bound(self, engine: Engine, parent: int) -> float:
+        """Earliest start of a job chained after ``parent``.
+
+        The parent's start if it started, its planned slot if queued, its pinned start if pinned;
+        a parent still held (dependency, begin time) does not constrain (``-inf``).
+        """
+        jobs = engine.jobs
+        s = jobs.start[parent]
+        if s == s:  # started (not NaN)
+            return s
+        if parent in self._slot:
+            return self._slot[parent]
+        if jobs.state[parent] == FUTURE:  # a pinned job (an earlier-submitted one has arrived)
+            return jobs.begin[parent]
+        return -math.inf
+
+    def probe(
+        self,
+        engine: Engine,
+        cores: int,
+        walltime: float,
+        *,
+        begin: float | None = None,
+        dependencies: Sequence[tuple[DependencyKind, int]] = (),
+    ) -> float | None:
+        """When a job like this would start if submitted now (its slot behind every queued job).
+
+        Parameters
+        ----------
+        engine : Engine
+            The engine this policy schedules (brought up to date by a pass first).
+        cores, walltime, begin
+            As for :meth:`Engine.submit`.
+        dependencies : sequence of (DependencyKind, int)
+            ``after`` waits for the parent's (planned) start, the other kinds for its planned end.
+
+        Returns
+        -------
+        float or None
+            Simulated start time; None when a parent's start is not planned (held itself).
+        """
+        self.schedule(engine)
+        jobs = engine.jobs
+        lb = engine.now if begin is None else max(engine.now, begin)
+        if self.order == "fcfs" and self._slot:
+            lb = max(lb, max(self._slot.values()))
+        for kind, parent in dependencies:
+            st = jobs.state[parent]
+            if st >= COMPLETED:
+                continue
+            start = self._chain_bound(engine, parent)
+            if start == -math.inf:
+                return None
+            if kind is DependencyKind.AFTER:
+                bound = start
+            elif st == RUNNING:
+                bound = jobs.est_end[parent]
+            elif st == FUTURE:  # pinned: its end is known
+                bound = start + jobs.runtime[parent]
+            else:
+                bound = start + jobs.walltime[parent]
+            lb = max(lb, bound)
+        at = self._earliest(cores, walltime, lb)
+        return None if at == math.inf else at

@@ -1,0 +1,236 @@
+"""Pinned jobs and the PinnedBackfill policy: known answers on hand-made workloads, and invariants."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from elastic.backends.base import DependencyKind
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.simulator.engine import Engine
+from elastic.simulator.jobs import CANCELLED, COMPLETED, TIMEOUT
+from elastic.simulator.pinned import PinnedBackfill
+from elastic.simulator.workload import Workload
+
+
+def pins(
+    rows: list[tuple[float, int, float, float]], processors: int, users: list[int] | None = None
+) -> Workload:
+    """Rows of (submit, cores, walltime, runtime)."""
+    arr = np.array(rows, dtype=np.float64).reshape(len(rows), 4)
+    n = len(rows)
+    return Workload(
+        job_id=np.arange(101, 101 + n, dtype=np.int64),
+        submit=arr[:, 0].copy(),
+        cores=arr[:, 1].astype(np.int64),
+        walltime=arr[:, 2].copy(),
+        runtime=arr[:, 3].copy(),
+        user=np.array(users if users is not None else [-1] * n, dtype=np.int64),
+        recorded_wait=np.zeros(n),
+        processors=processors,
+        source="hand-made pins",
+    )
+
+
+def engine(nodes: int = 4, **kw: object) -> Engine:
+    return Engine(nodes=nodes, policy=PinnedBackfill(**kw))  # type: ignore[arg-type]
+
+
+def test_queued_jobs_plan_around_a_pinned_job() -> None:
+    eng = engine()
+    (p,) = eng.pin(pins([(0.0, 3, 50.0, 50.0)], 4), [10.0])  # 3 of 4 cores in [10, 60)
+    a = eng.submit(cores=2, walltime=20.0)  # overlaps the pin: waits for its end
+    b = eng.submit(cores=2, walltime=10.0, runtime=10.0)  # ends exactly when the pin starts
+    c = eng.submit(cores=1, walltime=100.0)  # beside the pin all along
+    eng.run()
+    assert (eng.jobs.start[a], eng.jobs.start[b], eng.jobs.start[c]) == (60.0, 0.0, 0.0)
+    assert (eng.jobs.start[p], eng.jobs.end[p], eng.jobs.state[p]) == (10.0, 60.0, COMPLETED)
+    rec = eng.records().set_index("index")
+    assert rec.loc[p, "begin"] == 10.0 and rec.loc[p, "submit"] == 0.0 and rec.loc[p, "wait"] == 10.0
+
+
+def test_pinned_job_that_ran_past_its_request_ends_timeout_at_its_recorded_end() -> None:
+    eng = engine()
+    (p,) = eng.pin(pins([(0.0, 1, 10.0, 25.0)], 4), [5.0])
+    eng.run()
+    assert (eng.jobs.end[p], eng.jobs.state[p]) == (30.0, TIMEOUT)
+
+
+def test_early_end_compresses_the_plan() -> None:
+    eng = engine()
+    eng.pin(pins([(0.0, 4, 10.0, 10.0)], 4), [200.0])
+    a = eng.submit(cores=3, walltime=100.0, runtime=10.0)
+    b = eng.submit(cores=3, walltime=10.0, runtime=10.0)  # planned at 100, moves to 10 when a ends
+    c = eng.submit(cores=3, walltime=150.0, runtime=1.0)  # planned after the pin, then before it
+    eng.run()
+    assert [eng.jobs.start[j] for j in (a, b, c)] == [0.0, 10.0, 20.0]
+    assert eng.policy.reservations == {a: 0.0, b: 100.0, c: 210.0}
+
+
+def test_cancelled_running_job_gives_its_cores_back() -> None:
+    eng = engine()
+    a = eng.submit(cores=4, walltime=100.0)
+    b = eng.submit(cores=2, walltime=10.0)
+    eng.run(until=30.0)
+    eng.cancel(a)
+    assert eng.jobs.state[a] == CANCELLED and eng.jobs.start[b] == 30.0
+
+
+def test_chain_waits_for_the_users_pinned_job() -> None:
+    eng = Engine(nodes=4, policy=PinnedBackfill(chain={1: 0}))
+    (p,) = eng.pin(pins([(0.0, 1, 5.0, 5.0)], 4), [50.0])
+    a = eng.submit(cores=1, walltime=10.0, runtime=10.0)  # chained after the pin
+    assert (p, a) == (0, 1)
+    eng.run()
+    assert eng.jobs.start[a] == 50.0
+
+
+def test_chain_follows_a_planned_predecessor_and_without_chain_nothing_waits() -> None:
+    # b is chained after a, which waits for the pin; b itself would fit at once.
+    for chain, expect in (({2: 1}, 40.0), (None, 0.0)):
+        eng = Engine(nodes=4, policy=PinnedBackfill(chain=chain))
+        eng.pin(pins([(0.0, 3, 40.0, 40.0)], 4), [0.0])
+        eng.submit(cores=2, walltime=10.0, runtime=10.0)
+        b = eng.submit(cores=1, walltime=10.0, runtime=10.0)
+        eng.run()
+        assert eng.jobs.start[b] == expect
+
+
+def test_reserve_holds_cores_back() -> None:
+    eng = engine(reserve=2)
+    a = eng.submit(cores=2, walltime=10.0, runtime=10.0)
+    b = eng.submit(cores=1, walltime=10.0, runtime=10.0)  # 2 cores free, but reserved
+    eng.run()
+    assert (eng.jobs.start[a], eng.jobs.start[b]) == (0.0, 10.0)
+    with pytest.raises(ConfigError, match="reserve=2"):
+        engine(reserve=2).submit(cores=3, walltime=1.0)
+
+
+def test_fcfs_order_never_lets_a_later_job_start_first() -> None:
+    for order, expect in (("conservative", 0.0), ("fcfs", 60.0)):
+        eng = engine(order=order)
+        eng.pin(pins([(0.0, 3, 50.0, 50.0)], 4), [10.0])
+        eng.submit(cores=2, walltime=20.0)  # slot at 60
+        b = eng.submit(cores=1, walltime=5.0)
+        eng.run()
+        assert eng.jobs.start[b] == expect, order
+
+
+def test_probe_answers_the_next_slot() -> None:
+    eng = engine()
+    eng.pin(pins([(0.0, 3, 50.0, 50.0)], 4), [10.0])
+    a = eng.submit(cores=2, walltime=20.0)
+    pol = eng.policy
+    assert isinstance(pol, PinnedBackfill)
+    assert pol.probe(eng, 1, 5.0) == 0.0
+    assert pol.probe(eng, 3, 5.0) == 0.0  # ends before the pin starts
+    assert pol.probe(eng, 2, 20.0) == 60.0  # beside a's slot [60, 80)
+    assert pol.probe(eng, 3, 20.0) == 80.0  # after a's slot
+    assert pol.probe(eng, 1, 5.0, dependencies=[(DependencyKind.AFTEROK, a)]) == 80.0
+    assert pol.probe(eng, 1, 5.0, begin=70.0) == 70.0
+
+
+def test_pin_refuses_bad_input() -> None:
+    with pytest.raises(ConfigError, match="pinned jobs need a policy"):
+        Engine(nodes=4).pin(pins([(0.0, 1, 5.0, 5.0)], 4), [0.0])
+    with pytest.raises(ConfigError, match="before its submit time"):
+        engine().pin(pins([(10.0, 1, 5.0, 5.0)], 4), [5.0])
+    with pytest.raises(ConfigError, match="one time per job"):
+        engine().pin(pins([(0.0, 1, 5.0, 5.0)], 4), [0.0, 1.0])
+    with pytest.raises(UnknownNameError, match="order"):
+        PinnedBackfill(order="easy")
+    with pytest.raises(ConfigError, match="reserve must be >= 0"):
+        PinnedBackfill(reserve=-1)
+
+
+def test_jobs_pinned_later_are_planned_around() -> None:
+    eng = engine()
+    a = eng.submit(cores=1, walltime=100.0)
+    eng.run(until=10.0)
+    eng.pin(pins([(10.0, 2, 10.0, 10.0)], 4), [20.0])  # 2 cores in [20, 30)
+    b = eng.submit(cores=2, walltime=20.0)  # would overlap the new pin beside a: waits for 30
+    c = eng.submit(cores=1, walltime=10.0)  # fits before it
+    eng.run(until=200.0)
+    assert (eng.jobs.start[a], eng.jobs.start[b], eng.jobs.start[c]) == (0.0, 30.0, 10.0)
+
+
+# -- invariants ------------------------------------------------------------------------------------
+
+pin_st = st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(1, 6), st.integers(1, 40))
+fg_st = st.tuples(
+    st.integers(0, 60), st.integers(1, 6), st.integers(1, 40), st.integers(0, 60), st.integers(0, 3)
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(pin_st, max_size=12),
+    st.lists(fg_st, min_size=1, max_size=12),
+    st.integers(0, 2),
+    st.sampled_from(["conservative", "fcfs"]),
+    st.booleans(),
+)
+def test_never_over_allocates_and_respects_pins_chain_and_reserve(
+    pin_rows: list[tuple[int, int, int, int]],
+    fg_rows: list[tuple[int, int, int, int, int]],
+    reserve: int,
+    order: str,
+    chained: bool,
+) -> None:
+    total = 6
+    kept: list[tuple[float, int, float, float]] = []  # (start, cores, runtime, submit)
+
+    def used_at(t: float) -> int:
+        return sum(c for s, c, r, _ in kept if s <= t < s + r)
+
+    for submit, delay, cores, run in pin_rows:
+        start = float(submit + delay)
+        # The peak over [start, start + run) is at its start or at a kept start inside it.
+        points = [start] + [s for s, *_ in kept if start <= s < start + run]
+        if max(used_at(t) for t in points) + cores <= total:
+            kept.append((start, cores, float(run), float(submit)))
+    fg = sorted(fg_rows)
+    users = [u for *_, u in fg]
+    chain: dict[int, int] = {}
+    if chained:
+        last: dict[int, int] = {}
+        for i, u in enumerate(users):
+            if u in last:
+                chain[i] = last[u]
+            last[u] = i
+    fg_w = Workload(
+        job_id=np.arange(len(fg), dtype=np.int64),
+        submit=np.array([float(s) for s, *_ in fg]),
+        cores=np.array([min(c, total - reserve) for _, c, *_ in fg], dtype=np.int64),
+        walltime=np.array([float(w) for _, _, w, *_ in fg]),
+        runtime=np.array([float(r) for *_, r, _ in fg]),
+        user=np.array(users, dtype=np.int64),
+        recorded_wait=np.full(len(fg), np.nan),
+        processors=total,
+        source="fg",
+    )
+    eng = Engine(nodes=total, policy=PinnedBackfill(order=order, reserve=reserve, chain=chain), workload=fg_w)
+    if kept:
+        eng.pin(pins([(sub, c, r, r) for _, c, r, sub in kept], total), [s for s, *_ in kept])
+    eng.run()  # a pinned job that found its cores taken would raise here
+    rec = eng.records()
+    assert len(rec) == len(fg) + len(kept)
+    assert rec["state"].isin(["COMPLETED", "TIMEOUT"]).all()
+    n_fg = len(fg)
+    start, end, cores = eng.jobs.start, eng.jobs.end, eng.jobs.cores
+
+    def busy(idx: range, t: float) -> int:
+        return sum(cores[j] for j in idx if start[j] <= t < end[j])
+
+    fg_idx, pin_idx = range(n_fg), range(n_fg, len(rec))
+    for t in set(start):
+        fg_used = busy(fg_idx, t)
+        assert busy(pin_idx, t) + fg_used <= (total - reserve if fg_used else total)
+    assert [start[j] for j in pin_idx] == [s for s, *_ in kept]
+    assert all(start[j] >= fg_w.submit[j] for j in fg_idx)
+    for child, parent in chain.items():
+        assert start[child] >= start[parent]
+    if order == "fcfs":  # fg jobs are in queue order already (sorted by submit)
+        assert [start[j] for j in fg_idx] == sorted(start[j] for j in fg_idx)
