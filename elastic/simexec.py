@@ -6,8 +6,8 @@ duration (:attr:`TaskSpec.duration`, drawn from its stage's runtime distribution
 allocation. Placement follows the pool's rules: one queue ordered by stage (earlier stages first, so an
 allocation that starts early takes the remaining tasks of the previous stage if they fit), any live
 allocation may take any task whose cores fit, and a task is not started on an allocation whose remaining
-walltime is shorter than the task's estimate while another live allocation has enough. A task still running
-when its allocation ends is lost and re-queued (bounded retries).
+walltime is shorter than the task's estimate while another allocation, live or requested, has enough. A
+task still running when its allocation ends is lost and re-queued (bounded retries).
 
 Completions are kept in a heap of ``(end, seq, ...)`` with ``seq`` from :func:`itertools.count` so ties
 resolve in submission order and replays are identical.
@@ -104,11 +104,13 @@ class SimExecutor:
         self._seq = itertools.count()
         self._pending: list[Event] = []
         self._losses: dict[str, list[str]] = {}
+        self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
 
     # -- the Executor contract -----------------------------------------------------------------------
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
+        self._requested.pop(alloc_id, None)
         self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores)
         self._run_until(at)
         self._dispatch(max(at, self._now))
@@ -116,6 +118,7 @@ class SimExecutor:
     def allocation_ended(self, alloc_id: str, at: float, state: JobState = JobState.CANCELLED) -> None:
         """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued."""
         self._run_until(at)
+        self._requested.pop(alloc_id, None)
         live = self._live.pop(alloc_id, None)
         if live is None:
             return
@@ -138,7 +141,8 @@ class SimExecutor:
         self._dispatch(max(at, self._now))
 
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
-        """Return None: simulated allocations run no agent."""
+        """Note the requested allocation (for walltime-aware placement); return None: no agent runs."""
+        self._requested[alloc_id] = (cores, walltime)
         return None
 
     def submit(self, task: TaskSpec) -> None:
@@ -223,9 +227,12 @@ class SimExecutor:
         enough = [a for a in fits if a.walltime_end - t >= task.estimate]
         if enough:
             return enough[0]
-        # None has time enough: wait for one that will (a live allocation with enough walltime left), else
-        # run it anyway - it may finish (the estimate is a mean) or be lost and re-run on a follow-up.
+        # None has time enough: wait for one that will (live with enough walltime left, or requested with
+        # a long enough walltime and enough cores), else run it anyway - it may finish (the estimate is a
+        # mean) or be lost and re-run on a follow-up.
         if any(a.walltime_end - t >= task.estimate for a in self._live.values()):
+            return None
+        if any(c >= task.cores and w >= task.estimate for c, w in self._requested.values()):
             return None
         return fits[0]
 

@@ -149,8 +149,8 @@ class ASA:
             mine = view.allocations_for(s.name)
             if any(a.live for a in mine):
                 continue
-            if mine and not all(a.cancelled_by_us for a in mine):
-                continue  # ended under us: the walltime follow-up rule replaces it
+            if mine and s.ready and not mine[-1].cancelled_by_us:
+                continue  # ended under us with work queued: the walltime follow-up rule replaces it
             prev_end = 0.0
             known = True
             for dep in s.depends_on:

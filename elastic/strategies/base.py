@@ -254,7 +254,8 @@ def release_idle(view: RunView) -> list[Cancel]:
 def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float = 60.0) -> Decision:
     """Follow-up requests for allocations that run out of walltime, or ended under us, with work left.
 
-    For each ``label`` that already had an allocation and still has work:
+    For each ``label`` that already had an allocation, is ready (its tasks are queued or running) and
+    still has work:
 
     - no allocation pending or running, and the last one ended without us cancelling it (walltime,
       ``scancel`` from outside, failure): request the next walltime of the sequence now (``"walltime"``
@@ -270,8 +271,8 @@ def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float =
         mine = view.allocations_for(label)
         if not mine or view.label_done(label):
             continue
-        if label != TOTAL and not view.stage(label).ready and not any(a.live for a in mine):
-            continue  # not ready yet: the strategy's own rule (re)submits it
+        if label != TOTAL and not view.stage(label).ready:
+            continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready
         previous = [a.walltime for a in mine]
         cores = view.label_width(label)
         if any(a.phase is AllocationPhase.PENDING for a in mine):

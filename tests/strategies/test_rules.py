@@ -140,7 +140,7 @@ def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait()
 def test_registry() -> None:
     assert make_strategy("asa-naive").name == "asa-naive"
     assert isinstance(make_strategy("bigjob"), BigJob)
-    with pytest.raises(UnknownNameError, match="unknown strategy 'fast'; choose one of: asa, asa-naive"):
+    with pytest.raises(UnknownNameError, match="unknown strategy 'fast'; choose one of: asa, asa-after"):
         make_strategy("fast")
     with pytest.raises(ConfigError, match="dependency must be one of"):
         ASA(dependency="afterok")
