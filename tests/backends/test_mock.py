@@ -218,3 +218,36 @@ def test_pilot_ignoring_sigterm_is_killed_after_grace(tmp_path: Path):
         _wait_for(lambda: not _alive(pid))  # ...SIGKILL after the 2 s grace
         rec = b.records()
         assert list(rec["state"]) == ["TIMEOUT"] and not rec["background"].any()
+
+
+def test_scaled_clock_is_thread_safe():
+    import threading
+
+    errors: list[BaseException] = []
+    ids: list[str] = []
+    with MockBackend(nodes=4, clock="scaled", speedup=1000.0) as b:
+
+        def client(k: int) -> None:
+            try:
+                for i in range(15):
+                    ids.append(b.submit(JobSpec(cores=1 + (i + k) % 4, walltime=20.0, runtime=5.0)))
+                    b.queue()
+                    b.expected_start(JobSpec(cores=2, walltime=10.0))
+            except BaseException as exc:  # pragma: no cover - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=client, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        _wait_for(lambda: all(b.state(i).state is JobState.COMPLETED for i in ids), timeout=30.0)
+        rec = b.records()
+    assert len(rec) == 60
+    events = sorted([(s, c) for s, c in zip(rec["start"], rec["cores"], strict=True)])
+    events += [(e, -c) for e, c in zip(rec["end"], rec["cores"], strict=True)]
+    used = 0
+    for _, delta in sorted(events, key=lambda x: (x[0], x[1])):
+        used += delta
+        assert used <= 4

@@ -164,3 +164,16 @@ def test_replay_is_deterministic(make_workload):
         eng.run()
         frames.append(eng.records())
     assert frames[0].equals(frames[1])
+
+
+def test_step_and_progress(make_workload):
+    rows = [(float(i), 1, 10.0, 5.0) for i in range(9000)]
+    eng = Engine(nodes=2, workload=make_workload(rows, 2))
+    seen: list[int] = []
+    eng.run(until=8500.0, progress=seen.append)  # one call per 4096 event batches
+    assert eng.now == 8500.0 and len(seen) == 2 and seen[0] < seen[1] <= 8501
+    assert eng.next_event_time() == 8501.0
+    assert eng.step() and eng.now == 8501.0
+    eng.run()
+    assert not eng.step()
+    assert (eng.records()["state"] == "COMPLETED").all()
