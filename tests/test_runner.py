@@ -202,3 +202,29 @@ def test_any_workflow_completes_under_any_strategy(wf: Workflow, strategy: str, 
     knowledge = Knowledge(wf, waits=ASAEstimator(random_state=seed))
     result = _run(strategy, wf, knowledge=knowledge, seed=seed)
     _check_complete(result, wf)
+
+
+def test_regression_asa_naive_never_stalls_under_load() -> None:
+    # Before the fix, runs 30 and 37 of this sweep stalled until max_duration: the merge allocation
+    # started early (no dependency), took 1800 s "process" tasks on its 510 s walltime, timed out again
+    # and again, and once the stage was ready no rule owned its replacement.
+    results = simulate_runs(DEMO3, "asa-naive", runs=38, seed=1, background=default_background(32, seed=1))
+    assert [r.status for r in results].count("completed") == 38
+
+
+def test_simulated_placement_waits_for_a_requested_allocation_with_enough_walltime() -> None:
+    from elastic.runner import TaskSpec
+
+    ex = SimExecutor()
+    ex.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))
+    assert ex.job_script("long", 1, 3600.0, "s") is None  # requested, not started
+    ex.add_allocation("short", cores=1, walltime_end=500.0, at=0.0)
+    assert ex.advance(10.0) == []  # the short allocation does not take it: "long" will have time
+    ex.add_allocation("long", cores=1, walltime_end=3620.0, at=20.0)
+    (start,) = ex.advance(30.0)
+    assert (start.kind, start.allocation, start.time) == (K.TASK_START, "long", 20.0)
+    # with nothing better requested or live, a too-short allocation still takes the task
+    ex2 = SimExecutor()
+    ex2.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))
+    ex2.add_allocation("short", cores=1, walltime_end=500.0, at=0.0)
+    assert [e.allocation for e in ex2.advance(1.0)] == ["short"]
