@@ -20,6 +20,7 @@ Every public method is thread-safe.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import math
 import os
@@ -37,6 +38,7 @@ from elastic.simulator.clock import ScaledClock, VirtualClock
 from elastic.simulator.engine import Engine
 from elastic.simulator.expected import expected_start
 from elastic.simulator.jobs import FUTURE, RUNNING, STATES
+from elastic.simulator.pinned import PINNED_ORDERS, PinnedBackfill
 from elastic.simulator.workload import Workload
 
 if TYPE_CHECKING:
@@ -79,6 +81,16 @@ class MockBackend:
         Real seconds between SIGTERM and SIGKILL when a pilot's process group is stopped.
     partition_name : str, default "mock"
         Name reported by :meth:`partition`.
+    mode : {"replay", "recorded", "recorded-chain", "calibrated"}, default "replay"
+        How background jobs load the queue (see :mod:`elastic.simulator.fidelity`). ``replay``: they
+        are queued and scheduled with submitted jobs. The other modes pin every background job at its
+        recorded start (``workload`` must come from a trace with recorded waits) and plan submitted
+        jobs into the capacity left, with ``policy`` ``"conservative"`` or ``"fcfs"``, so their waits
+        look like the traced centre's; ``recorded-chain`` and ``calibrated`` start a user's jobs in
+        submit order (by ``JobSpec.user``).
+    reserve : int or None, default 0
+        ``mode="calibrated"``: cores never given to submitted jobs; None fits them to the trace
+        (:func:`~elastic.simulator.fidelity.calibrate_reserve`, a few simulations of the trace).
 
     Examples
     --------
@@ -106,12 +118,32 @@ class MockBackend:
         max_walltime: float | None = None,
         grace: float = 2.0,
         partition_name: str = "mock",
+        mode: str = "replay",
+        reserve: int | None = 0,
     ) -> None:
         if clock not in _CLOCKS:
             raise UnknownNameError("clock", clock, _CLOCKS)
         if max_walltime is not None and not max_walltime > 0:
             raise ConfigError(f"max_walltime must be > 0 seconds or None, got {max_walltime}")
-        pol = make_policy(policy, speculative=speculative) if isinstance(policy, str) else policy
+        pinned = None
+        self._user_chain: dict[int, int] | None = None
+        self._last_of_user: dict[str, int] = {}
+        if mode != "replay":
+            from elastic.simulator.fidelity import backend_setup
+
+            if policy not in PINNED_ORDERS or speculative:
+                raise ConfigError(
+                    f"mode {mode!r} plans submitted jobs around the recorded schedule: it needs policy "
+                    f"'conservative' or 'fcfs' without speculation, got policy {policy!r}"
+                    + (" with speculation" if speculative else "")
+                )
+            assert isinstance(policy, str)
+            pinned_policy, pins, starts = backend_setup(workload, mode, order=policy, reserve=reserve)
+            pol: QueuePolicy = pinned_policy
+            pinned, workload = (pins, starts), None
+            self._user_chain = pinned_policy.chain  # type: ignore[assignment]
+        else:
+            pol = make_policy(policy, speculative=speculative) if isinstance(policy, str) else policy
         self._lock = threading.RLock()
         self._engine = Engine(
             nodes=nodes,
@@ -121,6 +153,8 @@ class MockBackend:
             kill_invalid_dep=kill_invalid_dep,
             observer=self,
         )
+        if pinned is not None:
+            self._engine.pin(*pinned)
         self._partition = PartitionInfo(partition_name, nodes, cores_per_node, max_walltime)
         self._grace = grace
         self._scripts: dict[int, tuple[str, dict[str, str]]] = {}
@@ -135,6 +169,9 @@ class MockBackend:
         else:
             self._clock = ScaledClock(speedup, self._engine.now, self._tick)
             self._clock.start()
+            # Pilot processes live in their own sessions: do not leave them behind if the caller
+            # forgets close().
+            atexit.register(self.close)
 
     # -- BatchBackend ---------------------------------------------------------------------------
 
@@ -173,6 +210,10 @@ class MockBackend:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
             j = len(self._engine.jobs)
+            if self._user_chain is not None and spec.user is not None:  # a user's jobs start in order
+                if spec.user in self._last_of_user:
+                    self._user_chain[j] = self._last_of_user[spec.user]
+                self._last_of_user[spec.user] = j
             if spec.script is not None:
                 self._scripts[j] = (spec.script, dict(spec.env))
             self._engine.submit(
@@ -233,6 +274,10 @@ class MockBackend:
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
+            policy = self._engine.policy
+            if isinstance(policy, PinnedBackfill):  # plans around pinned jobs: ask its plan
+                cores, _ = self._engine.check_geometry(spec.cores, spec.nodes)
+                return policy.probe(self._engine, cores, spec.walltime, begin=spec.begin, dependencies=deps)
             return expected_start(
                 self._engine,
                 cores=spec.cores,
@@ -255,6 +300,7 @@ class MockBackend:
         if self._closed:
             return
         self._closed = True
+        atexit.unregister(self.close)
         self._clock.stop()
         with self._lock:
             for proc in list(self._procs.values()):

@@ -251,3 +251,23 @@ def test_scaled_clock_is_thread_safe():
     for _, delta in sorted(events, key=lambda x: (x[0], x[1])):
         used += delta
         assert used <= 4
+
+
+def test_forgotten_close_leaves_no_pilot_behind(tmp_path: Path):
+    import subprocess
+    import sys
+
+    pidfile = tmp_path / "pid"
+    # The program exits without close() once the pilot runs; atexit must kill the pilot.
+    program = (
+        "import os, time\n"
+        "from elastic.backends.base import JobSpec\n"
+        "from elastic.backends.mock import MockBackend\n"
+        "b = MockBackend(nodes=1, clock='scaled', speedup=10.0)\n"
+        f"b.submit(JobSpec(cores=1, walltime=3600.0, script='echo $$ > {pidfile}; exec sleep 300'))\n"
+        f"while not (os.path.exists('{pidfile}') and open('{pidfile}').read().endswith('\\n')):\n"
+        "    time.sleep(0.02)\n"
+    )
+    subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
+    pid = _read_pid(pidfile)
+    _wait_for(lambda: not _alive(pid))
