@@ -94,6 +94,12 @@ def main() -> int:
     parser.add_argument("trace", nargs="?", default=str(TRACES / "HPC2N-2002-2.2-cln.swf.gz"))
     parser.add_argument("--policy", default="easy")
     parser.add_argument("--no-baseline", action="store_true", help="skip the reference loop")
+    parser.add_argument(
+        "--compare",
+        metavar="P1,P2",
+        help="afterwards replay under these policies too (e.g. fcfs,sejf,lejf,conservative,easy+speculative) "
+        "and print CPU time and schedule metrics per policy",
+    )
     args = parser.parse_args()
     if not Path(args.trace).exists():
         print(f"trace not found: {args.trace} (set ELASTIC_TRACES or pass a path)", file=sys.stderr)
@@ -133,7 +139,32 @@ def main() -> int:
         print(f"reference loop   {base_cpu:6.2f} s cpu  {n / base_cpu:,.0f} jobs/s (cpu)")
         print(f"ratio            engine / reference = {sim_cpu / base_cpu:.2f}x cpu time")
         print(f"same start times {same / n:.1%} of jobs")
+    if args.compare:
+        compare(workload, [args.policy, *args.compare.split(",")])
     return 0
+
+
+def compare(workload, policies: list[str]) -> None:
+    from elastic.simulator.base import make_policy
+    from elastic.simulator.engine import Engine
+    from elastic.simulator.metrics import summarize
+
+    print()
+    print(
+        f"{'policy':<18} {'cpu s':>6} {'mean wait':>10} {'median':>7} {'at once':>8} {'bsld':>7} {'util':>6}"
+    )
+    for name in policies:
+        base, _, spec = name.partition("+")
+        policy = make_policy(base, speculative=bool(spec))
+        c0 = time.process_time()
+        engine = Engine(nodes=workload.processors, policy=policy, workload=workload)
+        engine.run()
+        cpu = time.process_time() - c0
+        s = summarize(engine.records(), processors=workload.processors)
+        print(
+            f"{name:<18} {cpu:6.2f} {s.mean_wait:9.0f}s {s.median_wait:6.0f}s {s.started_at_once:8.1%} "
+            f"{s.mean_bounded_slowdown:7.2f} {s.utilisation:6.1%}"
+        )
 
 
 if __name__ == "__main__":
