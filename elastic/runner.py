@@ -286,7 +286,7 @@ class Runner:
             end = self.backend.now()
             self._shutdown(end)
         self._record(Event(end, EventKind.RUN_END, note=status))
-        self._learn_runtimes(status)
+        self._learn_runtimes(status, end)
         metrics = compute_metrics(self._events, stages=self.workflow.names)
         return RunResult(self.workflow.name, self.strategy.name, status, tuple(self._events), metrics)
 
@@ -473,16 +473,28 @@ class Runner:
                 )
             )
 
-    def _learn_runtimes(self, status: str) -> None:
+    def _learn_runtimes(self, status: str, end: float) -> None:
+        """Add this run's stage runtimes (first task start to last task end) to the history.
+
+        A stage cut short by the end of the run (``max_duration``) is recorded as censored: it ran at least
+        that long. A runtime includes work re-run after a walltime kill, which errs on the long side.
+        """
         first = [s.first_start for s in self._stages if s.first_start is not None]
         for s in self._stages:
             if s.first_start is None:
                 continue
+            cores = s.tasks * s.cores
             if s.end_time is not None:
-                self.knowledge.record_runtime(s.name, s.end_time - s.first_start, cores=s.tasks * s.cores)
-        if status == "completed" and first:
-            ends = [s.end_time for s in self._stages if s.end_time is not None]
-            self.knowledge.record_runtime(TOTAL, max(ends) - min(first), cores=self.workflow.max_width)
+                self.knowledge.record_runtime(s.name, s.end_time - s.first_start, cores=cores)
+            else:
+                self.knowledge.record_runtime(s.name, end - s.first_start, censored=True, cores=cores)
+        if first:
+            width = self.workflow.max_width
+            if status == "completed":
+                last = max(s.end_time for s in self._stages if s.end_time is not None)
+                self.knowledge.record_runtime(TOTAL, last - min(first), cores=width)
+            else:
+                self.knowledge.record_runtime(TOTAL, end - min(first), censored=True, cores=width)
 
     # -- the strategy's view --------------------------------------------------------------------------
 

@@ -228,3 +228,21 @@ def test_simulated_placement_waits_for_a_requested_allocation_with_enough_wallti
     ex2.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))
     ex2.add_allocation("short", cores=1, walltime_end=500.0, at=0.0)
     assert [e.allocation for e in ex2.advance(1.0)] == ["short"]
+
+
+def test_a_run_cut_short_records_censored_runtimes() -> None:
+    history = MemoryHistory()
+    knowledge = Knowledge(DEMO3, waits=_fixed_wait(0.0), history=history)
+    runner = Runner(
+        DEMO3, make_strategy("perstage"), MockBackend(nodes=16), SimExecutor(), knowledge, max_duration=1500.0
+    )
+    result = runner.run()
+    assert result.status == "timeout"
+    done, done_censored = history.stage_runtimes("demo3", "prepare")
+    cut, cut_censored = history.stage_runtimes("demo3", "process")
+    assert list(done_censored) == [False] and list(cut_censored) == [True]
+    first = min(e.time for e in _of(result.events, K.TASK_START, stage="process"))
+    (run_end,) = _of(result.events, K.RUN_END)
+    assert cut[0] == pytest.approx(run_end.time - first) and cut[0] > 0
+    _, total_censored = history.stage_runtimes("demo3", "*")
+    assert list(total_censored) == [True]
