@@ -238,7 +238,7 @@ def test_a_run_cut_short_records_censored_runtimes() -> None:
     )
     result = runner.run()
     assert result.status == "timeout"
-    done, done_censored = history.stage_runtimes("demo3", "prepare")
+    _, done_censored = history.stage_runtimes("demo3", "prepare")
     cut, cut_censored = history.stage_runtimes("demo3", "process")
     assert list(done_censored) == [False] and list(cut_censored) == [True]
     first = min(e.time for e in _of(result.events, K.TASK_START, stage="process"))
