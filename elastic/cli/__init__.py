@@ -21,6 +21,7 @@ __all__ = ["main"]
 #: Subcommand modules, in the order ``elastic --help`` lists them.
 _COMMANDS: tuple[str, ...] = (
     "elastic.cli.simulate",
+    "elastic.cli.fidelity",
     "elastic.cli.traces",
     "elastic.cli.walltime",
     "elastic.cli.waits",

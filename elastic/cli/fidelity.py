@@ -1,0 +1,169 @@
+"""``elastic fidelity``: how closely each mock-backend mode reproduces a trace's recorded waits.
+
+``elastic fidelity --trace PATH [--cores LO:HI] [--modes replay,recorded,...] [--reserve X]
+[--order conservative|fcfs] [--out FILE.csv]``
+
+For the trace's own jobs of ``LO``-``HI`` cores, prints simulated vs recorded wait (mean, median, p90,
+share started at once) and the per-job Spearman rank correlation, one row per mode (see
+:mod:`elastic.simulator.fidelity`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from elastic.errors import ConfigError
+
+__all__ = ["parse_cores", "register"]
+
+
+def parse_cores(text: str) -> tuple[int, int]:
+    """Parse ``"16:128"`` (or one number, ``"64"``) into an inclusive core range.
+
+    Examples
+    --------
+    >>> parse_cores("16:128"), parse_cores("64")
+    ((16, 128), (64, 64))
+    """
+    lo, sep, hi = text.partition(":")
+    try:
+        low = int(lo)
+        high = int(hi) if sep else low
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a core range LO:HI like 16:128; got {text!r}") from None
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"core range needs 1 <= LO <= HI; got {text!r}")
+    return low, high
+
+
+def _modes(text: str) -> tuple[str, ...]:
+    from elastic.simulator.fidelity import MODES
+
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise argparse.ArgumentTypeError(
+            f"modes must be a comma-separated subset of {','.join(MODES)}; got {text!r}"
+        )
+    return modes
+
+
+def _reserve(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
+    return value
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``fidelity`` subcommand."""
+    from elastic.simulator.fidelity import MODES
+    from elastic.simulator.pinned import PINNED_ORDERS
+
+    parser = subparsers.add_parser(
+        "fidelity",
+        help="compare the mock backend's waits with a trace's recorded waits, per mode",
+        description=(
+            "Simulate a trace under each mock-backend mode (replay, recorded schedule, user chains, "
+            "calibrated reserve) and compare the simulated waits of the trace's own jobs of a size "
+            "class with the waits they really had."
+        ),
+    )
+    parser.add_argument("--trace", metavar="PATH", required=True, help="SWF trace with recorded waits")
+    parser.add_argument(
+        "--cores",
+        type=parse_cores,
+        default=(16, 128),
+        metavar="LO:HI",
+        help="evaluated jobs' size class in cores (default: 16:128)",
+    )
+    parser.add_argument(
+        "--modes",
+        type=_modes,
+        default=MODES,
+        metavar="LIST",
+        help=f"comma-separated modes (default: {','.join(MODES)})",
+    )
+    parser.add_argument(
+        "--reserve",
+        type=_reserve,
+        metavar="CORES",
+        help="reserve of the calibrated mode (default: fitted on the first half of the evaluated jobs)",
+    )
+    parser.add_argument(
+        "--order",
+        choices=PINNED_ORDERS,
+        default="conservative",
+        help="queue discipline of the evaluated jobs in the recorded modes (default: conservative)",
+    )
+    parser.add_argument("--out", metavar="FILE", help="also write the report table (.csv)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``elastic fidelity``; return the exit code."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from elastic.simulator.fidelity import fidelity_report
+    from elastic.simulator.trace import read_swf
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix != ".csv":
+        raise ConfigError(f"--out must end in .csv, got {args.out!r}")
+    console = Console()
+    t0 = time.perf_counter()
+    workload = read_swf(args.trace)
+    with console.status("simulating the modes (the calibrated one runs several half-trace simulations)"):
+        report = fidelity_report(
+            workload, cores=args.cores, modes=args.modes, reserve=args.reserve, order=args.order
+        )
+    lo, hi = args.cores
+    table = Table(
+        title=f"elastic fidelity: {workload.source}, jobs of {lo}-{hi} cores (simulated / recorded)"
+    )
+    for col in (
+        "mode",
+        "reserve",
+        "jobs",
+        "mean wait",
+        "median wait",
+        "p90 wait",
+        "started at once",
+        "Spearman",
+        "goal",
+    ):
+        table.add_column(col, justify="left" if col == "mode" else "right")
+    for row in report.to_dict("records"):
+        table.add_row(
+            str(row["mode"]),
+            str(row["reserve"]),
+            f"{row['jobs']:,}",
+            f"{_hms(row['mean_wait'])} / {_hms(row['recorded_mean_wait'])}",
+            f"{_hms(row['median_wait'])} / {_hms(row['recorded_median_wait'])}",
+            f"{_hms(row['p90_wait'])} / {_hms(row['recorded_p90_wait'])}",
+            f"{row['started_at_once']:.1%} / {row['recorded_started_at_once']:.1%}",
+            f"{row['spearman']:.3f}",
+            "yes" if row["meets_goal"] else "no",
+        )
+    console.print(table)
+    console.print(
+        f"goal: median within 2x of recorded and Spearman >= 0.6; {time.perf_counter() - t0:.0f} s in all"
+    )
+    if out is not None:
+        report.to_csv(out, index=False)
+        console.print(f"wrote the report to {out}")
+    return 0
+
+
+def _hms(seconds: float) -> str:
+    if seconds != seconds:  # NaN
+        return "-"
+    s = round(seconds)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
