@@ -17,7 +17,7 @@ from typing import Any
 
 from elastic.errors import ConfigError
 
-__all__ = ["parse_cores", "register"]
+__all__ = ["add_mode_arguments", "mode_engine_from_args", "parse_cores", "register"]
 
 
 def parse_cores(text: str) -> tuple[int, int]:
@@ -59,6 +59,61 @@ def _reserve(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
     return value
+
+
+def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--mode``, ``--cores`` and ``--reserve`` (used by ``elastic simulate``)."""
+    from elastic.simulator.fidelity import MODES
+
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="replay",
+        help=(
+            "replay: queue every trace job (default); recorded: pin every job outside --cores at its "
+            "recorded start and queue the --cores jobs into the capacity left; recorded-chain: and a "
+            "user's jobs start in submit order; calibrated: and --reserve cores held back"
+        ),
+    )
+    parser.add_argument(
+        "--cores",
+        type=parse_cores,
+        default=(16, 128),
+        metavar="LO:HI",
+        help="recorded modes: size class of the queued jobs (default: 16:128)",
+    )
+    parser.add_argument(
+        "--reserve",
+        type=_reserve,
+        metavar="CORES",
+        help="calibrated mode: cores held back (default: fitted on the first half of the queued jobs)",
+    )
+
+
+def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
+    """Build the engine of ``elastic simulate --mode`` (a recorded mode) from the parsed arguments."""
+    from elastic.simulator.fidelity import calibrate_reserve, mode_engine
+    from elastic.simulator.pinned import PINNED_ORDERS
+
+    order = args.policy or "conservative"
+    if order not in PINNED_ORDERS or args.speculative:
+        raise ConfigError(
+            f"--mode {args.mode} plans the queued jobs around the recorded schedule: --policy must be "
+            f"conservative or fcfs without --speculative, got --policy {order}"
+        )
+    reserve = args.reserve or 0
+    if args.mode == "calibrated" and args.reserve is None:
+        with console.status("fitting --reserve on the first half of the queued jobs"):
+            reserve = calibrate_reserve(workload, cores=args.cores, order=order)
+        console.print(f"calibrated reserve: {reserve} cores")
+    engine, evaluated = mode_engine(workload, args.mode, cores=args.cores, reserve=reserve, order=order)
+    lo, hi = args.cores
+    console.print(
+        f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
+        f"{len(engine.pinned):,} pinned at their recorded start"
+        + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
+    )
+    return engine
 
 
 def register(subparsers: Any) -> None:

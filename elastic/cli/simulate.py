@@ -100,7 +100,9 @@ def register(subparsers: Any) -> None:
         "--trace", metavar="PATH", help="SWF trace (.swf or .swf.gz); default: synthetic load"
     )
     parser.add_argument(
-        "--policy", choices=sorted(POLICIES), default="easy", help="queue policy (default: easy)"
+        "--policy",
+        choices=sorted(POLICIES),
+        help="queue policy (default: easy; recorded modes: conservative (default) or fcfs)",
     )
     parser.add_argument(
         "--speculative", action="store_true", help="speculative backfilling (with --policy easy)"
@@ -130,6 +132,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--jobs", type=_positive_int, default=10_000, metavar="N", help="synthetic jobs")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="synthetic seed (default: 0)")
     parser.add_argument("--out", metavar="FILE", help="write the per-job table (.csv or .parquet)")
+    from elastic.cli.fidelity import add_mode_arguments
+
+    add_mode_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -143,7 +148,10 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix not in (".csv", ".parquet"):
         raise ConfigError(f"--out must end in .csv or .parquet, got {args.out!r}")
-    policy = make_policy(args.policy, speculative=args.speculative)
+    if args.mode == "replay":
+        policy = make_policy(args.policy or "easy", speculative=args.speculative)
+    elif not args.trace:
+        raise ConfigError(f"--mode {args.mode} pins a trace's recorded schedule: it needs --trace")
     console = Console()
     t0 = time.perf_counter()
     if args.trace:
@@ -169,7 +177,13 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
         )
     t_read = time.perf_counter()
-    engine = Engine(nodes=workload.processors, policy=policy, workload=workload)
+    if args.mode == "replay":
+        engine = Engine(nodes=workload.processors, policy=policy, workload=workload)
+    else:
+        from elastic.cli.fidelity import mode_engine_from_args
+
+        engine = mode_engine_from_args(args, workload, console)
+        t_read = time.perf_counter()
     _run_with_progress(engine, len(workload), console)
     t_sim = time.perf_counter()
     records = engine.records()

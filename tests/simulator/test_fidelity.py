@@ -6,6 +6,7 @@ import logging
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from elastic.backends.base import JobSpec
@@ -209,3 +210,25 @@ def test_cli_fidelity_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixtur
     assert "comma-separated subset" in capsys.readouterr().err
     assert main(["fidelity", "--trace", str(swf), "--cores", "64:128"]) == 2
     assert "no job" in capsys.readouterr().err
+
+
+def test_cli_simulate_mode_pins_the_recorded_schedule(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    swf = tmp_path / "small.swf"
+    swf.write_text(swf_text(SMALL))
+    out = tmp_path / "jobs.csv"
+    argv = ["simulate", "--trace", str(swf), "--mode", "recorded-chain", "--cores", "2:2", "--out", str(out)]
+    assert main(argv) == 0
+    assert "2 jobs of 2-2 cores queued (conservative), 2 pinned" in capsys.readouterr().out
+
+    jobs = pd.read_csv(out).set_index("job_id")
+    assert jobs.loc[[2, 4], "wait"].tolist() == [90.0, 190.0]  # as in test_modes_known_answers
+    assert jobs.loc[[1, 3], "wait"].tolist() == [0.0, 200.0]  # pinned: their recorded waits
+    assert (
+        main(["simulate", "--trace", str(swf), "--mode", "calibrated", "--cores", "2:2", "--policy", "sejf"])
+        == 2
+    )
+    assert "--policy must be conservative or fcfs" in capsys.readouterr().err
+    assert main(["simulate", "--mode", "recorded"]) == 2
+    assert "needs --trace" in capsys.readouterr().err
