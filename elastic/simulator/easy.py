@@ -82,15 +82,15 @@ class EasyBackfill:
         if not q:
             self._blocked = -1
             return
-        jobs = engine.jobs
-        cores = jobs.cores
-        whole = jobs.whole
         cl = engine.cluster
         if self._blocked == q[0] and self._mark == engine.release_count:
             first = self._scanned  # only jobs that arrived since the last pass
             shadow = self._shadow
             extra = self._extra
         else:
+            jobs = engine.jobs
+            cores = jobs.cores
+            whole = jobs.whole
             k = 0
             n = len(q)
             while k < n:
@@ -111,8 +111,8 @@ class EasyBackfill:
             if head not in self.reservations:
                 self.reservations[head] = shadow
             first = 1
-        if cl.free:
-            shadow, extra = self._backfill(engine, first, shadow, extra)
+        if cl.free and first < len(q):
+            extra = self._backfill(engine, first, shadow, extra)
         self._first = first
         self._blocked = q[0]
         self._mark = engine.release_count
@@ -120,7 +120,8 @@ class EasyBackfill:
         self._shadow = shadow
         self._extra = extra
 
-    def _backfill(self, engine: Engine, first: int, shadow: float, extra: int) -> tuple[float, int]:
+    def _backfill(self, engine: Engine, first: int, shadow: float, extra: int) -> int:
+        """Backfill from ``queue[first:]``; return the extra cores left."""
         q = engine.queue
         jobs = engine.jobs
         cores = jobs.cores
@@ -128,7 +129,7 @@ class EasyBackfill:
         whole = jobs.whole
         cl = engine.cluster
         node_head = whole[q[0]] != 0
-        now = engine.now
+        now = engine._now  # the attribute, not the property: this runs once per event batch
         free = cl.free
         i = first
         n = len(q)
@@ -149,7 +150,7 @@ class EasyBackfill:
                         break
                     continue
             i += 1
-        return shadow, extra
+        return extra
 
     def blocked_head(self) -> int:
         """Return the head job blocked after the last pass, or -1."""
