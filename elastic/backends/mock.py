@@ -73,8 +73,10 @@ class MockBackend:
     start : float, default 0.0
         Simulated time to start at; background jobs submitted before are simulated first (warm-up),
         so the queue is already busy.
-    kill_invalid_dep : bool, default False
-        Cancel jobs whose dependency can never be satisfied instead of leaving them pending.
+    kill_invalid_dep : bool, default True
+        Cancel jobs whose dependency can never be satisfied instead of leaving them pending with reason
+        DependencyNeverSatisfied. True matches the Slurm backend, which always submits with
+        ``--kill-on-invalid-dep=yes``.
     max_walltime : float or None, default None
         Partition time limit in seconds; longer requests are refused at submit.
     grace : float, default 2.0
@@ -114,7 +116,7 @@ class MockBackend:
         clock: str = "virtual",
         speedup: float = 1.0,
         start: float = 0.0,
-        kill_invalid_dep: bool = False,
+        kill_invalid_dep: bool = True,
         max_walltime: float | None = None,
         grace: float = 2.0,
         partition_name: str = "mock",
