@@ -60,7 +60,7 @@ class TaskSpec:
     cores : int
         Cores it needs.
     estimate : float
-        Runtime estimate in seconds (the stage's mean), for walltime-aware placement.
+        Runtime estimate in seconds (expected stage duration), for walltime-aware placement.
     duration : float
         Sampled duration in backend seconds: what a simulated task takes, what a sleep task sleeps.
     command : str or None
@@ -465,12 +465,13 @@ class Runner:
     def _queue_tasks(self, s: _Stage) -> None:
         stage = self.workflow.stages[s.index]
         durations = stage.sample_runtimes(self._rng)
+        # the runtime estimate for placement is what the strategy believes (history, else the workflow's
+        # estimate), the same belief its walltime requests come from
+        estimate = self.knowledge.expected_duration(s.name)
         for i, d in enumerate(durations):
             self._order += 1
             self.executor.submit(
-                TaskSpec(
-                    f"{s.name}.{i}", s.name, self._order, stage.cores, stage.runtime, float(d), stage.command
-                )
+                TaskSpec(f"{s.name}.{i}", s.name, self._order, stage.cores, estimate, float(d), stage.command)
             )
 
     def _learn_runtimes(self, status: str, end: float) -> None:

@@ -20,9 +20,9 @@ TINY = Workflow(
 )
 
 
-def _run(strategy: str, knowledge: Knowledge) -> RunResult:
+def _run(strategy: str, knowledge: Knowledge, drain_margin: float = 30.0) -> RunResult:
     backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
-    executor = PoolExecutor(backend, speedup=SPEEDUP)
+    executor = PoolExecutor(backend, speedup=SPEEDUP, drain_margin=drain_margin)
     try:
         return Runner(TINY, make_strategy(strategy), backend, executor, knowledge, poll_interval=5.0).run()
     finally:
@@ -50,10 +50,11 @@ def test_asa_run_through_the_real_pool_completes_and_presubmits() -> None:
 @pytest.mark.timeout(120)
 def test_walltime_hit_through_the_real_pool_reruns_lost_tasks() -> None:
     history = MemoryHistory()
-    for runtime in (10.0, 12.0, 11.0):  # history says b takes ~11 s; it takes ~60 s
+    for runtime in (28.0, 32.0, 30.0):  # history says b takes ~30 s; it takes ~60 s
         history.add_stage_runtime("tiny", "b", runtime)
-    knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"), history=history)
-    result = _run("perstage", knowledge)
+    waits = ASAEstimator(grid=[0.0, 1e5], policy="greedy")
+    knowledge = Knowledge(TINY, waits=waits, history=history, overhead=5.0)  # first request ~55 s
+    result = _run("perstage", knowledge, drain_margin=2.0)  # the pool drains 2 s before the kill
     assert result.status == "completed"
     b = _of(result.events, K.ALLOC_SUBMIT, stage="b")
     assert len(b) >= 2 and b[1].note == "walltime" and (b[1].walltime or 0) > (b[0].walltime or 0)
