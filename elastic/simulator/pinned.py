@@ -24,7 +24,7 @@ the profile is edited one breakpoint at a time in the hot path, where numpy elem
 from __future__ import annotations
 
 import math
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -162,8 +162,7 @@ class PinnedBackfill:
         i = self._split(max(start, lo))
         k = self._split(max(end, lo))
         free = self._free
-        for m in range(i, k):
-            free[m] -= cores
+        free[i:k] = [f - cores for f in free[i:k]]
 
     def _earliest(self, cores: int, duration: float, lb: float) -> float:
         """Earliest time >= ``lb`` from which ``cores`` stay free for ``duration`` seconds."""
@@ -174,16 +173,14 @@ class PinnedBackfill:
         i = bisect_right(times, t) - 1
         while True:
             # times[i] <= t, and the profile is loaded up to t + duration.
-            end = t + duration
-            n = len(times)
-            k = i
-            while k < n and (k == i or times[k] < end):
-                if free[k] < cores:
-                    break
-                k += 1
-            else:
+            k = bisect_left(times, t + duration, i + 1)
+            if min(free[i:k]) >= cores:  # the window check runs in C
                 return t
-            i = k + 1  # the level at k is too low: look for the next breakpoint with enough
+            # Any start up to the last too-low breakpoint of the window would include it.
+            v = k - 1
+            while free[v] >= cores:
+                v -= 1
+            i = v + 1
             while True:
                 n = len(times)
                 while i < n and free[i] < cores:
