@@ -16,22 +16,16 @@ from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMe
 
 # ``toptimal`` the function is not re-exported: it would shadow the ``learners.toptimal`` module.
 from learners.toptimal import ReservationSequence, atoptimal, toptimal_policy
-from learners.walltime import (
-    ESDD,
+from learners.walltime import ESDD, WalltimeLearner, esdd, esdd_from_runtimes
+from learners.walltime_baselines import (
     MASI,
     ClassicalHPC,
-    CostModel,
     FixedSequence,
     Neuroscience,
-    WalltimeLearner,
     WalltimeStrategy,
-    empirical_cost,
-    esdd,
-    esdd_from_runtimes,
-    expected_cost,
-    expected_makespan,
     strategy_expectation,
 )
+from learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
 
 __all__: list[str] = [
     # queue-wait learners (learners.base, learners.asa, learners.baselines)
@@ -50,7 +44,7 @@ __all__: list[str] = [
     "geometry_key",
     "load_shared",
     "observe_shared",
-    # speculative walltimes (learners.toptimal, learners.walltime)
+    # speculative walltimes (learners.toptimal, learners.walltime, .walltime_cost, .walltime_baselines)
     "ESDD",
     "MASI",
     "ClassicalHPC",

@@ -1,15 +1,13 @@
-"""Walltime requests for stages with uncertain runtimes: distributions, costs, strategies, a learner.
+"""Walltime requests for stages with uncertain runtimes: runtime distributions and the learner.
 
 * :class:`ESDD` and :func:`esdd` / :func:`esdd_from_runtimes`: the equally-spaced discretisation of
   Gainaru et al. (ICPP 2019, Section 4.2) of a ``scipy.stats`` distribution on ``[a, b]``, or of observed
   runtimes where runs killed at their walltime are right-censored (Kaplan-Meier, not dropped).
-* :class:`CostModel`: iSBatch's cost of one submission, ``alpha * t + beta * min(X, t) + gamma``.
-* Evaluators: :func:`expected_cost` and :func:`expected_makespan` (Theorem 1, backfilling rate
-  ``zeta``) of any sequence under an ESDD, :func:`empirical_cost` on a list of runtimes.
-* Strategies producing sequences: :class:`FixedSequence` (TOptimal / ATOptimal output),
-  :class:`ClassicalHPC`, :class:`Neuroscience`, :class:`MASI`; :func:`strategy_expectation` averages a
-  history-dependent strategy over histories drawn from the distribution.
 * :class:`WalltimeLearner`: censored runtime history -> reservation sequence and ``next_request``.
+
+Costs and evaluators of a sequence live in :mod:`learners.walltime_cost`, the baseline strategies it is
+compared with in :mod:`learners.walltime_baselines`, the TOptimal / ATOptimal dynamic programmes in
+:mod:`learners.toptimal`.
 
 All durations are float seconds (any unit works as long as it is used consistently).
 """
@@ -17,9 +15,9 @@ All durations are float seconds (any unit works as long as it is used consistent
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
@@ -31,19 +29,9 @@ from learners.toptimal import atoptimal, toptimal, toptimal_policy
 
 __all__ = [
     "ESDD",
-    "MASI",
-    "ClassicalHPC",
-    "CostModel",
-    "FixedSequence",
-    "Neuroscience",
     "WalltimeLearner",
-    "WalltimeStrategy",
-    "empirical_cost",
     "esdd",
     "esdd_from_runtimes",
-    "expected_cost",
-    "expected_makespan",
-    "strategy_expectation",
 ]
 
 logger = logging.getLogger(__name__)
@@ -222,284 +210,6 @@ def esdd_from_runtimes(
     return _from_cdf(values, cdf)
 
 
-@dataclass(frozen=True, slots=True)
-class CostModel:
-    """Cost of one submission of walltime ``t`` for a stage of runtime ``X`` (iSBatch's model).
-
-    ``alpha * t + beta * min(X, t) + gamma``. ``alpha=1, beta=0`` pays what is reserved (the paper's
-    TOptimal); ``alpha=1, beta=1`` is iSBatch's "HPC" model; ``gamma`` can stand for a queue wait.
-
-    Parameters
-    ----------
-    alpha : float, default 1.0
-        Cost per reserved second, >= 0.
-    beta : float, default 0.0
-        Cost per used second, >= 0.
-    gamma : float, default 0.0
-        Fixed cost per submission, >= 0 (e.g. the expected queue wait in seconds).
-    """
-
-    alpha: float = 1.0
-    beta: float = 0.0
-    gamma: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("alpha", "beta", "gamma"):
-            value = getattr(self, name)
-            if not (isinstance(value, (int, float)) and np.isfinite(value) and value >= 0):
-                raise ConfigError(f"CostModel: {name} must be a finite number >= 0; got {value!r}")
-        if self.alpha == 0 and self.beta == 0 and self.gamma == 0:
-            raise ConfigError("CostModel: at least one of alpha, beta, gamma must be > 0")
-
-
-def _check_requests(requests: Sequence[float] | npt.ArrayLike, longest: float) -> FloatArray:
-    t = np.asarray(requests, dtype=np.float64).ravel()
-    if t.size == 0 or not np.all(np.isfinite(t)) or np.any(t < 0) or np.any(np.diff(t) <= 0):
-        raise ConfigError(
-            f"requests must be a non-empty, strictly increasing sequence of seconds >= 0; got {t}"
-        )
-    if t[-1] < longest:
-        raise ConfigError(
-            f"the last request ({t[-1]:g} s) is shorter than a possible runtime ({longest:g} s): "
-            "the stage would never finish; end the sequence at the upper bound"
-        )
-    return t
-
-
-def _outcome_costs(t: FloatArray, x: FloatArray, cost: CostModel) -> FloatArray:
-    """Cost of the sequence ``t`` for each runtime in ``x`` (vectorised over ``x``)."""
-    k = np.searchsorted(t, x, side="left")  # index of the successful request
-    reserved = np.concatenate(([0.0], np.cumsum(t)))  # reserved[k] = t_0 + ... + t_{k-1}
-    result: FloatArray = cost.alpha * reserved[k + 1] + cost.beta * (reserved[k] + x) + cost.gamma * (k + 1)
-    return result
-
-
-def expected_cost(
-    requests: Sequence[float] | npt.ArrayLike, distribution: ESDD, cost: CostModel | None = None
-) -> float:
-    """Return the expected cost of a request sequence under a discrete runtime distribution.
-
-    Parameters
-    ----------
-    requests : sequence of float
-        Strictly increasing walltimes (seconds); a killed stage restarts with the next one.
-    distribution : ESDD
-        Runtime distribution.
-    cost : CostModel, optional
-        Default ``CostModel()`` (pay what is reserved).
-
-    Returns
-    -------
-    float
-        ``sum_l f_l * cost(requests, v_l)``.
-
-    Raises
-    ------
-    ConfigError
-        The requests are not increasing, or end below the distribution's largest possible runtime.
-
-    Examples
-    --------
-    >>> d = ESDD(np.array([1.0, 2.0]), np.array([0.5, 0.5]))
-    >>> expected_cost([1.0, 2.0], d)
-    2.0
-    """
-    cost = cost or CostModel()
-    support = distribution.values[distribution.probs > 0]
-    t = _check_requests(requests, float(support.max()))
-    return float(distribution.probs @ _outcome_costs(t, distribution.values, cost))
-
-
-def expected_makespan(requests: Sequence[float] | npt.ArrayLike, distribution: ESDD, zeta: float) -> float:
-    """Return the expected makespan of a request sequence with backfilling rate ``zeta`` (Theorem 1).
-
-    For a runtime in ``(t_m, t_{m+1}]`` the makespan is ``max(S_{m+1}, (S_m + X) / (1 - zeta))`` with
-    ``S_m`` the sum of the first ``m`` requests; with ``zeta = 0`` it is :func:`expected_cost` with the
-    default cost model.
-
-    Parameters
-    ----------
-    requests : sequence of float
-        Strictly increasing walltimes (seconds).
-    distribution : ESDD
-        Runtime distribution.
-    zeta : float
-        Backfilling work rate in [0, 1).
-
-    Returns
-    -------
-    float
-        Expected makespan in seconds.
-
-    Raises
-    ------
-    ConfigError
-        ``zeta`` outside [0, 1), or bad requests as for :func:`expected_cost`.
-    """
-    if not (np.isfinite(zeta) and 0.0 <= zeta < 1.0):
-        raise ConfigError(f"zeta must be in [0, 1); got {zeta!r}")
-    support = distribution.values[distribution.probs > 0]
-    t = _check_requests(requests, float(support.max()))
-    x = distribution.values
-    k = np.searchsorted(t, x, side="left")
-    reserved = np.concatenate(([0.0], np.cumsum(t)))
-    makespan = np.maximum(reserved[k + 1], (reserved[k] + x) / (1.0 - zeta))
-    return float(distribution.probs @ makespan)
-
-
-def empirical_cost(
-    requests: Sequence[float] | npt.ArrayLike, runtimes: npt.ArrayLike, cost: CostModel | None = None
-) -> float:
-    """Return the mean cost of a request sequence over observed (uncensored) runtimes.
-
-    Parameters
-    ----------
-    requests : sequence of float
-        Strictly increasing walltimes (seconds).
-    runtimes : array_like of float
-        True runtimes in seconds.
-    cost : CostModel, optional
-        Default ``CostModel()``.
-
-    Returns
-    -------
-    float
-        Mean cost per run.
-
-    Raises
-    ------
-    ConfigError
-        No runtimes, or bad requests as for :func:`expected_cost`.
-
-    Examples
-    --------
-    >>> empirical_cost([5.0, 10.0], [4.0, 7.0])
-    10.0
-    """
-    x = np.asarray(runtimes, dtype=np.float64).ravel()
-    if x.size == 0:
-        raise ConfigError("runtimes is empty")
-    t = _check_requests(requests, float(x.max()))
-    return float(_outcome_costs(t, x, cost or CostModel()).mean())
-
-
-class WalltimeStrategy(Protocol):
-    """Something that chooses a request sequence from the runtimes of previous runs."""
-
-    @property
-    def name(self) -> str:
-        """Label for tables."""
-        ...
-
-    def requests(self, history: Sequence[float], upper: float) -> tuple[float, ...]:
-        """Return strictly increasing requests ending at ``upper`` (seconds) for the next run."""
-        ...
-
-
-def _capped(first: float, upper: float) -> tuple[float, ...]:
-    return (upper,) if first >= upper else (first, upper)
-
-
-@dataclass(frozen=True, slots=True)
-class FixedSequence:
-    """The same sequence whatever the history (TOptimal or ATOptimal output)."""
-
-    name: str
-    sequence: tuple[float, ...]
-
-    def requests(self, history: Sequence[float], upper: float) -> tuple[float, ...]:
-        """Return the fixed sequence (its last request must be ``upper``)."""
-        return self.sequence
-
-
-@dataclass(frozen=True, slots=True)
-class ClassicalHPC:
-    """Always request the upper bound."""
-
-    name: str = "Classical HPC"
-
-    def requests(self, history: Sequence[float], upper: float) -> tuple[float, ...]:
-        """Return ``(upper,)``."""
-        return (upper,)
-
-
-@dataclass(frozen=True, slots=True)
-class Neuroscience:
-    """Request the longest of the last ``window`` runtimes; if killed, resubmit with the upper bound."""
-
-    window: int = 10
-    name: str = "Neuroscience"
-
-    def requests(self, history: Sequence[float], upper: float) -> tuple[float, ...]:
-        """Return ``(max(last runs), upper)``, or ``(upper,)`` without history."""
-        if len(history) == 0:
-            return (upper,)
-        return _capped(float(max(history[-self.window :])), upper)
-
-
-@dataclass(frozen=True, slots=True)
-class MASI:
-    """Request the mean of the last ``window`` runtimes; each kill multiplies the request by 1.4."""
-
-    window: int = 10
-    increase: float = 0.4
-    name: str = "MASI"
-
-    def requests(self, history: Sequence[float], upper: float) -> tuple[float, ...]:
-        """Return ``mean, mean * 1.4, mean * 1.4^2, ...`` below ``upper``, then ``upper``."""
-        if len(history) == 0:
-            return (upper,)
-        first = float(np.mean(history[-self.window :]))
-        if first <= 0 or self.increase <= 0:
-            return _capped(first, upper)
-        growth = np.log(upper / first) / np.log1p(self.increase) if first < upper else 0.0
-        steps = first * (1.0 + self.increase) ** np.arange(int(np.ceil(growth)))
-        return (*(float(s) for s in steps[steps < upper]), upper)
-
-
-def strategy_expectation(
-    strategy: WalltimeStrategy,
-    distribution: ESDD,
-    metric: Callable[[tuple[float, ...], ESDD], float],
-    *,
-    history: int = 10,
-    samples: int = 1000,
-    seed: int = 0,
-) -> float:
-    """Average a metric of a history-dependent strategy over histories drawn from the distribution.
-
-    Parameters
-    ----------
-    strategy : WalltimeStrategy
-        E.g. :class:`Neuroscience`.
-    distribution : ESDD
-        Where the ``history`` previous runtimes and the next one come from.
-    metric : callable
-        ``metric(requests, distribution)``, e.g. ``lambda t, d: expected_cost(t, d, cost)``.
-    history : int, default 10
-        Previous runs per sampled history.
-    samples : int, default 1000
-        Histories drawn (Monte Carlo).
-    seed : int, default 0
-        Seed of the generator, for reproducible figures.
-
-    Returns
-    -------
-    float
-        Mean of the metric over the sampled histories (exact over the next runtime).
-    """
-    rng = np.random.default_rng(seed)
-    draws = distribution.sample((samples, history), rng)
-    cache: dict[tuple[float, ...], float] = {}
-    total = 0.0
-    for row in draws:
-        seq = strategy.requests(row.tolist(), distribution.upper)
-        if seq not in cache:
-            cache[seq] = metric(seq, distribution)
-        total += cache[seq]
-    return total / samples
-
-
 class WalltimeLearner(BaseLearner):
     """Learn a stage's runtime distribution from (censored) runs; give the walltime to request next.
 
@@ -518,7 +228,8 @@ class WalltimeLearner(BaseLearner):
     at_points : int, default 50
         Intervals for ATOptimal (its cost grows quickly with this; the paper finds < 50 enough).
     alpha, beta, gamma : float
-        :class:`CostModel` weights used by TOptimal (ignored by ATOptimal, which minimises makespan).
+        :class:`~learners.walltime_cost.CostModel` weights used by TOptimal (ignored by ATOptimal,
+        which minimises makespan).
 
     Attributes
     ----------

@@ -29,21 +29,16 @@ from scipy import stats
 
 from elastic.errors import ConfigError, TraceError, UnknownNameError
 from learners.toptimal import atoptimal, toptimal
-from learners.walltime import (
-    ESDD,
+from learners.walltime import ESDD, esdd, esdd_from_runtimes
+from learners.walltime_baselines import (
     MASI,
     ClassicalHPC,
-    CostModel,
     FixedSequence,
     Neuroscience,
     WalltimeStrategy,
-    empirical_cost,
-    esdd,
-    esdd_from_runtimes,
-    expected_cost,
-    expected_makespan,
     strategy_expectation,
 )
+from learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
 
 __all__ = ["continuous_distribution", "read_runtimes", "register"]
 

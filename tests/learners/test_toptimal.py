@@ -14,7 +14,8 @@ from scipy import stats
 
 from elastic.errors import ConfigError
 from learners.toptimal import atoptimal, toptimal, toptimal_policy
-from learners.walltime import ESDD, CostModel, esdd, expected_cost, expected_makespan
+from learners.walltime import ESDD, esdd
+from learners.walltime_cost import CostModel, expected_cost, expected_makespan
 
 # Table 1 of Gainaru et al. (ICPP 2019): truncated normal, mu = 8 h, sigma = 2 h on [0, 20] h.
 TABLE1 = stats.truncnorm((0 - 8) / 2, (20 - 8) / 2, loc=8, scale=2)
