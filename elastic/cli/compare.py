@@ -151,8 +151,8 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--runs must be >= 1, got {args.runs}")
     workflow = resolve_workflow(args.workflow)
     console = Console()
-    if not console.is_terminal and console.width < 160:
-        console = Console(width=160)
+    if not console.is_terminal and console.width < 200:  # pipes and files get the whole table
+        console = Console(width=200)
     background = load_background(args)
     results: dict[str, list[RunResult]] = {}
     began = time.perf_counter()
@@ -172,9 +172,10 @@ def _run(args: argparse.Namespace) -> int:
             progress.advance(task)
     elapsed = time.perf_counter() - began
     frame = summarise(results)
+    source = background.source if len(background.source) <= 60 else background.source[:57] + "..."
     title = (
         f"{workflow.name}: {args.runs} runs per strategy on {background.processors} cores, "
-        f"background {background.source} (seed {args.seed})"
+        f"background {source} (seed {args.seed})"
     )
     console.print(table(frame, title))
     total = args.runs * len(args.strategies)
