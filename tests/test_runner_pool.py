@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+
 import pytest
 
 from elastic.backends.mock import MockBackend
 from elastic.metrics import Event, EventKind
+from elastic.pool import AgentEvent, AgentEventKind
 from elastic.poolexec import PoolExecutor
 from elastic.runner import Runner, RunResult
-from elastic.strategies import Knowledge, MemoryHistory, make_strategy
+from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Stage, Workflow
 from learners.asa import ASAEstimator
 
@@ -60,3 +64,41 @@ def test_walltime_hit_through_the_real_pool_reruns_lost_tasks() -> None:
     assert len(b) >= 2 and b[1].note == "walltime" and (b[1].walltime or 0) > (b[0].walltime or 0)
     assert _of(result.events, K.TASK_LOST, stage="b")
     assert {e.task for e in _of(result.events, K.TASK_END, stage="b")} == {"b.0", "b.1", "b.2"}
+
+
+@pytest.mark.timeout(120)
+def test_agent_killed_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
+    backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
+    executor = PoolExecutor(backend, speedup=SPEEDUP)
+    killed: list[str] = []
+
+    def kill_stage_b_agent(view: RunView) -> None:
+        running = [a for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
+        if killed or not running:
+            return
+        for e in executor.pool.events:
+            if (
+                isinstance(e, AgentEvent)
+                and e.kind is AgentEventKind.JOINED
+                and e.alloc_id == running[0].alloc_id
+            ):
+                os.kill(int(e.agent.rsplit("/", 1)[1]), signal.SIGKILL)  # agent names end in their pid
+                killed.append(e.agent)
+                return
+
+    knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"))
+    try:
+        runner = Runner(
+            TINY, make_strategy("asa"), backend, executor, knowledge, poll_interval=5.0,
+            on_iteration=kill_stage_b_agent,
+        )  # fmt: skip
+        result = runner.run()
+    finally:
+        executor.close()
+        backend.close()
+    assert killed and result.status == "completed"
+    lost = _of(result.events, K.TASK_LOST, stage="b")
+    assert lost, "the killed agent's tasks were not reported lost"
+    for e in lost:  # each lost task ran again, on another allocation, to completion
+        (end,) = _of(result.events, K.TASK_END, task=e.task)
+        assert end.allocation != e.allocation
