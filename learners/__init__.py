@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from learners.asa import DEFAULT_GRID, ASAEstimator, geometry_key
+from learners.asa import ASAEstimator
+from learners.asa_grid import DEFAULT_GRID, geometry_key
 from learners.base import (
     Learner,
     NotFittedError,
@@ -28,7 +29,7 @@ from learners.walltime_baselines import (
 from learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
 
 __all__: list[str] = [
-    # queue-wait learners (learners.base, learners.asa, learners.baselines)
+    # queue-wait learners (learners.base, learners.asa, learners.asa_grid, learners.baselines)
     "DEFAULT_GRID",
     "ASAEstimator",
     "LastWait",

@@ -2,10 +2,10 @@
 
 The paper's formulas were lost in extraction; this is the reconstruction of issue #3.
 
-The learner keeps, per key (a job geometry, see :func:`geometry_key`), a probability vector ``p`` over a
-fixed sorted grid of K candidate waits ``a_1 < ... < a_K``, the loss vector ``L`` accumulated in the
-current round (mini-batch), the loss the learner itself incurred in that round, and the round index
-``r`` (starting at 1). One observation of a real wait ``w`` is one *case*:
+The learner keeps, per key (a job geometry, see :func:`~learners.asa_grid.geometry_key`), a probability
+vector ``p`` over a fixed sorted grid of K candidate waits ``a_1 < ... < a_K``, the loss vector ``L``
+accumulated in the current round (mini-batch), the loss the learner itself incurred in that round, and
+the round index ``r`` (starting at 1). One observation of a real wait ``w`` is one *case*:
 
 1. every alternative is scored (full information) with a loss in [0, 1], ``l_i(w)``;
 2. ``L += l`` and the round's incurred loss grows by the learner's own loss (``p . l`` for the sampling
@@ -54,185 +54,39 @@ Policies
 
 Losses
 ------
-``"paper"``
-    0 for the alternative closest to the observed wait, 1 for every other one (definition (3)).
-``"cost"``
-    An alternative ``a`` that is too long makes the allocation start ``a - w`` seconds early and idle:
-    ``idle_weight * cores * (a - w)`` core-seconds; one that is too short delays the stage by ``w - a``
-    seconds: ``delay_weight * (w - a)``. The cost is mapped to [0, 1] as ``log1p(c) / max_i log1p(c_i)``
-    so the round bound keeps its meaning; the log keeps alternatives distinguishable across the grid's
-    five orders of magnitude (a linear scale would make every small wait cost ~0 next to 100,000 s).
+``"paper"`` (0 for the closest alternative, 1 for the others) and ``"cost"`` (idle core-seconds of an
+early start against seconds of delay): :mod:`learners.asa_losses`. The grid of candidate waits and the
+keys are in :mod:`learners.asa_grid`, the learned state of a key and its dict form in
+:mod:`learners.asa_state`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
+from learners.asa_grid import DEFAULT_GRID, key_cores
+
+# re-exported for elastic/strategies/knowledge.py; import from learners.asa_grid instead
+from learners.asa_grid import geometry_key as geometry_key
+from learners.asa_losses import cost_losses, paper_losses
+from learners.asa_state import KeyState, dump_state, load_state
 from learners.base import BaseLearner, InstanceOf, Interval, Key, Options
 
-__all__ = [
-    "DEFAULT_GRID",
-    "ASAEstimator",
-    "geometry_key",
-    "key_cores",
-    "nearest_index",
-]
+__all__ = ["ASAEstimator"]
 
 logger = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
-IntArray = npt.NDArray[np.int64]
-
-
-def _default_grid() -> tuple[float, ...]:
-    steps = [
-        (0, 100, 10),  # 0, 10, ..., 90                   10 values
-        (100, 1_000, 50),  # 100, 150, ..., 950           18
-        (1_000, 5_000, 500),  # 1,000, 1,500, ..., 4,500  8
-        (5_000, 10_000, 1_000),  # 5,000, ..., 9,000      5
-        (10_000, 30_000, 5_000),  # 10,000, ..., 25,000   4
-        (30_000, 100_001, 10_000),  # 30,000, ..., 100,000 8
-    ]
-    return tuple(float(v) for lo, hi, step in steps for v in range(lo, hi, step))
-
-
-DEFAULT_GRID: tuple[float, ...] = _default_grid()
-"""The 53 default candidate waits in seconds, 0 to 100,000 (the paper's 28 h maximum).
-
-Steps of 10 s below 100 s, 50 s below 1,000 s, 500 s below 5,000 s, 1,000 s below 10,000 s, 5,000 s
-below 30,000 s and 10,000 s up to 100,000 s: denser in the tens and hundreds of seconds, where small
-jobs' waits vary most, as in the paper (Section 4.3).
-"""
 
 _POLICIES = frozenset({"default", "tuned", "greedy"})
 _LOSSES = frozenset({"paper", "cost"})
-_STATE_FORMAT = "asa/1"
-_KEY_RE = re.compile(r"^cores=(\d+)-(\d+)(?:/|$)")
-
-
-def geometry_key(cores: int, partition: str | None = None, user: str | None = None) -> Key:
-    """Return the key ASA state is kept and shared under: a core bucket, plus partition and user.
-
-    Cores are bucketed by powers of two: a request of ``c`` cores falls in ``(2**(k-1), 2**k]`` with
-    ``2**k`` the smallest power of two >= ``c`` (1, 2, 3-4, 5-8, ..., 17-32, 33-64, 65-128, ...). Sizes
-    in one bucket see similar queue waits and pool their observations; the paper's 28, 56 and 112-core
-    geometries land in three different buckets.
-
-    Parameters
-    ----------
-    cores : int
-        Cores of the allocation, >= 1.
-    partition : str or None, default None
-        Slurm partition; ``None`` leaves it out of the key.
-    user : str or None, default None
-        Owner; ``None`` shares the state among all users.
-
-    Returns
-    -------
-    str
-        E.g. ``"cores=17-32/partition=batch/user=alice"``.
-
-    Raises
-    ------
-    ConfigError
-        ``cores`` < 1, or ``partition``/``user`` contain ``/`` or ``=``.
-
-    Examples
-    --------
-    >>> geometry_key(28)
-    'cores=17-32'
-    >>> geometry_key(112, partition="batch")
-    'cores=65-128/partition=batch'
-    """
-    if isinstance(cores, bool) or not isinstance(cores, (int, np.integer)) or cores < 1:
-        raise ConfigError(f"geometry_key: parameter 'cores' must be an integer >= 1; got {cores!r}")
-    hi = 1 << (int(cores) - 1).bit_length()
-    lo = hi // 2 + 1 if hi > 1 else 1
-    parts = [f"cores={lo}-{hi}"]
-    for name, value in (("partition", partition), ("user", user)):
-        if value is None:
-            continue
-        if "/" in value or "=" in value or not value:
-            raise ConfigError(
-                f"geometry_key: parameter {name!r} must be a non-empty string without '/' or '='; "
-                f"got {value!r}"
-            )
-        parts.append(f"{name}={value}")
-    return "/".join(parts)
-
-
-def key_cores(key: Key) -> int | None:
-    """Return the largest core count of a :func:`geometry_key` bucket, or ``None`` for other keys.
-
-    >>> key_cores("cores=17-32/user=alice")
-    32
-    >>> key_cores("anything else") is None
-    True
-    """
-    match = _KEY_RE.match(key)
-    return int(match.group(2)) if match else None
-
-
-def nearest_index(grid: npt.ArrayLike, waits: npt.ArrayLike) -> IntArray:
-    """Return, for each wait, the index of the closest grid value (ties go to the smaller value).
-
-    Parameters
-    ----------
-    grid : array_like of float
-        Sorted candidate waits.
-    waits : array_like of float
-        Waits in seconds.
-
-    Returns
-    -------
-    ndarray of int64
-        Same shape as ``waits``.
-
-    Examples
-    --------
-    >>> nearest_index([0.0, 10.0, 100.0], [4.0, 6.0, 55.0, 1e9]).tolist()
-    [0, 1, 1, 2]
-    """
-    g = np.asarray(grid, dtype=np.float64)
-    w = np.asarray(waits, dtype=np.float64)
-    right = np.clip(np.searchsorted(g, w, side="left"), 1, len(g) - 1) if len(g) > 1 else None
-    if right is None:
-        return np.zeros(w.shape, dtype=np.int64)
-    left = right - 1
-    pick_right = (g[right] - w) < (w - g[left])
-    return np.where(pick_right, right, left).astype(np.int64)
-
-
-@dataclass(slots=True)
-class _KeyState:
-    """Mutable learned state of one key."""
-
-    p: FloatArray
-    round_loss: FloatArray
-    cumulative_loss: FloatArray
-    incurred: float
-    round: int
-    observations: int
-
-    @classmethod
-    def prior(cls, k: int) -> _KeyState:
-        return cls(
-            p=np.full(k, 1.0 / k),
-            round_loss=np.zeros(k),
-            cumulative_loss=np.zeros(k),
-            incurred=0.0,
-            round=1,
-            observations=0,
-        )
 
 
 class ASAEstimator(BaseLearner):
@@ -241,7 +95,8 @@ class ASAEstimator(BaseLearner):
     Parameters
     ----------
     grid : sequence of float or None, default None
-        Sorted, distinct candidate waits in seconds (>= 0, at least 2). ``None`` = :data:`DEFAULT_GRID`.
+        Sorted, distinct candidate waits in seconds (>= 0, at least 2).
+        ``None`` = :data:`~learners.asa_grid.DEFAULT_GRID`.
     policy : {"default", "tuned", "greedy"}, default "default"
         How :meth:`predict` chooses and how observations are applied (see the module docstring).
     repetitions : int, default 50
@@ -254,7 +109,7 @@ class ASAEstimator(BaseLearner):
         ``loss="cost"``: weight of one second of delay (>= 0).
     cores : int or None, default None
         ``loss="cost"``: cores an early start idles. ``None`` = the bucket's upper bound when the key
-        comes from :func:`geometry_key`, else 1.
+        comes from :func:`~learners.asa_grid.geometry_key`, else 1.
     eta0 : float, default 1.0
         Initial learning rate (> 0); round ``r`` uses ``max(eta0 / sqrt(r), eta_min)``.
     eta_min : float, default 0.0
@@ -358,13 +213,13 @@ class ASAEstimator(BaseLearner):
                 "with loss='cost'"
             )
         self.grid_: FloatArray = grid
-        self.states_: dict[Key, _KeyState] = {}
+        self.states_: dict[Key, KeyState] = {}
         self.rng_: np.random.Generator = np.random.default_rng(self.random_state)
 
-    def _state(self, key: Key) -> _KeyState:
+    def _state(self, key: Key) -> KeyState:
         state = self.states_.get(key)
         if state is None:
-            state = self.states_[key] = _KeyState.prior(len(self.grid_))
+            state = self.states_[key] = KeyState.prior(len(self.grid_))
         return state
 
     # -- losses -------------------------------------------------------------------------------------
@@ -386,15 +241,11 @@ class ASAEstimator(BaseLearner):
         """
         self._initialise()
         if self.loss == "paper":
-            out = np.ones(len(self.grid_))
-            out[nearest_index(self.grid_, wait)] = 0.0
-            return out
+            return paper_losses(self.grid_, wait)
         cores = self.cores if self.cores is not None else (key_cores(key) or 1)
-        early = np.maximum(self.grid_ - wait, 0.0)
-        late = np.maximum(wait - self.grid_, 0.0)
-        cost = np.log1p(self.idle_weight * cores * early + self.delay_weight * late)
-        top = float(cost.max())
-        return cost / top if top > 0 else cost
+        return cost_losses(
+            self.grid_, wait, cores=cores, idle_weight=self.idle_weight, delay_weight=self.delay_weight
+        )
 
     # -- the ASA learner update ---------------------------------------------------------------------
 
@@ -402,11 +253,11 @@ class ASAEstimator(BaseLearner):
         """Learning rate of round ``round_`` (1-based): ``max(eta0 / sqrt(r), eta_min)``."""
         return max(self.eta0 / math.sqrt(round_), self.eta_min)
 
-    def _greedy_index(self, state: _KeyState) -> int:
+    def _greedy_index(self, state: KeyState) -> int:
         eta = self._eta(state.round)
         return int(np.argmin(state.cumulative_loss + eta * state.round_loss))
 
-    def _close_round(self, state: _KeyState) -> None:
+    def _close_round(self, state: KeyState) -> None:
         eta = self._eta(state.round)
         state.cumulative_loss += eta * state.round_loss
         # Subtracting the minimum leaves the normalised result unchanged and avoids exp underflow.
@@ -418,7 +269,7 @@ class ASAEstimator(BaseLearner):
         state.incurred = 0.0
         state.round += 1
 
-    def _apply(self, state: _KeyState, loss: FloatArray, times: int) -> None:
+    def _apply(self, state: KeyState, loss: FloatArray, times: int) -> None:
         """Apply one case with loss vector ``loss`` ``times`` times (rounds close as they fill)."""
         remaining = times
         while remaining > 0:
@@ -448,7 +299,7 @@ class ASAEstimator(BaseLearner):
             if state.incurred > self.round_bound:
                 self._close_round(state)
 
-    def _apply_fresh_rounds_01(self, state: _KeyState, loss: FloatArray, times: int) -> None:
+    def _apply_fresh_rounds_01(self, state: KeyState, loss: FloatArray, times: int) -> None:
         """Exact shortcut of :meth:`_apply` for the 0/1 loss, starting at an empty round.
 
         With ``loss = 1 - e_i`` every round of repetitions of this one case scales all alternatives
@@ -500,7 +351,7 @@ class ASAEstimator(BaseLearner):
         Parameters
         ----------
         key : str
-            Geometry key, e.g. from :func:`geometry_key`.
+            Geometry key, e.g. from :func:`~learners.asa_grid.geometry_key`.
         wait : float
             The wait the allocation really had, in seconds (>= 0; values past the grid count as the
             largest alternative).
@@ -539,7 +390,7 @@ class ASAEstimator(BaseLearner):
         accumulated loss. A key never observed uses the prior (uniform ``p``, zero losses).
         """
         self._initialise()
-        state = self.states_.get(key) or _KeyState.prior(len(self.grid_))
+        state = self.states_.get(key) or KeyState.prior(len(self.grid_))
         if self.policy == "greedy":
             return self._greedy_index(state)
         index = int(np.searchsorted(np.cumsum(state.p), self.rng_.random() * state.p.sum(), side="right"))
@@ -559,7 +410,7 @@ class ASAEstimator(BaseLearner):
     def probabilities(self, key: Key) -> FloatArray:
         """Return a copy of ``p`` for ``key`` (uniform for a key never observed)."""
         self._initialise()
-        state = self.states_.get(key) or _KeyState.prior(len(self.grid_))
+        state = self.states_.get(key) or KeyState.prior(len(self.grid_))
         return state.p.copy()
 
     # -- persistence --------------------------------------------------------------------------------
@@ -570,17 +421,8 @@ class ASAEstimator(BaseLearner):
         The store keeps it across runs and shares it between workflows of the same user and geometry.
         """
         self._initialise()
-        state = self.states_.get(key) or _KeyState.prior(len(self.grid_))
-        return {
-            "format": _STATE_FORMAT,
-            "grid": self.grid_.tolist(),
-            "p": state.p.tolist(),
-            "round_loss": state.round_loss.tolist(),
-            "cumulative_loss": state.cumulative_loss.tolist(),
-            "incurred": state.incurred,
-            "round": state.round,
-            "observations": state.observations,
-        }
+        state = self.states_.get(key) or KeyState.prior(len(self.grid_))
+        return dump_state(self.grid_, state)
 
     def set_state(self, key: Key, state: Mapping[str, Any]) -> ASAEstimator:
         """Replace the learned state of ``key`` with one returned by :meth:`get_state`.
@@ -591,39 +433,5 @@ class ASAEstimator(BaseLearner):
             The state has another format or grid, or is not a valid state (names the field).
         """
         self._initialise()
-        where = f"ASAEstimator.set_state(key={key!r})"
-        if state.get("format") != _STATE_FORMAT:
-            raise ConfigError(f"{where}: 'format' must be {_STATE_FORMAT!r}; got {state.get('format')!r}")
-        grid = np.asarray(state.get("grid", []), dtype=np.float64)
-        if grid.shape != self.grid_.shape or not np.allclose(grid, self.grid_):
-            raise ConfigError(
-                f"{where}: the state was learned on another grid ({len(grid)} values); "
-                "use an estimator with the same 'grid' or discard the state"
-            )
-        k = len(self.grid_)
-        arrays: dict[str, FloatArray] = {}
-        for name in ("p", "round_loss", "cumulative_loss"):
-            arr = np.asarray(state.get(name, []), dtype=np.float64)
-            if arr.shape != (k,) or not np.all(np.isfinite(arr)) or np.any(arr < 0):
-                raise ConfigError(f"{where}: {name!r} must be {k} finite numbers >= 0")
-            arrays[name] = arr
-        if not math.isclose(float(arrays["p"].sum()), 1.0, rel_tol=1e-9, abs_tol=1e-9):
-            raise ConfigError(f"{where}: 'p' must sum to 1; got {arrays['p'].sum()!r}")
-        round_ = state.get("round")
-        observations = state.get("observations")
-        incurred = state.get("incurred")
-        if not isinstance(round_, int) or round_ < 1:
-            raise ConfigError(f"{where}: 'round' must be an integer >= 1; got {round_!r}")
-        if not isinstance(observations, int) or observations < 0:
-            raise ConfigError(f"{where}: 'observations' must be an integer >= 0; got {observations!r}")
-        if not isinstance(incurred, (int, float)) or not math.isfinite(incurred) or incurred < 0:
-            raise ConfigError(f"{where}: 'incurred' must be a finite number >= 0; got {incurred!r}")
-        self.states_[key] = _KeyState(
-            p=arrays["p"],  # kept bit for bit so states round-trip exactly
-            round_loss=arrays["round_loss"],
-            cumulative_loss=arrays["cumulative_loss"],
-            incurred=float(incurred),
-            round=round_,
-            observations=observations,
-        )
+        self.states_[key] = load_state(self.grid_, state, f"ASAEstimator.set_state(key={key!r})")
         return self

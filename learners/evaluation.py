@@ -6,7 +6,7 @@ replayed as two events: at its submit time each predictor *predicts* its wait; a
 (submit + recorded wait), and never earlier, each predictor *observes* the true wait. Events are
 processed in time order from a heap-ordered array (ties: observations before predictions at the same
 instant, since a wait is known at its start time, then trace order). Each predictor instance serves all
-classes, one key per class (``"cores=LOW-HIGH"``, which :func:`learners.asa.key_cores` understands).
+classes, one key per class (``"cores=LOW-HIGH"``, which :func:`learners.asa_grid.key_cores` understands).
 
 A predictor that cannot predict yet (:class:`~learners.base.NotFittedError` or
 :class:`~learners.base.PredictionUnavailableError`) is scored as predicting 0 s, i.e. submitting when
@@ -45,7 +45,8 @@ import pandas as pd
 
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.workload import Workload
-from learners.asa import DEFAULT_GRID, ASAEstimator, nearest_index
+from learners.asa import ASAEstimator
+from learners.asa_grid import DEFAULT_GRID, nearest_index
 from learners.base import NotFittedError, PredictionUnavailableError, WaitPredictor
 from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian
 
@@ -162,7 +163,7 @@ class OnlineEvaluation:
     classes : sequence of int or GeometryClass, default (28, 56, 112)
         Target sizes (turned into classes by :meth:`GeometryClass.around`) or explicit classes.
     grid : sequence of float or None, default None
-        Grid used to score hits (:data:`learners.asa.DEFAULT_GRID` if None); use the ASA estimators'.
+        Grid used to score hits (:data:`learners.asa_grid.DEFAULT_GRID` if None); use the ASA estimators'.
 
     Attributes
     ----------
@@ -406,7 +407,7 @@ def convergence_experiment(
     policies : sequence of str, default ("default", "tuned", "greedy")
         ASA policies compared.
     grid : sequence of float or None, default None
-        Candidate waits (:data:`learners.asa.DEFAULT_GRID` if None).
+        Candidate waits (:data:`learners.asa_grid.DEFAULT_GRID` if None).
     repetitions : int, default 50
         Repetitions of the tuned policy.
     window : int, default 10

@@ -9,13 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.backends.mock import MockBackend
+from elastic.execution import RunResult
 from elastic.metrics import Event, EventKind
-from elastic.runner import Runner, RunResult
+from elastic.runner import Runner
 from elastic.simexec import SimExecutor, default_background, simulate_runs
 from elastic.store import Store
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Stage, Workflow, builtin_workflow
-from learners.asa import ASAEstimator, geometry_key
+from learners.asa import ASAEstimator
+from learners.asa_grid import geometry_key
 
 K = EventKind
 DEMO3 = builtin_workflow("demo3")
@@ -213,7 +215,7 @@ def test_regression_asa_naive_never_stalls_under_load() -> None:
 
 
 def test_simulated_placement_waits_for_a_requested_allocation_with_enough_walltime() -> None:
-    from elastic.runner import TaskSpec
+    from elastic.execution import TaskSpec
 
     ex = SimExecutor()
     ex.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))

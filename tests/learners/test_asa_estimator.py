@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
-from learners.asa import DEFAULT_GRID, ASAEstimator, geometry_key, key_cores, nearest_index
+from learners.asa import ASAEstimator
+from learners.asa_grid import DEFAULT_GRID, geometry_key, key_cores, nearest_index
 from learners.base import InvalidParameterError, clone
 from learners.evaluation import iterations_to_converge
 

@@ -15,7 +15,8 @@ from elastic.cli import main
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.trace import read_swf
 from elastic.simulator.workload import Workload
-from learners.asa import DEFAULT_GRID, ASAEstimator
+from learners.asa import ASAEstimator
+from learners.asa_grid import DEFAULT_GRID
 from learners.baselines import LastWait
 from learners.evaluation import (
     DEFAULT_PREDICTORS,
