@@ -1,4 +1,4 @@
-"""The real pool behind the run driver's :class:`~elastic.runner.Executor` contract.
+"""The real pool behind the run driver's :class:`~elastic.execution.Executor` contract.
 
 :class:`PoolExecutor` adapts :class:`elastic.pool.Pool` (agents in allocations, ZeroMQ, real processes) to
 the same small contract as :class:`~elastic.simexec.SimExecutor`, so :class:`~elastic.runner.Runner` and the
@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
 from elastic.backends.base import BatchBackend, JobState
 from elastic.errors import ConfigError, ElasticError
+from elastic.execution import TaskSpec
 from elastic.metrics import Event, EventKind
-from elastic.runner import TaskSpec
 from elastic.tasks import Task, TaskEvent, TaskState
 
 if TYPE_CHECKING:

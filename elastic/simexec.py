@@ -1,6 +1,6 @@
 """Simulated task execution for the pure-simulation mode: no processes, backend time only.
 
-:class:`SimExecutor` implements the :class:`~elastic.runner.Executor` contract the real pool's adapter
+:class:`SimExecutor` implements the :class:`~elastic.execution.Executor` contract the real pool's adapter
 implements, so the run driver and the strategies cannot tell them apart. Each task takes its sampled
 duration (:attr:`TaskSpec.duration`, drawn from its stage's runtime distribution) on the cores of a live
 allocation. Placement follows the pool's rules: one queue ordered by stage (earlier stages first, so an
@@ -27,8 +27,8 @@ import numpy.typing as npt
 
 from elastic.backends.base import JobState
 from elastic.errors import ConfigError, ElasticError
+from elastic.execution import RunResult, TaskSpec
 from elastic.metrics import Event, EventKind
-from elastic.runner import RunResult, TaskSpec
 from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
 

@@ -8,10 +8,11 @@ import signal
 import pytest
 
 from elastic.backends.mock import MockBackend
+from elastic.execution import RunResult
 from elastic.metrics import Event, EventKind
 from elastic.pool import AgentEvent, AgentEventKind
 from elastic.poolexec import PoolExecutor
-from elastic.runner import Runner, RunResult
+from elastic.runner import Runner
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Stage, Workflow
 from learners.asa import ASAEstimator

@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from elastic.backends.slurm import SlurmBackend
+from elastic.execution import RunResult
 from elastic.metrics import Event, EventKind
 from elastic.poolexec import PoolExecutor
-from elastic.runner import Runner, RunResult
+from elastic.runner import Runner
 from elastic.strategies import Knowledge, make_strategy
 from elastic.workflow import Stage, Workflow
 from learners.asa import ASAEstimator

@@ -25,7 +25,7 @@ from rich.table import Table
 from scipy import stats
 
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.runner import RunResult
+from elastic.execution import RunResult
 from elastic.simexec import DEFAULT_PROCESSORS, default_background, simulate_runs
 from elastic.simulator.workload import Workload
 from elastic.strategies import STRATEGY_NAMES

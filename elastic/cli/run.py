@@ -29,8 +29,9 @@ from rich.table import Table
 
 from elastic.cli.compare import add_background_arguments, load_background
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.execution import Executor, RunResult
 from elastic.metrics import RunMetrics
-from elastic.runner import Executor, Runner, RunResult
+from elastic.runner import Runner
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
 from learners.asa import ASAEstimator

@@ -1,0 +1,100 @@
+"""What the run driver hands to executors and gets back: TaskSpec, the Executor contract, RunResult.
+
+An executor runs tasks on live allocations: :class:`~elastic.simexec.SimExecutor` simulates them in backend
+time (pure simulation), :class:`~elastic.poolexec.PoolExecutor` runs them on the real pool. The driver
+(:class:`~elastic.runner.Runner`) cannot tell them apart.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from elastic.backends.base import JobState
+from elastic.metrics import Event, RunMetrics
+
+__all__ = ["Executor", "RunResult", "TaskSpec"]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One task handed to an executor.
+
+    Attributes
+    ----------
+    task_id : str
+        ``"<stage>.<index>"``.
+    stage : str
+        Its stage.
+    order : int
+        Queue order (earlier stages first): executors place lower values first.
+    cores : int
+        Cores it needs.
+    estimate : float
+        Runtime estimate in seconds (expected stage duration), for walltime-aware placement.
+    duration : float
+        Sampled duration in backend seconds: what a simulated task takes, what a sleep task sleeps.
+    command : str or None
+        Shell command for real execution, if the stage has one.
+    """
+
+    task_id: str
+    stage: str
+    order: int
+    cores: int
+    estimate: float
+    duration: float
+    command: str | None = None
+
+
+class Executor(Protocol):
+    """Runs tasks on live allocations: :class:`~elastic.simexec.SimExecutor` or the real pool's adapter.
+
+    Task events (TASK_START, TASK_END, TASK_LOST) are returned by :meth:`advance` with their own times.
+    """
+
+    def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
+        """Take note that an allocation started at ``at``; it may run tasks until ``walltime_end``."""
+        ...
+
+    def allocation_ended(self, alloc_id: str, at: float, state: JobState) -> None:
+        """Take note that the allocation ended at ``at`` in ``state``; its running tasks are lost.
+
+        Also called for allocations that never started (cancelled while pending).
+        """
+        ...
+
+    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
+        """Return the job script that starts the allocation's agents, or None (simulated allocations)."""
+        ...
+
+    def submit(self, task: TaskSpec) -> None:
+        """Queue a task."""
+        ...
+
+    def advance(self, now: float) -> list[Event]:
+        """Bring the executor up to ``now``; return task events since the last call, in time order."""
+        ...
+
+    def next_event_time(self) -> float | None:
+        """Earliest time something will happen by itself (a simulated task ends), if known."""
+        ...
+
+    def busy_cores(self, alloc_id: str) -> int:
+        """Cores of ``alloc_id`` running tasks now."""
+        ...
+
+    def close(self) -> None:
+        """Release resources (threads, sockets)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """Outcome of one run: its status, timeline and metrics."""
+
+    workflow: str
+    strategy: str
+    status: str
+    events: tuple[Event, ...]
+    metrics: RunMetrics
