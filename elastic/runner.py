@@ -394,24 +394,25 @@ class Runner:
         """Add this run's stage runtimes (first task start to last task end) to the history.
 
         A stage cut short by the end of the run (``max_duration``) is recorded as censored: it ran at least
-        that long. A runtime includes work re-run after a walltime kill, which errs on the long side.
+        that long. A runtime includes work re-run after a walltime kill, which errs on the long side. The
+        total (label ``"*"``, what a Big-Job allocation must hold) is the sum of the stage runtimes, so
+        waits between stages under other strategies do not inflate it.
         """
-        first = [s.first_start for s in self._stages if s.first_start is not None]
+        total = 0.0
+        censored = status != "completed"
         for s in self._stages:
             if s.first_start is None:
                 continue
             cores = s.tasks * s.cores
             if s.end_time is not None:
-                self.knowledge.record_runtime(s.name, s.end_time - s.first_start, cores=cores)
+                runtime = s.end_time - s.first_start
+                self.knowledge.record_runtime(s.name, runtime, cores=cores)
             else:
-                self.knowledge.record_runtime(s.name, end - s.first_start, censored=True, cores=cores)
-        if first:
-            width = self.workflow.max_width
-            if status == "completed":
-                last = max(s.end_time for s in self._stages if s.end_time is not None)
-                self.knowledge.record_runtime(TOTAL, last - min(first), cores=width)
-            else:
-                self.knowledge.record_runtime(TOTAL, end - min(first), censored=True, cores=width)
+                runtime = end - s.first_start
+                self.knowledge.record_runtime(s.name, runtime, censored=True, cores=cores)
+            total += runtime
+        if total > 0:
+            self.knowledge.record_runtime(TOTAL, total, censored=censored, cores=self.workflow.max_width)
 
     # -- the strategy's view --------------------------------------------------------------------------
 

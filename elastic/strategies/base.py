@@ -283,8 +283,9 @@ def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float =
             if last.cancelled_by_us:
                 continue
             reason = "walltime" if last.final_state is JobState.TIMEOUT else "lost"
+            wait = k.predict_wait(cores)
             actions.append(
-                Submit(label, cores, k.walltime(label, previous), reason=reason, predicted_wait=None)
+                Submit(label, cores, k.walltime(label, previous), reason=reason, predicted_wait=wait)
             )
             continue
         current = max(running, key=lambda a: a.walltime_end or 0.0)
