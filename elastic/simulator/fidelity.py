@@ -329,10 +329,10 @@ def calibrate_reserve(
 ) -> int:
     """Fit ``reserve`` for the ``calibrated`` mode on the first half of the evaluated jobs.
 
-    Bisection on the integer reserve: the median simulated wait grows with it (fewer cores for the
-    same jobs). Returns the reserve whose median is closest to the recorded one on a log scale. Only
-    jobs submitted before the median submit time of the evaluated jobs are simulated, so the second
-    half stays out of the fit.
+    Galloping then bisection on the integer reserve: the median simulated wait grows with it (fewer
+    cores for the same jobs). Returns the reserve whose median is closest to the recorded one on a
+    log scale. Only jobs submitted before the median submit time of the evaluated jobs are
+    simulated, so the second half stays out of the fit.
 
     Parameters
     ----------
@@ -369,8 +369,17 @@ def calibrate_reserve(
     lo = 0
     if median(lo) >= target:
         return lo
-    if median(hi) < target:
-        return hi
+    # Galloping search first: simulations with a needlessly large reserve are long (the queue grows
+    # without bound), so the upper end is found by doubling from a small step.
+    x = 4
+    while True:
+        x = min(x, hi)
+        if median(x) >= target:
+            hi = x
+            break
+        if x == hi:
+            return hi
+        lo, x = x, 2 * x
     while hi - lo > 1:  # median(lo) < target <= median(hi)
         mid = (lo + hi) // 2
         if median(mid) < target:
