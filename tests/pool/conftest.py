@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from elastic.allocations import Allocation
-from elastic.pool import Pool, PoolEvent
+from elastic.pool import Pool
+from elastic.pool_events import PoolEvent
 
 AgentStarter = Callable[..., subprocess.Popen[bytes]]
 

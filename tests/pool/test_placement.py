@@ -1,4 +1,4 @@
-"""Properties of the placement rule (:func:`elastic.pool.plan_placement`)."""
+"""Properties of the placement rule (:func:`elastic.placement.plan_placement`)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elastic.pool import Offer, plan_placement
+from elastic.placement import Offer, plan_placement
 from elastic.tasks import Task
 
 tasks_st = st.lists(

@@ -17,7 +17,8 @@ from elastic.agent import EXIT_NO_POOL, AgentCommand
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.backends.base import JobState
 from elastic.errors import ConfigError
-from elastic.pool import AgentEvent, AgentEventKind, Pool, PoolClosedError
+from elastic.pool import Pool, PoolClosedError
+from elastic.pool_events import AgentEvent, AgentEventKind
 from elastic.protocol import write_secret_file
 from elastic.tasks import RemoteTraceback, ShellResult, Task, TaskEvent, TaskLostError, TaskState
 from tests.pool.conftest import AgentStarter, start_allocation, wait_for

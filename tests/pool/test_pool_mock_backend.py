@@ -8,7 +8,8 @@ import pytest
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import JobSpec, JobState
-from elastic.pool import AgentEvent, AgentEventKind, Pool
+from elastic.pool import Pool
+from elastic.pool_events import AgentEvent, AgentEventKind
 from elastic.tasks import Task, TaskEvent, TaskState
 from tests.pool.conftest import wait_for
 

@@ -10,7 +10,8 @@ import pytest
 
 from elastic.allocations import Allocation
 from elastic.backends.base import JobSpec, JobState
-from elastic.pool import AgentEvent, AgentEventKind, Pool
+from elastic.pool import Pool
+from elastic.pool_events import AgentEvent, AgentEventKind
 from elastic.tasks import Task, TaskEvent, TaskState
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
