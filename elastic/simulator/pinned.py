@@ -278,13 +278,16 @@ class PinnedBackfill:
                 slot[j] = at
                 held[j] = (at, at + wall[j], c)
                 self.reservations.setdefault(j, at)
+            if at < now and cl.fits(c, whole[j]):
+                # The slot came while the job's whole nodes were fragmented: plan it again from now
+                # (running from now it may overlap cores promised to others, e.g. a pinned job).
+                self._take(at, at + wall[j], -c)
+                at = self._earliest(c, wall[j], now)
+                self._take(at, at + wall[j], c)
+                slot[j] = at
+                held[j] = (at, at + wall[j], c)
             if at <= now and cl.fits(c, whole[j]):
-                # The job holds its slot while it runs; a slot that came while the job's whole nodes
-                # were fragmented is extended to now + walltime.
-                del slot[j]
-                if at < now:
-                    self._take(at + wall[j], now + wall[j], c)
-                    held[j] = (at, now + wall[j], c)
+                del slot[j]  # the job holds its slot [now, now + walltime) while it runs
                 engine.start(j)
                 started.append(j)
             elif at < nxt:

@@ -234,3 +234,23 @@ def test_never_over_allocates_and_respects_pins_chain_and_reserve(
         assert start[child] >= start[parent]
     if order == "fcfs":  # fg jobs are in queue order already (sorted by submit)
         assert [start[j] for j in fg_idx] == sorted(start[j] for j in fg_idx)
+
+
+def test_whole_node_job_waits_for_an_idle_node_without_taking_promised_cores() -> None:
+    # 2 nodes x 2 cores. At 20 two cores are free by count but on different nodes, so the whole-node
+    # job b cannot start in its slot; it starts only when a node is idle and its walltime fits before
+    # the next pinned job.
+    eng = Engine(nodes=2, cores_per_node=2, policy=PinnedBackfill())
+    eng.pin(
+        pins([(0.0, 1, 100.0, 100.0), (0.0, 1, 20.0, 20.0), (0.0, 2, 30.0, 30.0)], 4),
+        [0.0, 0.0, 105.0],  # node 0 busy [0, 100) and [0, 20); 2 cores [105, 135)
+    )
+    eng.run(until=10.0)
+    a = eng.submit(cores=1, walltime=100.0, runtime=100.0)  # [10, 110) on node 1
+    eng.run(until=15.0)
+    b = eng.submit(cores=2, nodes=1, walltime=10.0, runtime=10.0)
+    eng.run()  # a pinned job finding its cores taken would raise
+    assert eng.jobs.start[a] == 10.0
+    assert eng.policy.reservations[b] == 20.0
+    # At 100 node 0 is idle, but [100, 110) would overlap the pin at 105 beside a: b runs after it.
+    assert eng.jobs.start[b] == 135.0
