@@ -108,12 +108,13 @@ def test_calibration_finds_the_reserve_that_reproduces_the_median() -> None:
     w = trace(rows, processors=5)
     assert calibrate_reserve(w, cores=(2, 2)) == 1
     report = fidelity_report(w, cores=(2, 2), modes=("recorded", "calibrated"))
-    assert report["mode"].tolist() == ["recorded", "calibrated", "calibrated (2nd half)"]
-    assert report["reserve"].tolist() == [0, 1, 1]
-    assert report["median_wait"].tolist() == [0.0, 100.0, 100.0]
-    assert report["jobs"].tolist() == [4, 4, 2]
-    assert report["started_at_once"].tolist() == [1.0, 0.0, 0.0]
-    assert report["median_ratio"].tolist() == [0.0, 1.0, 1.0]
+    halves = ["calibrated (1st half)", "calibrated (2nd half)"]
+    assert report["mode"].tolist() == ["recorded", "calibrated", *halves]
+    assert report["reserve"].tolist() == [0, 1, 1, 1]
+    assert report["median_wait"].tolist() == [0.0, 100.0, 100.0, 100.0]
+    assert report["jobs"].tolist() == [4, 4, 2, 2]
+    assert report["started_at_once"].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert report["median_ratio"].tolist() == [0.0, 1.0, 1.0, 1.0]
 
 
 def test_report_columns_and_goal() -> None:
@@ -193,7 +194,7 @@ def test_cli_fidelity_prints_one_row_per_mode(
     code = main(["fidelity", "--trace", str(swf), "--cores", "2:2", "--reserve", "2", "--out", str(out)])
     text = capsys.readouterr().out
     assert code == 0
-    for mode in ("replay", "recorded", "recorded-chain", "calibrated", "calibrated (2nd half)"):
+    for mode in ("replay", "recorded", "recorded-chain", "calibrated", "calibrated (1st half)", "(2nd half)"):
         assert mode in text
     assert "Spearman" in text and "goal" in text
     assert out.read_text().splitlines()[0].startswith("mode,reserve,jobs,mean_wait")
