@@ -68,6 +68,10 @@ class Executor(Protocol):
         """Return the job script that starts the allocation's agents, or None (simulated allocations)."""
         ...
 
+    def release(self, alloc_id: str) -> None:
+        """Place no new task on ``alloc_id``: the driver is about to cancel it (its tasks may still end)."""
+        ...
+
     def submit(self, task: TaskSpec) -> None:
         """Queue a task."""
         ...

@@ -120,6 +120,14 @@ class PoolExecutor:
                 )
                 self.pool.allocation_ended(alloc_id, fallback, f"batch job ended {state.value}")
 
+    def release(self, alloc_id: str) -> None:
+        """Drain the allocation in the pool before it is cancelled.
+
+        A batch system takes a moment to end a cancelled job; until the pool hears of it, it would keep
+        placing tasks on the job's agent, and those tasks would die with the job (Slurm's SIGTERM).
+        """
+        self.pool.drain(alloc_id, "released by the strategy")
+
     def submit(self, task: TaskSpec) -> None:
         """Submit the task to the pool (a sleep of its sampled duration unless its stage has a command)."""
         command = task.command or f"exec sleep {task.duration / self.speedup:.3f}"

@@ -328,6 +328,7 @@ class Runner:
             return
         logger.info("%s: cancel %s: %s", self.strategy.name, a.alloc_id, action.reason)
         a.cancelled_by_us = True
+        self.executor.release(a.alloc_id)
         self.backend.cancel(a.job_id)
         info = self.backend.state(a.job_id)
         if info.state.is_final:

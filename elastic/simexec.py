@@ -145,6 +145,9 @@ class SimExecutor:
         self._requested[alloc_id] = (cores, walltime)
         return None
 
+    def release(self, alloc_id: str) -> None:
+        """Nothing to do: on the virtual clock a cancel takes effect before any task is placed again."""
+
     def submit(self, task: TaskSpec) -> None:
         """Queue ``task`` (placed at the next :meth:`advance`)."""
         heapq.heappush(self._queue, (task.order, next(self._seq), task))

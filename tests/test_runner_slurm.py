@@ -71,3 +71,27 @@ def test_short_demo3_completes_on_slurm(strategy: str, backend: SlurmBackend) ->
             break
         backend.sleep(0.5)
     assert not ours & {j.job_id for j in backend.queue()}
+
+
+@pytest.mark.timeout(240)
+def test_elastic_run_cli_on_slurm(
+    slurm_cluster: LocalSlurmCluster,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from elastic.cli import main
+
+    slurm_cluster.cancel_all()
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
+    monkeypatch.chdir(tmp_path)  # Slurm writes the jobs' output files here
+    wf = tmp_path / "wf.json"
+    wf.write_text(
+        '{"name": "two", "stages": [{"name": "a", "tasks": 1, "cores": 1, "runtime": 4},'
+        ' {"name": "b", "tasks": 2, "cores": 1, "runtime": 3, "command": "hostname"}]}'
+    )
+    args = ["run", "--workflow", str(wf), "--strategy", "asa", "--backend", "slurm", "--partition", "debug"]
+    assert main([*args, "--poll", "1", "--store", f"sqlite:///{tmp_path / 's.db'}"]) == 0
+    assert "two under asa: completed" in capsys.readouterr().out
+    slurm_cluster.cancel_all()
