@@ -45,6 +45,7 @@ __all__ = [
     "backend_setup",
     "calibrate_reserve",
     "fidelity_report",
+    "fidelity_row",
     "mode_engine",
     "pinnable",
     "simulate_mode",
@@ -393,7 +394,13 @@ def calibrate_reserve(
     return lo if distance(lo) < distance(hi) else hi
 
 
-def _row(label: str, result: FidelityResult, mask: npt.NDArray[np.bool_] | None = None) -> dict[str, object]:
+def fidelity_row(
+    label: str, result: FidelityResult, mask: npt.NDArray[np.bool_] | None = None
+) -> dict[str, object]:
+    """Compare simulated and recorded waits of ``result``'s jobs (those in ``mask``, default all).
+
+    Returns one row of :func:`fidelity_report` (see there for the keys), labelled ``label``.
+    """
     from scipy.stats import spearmanr
 
     jobs = result.jobs if mask is None else result.jobs.loc[mask]
@@ -461,10 +468,10 @@ def fidelity_report(
         if mode == "calibrated":
             x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
         result = simulate_mode(workload, mode, cores=cores, reserve=x, order=order)
-        rows.append(_row(mode, result))
+        rows.append(fidelity_row(mode, result))
         if mode == "calibrated":
             _, split = _first_half(workload, cores)
             second = (result.jobs["submit"] >= split).to_numpy()
-            rows.append(_row("calibrated (1st half)", result, ~second))
-            rows.append(_row("calibrated (2nd half)", result, second))
+            rows.append(fidelity_row("calibrated (1st half)", result, ~second))
+            rows.append(fidelity_row("calibrated (2nd half)", result, second))
     return pd.DataFrame(rows)
