@@ -34,9 +34,7 @@ from elastic.agent import AgentCommand
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import JobState
 from elastic.errors import ConfigError, PoolError
-
-# re-exported for elastic/poolexec.py; import from elastic.pool_events instead
-from elastic.pool_events import PoolEvent as PoolEvent
+from elastic.pool_events import PoolEvent
 from elastic.pool_state import PoolState
 from elastic.protocol import (
     AuthenticationError,

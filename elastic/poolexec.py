@@ -25,7 +25,8 @@ from elastic.metrics import Event, EventKind
 from elastic.tasks import Task, TaskEvent, TaskState
 
 if TYPE_CHECKING:
-    from elastic.pool import Pool, PoolEvent
+    from elastic.pool import Pool
+    from elastic.pool_events import PoolEvent
 
 __all__ = ["PoolExecutor", "TaskFailedError"]
 

@@ -72,9 +72,6 @@ import numpy.typing as npt
 
 from elastic.errors import ConfigError
 from learners.asa_grid import DEFAULT_GRID, key_cores
-
-# re-exported for elastic/strategies/knowledge.py; import from learners.asa_grid instead
-from learners.asa_grid import geometry_key as geometry_key
 from learners.asa_losses import cost_losses, paper_losses
 from learners.asa_state import KeyState, dump_state, load_state
 from learners.base import BaseLearner, InstanceOf, Interval, Key, Options

@@ -3,7 +3,7 @@
 :class:`Knowledge` is the one place strategies ask
 
 - how long an allocation of ``c`` cores will wait (the ASA learner, or any
-  :class:`~learners.base.WaitPredictor`, keyed by :func:`learners.asa.geometry_key`);
+  :class:`~learners.base.WaitPredictor`, keyed by :func:`learners.asa_grid.geometry_key`);
 - how long a stage (or, with label ``"*"``, the whole workflow) will run, given how long it has run already
   ("its runtime history and its progress so far");
 - which walltime to request next for a stage: the next value of its speculative reservation sequence
@@ -126,7 +126,7 @@ class Knowledge:
     wait_store : WaitStore or None, default None
         Where every observed wait is also kept (the store), if anywhere.
     partition, user, backend : str or None
-        Passed to :func:`learners.asa.geometry_key` and the wait store.
+        Passed to :func:`learners.asa_grid.geometry_key` and the wait store.
     min_history : int, default 3
         Runtimes needed before the history replaces the workflow's own estimate.
     slack : float, default 1.5
@@ -172,7 +172,7 @@ class Knowledge:
 
     def wait_key(self, cores: int) -> str:
         """Return the learner key of an allocation of ``cores`` cores."""
-        from learners.asa import geometry_key
+        from learners.asa_grid import geometry_key
 
         return geometry_key(cores, self.partition, self.user)
 
