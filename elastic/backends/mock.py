@@ -85,14 +85,17 @@ class MockBackend:
         Name reported by :meth:`partition`.
     mode : {"replay", "recorded", "recorded-chain", "calibrated"}, default "replay"
         How background jobs load the queue (see :mod:`elastic.simulator.fidelity`). ``replay``: they
-        are queued and scheduled with submitted jobs. The other modes pin every background job at its
-        recorded start (``workload`` must come from a trace with recorded waits) and plan submitted
-        jobs into the capacity left, with ``policy`` ``"conservative"`` or ``"fcfs"``, so their waits
-        look like the traced centre's; ``recorded-chain`` and ``calibrated`` start a user's jobs in
-        submit order (by ``JobSpec.user``).
+        are queued and scheduled with submitted jobs. The other modes (``workload`` must come from a
+        trace with recorded waits) pin every background job outside ``fidelity_cores`` at its
+        recorded start and plan the others and the submitted jobs into the capacity left, with
+        ``policy`` ``"conservative"`` or ``"fcfs"``: the set-up whose waits ``elastic fidelity``
+        compares with the recorded ones. ``recorded-chain`` and ``calibrated`` start a user's jobs in
+        submit order (trace users, and ``JobSpec.user`` for submitted jobs).
     reserve : int or None, default 0
-        ``mode="calibrated"``: cores never given to submitted jobs; None fits them to the trace
+        ``mode="calibrated"``: cores never given to queued jobs; None fits them to the trace
         (:func:`~elastic.simulator.fidelity.calibrate_reserve`, a few simulations of the trace).
+    fidelity_cores : tuple of (int, int), default (16, 128)
+        Recorded modes: size class (cores, inclusive) of the trace jobs that stay queued.
 
     Examples
     --------
@@ -122,6 +125,7 @@ class MockBackend:
         partition_name: str = "mock",
         mode: str = "replay",
         reserve: int | None = 0,
+        fidelity_cores: tuple[int, int] = (16, 128),
     ) -> None:
         if clock not in _CLOCKS:
             raise UnknownNameError("clock", clock, _CLOCKS)
@@ -140,9 +144,11 @@ class MockBackend:
                     + (" with speculation" if speculative else "")
                 )
             assert isinstance(policy, str)
-            pinned_policy, pins, starts = backend_setup(workload, mode, order=policy, reserve=reserve)
+            pinned_policy, queued, pins, starts = backend_setup(
+                workload, mode, order=policy, reserve=reserve, cores=fidelity_cores
+            )
             pol: QueuePolicy = pinned_policy
-            pinned, workload = (pins, starts), None
+            pinned, workload = (pins, starts), queued
             self._user_chain = pinned_policy.chain  # type: ignore[assignment]
         else:
             pol = make_policy(policy, speculative=speculative) if isinstance(policy, str) else policy

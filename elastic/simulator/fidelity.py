@@ -158,30 +158,38 @@ def pinnable(workload: Workload, mask: _BoolArray) -> _BoolArray:
 
 
 def backend_setup(
-    workload: Workload | None, mode: str, *, order: str = "conservative", reserve: int | None = 0
-) -> tuple[PinnedBackfill, Workload, _FloatArray]:
-    """Policy and pinned jobs for a mock backend whose queue waits follow a fidelity ``mode``.
+    workload: Workload | None,
+    mode: str,
+    *,
+    order: str = "conservative",
+    reserve: int | None = 0,
+    cores: tuple[int, int] = (16, 128),
+) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
+    """Policy, queued and pinned jobs for a mock backend whose queue waits follow a fidelity ``mode``.
 
-    Every job of ``workload`` with a recorded wait is pinned at its recorded start; submitted jobs are
-    planned into the capacity left by :class:`~elastic.simulator.pinned.PinnedBackfill`. In
-    ``recorded-chain`` and ``calibrated`` the policy's ``chain`` is an empty dict the backend fills
-    (a user's jobs start in submit order).
+    The same set-up the fidelity report evaluates: the trace's jobs of ``cores`` cores stay queued
+    (planned by :class:`~elastic.simulator.pinned.PinnedBackfill`, like the jobs the backend's users
+    submit), every other job with a recorded wait is pinned at its recorded start. In
+    ``recorded-chain`` and ``calibrated`` the policy's ``chain`` is a dict the backend extends with its
+    users' jobs (a user's jobs start in submit order).
 
     Parameters
     ----------
     workload : Workload
         The trace (must have recorded waits).
     mode : {"recorded", "recorded-chain", "calibrated"}
-        Fidelity mode (``replay`` needs no setup).
+        Fidelity mode (``replay`` needs no set-up).
     order : {"conservative", "fcfs"}, default "conservative"
-        Queue discipline of submitted jobs.
+        Queue discipline of queued jobs.
     reserve : int or None, default 0
         ``calibrated`` only: cores held back; None fits them with :func:`calibrate_reserve`.
+    cores : tuple of (int, int), default (16, 128)
+        Size class of the trace jobs that stay queued (none in the trace: all are pinned).
 
     Returns
     -------
-    (PinnedBackfill, Workload, ndarray)
-        The policy, the pinned jobs and their starts, for :meth:`Engine.pin`.
+    (PinnedBackfill, Workload, Workload, ndarray)
+        The policy, the queued jobs (engine jobs ``0..F-1``), the pinned jobs and their starts.
 
     Raises
     ------
@@ -199,19 +207,37 @@ def backend_setup(
         )
     x = 0
     if mode == "calibrated":
-        x = calibrate_reserve(workload, order=order) if reserve is None else reserve
-    chain: dict[int, int] | None = None if mode == "recorded" else {}
-    policy = PinnedBackfill(order=order, reserve=x, chain=chain)
-    pins = subset(workload, pinnable(workload, np.ones(len(workload), dtype=bool)))
-    return policy, pins, pins.submit + pins.recorded_wait
+        x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
+    evaluated = _evaluated(workload, cores, require=False)
+    return _parts(workload, mode, evaluated, x, order)
 
 
-def _evaluated(workload: Workload, cores: tuple[int, int]) -> _BoolArray:
+def _parts(
+    workload: Workload, mode: str, evaluated: _BoolArray, reserve: int, order: str
+) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
+    fg = subset(workload, evaluated)
+    pins = pinnable(workload, ~evaluated)
+    bg = subset(workload, pins)
+    chain: dict[int, int] | None = None
+    if mode != "recorded":
+        # Engine indices: queued jobs first (0..F-1, in submit order), then pinned jobs.
+        engine_index = np.full(len(workload), -1, dtype=np.int64)
+        engine_index[evaluated] = np.arange(len(fg))
+        engine_index[pins] = len(fg) + np.arange(len(bg))
+        prev = user_chain(workload)[evaluated]
+        parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
+        has = np.flatnonzero(parent >= 0)
+        chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
+    policy = PinnedBackfill(order=order, reserve=reserve if mode == "calibrated" else 0, chain=chain)
+    return policy, fg, bg, bg.submit + bg.recorded_wait
+
+
+def _evaluated(workload: Workload, cores: tuple[int, int], *, require: bool = True) -> _BoolArray:
     lo, hi = cores
     if not 1 <= lo <= hi:
         raise ConfigError(f"cores must be a range lo:hi with 1 <= lo <= hi, got {lo}:{hi}")
     mask = (workload.cores >= lo) & (workload.cores <= hi) & ~np.isnan(workload.recorded_wait)
-    if not mask.any():
+    if require and not mask.any():
         raise ConfigError(
             f"no job of {workload.source!r} asks for {lo}-{hi} cores and has a recorded wait; "
             "choose another --cores range"
@@ -263,21 +289,9 @@ def mode_engine(
     evaluated = _evaluated(workload, cores)
     if mode == "replay":
         return Engine(nodes=workload.processors, policy="easy", workload=workload), evaluated
-    fg = subset(workload, evaluated)
-    pins = pinnable(workload, ~evaluated)
-    bg = subset(workload, pins)
-    chain: dict[int, int] | None = None
-    if mode != "recorded":
-        engine_index = np.full(len(workload), -1, dtype=np.int64)
-        engine_index[evaluated] = np.arange(len(fg))
-        engine_index[pins] = len(fg) + np.arange(len(bg))
-        prev = user_chain(workload)[evaluated]
-        parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
-        has = np.flatnonzero(parent >= 0)
-        chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
-    policy = PinnedBackfill(order=order, reserve=reserve if mode == "calibrated" else 0, chain=chain)
+    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order)
     engine = Engine(nodes=workload.processors, policy=policy, workload=fg)
-    engine.pin(bg, bg.submit + bg.recorded_wait)
+    engine.pin(bg, starts)
     return engine, evaluated
 
 

@@ -233,3 +233,16 @@ def test_cli_simulate_mode_pins_the_recorded_schedule(
     assert "--policy must be conservative or fcfs" in capsys.readouterr().err
     assert main(["simulate", "--mode", "recorded"]) == 2
     assert "needs --trace" in capsys.readouterr().err
+
+
+def test_mock_backend_queues_the_traces_size_class_beside_submitted_jobs() -> None:
+    # The trace's 2-core jobs stay queued (as in the fidelity report) and compete with ours.
+    w = trace(SMALL)
+    with MockBackend(nodes=4, workload=w, mode="recorded", policy="conservative", fidelity_cores=(2, 2)) as b:
+        ours = b.submit(JobSpec(cores=1, walltime=50.0, runtime=50.0))  # waits for the pin [0, 100)
+        b.sleep(400.0)
+        assert b.state(ours).start_time == 100.0
+        rec = b.records().set_index("job_id")
+        # J2 [100, 150) beside ours; J4 finds 1 core left until 150.
+        assert rec.loc[[2, 4], "start"].tolist() == [100.0, 150.0]
+        assert rec.loc[[1, 3], "start"].tolist() == [0.0, 220.0]  # pinned at their recorded starts
