@@ -7,6 +7,11 @@ and sends back their results. It sends a heartbeat every ``heartbeat_interval`` 
 tells it to drain (after its running tasks end) or stop, when it is sent SIGTERM (Slurm does so at the
 walltime limit), or when it has heard nothing from the pool for ``pool_timeout`` seconds.
 
+A batch system that stops an allocation signals the tasks' processes too. A task killed by a signal while
+the agent is stopping (it got SIGTERM or a Stop, within :data:`SIGNAL_GRACE` of the task's death) is
+reported lost (:class:`~elastic.protocol.TaskLost`), so the pool runs it again elsewhere; on a healthy
+agent the death is the task's failure.
+
 The command line is parsed into the same :class:`AgentCommand` that builds it, so the two cannot drift.
 
 Exit codes: 0 left normally, 2 bad arguments, 3 the pool never answered the registration (wrong secret,
@@ -42,12 +47,13 @@ from elastic.protocol import (
     RunTask,
     Stop,
     TaskDone,
+    TaskLost,
     Welcome,
     read_secret_file,
 )
 from elastic.tasks import TaskResult, run_in_child
 
-__all__ = ["EXIT_NO_POOL", "EXIT_POOL_SILENT", "Agent", "AgentCommand", "main"]
+__all__ = ["EXIT_NO_POOL", "EXIT_POOL_SILENT", "SIGNAL_GRACE", "Agent", "AgentCommand", "main"]
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +64,15 @@ EXIT_POOL_SILENT = 4
 
 _TICK = 0.05
 """Seconds between two looks at the socket, the children and the clock."""
+
+SIGNAL_GRACE = 1.0
+"""Seconds the agent holds back the result of a task killed by a signal, to learn whether it is stopping.
+
+A batch system stopping an allocation (Slurm at the walltime or on ``scancel``) signals every process of the
+job one after the other, the task's before or after the agent's. A task killed by a signal is reported
+lost (:class:`~elastic.protocol.TaskLost`) when the agent gets SIGTERM or a Stop within this time, and as
+the task's failure otherwise.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,6 +208,9 @@ class AgentCommand:
 class _Running:
     proc: subprocess.Popen[bytes]
     collect: Callable[[], TaskResult]
+    result: TaskResult | None = None
+    """Collected but held back (the task died by a signal) until ``held_until``."""
+    held_until: float = 0.0
 
 
 class Agent:
@@ -272,15 +290,11 @@ class Agent:
                 draining = True
             elif isinstance(msg, Stop):
                 logger.info("%s stopping: %s", prefix, msg.reason)
+                self._report(sock, now, prefix, stopping=f"the pool stopped the agent: {msg.reason}")
                 self._kill_all()
                 sock.send(Bye(f"stopped: {msg.reason}"))
                 return 0
-            for task_id, run in list(self._running.items()):
-                if run.proc.poll() is not None:
-                    assert run.proc.stdin is not None
-                    run.proc.stdin.close()
-                    del self._running[task_id]
-                    sock.send(TaskDone(run.collect()))
+            self._report(sock, now, prefix)
             if self._signalled is not None:
                 logger.info("%s got %s, leaving", prefix, self._signalled)
                 self._kill_all()
@@ -295,6 +309,32 @@ class Agent:
             if now - sent >= welcome.heartbeat_interval:
                 sock.send(Heartbeat(tuple(self._running)))
                 sent = now
+
+    def _report(self, sock: AgentSocket, now: float, prefix: str, stopping: str | None = None) -> None:
+        """Report the tasks that ended: done or failed, or lost when a signal killed them as the agent stops.
+
+        ``stopping`` names why the agent is stopping (a Stop); SIGTERM received counts too.
+        """
+        if stopping is None and self._signalled is not None:
+            stopping = f"the agent got {self._signalled}"
+        for task_id, run in list(self._running.items()):
+            if run.result is None:
+                if run.proc.poll() is None:
+                    continue
+                assert run.proc.stdin is not None
+                run.proc.stdin.close()
+                run.result = run.collect()
+                run.held_until = now + SIGNAL_GRACE
+            result = run.result
+            if result.signal is not None and stopping is not None:
+                cause = f"killed by {result.signal_name}; {stopping}"
+                logger.info("%s task %s lost: %s", prefix, task_id, cause)
+                sock.send(TaskLost(task_id, cause))
+            elif result.signal is None or now >= run.held_until:
+                sock.send(TaskDone(result))
+            else:
+                continue  # killed by a signal: wait a moment for a SIGTERM or Stop of the whole allocation
+            del self._running[task_id]
 
     def _kill_all(self) -> None:
         """Stop every running task (closing its stdin makes the child kill its process group)."""

@@ -3,7 +3,9 @@
 Every allocation's agents connect to one :class:`Pool` and offer their cores; any agent may take any ready
 task (one pool). A background I/O thread owns the ZeroMQ socket: it authenticates messages, places tasks,
 checks heartbeats, re-queues the tasks of agents that die or allocations that end (at most
-``max_retries`` times), and drains allocations whose walltime is about to end. Strategies call the
+``max_retries`` times), and drains allocations whose walltime is about to end. A task killed by a signal
+is re-queued when its allocation was being stopped (SIGTERM at the walltime or on ``scancel``, draining,
+ended) and failed when the allocation was healthy. Strategies call the
 synchronous API (:meth:`Pool.add_allocation`, :meth:`Pool.allocation_ended`, :meth:`Pool.submit`...)
 from any thread.
 

@@ -21,7 +21,18 @@ from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.placement import Offer, plan_placement
 from elastic.pool_events import AgentEvent, AgentEventKind, PoolEvent
-from elastic.protocol import Bye, Drain, Heartbeat, Message, Register, RunTask, Stop, TaskDone, Welcome
+from elastic.protocol import (
+    Bye,
+    Drain,
+    Heartbeat,
+    Message,
+    Register,
+    RunTask,
+    Stop,
+    TaskDone,
+    TaskLost,
+    Welcome,
+)
 from elastic.tasks import Task, TaskEvent, TaskLostError, TaskState
 
 __all__ = ["AgentRecord", "PoolState", "TaskRecord"]
@@ -210,6 +221,11 @@ class PoolState:
         agent.last_seen = self._clock()
         if isinstance(msg, TaskDone):
             self._task_done(agent, msg)
+        elif isinstance(msg, TaskLost):
+            agent.draining = True  # it is stopping: place nothing more there, not even this task again
+            rec = self._release(agent, msg.task_id)
+            if rec is not None:
+                self._task_lost(rec, agent.alloc_id, f"{msg.cause} (agent {agent.name})")
         elif isinstance(msg, Bye):
             del self.agents[ident]
             for task_id in list(agent.running):
@@ -258,15 +274,30 @@ class PoolState:
         self.outbox.append((ident, Welcome(self.heartbeat_interval, self.pool_timeout)))
         logger.info("pool: agent %s joined allocation %s with %d cores", name, msg.alloc_id, msg.cores)
 
-    def _task_done(self, agent: AgentRecord, msg: TaskDone) -> None:
-        result = msg.result
-        rec = self.tasks.get(result.task_id)
+    def _release(self, agent: AgentRecord, task_id: str) -> TaskRecord | None:
+        """Take a task that ended off ``agent``; None (logged) when it does not run there."""
+        rec = self.tasks.get(task_id)
         if rec is None or rec.agent != agent.ident or rec.state is not TaskState.RUNNING:
-            logger.warning("pool: ignoring a stale result of task %s from %s", result.task_id, agent.name)
-            return
-        agent.running.discard(result.task_id)
+            logger.warning("pool: ignoring a stale report of task %s from %s", task_id, agent.name)
+            return None
+        agent.running.discard(task_id)
         agent.free += rec.task.cores
         rec.agent = None
+        return rec
+
+    def _task_done(self, agent: AgentRecord, msg: TaskDone) -> None:
+        result = msg.result
+        rec = self._release(agent, result.task_id)
+        if rec is None:
+            return
+        alloc = self.allocs[agent.alloc_id]
+        if result.signal is not None and (agent.draining or alloc.state is not AllocationState.RUNNING):
+            # The batch system signals every process of an allocation it stops (walltime, scancel); a task
+            # killed by a signal there was interrupted, not failed by its own doing.
+            why = "draining" if agent.draining else alloc.state.value
+            cause = f"killed by {result.signal_name} while allocation {alloc.alloc_id} was {why}"
+            self._task_lost(rec, agent.alloc_id, cause)
+            return
         future = rec.future
         if result.ok:
             self._task_event(rec, TaskState.DONE, f"ran {result.ended - result.started:.3f} s")

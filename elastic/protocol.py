@@ -58,6 +58,7 @@ __all__ = [
     "RunTask",
     "Stop",
     "TaskDone",
+    "TaskLost",
     "Welcome",
     "decode",
     "encode",
@@ -145,6 +146,20 @@ class TaskDone:
 
 
 @dataclass(frozen=True, slots=True)
+class TaskLost:
+    """Agent -> pool: a task was killed because this agent is being stopped; run it again elsewhere.
+
+    Sent for a task whose process died by a signal while the agent was stopping (SIGTERM from the batch
+    system at the walltime or on ``scancel``, or a :class:`Stop`), so that the pool re-queues it instead of
+    failing it.
+    """
+
+    task_id: str
+    cause: str
+    """What killed it, in words (e.g. "killed by SIGTERM; the agent got SIGTERM")."""
+
+
+@dataclass(frozen=True, slots=True)
 class Drain:
     """Pool -> agent: take no new tasks; finish the running ones, then leave."""
 
@@ -165,11 +180,11 @@ class Bye:
     reason: str = ""
 
 
-Message = Union[Register, Welcome, Heartbeat, RunTask, TaskDone, Drain, Stop, Bye]  # noqa: UP007
+Message = Union[Register, Welcome, Heartbeat, RunTask, TaskDone, TaskLost, Drain, Stop, Bye]  # noqa: UP007
 """Any message of the protocol."""
 
 MESSAGE_TYPES: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (Register, Welcome, Heartbeat, RunTask, TaskDone, Drain, Stop, Bye)
+    cls.__name__: cls for cls in (Register, Welcome, Heartbeat, RunTask, TaskDone, TaskLost, Drain, Stop, Bye)
 }
 """Message classes by the type name sent on the wire."""
 

@@ -68,11 +68,12 @@ class TaskState(str, enum.Enum):
     RUNNING = "RUNNING"
     """Placed on an agent."""
     LOST = "LOST"
-    """Its agent died or its allocation ended while it ran; it is queued again if retries are left."""
+    """Its agent died or its allocation ended or was stopping (a signal killed it) while it ran; it is
+    queued again if retries are left."""
     DONE = "DONE"
     """Returned a result."""
     FAILED = "FAILED"
-    """Raised, exited non-zero, or was lost too often."""
+    """Raised, exited non-zero, was killed by a signal on a healthy allocation, or was lost too often."""
     CANCELLED = "CANCELLED"
     """Its future was cancelled before it started, or the pool closed."""
 
@@ -203,6 +204,10 @@ class TaskResult:
         Output captured while it ran.
     started, ended : float
         Epoch seconds on the agent's host.
+    signal : int or None
+        The signal that killed the task's process, or its shell command (``bash -c``); None when neither
+        died by a signal. The pool re-queues such a task when its allocation was stopping (SIGTERM at the
+        walltime or on ``scancel``) and fails it when the allocation was healthy.
     """
 
     task_id: str
@@ -217,6 +222,12 @@ class TaskResult:
     stderr: str = ""
     started: float = 0.0
     ended: float = 0.0
+    signal: int | None = None
+
+    @property
+    def signal_name(self) -> str:
+        """``"SIGTERM"``-style name of :attr:`signal` (``""`` when there is none)."""
+        return "" if self.signal is None else _signal_name(self.signal)
 
     def outcome(self) -> Any:
         """Return the task's value, or raise its exception with the remote traceback as ``__cause__``.
@@ -270,7 +281,7 @@ class ShellTaskError(PoolError):
         self.stderr = stderr
         tail = stderr.strip().splitlines()[-1:] or ["(no stderr)"]
         super().__init__(
-            f"shell task {task_id!r} exited with code {returncode}: {tail[0]}; "
+            f"shell task {task_id!r} {_how_it_ended(returncode)}: {tail[0]}; "
             "pass check=False to get the ShellResult instead"
         )
 
@@ -409,27 +420,47 @@ def run_in_child(
                 task.task_id,
                 ok=False,
                 error_type="TaskCrashedError",
-                error_message=f"the task's process exited with code {proc.returncode} and left no result",
+                error_message=f"the task's process {_how_it_ended(proc.returncode)} and left no result",
             )
         for path in (out, err, res):
             path.unlink(missing_ok=True)
         result = dataclasses.replace(result, returncode=proc.returncode, stdout=stdout, stderr=stderr)
+        if proc.returncode < 0:
+            result = dataclasses.replace(result, signal=-proc.returncode)
         return _with_shell_output(task, result) if task.kind is TaskKind.SHELL else result
 
     return proc, collect
 
 
 def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
-    """Put the captured output into a shell task's ShellResult or ShellTaskError."""
+    """Put the captured output into a shell task's ShellResult or ShellTaskError (and its signal)."""
     if result.ok:
         code = pickle.loads(result.value).returncode
         value = ShellResult(code, result.stdout, result.stderr)
-        return dataclasses.replace(result, value=cloudpickle.dumps(value))
-    if result.error_type == ShellTaskError.__qualname__:
+        result = dataclasses.replace(result, value=cloudpickle.dumps(value))
+    elif result.error_type == ShellTaskError.__qualname__:
         code = pickle.loads(result.error).returncode
         exc = ShellTaskError(task.task_id, code, result.stdout, result.stderr)
-        return dataclasses.replace(result, error=cloudpickle.dumps(exc), error_message=str(exc))
+        result = dataclasses.replace(result, error=cloudpickle.dumps(exc), error_message=str(exc))
+    else:
+        return result
+    if code < 0 and result.signal is None:  # ``bash -c`` itself was killed (subprocess reports -N)
+        result = dataclasses.replace(result, signal=-code)
     return result
+
+
+def _how_it_ended(returncode: int) -> str:
+    """Say how a process ended: "exited with code 3", or "was killed by SIGTERM" for a code of -15."""
+    if returncode < 0:  # subprocess reports death by signal N as -N
+        return f"was killed by {_signal_name(-returncode)}"
+    return f"exited with code {returncode}"
+
+
+def _signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
 
 
 def _child_main(result_path: str) -> int:

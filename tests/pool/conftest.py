@@ -48,6 +48,43 @@ def start_agent(tmp_path: Path) -> Iterator[AgentStarter]:
         proc.wait()
 
 
+def descendants(pid: int) -> list[int]:
+    """Every live descendant of ``pid`` (in any process group or session), from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the command name may hold spaces and ")"
+        children.setdefault(ppid, []).append(int(entry.name))
+    out: list[int] = []
+    todo = [pid]
+    while todo:
+        kids = children.get(todo.pop(), [])
+        out.extend(kids)
+        todo.extend(kids)
+    return out
+
+
+def signal_job(job: subprocess.Popen[bytes], sig: int, agent_delay: float = 0.0) -> None:
+    """Signal every process of a job script, the way Slurm stops a job (proctrack/linuxproc or cgroup).
+
+    Unlike a plain ``killpg`` this reaches the tasks too, which run in process groups of their own. The
+    tasks' processes are signalled first and the agent ``agent_delay`` seconds later: Slurm signals the
+    processes of a job one after the other, in no promised order.
+    """
+    agent = job.pid  # the script exec's the agent
+    for pid in descendants(agent):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, sig)
+    time.sleep(agent_delay)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(agent, sig)
+
+
 def start_allocation(pool: Pool, start_agent: AgentStarter, alloc: Allocation) -> subprocess.Popen[bytes]:
     """Add ``alloc`` to the pool and start its agent script."""
     pool.add_allocation(alloc)

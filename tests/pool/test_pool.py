@@ -20,8 +20,17 @@ from elastic.errors import ConfigError
 from elastic.pool import Pool, PoolClosedError
 from elastic.pool_events import AgentEvent, AgentEventKind
 from elastic.protocol import write_secret_file
-from elastic.tasks import RemoteTraceback, ShellResult, Task, TaskEvent, TaskLostError, TaskState
-from tests.pool.conftest import AgentStarter, start_allocation, wait_for
+from elastic.tasks import (
+    RemoteTraceback,
+    ShellResult,
+    ShellTaskError,
+    Task,
+    TaskCrashedError,
+    TaskEvent,
+    TaskLostError,
+    TaskState,
+)
+from tests.pool.conftest import AgentStarter, signal_job, start_allocation, wait_for
 
 
 def square(x: int) -> int:
@@ -99,6 +108,80 @@ def test_killed_agent_task_reruns_elsewhere(pool: Pool, start_agent: AgentStarte
     lost = [e for e in pool.events if isinstance(e, TaskEvent) and e.state is TaskState.LOST]
     assert len(lost) == 1 and lost[0].alloc_id == "a1" and "sent no heartbeat" in lost[0].detail
     assert any(isinstance(e, AgentEvent) and e.kind is AgentEventKind.LOST for e in pool.events)
+
+
+def task_states(pool: Pool, task_id: str) -> list[tuple[TaskState, str | None]]:
+    return [(e.state, e.alloc_id) for e in pool.events if isinstance(e, TaskEvent) and e.task_id == task_id]
+
+
+def kill_self(sig: int) -> None:
+    os.kill(os.getpid(), sig)
+
+
+@pytest.mark.parametrize("agent_delay", [0.0, 0.4], ids=["together", "tasks-first"])
+def test_sigterm_to_the_whole_job_requeues_the_task_elsewhere(
+    pool: Pool, start_agent: AgentStarter, tmp_path: Path, agent_delay: float
+) -> None:
+    """Slurm's walltime kill or scancel: SIGTERM to every process of the job, the task's too (regression,
+    H12: the task's death by SIGTERM was reported as its failure and aborted the run)."""
+    out = tmp_path / "out"
+    first = start_allocation(pool, start_agent, Allocation("a1", cores=1, walltime=600.0))
+    pool.add_allocation(Allocation("a2", cores=1, walltime=600.0))
+    future = pool.submit(Task.shell(f"sleep 1.5; echo ran >> {out}", task_id="t"))
+    wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.state is TaskState.RUNNING)
+    time.sleep(0.5)  # the task's child and its bash are up
+    signal_job(first, signal.SIGTERM, agent_delay=agent_delay)
+    assert first.wait(timeout=10) == 0  # the agent left cleanly
+    start_agent(pool.agent_script(pool.allocation("a2")), name="a2")
+    assert future.result(timeout=20).returncode == 0
+    assert out.read_text() == "ran\n"
+    assert task_states(pool, "t") == [
+        (TaskState.QUEUED, None),
+        (TaskState.RUNNING, "a1"),
+        (TaskState.LOST, "a1"),
+        (TaskState.QUEUED, "a1"),
+        (TaskState.RUNNING, "a2"),
+        (TaskState.DONE, "a2"),
+    ]
+    (lost,) = [e for e in pool.events if isinstance(e, TaskEvent) and e.state is TaskState.LOST]
+    assert "SIGTERM" in lost.detail and lost.attempt == 1
+
+
+def test_task_killed_by_a_signal_on_a_healthy_allocation_fails(pool: Pool, start_agent: AgentStarter) -> None:
+    start_allocation(pool, start_agent, Allocation("a1", cores=1, walltime=600.0))
+    future = pool.submit(Task.call(kill_self, (signal.SIGKILL,), task_id="suicide"))
+    with pytest.raises(TaskCrashedError, match=r"task 'suicide' failed: .* was killed by SIGKILL"):
+        future.result(timeout=20)
+    assert task_states(pool, "suicide") == [
+        (TaskState.QUEUED, None),
+        (TaskState.RUNNING, "a1"),
+        (TaskState.FAILED, "a1"),
+    ]
+    # a shell command killed by a signal, too: a checked shell task fails with ShellTaskError
+    shell = pool.submit(Task.shell("kill -TERM $$", task_id="sh"))
+    with pytest.raises(ShellTaskError, match="shell task 'sh' was killed by SIGTERM"):
+        shell.result(timeout=20)
+    assert pool.allocation("a1").state is AllocationState.RUNNING
+
+
+def test_task_killed_by_a_signal_while_draining_is_lost(
+    pool: Pool, start_agent: AgentStarter, tmp_path: Path
+) -> None:
+    """A strategy drains an allocation, then cancels it: the signal is the batch system's, not the task's."""
+    pidfile = tmp_path / "pid"
+    first = start_allocation(pool, start_agent, Allocation("a1", cores=1, walltime=600.0))
+    future = pool.submit(Task.shell(f"echo $$ > {pidfile}; sleep 1; echo second-try", task_id="t"))
+    wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.state is TaskState.RUNNING)
+    while not pidfile.exists() or not pidfile.read_text().strip():
+        time.sleep(0.02)
+    pool.drain("a1", "released by the strategy")
+    os.kill(int(pidfile.read_text()), signal.SIGKILL)  # only the task's shell; the agent stays up
+    wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.state is TaskState.LOST)
+    assert first.wait(timeout=10) == 0  # nothing left to run: the drained agent leaves
+    start_allocation(pool, start_agent, Allocation("a2", cores=1, walltime=600.0))
+    assert future.result(timeout=20).stdout.endswith("second-try\n")
+    (lost,) = [e for e in pool.events if isinstance(e, TaskEvent) and e.state is TaskState.LOST]
+    assert lost.detail == "killed by SIGKILL while allocation a1 was draining"
 
 
 def test_retries_exhausted_fail_with_every_cause(start_agent: AgentStarter) -> None:

@@ -51,3 +51,30 @@ def test_two_node_allocation_runs_one_agent_per_node(
     while not backend.state(job).state.is_final and time.monotonic() < deadline:
         time.sleep(0.2)
     assert backend.state(job).state is JobState.COMPLETED
+
+
+def _start(pool: Pool, backend: slurm.SlurmBackend, alloc: Allocation) -> str:
+    pool.add_allocation(alloc)
+    script = pool.agent_script(alloc)
+    job = backend.submit(JobSpec(cores=alloc.cores, walltime=alloc.walltime, script=script))
+    pool.allocation_submitted(alloc.alloc_id, job)
+    return job
+
+
+def test_scancel_mid_task_requeues_the_task_elsewhere(pool: Pool, backend: slurm.SlurmBackend) -> None:
+    """scancel SIGTERMs every process of the job, the task's too: the task is LOST, not FAILED (H12)."""
+    job = _start(pool, backend, Allocation("a1", cores=1, walltime=120.0))
+    future = pool.submit(Task.shell("sleep 4; echo done", task_id="t"))
+    deadline = time.monotonic() + 20
+    while not any(isinstance(e, TaskEvent) and e.state is TaskState.RUNNING for e in pool.events):
+        assert time.monotonic() < deadline, pool.events
+        time.sleep(0.05)
+    time.sleep(1.0)  # the task's processes are running
+    backend.cancel(job)
+    _start(pool, backend, Allocation("a2", cores=1, walltime=120.0))
+    assert future.result(timeout=40).stdout == "done\n"
+    states = [(e.state, e.alloc_id) for e in pool.events if isinstance(e, TaskEvent)]
+    assert (TaskState.LOST, "a1") in states and (TaskState.DONE, "a2") in states
+    assert TaskState.FAILED not in [s for s, _ in states]
+    (lost,) = [e for e in pool.events if isinstance(e, TaskEvent) and e.state is TaskState.LOST]
+    assert "SIGTERM" in lost.detail

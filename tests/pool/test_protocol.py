@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
 from elastic.protocol import (
+    MESSAGE_TYPES,
     VERSION,
     AgentSocket,
     AuthenticationError,
@@ -23,6 +24,7 @@ from elastic.protocol import (
     RunTask,
     Stop,
     TaskDone,
+    TaskLost,
     Welcome,
     _mac,
     decode,
@@ -58,17 +60,26 @@ results = st.builds(
     returncode=st.none() | st.integers(-255, 255),
     stdout=text,
     started=seconds,
+    signal=st.none() | st.integers(1, 64),
 )
-messages = st.one_of(
-    st.builds(Register, text, st.integers(1, 10**6), text, st.integers(0, 2**31), st.none() | seconds),
-    st.builds(Welcome, seconds, seconds),
-    st.builds(Heartbeat, st.lists(text, max_size=5).map(tuple)),
-    st.builds(RunTask, tasks),
-    st.builds(TaskDone, results),
-    st.builds(Drain, text),
-    st.builds(Stop, text),
-    st.builds(Bye, text),
-)
+by_type: dict[type[Any], st.SearchStrategy[Any]] = {
+    Register: st.builds(
+        Register, text, st.integers(1, 10**6), text, st.integers(0, 2**31), st.none() | seconds
+    ),
+    Welcome: st.builds(Welcome, seconds, seconds),
+    Heartbeat: st.builds(Heartbeat, st.lists(text, max_size=5).map(tuple)),
+    RunTask: st.builds(RunTask, tasks),
+    TaskDone: st.builds(TaskDone, results),
+    TaskLost: st.builds(TaskLost, text, text),
+    Drain: st.builds(Drain, text),
+    Stop: st.builds(Stop, text),
+    Bye: st.builds(Bye, text),
+}
+messages = st.one_of(*by_type.values())
+
+
+def test_every_message_type_is_generated() -> None:
+    assert set(by_type) == set(MESSAGE_TYPES.values())
 
 
 @given(messages)

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import time
 from pathlib import Path
 
@@ -107,3 +108,31 @@ def test_errors_survive_pickling() -> None:
     back = pickle.loads(pickle.dumps(err))
     assert str(back) == str(err) and back.losses == err.losses
     assert "attempt 2 on allocation 'a2': ended TIMEOUT" in str(err)
+
+
+def kill_self(sig: int) -> None:
+    os.kill(os.getpid(), sig)
+
+
+@pytest.mark.parametrize(
+    ("task", "signum", "message"),
+    [
+        (Task.call(kill_self, (signal.SIGKILL,)), signal.SIGKILL, "the task's process was killed by SIGKILL"),
+        (Task.shell("kill -TERM $$"), signal.SIGTERM, "was killed by SIGTERM"),
+        (Task.shell("kill -INT $$", check=False), signal.SIGINT, None),
+    ],
+    ids=["callable", "checked-shell", "unchecked-shell"],
+)
+def test_death_by_signal_is_recorded(tmp_path: Path, task: Task, signum: int, message: str | None) -> None:
+    result = run(task, tmp_path)
+    assert (result.signal, result.signal_name) == (signum, signum.name)
+    if message is None:  # unchecked: the result says how the command ended
+        assert result.ok and result.outcome().returncode == -signum
+    else:
+        assert not result.ok and message in result.error_message
+
+
+def test_ordinary_endings_record_no_signal(tmp_path: Path) -> None:
+    assert run(Task.shell("exit 143", check=False), tmp_path).signal is None  # a code, not a signal
+    assert run(Task.call(fails, (1,)), tmp_path).signal is None
+    assert run(Task.call(os._exit, (9,)), tmp_path).signal is None
