@@ -254,3 +254,70 @@ def test_whole_node_job_waits_for_an_idle_node_without_taking_promised_cores() -
     assert eng.policy.reservations[b] == 20.0
     # At 100 node 0 is idle, but [100, 110) would overlap the pin at 105 beside a: b runs after it.
     assert eng.jobs.start[b] == 135.0
+
+
+online_st = st.tuples(
+    st.integers(0, 60),  # submit time
+    st.integers(1, 4),  # cores
+    st.booleans(),  # whole nodes instead of cores
+    st.integers(1, 40),  # walltime
+    st.one_of(st.none(), st.integers(0, 60)),  # runtime (None: until walltime)
+    st.one_of(st.none(), st.integers(0, 80)),  # cancel after this long
+)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(pin_st, max_size=10),
+    st.lists(online_st, min_size=1, max_size=10),
+    st.sampled_from([1, 2]),
+    st.integers(0, 1),
+)
+def test_online_submits_cancels_and_whole_nodes_never_take_pinned_cores(
+    pin_rows: list[tuple[int, int, int, int]],
+    jobs: list[tuple[int, int, bool, int, int | None, int | None]],
+    cpn: int,
+    reserve: int,
+) -> None:
+    total = 6
+    kept: list[tuple[float, int, float, float]] = []  # (start, cores, runtime, submit)
+
+    def used_at(t: float) -> int:
+        return sum(c for s, c, r, _ in kept if s <= t < s + r)
+
+    for submit, delay, cores, run in pin_rows:
+        start = float(submit + delay)
+        points = [start] + [s for s, *_ in kept if start <= s < start + run]
+        if max(used_at(t) for t in points) + cores <= total:
+            kept.append((start, cores, float(run), float(submit)))
+    eng = Engine(nodes=total // cpn, cores_per_node=cpn, policy=PinnedBackfill(reserve=reserve))
+    if kept:
+        eng.pin(pins([(sub, c, r, r) for _, c, r, sub in kept], total), [s for s, *_ in kept])
+    actions = sorted(
+        [(float(s), 0, k) for k, (s, *_) in enumerate(jobs)]
+        + [(float(s + cancel), 1, k) for k, (s, *_, cancel) in enumerate(jobs) if cancel is not None]
+    )
+    index: dict[int, int] = {}
+    for t, kind, k in actions:
+        eng.run(until=t)  # a pinned job that found its cores taken would raise here
+        if kind == 0:
+            _, cores, whole, wall, run, _ = jobs[k]
+            cap = total - reserve
+            if whole and cpn > 1:
+                nodes = max(1, min(cores, cap // cpn))
+                index[k] = eng.submit(cores=1, nodes=nodes, walltime=wall, runtime=run)
+            else:
+                index[k] = eng.submit(cores=min(cores, cap), walltime=wall, runtime=run)
+        elif k in index:
+            eng.cancel(index[k])
+    eng.run()
+    start, end, cores, state = eng.jobs.start, eng.jobs.end, eng.jobs.cores, eng.jobs.state
+    n_pin = len(kept)
+    assert [start[j] for j in range(n_pin)] == [s for s, *_ in kept]
+    assert all(state[j] in (COMPLETED, TIMEOUT, CANCELLED) for j in range(len(eng.jobs)))
+    ran = [j for j in range(len(eng.jobs)) if start[j] == start[j]]
+    for t in {start[j] for j in ran}:
+        busy = [j for j in ran if start[j] <= t < end[j]]
+        fg_used = sum(cores[j] for j in busy if j >= n_pin)
+        pin_used = sum(cores[j] for j in busy if j < n_pin)
+        assert pin_used + fg_used <= (total - reserve if fg_used else total)
