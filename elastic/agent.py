@@ -95,7 +95,8 @@ class AgentCommand:
     walltime_end : float or None, default None
         Epoch seconds when the allocation will be killed.
     walltime : float or None, default None
-        Script only: when set, the script computes ``walltime_end`` as its own start time + ``walltime``.
+        Script only: when set, the script computes ``walltime_end`` as its own start time + ``walltime``
+        (seconds, fractions kept).
     nodes : int or None, default None
         Script only: more than one node runs one agent per node with ``srun``.
     register_timeout : float, default 30.0
@@ -154,12 +155,16 @@ class AgentCommand:
         """Return the shell script body a backend runs in the allocation to start its agent(s)."""
         words = [self.python, "-m", "elastic.agent", *self.to_argv()]
         line = " ".join(shlex.quote(w) for w in words)
+        start = ""
         if self.walltime is not None and self.walltime_end is None:
-            line += f' --walltime-end="$(( $(date +%s) + {int(self.walltime)} ))"'
+            # Integer nanoseconds, as bash has no float arithmetic: 1.2 s stays 1.2 s (a scaled clock's
+            # walltimes are short). GNU date's %N is on every Linux; bash >= 4.2 for the negative offset.
+            start = f"end=$(( $(date +%s%N) + {round(self.walltime * 1e9)} )) && "
+            line += ' --walltime-end="${end%?????????}.${end: -9}"'
         if self.nodes is not None and self.nodes > 1:
             n = self.nodes
-            return f"exec srun --nodes={n} --ntasks={n} --ntasks-per-node=1 --kill-on-bad-exit=0 {line}"
-        return f"exec {line}"
+            line = f"srun --nodes={n} --ntasks={n} --ntasks-per-node=1 --kill-on-bad-exit=0 {line}"
+        return f"{start}exec {line}"
 
     @classmethod
     def parser(cls) -> argparse.ArgumentParser:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from elastic.agent import EXIT_NO_POOL, EXIT_POOL_SILENT, AgentCommand
@@ -43,10 +43,30 @@ def test_script_computes_walltime_end_and_parses_back(tmp_path: Path) -> None:
     assert parsed.walltime_end is not None and abs(parsed.walltime_end - (time.time() + 600)) < 5
 
 
+def script_walltime_end(walltime: float) -> tuple[float, float, float]:
+    """Run the script of an agent with ``walltime`` (``echo`` as interpreter): (before, its end, after)."""
+    cmd = AgentCommand("tcp://h:1", "a1", "/s", cores=1, walltime=walltime, python="echo")
+    before = time.time()
+    out = subprocess.run(["bash", "-c", cmd.to_script()], capture_output=True, text=True, check=True).stdout
+    after = time.time()
+    end = AgentCommand.from_argv(out.split()[2:]).walltime_end
+    assert end is not None
+    return before, end, after
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.floats(0.0, 1e7, allow_nan=False))
+@example(1.2)  # the old script made it floor(now) + 1: up to 1.2 s too early
+def test_script_keeps_fractional_walltime(walltime: float) -> None:
+    """The end is the script's start + walltime, fractions kept (H12: 1.2 s was cut to 1 s)."""
+    before, end, after = script_walltime_end(walltime)
+    assert before + walltime - 1e-3 <= end <= after + walltime + 1e-3
+
+
 def test_multi_node_script_runs_one_agent_per_node_with_srun() -> None:
     cmd = AgentCommand("tcp://h:1", "a1", "/s", cores_env="SLURM_CPUS_ON_NODE", walltime=60.0, nodes=3)
     script = cmd.to_script()
-    assert script.startswith("exec srun --nodes=3 --ntasks=3 --ntasks-per-node=1 ")
+    assert "&& exec srun --nodes=3 --ntasks=3 --ntasks-per-node=1 " in script  # one end for every node
     assert "--cores-env=SLURM_CPUS_ON_NODE" in script
 
 
