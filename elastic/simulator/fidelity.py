@@ -44,6 +44,7 @@ __all__ = [
     "FidelityResult",
     "backend_setup",
     "calibrate_reserve",
+    "calibrate_reserve_online",
     "fidelity_report",
     "fidelity_row",
     "mode_engine",
