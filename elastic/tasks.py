@@ -13,6 +13,7 @@ interpreter per task costs about 80 ms here and keeps tasks from sharing state.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import enum
 import os
@@ -407,8 +408,14 @@ def run_in_child(
         )
     assert proc.stdin is not None
     blob = pickle.dumps(task)
-    proc.stdin.write(_LENGTH.pack(len(blob)) + blob)
-    proc.stdin.flush()
+    try:
+        proc.stdin.write(_LENGTH.pack(len(blob)) + blob)
+        proc.stdin.flush()
+    except BrokenPipeError:
+        # The child died before it read its task: a signal to the agent's process group (a batch system
+        # stopping the job) can reach it between fork and setsid. collect() reports how it ended.
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
 
     def collect() -> TaskResult:
         stdout = out.read_text(errors="replace")

@@ -136,3 +136,18 @@ def test_ordinary_endings_record_no_signal(tmp_path: Path) -> None:
     assert run(Task.shell("exit 143", check=False), tmp_path).signal is None  # a code, not a signal
     assert run(Task.call(fails, (1,)), tmp_path).signal is None
     assert run(Task.call(os._exit, (9,)), tmp_path).signal is None
+
+
+def test_child_killed_before_reading_its_task(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A signal to the agent's process group can kill the child before it leaves the group (before setsid).
+
+    Regression (H12): the agent crashed with BrokenPipeError writing the task, and said no goodbye.
+    """
+    dies = tmp_path / "dies"
+    dies.write_text("#!/bin/sh\nkill -TERM $$\n")
+    dies.chmod(0o755)
+    monkeypatch.setattr("sys.executable", str(dies))  # run_in_child starts this instead of Python
+    big = Task.call(len, ("x" * 2**20,))  # more than a pipe holds: the write must meet the dead reader
+    result = run(big, tmp_path)
+    assert (result.ok, result.signal, result.returncode) == (False, signal.SIGTERM, -signal.SIGTERM)
+    assert "the task's process was killed by SIGTERM and left no result" in result.error_message
