@@ -1,0 +1,352 @@
+"""The pool's bookkeeping without sockets, threads or processes: messages in, outbox and events out."""
+
+from __future__ import annotations
+
+import signal
+from concurrent.futures import Future
+from typing import Any
+
+import cloudpickle
+import pytest
+from hypothesis import event, given, settings
+from hypothesis import strategies as st
+
+from elastic.allocations import Allocation, AllocationState
+from elastic.pool_events import AgentEvent, AgentEventKind
+from elastic.pool_state import PoolState
+from elastic.protocol import (
+    Bye,
+    Drain,
+    Heartbeat,
+    Message,
+    Register,
+    RunTask,
+    Stop,
+    TaskDone,
+    TaskLost,
+    Welcome,
+)
+from elastic.tasks import Task, TaskCrashedError, TaskEvent, TaskLostError, TaskResult, TaskState
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def make_state(clock: Clock, **overrides: Any) -> PoolState:
+    settings_ = {
+        "heartbeat_interval": 1.0,
+        "heartbeat_timeout": 5.0,
+        "pool_timeout": 30.0,
+        "max_retries": 1,
+        "drain_margin": 10.0,
+        **overrides,
+    }
+    return PoolState(**settings_, clock=clock)
+
+
+def join(state: PoolState, alloc_id: str, pid: int = 1, cores: int = 2, end: float | None = None) -> bytes:
+    ident = f"{alloc_id}/h/{pid}".encode()
+    state.handle(ident, Register(alloc_id, cores, "h", pid, end))
+    return ident
+
+
+def take_outbox(state: PoolState) -> list[tuple[bytes, Message]]:
+    out, state.outbox = state.outbox, []
+    return out
+
+
+def run_resolutions(state: PoolState) -> None:
+    resolve, state.resolve = state.resolve, []
+    for fn in resolve:
+        fn()
+
+
+def task_states(state: PoolState, task_id: str) -> list[tuple[TaskState, str | None, int]]:
+    return [
+        (e.state, e.alloc_id, e.attempt)
+        for e in state.events
+        if isinstance(e, TaskEvent) and e.task_id == task_id
+    ]
+
+
+def done(task_id: str, value: object = None) -> TaskDone:
+    return TaskDone(TaskResult(task_id, ok=True, value=cloudpickle.dumps(value)))
+
+
+def killed(task_id: str, sig: int = signal.SIGTERM) -> TaskDone:
+    message = f"the task's process was killed by {signal.Signals(sig).name} and left no result"
+    return TaskDone(
+        TaskResult(task_id, ok=False, error_type="TaskCrashedError", error_message=message, signal=sig)
+    )
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def state(clock: Clock) -> PoolState:
+    state = make_state(clock)
+    state.add_allocation(Allocation("a1", cores=2, walltime=600.0, stage="s"))
+    return state
+
+
+def test_registration_welcomes_the_agent_and_starts_the_allocation(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    assert take_outbox(state) == [(ident, Welcome(heartbeat_interval=1.0, pool_timeout=30.0))]
+    alloc = state.allocation("a1")
+    assert alloc.state is AllocationState.RUNNING and alloc.start_time == clock.now
+    assert state.free_cores() == {"a1": 2}
+    # an identity that does not match the signed fields, and an unknown allocation: refused with a Stop
+    state.handle(b"a1/other/9", Register("a1", 2, "h", 1))
+    state.handle(b"zz/h/3", Register("zz", 1, "h", 3))
+    (first, second) = take_outbox(state)
+    assert isinstance(first[1], Stop) and "does not match the signed registration" in first[1].reason
+    assert isinstance(second[1], Stop) and second[1].reason == "unknown allocation 'zz'"
+    assert state.refused == 2
+    kinds = [e.kind for e in state.events if isinstance(e, AgentEvent)]
+    assert kinds == [AgentEventKind.JOINED, AgentEventKind.REFUSED, AgentEventKind.REFUSED]
+
+
+def test_task_is_placed_run_and_resolved(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    take_outbox(state)
+    future = state.submit(Task.shell("true", cores=2, task_id="t"))
+    state.tick(clock.now)
+    (sent,) = [m for m in take_outbox(state) if not isinstance(m[1], Heartbeat)]
+    assert sent[0] == ident and isinstance(sent[1], RunTask) and sent[1].task.task_id == "t"
+    assert state.free_cores() == {"a1": 0} and state.running() == {"a1": (sent[1].task,)}
+    state.handle(ident, done("t", 42))
+    assert not future.done(), "futures are resolved outside the lock, by the pool"
+    run_resolutions(state)
+    assert future.result() == 42
+    assert state.free_cores() == {"a1": 2}
+    assert task_states(state, "t") == [
+        (TaskState.QUEUED, None, 1),
+        (TaskState.RUNNING, "a1", 1),
+        (TaskState.DONE, "a1", 1),
+    ]
+
+
+def test_heartbeats_go_out_every_interval(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    take_outbox(state)
+    state.tick(clock.now)
+    assert take_outbox(state) == [(ident, Heartbeat())]
+    clock.now += 0.5
+    state.tick(clock.now)
+    assert take_outbox(state) == []
+    clock.now += 0.5
+    state.tick(clock.now)
+    assert take_outbox(state) == [(ident, Heartbeat())]
+
+
+def test_silent_agent_is_lost_and_its_task_rerun_then_fails_when_retries_run_out(
+    state: PoolState, clock: Clock
+) -> None:
+    first = join(state, "a1", pid=1)
+    future = state.submit(Task.shell("sleep 60", task_id="t", stage="s"))
+    state.tick(clock.now)
+    clock.now += 4.0
+    state.handle(first, Heartbeat(("t",)))  # still alive at 4 s
+    clock.now += 5.0
+    state.tick(clock.now)  # heard 5 s ago: not yet lost (timeout is "more than 5 s")
+    assert state.allocation("a1").state is AllocationState.RUNNING and first in state.agents
+    clock.now += 0.5
+    state.tick(clock.now)
+    assert first not in state.agents
+    assert task_states(state, "t")[2:] == [(TaskState.LOST, "a1", 1), (TaskState.QUEUED, "a1", 2)]
+    take_outbox(state)
+    # it reports after being declared lost: told to stop, its result ignored
+    state.handle(first, done("t"))
+    assert [type(m).__name__ for _, m in take_outbox(state)] == ["Stop"]
+    second = join(state, "a1", pid=2)
+    state.tick(clock.now)
+    assert [m.task.task_id for i, m in take_outbox(state) if i == second and isinstance(m, RunTask)] == ["t"]
+    state.allocation_ended("a1", AllocationState.TIMEOUT, "")
+    run_resolutions(state)
+    with pytest.raises(TaskLostError) as info:
+        future.result()
+    assert [a for a, _ in info.value.losses] == ["a1", "a1"]
+    assert "no heartbeat for 5.5 s" in info.value.losses[0][1]
+    assert info.value.losses[1][1] == "allocation a1 ended TIMEOUT"
+    assert task_states(state, "t")[-1][0] is TaskState.FAILED
+
+
+def test_drain_places_nothing_new_and_the_agent_leaves(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    running = state.submit(Task.shell("sleep 5", task_id="r"))
+    state.tick(clock.now)
+    take_outbox(state)
+    state.drain("a1", "released by the strategy")
+    assert take_outbox(state) == [(ident, Drain("released by the strategy"))]
+    assert state.allocation("a1").state is AllocationState.DRAINING and state.free_cores() == {}
+    later = state.submit(Task.shell("true", task_id="later"))
+    state.tick(clock.now + 0.1)
+    assert not any(isinstance(m, RunTask) for _, m in take_outbox(state))
+    state.handle(ident, done("r"))
+    state.handle(ident, Bye("drained"))
+    run_resolutions(state)
+    assert running.done() and not later.done() and list(state.queue) == ["later"]
+    left = [e for e in state.events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.LEFT]
+    assert [e.detail for e in left] == ["drained"] and not state.agents
+
+
+def test_allocation_near_its_walltime_end_is_drained(state: PoolState, clock: Clock) -> None:
+    join(state, "a1", end=clock.now + 10.5)  # the agent knows when its job will be killed
+    state.tick(clock.now)
+    assert state.allocation("a1").state is AllocationState.RUNNING
+    clock.now += 0.5
+    state.tick(clock.now)
+    alloc = state.allocation("a1")
+    assert alloc.state is AllocationState.DRAINING
+    event = state.events[-1]
+    assert "10.0 s of walltime left <= drain_margin=10.0" in getattr(event, "detail", "")
+
+
+def test_signal_death_on_a_healthy_allocation_is_a_failure(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    future = state.submit(Task.shell("x", task_id="t"))
+    state.tick(clock.now)
+    state.handle(ident, killed("t", signal.SIGKILL))
+    run_resolutions(state)
+    with pytest.raises(TaskCrashedError, match="was killed by SIGKILL"):
+        future.result()
+    assert [s for s, _, _ in task_states(state, "t")] == [
+        TaskState.QUEUED,
+        TaskState.RUNNING,
+        TaskState.FAILED,
+    ]
+
+
+def test_signal_death_on_a_draining_allocation_is_a_loss(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    future = state.submit(Task.shell("x", task_id="t"))
+    state.tick(clock.now)
+    state.drain("a1", "released")
+    state.handle(ident, killed("t"))
+    assert not future.done() and list(state.queue) == ["t"]
+    assert task_states(state, "t")[-2:] == [(TaskState.LOST, "a1", 1), (TaskState.QUEUED, "a1", 2)]
+    assert state.tasks["t"].losses == [("a1", "killed by SIGTERM while allocation a1 was draining")]
+
+
+def test_task_lost_message_requeues_and_the_stopping_agent_gets_nothing_more(
+    state: PoolState, clock: Clock
+) -> None:
+    ident = join(state, "a1")
+    future = state.submit(Task.shell("x", task_id="t"))
+    state.tick(clock.now)
+    take_outbox(state)
+    state.handle(ident, TaskLost("t", "killed by SIGTERM; the agent got SIGTERM"))
+    state.tick(clock.now + 0.1)
+    assert not any(isinstance(m, RunTask) for _, m in take_outbox(state)), "placed again on a dying agent"
+    assert not future.done() and list(state.queue) == ["t"]
+    assert state.tasks["t"].losses == [("a1", "killed by SIGTERM; the agent got SIGTERM (agent a1/h/1)")]
+    # a stale report (the task does not run there any more) changes nothing
+    state.handle(ident, TaskLost("t", "again"))
+    assert len(state.tasks["t"].losses) == 1
+
+
+def test_ended_allocation_loses_its_agents_and_stops_them(state: PoolState, clock: Clock) -> None:
+    ident = join(state, "a1")
+    state.submit(Task.shell("x", task_id="t"))
+    state.tick(clock.now)
+    take_outbox(state)
+    state.allocation_ended("a1", AllocationState.CANCELLED, "scancel")
+    assert take_outbox(state) == [(ident, Stop("allocation ended CANCELLED"))]
+    assert not state.agents and list(state.queue) == ["t"]
+    state.allocation_ended("a1", AllocationState.CANCELLED, "again")  # a repeat does nothing
+    assert [e.state for e in state.events if type(e).__name__ == "AllocationEvent"][-1] is (
+        AllocationState.CANCELLED
+    )
+
+
+# ------------------------------------------------------------------------------------------- invariants
+
+_OP_NAMES = [
+    "submit",
+    "submit",
+    "join",
+    "wait",
+    "done",
+    "done",
+    "killed",
+    "lost",
+    "drain",
+    "end",
+    "bye",
+    "beat",
+]
+OPS = st.lists(
+    st.tuples(
+        st.sampled_from(_OP_NAMES),
+        st.integers(0, 3),  # which allocation / agent / task
+        st.sampled_from([0.0, 0.1, 0.5, 2.0, 6.0]),  # how far the clock moves (heartbeat timeout 5 s)
+    ),
+    min_size=5,
+    max_size=60,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(OPS)
+def test_every_task_is_queued_running_or_resolved_and_cores_add_up(ops: list[tuple[str, int, float]]) -> None:
+    """Whatever agents report, in any order: no task is dropped or duplicated, no core counted twice."""
+    clock = Clock()
+    state = make_state(clock, max_retries=1, drain_margin=1.0)
+    for i in range(4):
+        state.add_allocation(Allocation(f"a{i}", cores=2, walltime=60.0))
+    futures: dict[str, Future[Any]] = {}
+    pids = iter(range(1, 10**6))
+    for op, n, dt in ops:
+        clock.now += dt
+        agents = list(state.agents.values())
+        agent = agents[n % len(agents)] if agents else None
+        running = sorted(agent.running) if agent else []
+        if op == "submit":
+            task_id = f"t{len(futures)}"
+            futures[task_id] = state.submit(Task.shell("x", cores=1 + n % 2, task_id=task_id))
+        elif op == "join":
+            alloc = state.allocs[f"a{n}"]
+            if not alloc.state.is_final:
+                join(state, alloc.alloc_id, pid=next(pids))
+        elif op == "drain":
+            state.drain(f"a{n}", "test")
+        elif op == "end":
+            if not state.allocs[f"a{n}"].state.is_final:
+                state.allocation_ended(f"a{n}", AllocationState.CANCELLED, "")
+        elif agent is not None and op == "bye":
+            state.handle(agent.ident, Bye("test"))
+        elif agent is not None and op == "beat":
+            state.handle(agent.ident, Heartbeat(tuple(running)))
+        elif agent is not None and running and op in ("done", "killed", "lost"):
+            task_id = running[n % len(running)]
+            message = {"done": done(task_id), "killed": killed(task_id), "lost": TaskLost(task_id, "x")}[op]
+            state.handle(agent.ident, message)
+        state.tick(clock.now)  # as the pool's I/O loop does after every message
+        run_resolutions(state)
+        take_outbox(state)
+
+        placed = [t for a in state.agents.values() for t in a.running]
+        assert len(placed) == len(set(placed)), "a task runs on two agents"
+        for a in state.agents.values():
+            used = sum(state.tasks[t].task.cores for t in a.running)
+            assert a.free >= 0 and a.free + used == a.cores
+        for task_id, rec in state.tasks.items():
+            where = (task_id in state.queue) + (task_id in placed) + futures[task_id].done()
+            assert where == 1, f"{task_id} ({rec.state.value}) is in {where} places"
+            assert (rec.state is TaskState.QUEUED) == (task_id in state.queue)
+            assert (rec.state is TaskState.RUNNING) == (task_id in placed)
+            assert len(rec.losses) <= state.max_retries + 1
+            if rec.state is TaskState.FAILED and rec.losses and len(rec.losses) > state.max_retries:
+                assert isinstance(futures[task_id].exception(), TaskLostError)
+    for rec in state.tasks.values():
+        event(f"final {rec.state.value}, {len(rec.losses)} losses")
