@@ -11,7 +11,7 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from elastic.allocations import Allocation, AllocationState
+from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.pool_events import AgentEvent, AgentEventKind
 from elastic.pool_state import PoolState
 from elastic.protocol import (
@@ -264,9 +264,7 @@ def test_ended_allocation_loses_its_agents_and_stops_them(state: PoolState, cloc
     assert take_outbox(state) == [(ident, Stop("allocation ended CANCELLED"))]
     assert not state.agents and list(state.queue) == ["t"]
     state.allocation_ended("a1", AllocationState.CANCELLED, "again")  # a repeat does nothing
-    assert [e.state for e in state.events if type(e).__name__ == "AllocationEvent"][-1] is (
-        AllocationState.CANCELLED
-    )
+    assert [e.state for e in state.events if isinstance(e, AllocationEvent)][-1] is AllocationState.CANCELLED
 
 
 # ------------------------------------------------------------------------------------------- invariants
@@ -329,7 +327,9 @@ def test_every_task_is_queued_running_or_resolved_and_cores_add_up(ops: list[tup
             state.handle(agent.ident, Heartbeat(tuple(running)))
         elif agent is not None and running and op in ("done", "killed", "lost"):
             task_id = running[n % len(running)]
-            message = {"done": done(task_id), "killed": killed(task_id), "lost": TaskLost(task_id, "x")}[op]
+            message: Message = TaskLost(task_id, "x")
+            if op != "lost":
+                message = done(task_id) if op == "done" else killed(task_id)
             state.handle(agent.ident, message)
         state.tick(clock.now)  # as the pool's I/O loop does after every message
         run_resolutions(state)
