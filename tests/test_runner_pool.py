@@ -100,3 +100,37 @@ def test_agent_killed_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
     for e in lost:  # each lost task ran again, on another allocation, to completion
         (end,) = _of(result.events, K.TASK_END, task=e.task)
         assert end.allocation != e.allocation
+
+
+@pytest.mark.timeout(120)
+def test_allocation_cancelled_from_outside_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
+    """scancel from outside: the pilot's processes get SIGTERM; its tasks are lost, not failed (H12)."""
+    backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
+    executor = PoolExecutor(backend, speedup=SPEEDUP)
+    cancelled: list[str] = []
+
+    def cancel_busy_stage_b_allocation(view: RunView) -> None:
+        busy = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
+        if cancelled or not busy:
+            return
+        (job,) = [j for j in backend.queue() if j.name.endswith(f"-{busy[0]}")]
+        backend.cancel(job.job_id)  # not through the strategy: the runner learns it from the backend
+        cancelled.append(busy[0])
+
+    knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"))
+    try:
+        runner = Runner(
+            TINY, make_strategy("perstage"), backend, executor, knowledge, poll_interval=5.0,
+            on_iteration=cancel_busy_stage_b_allocation,
+        )  # fmt: skip
+        result = runner.run()
+    finally:
+        executor.close()
+        backend.close()
+    assert cancelled and result.status == "completed"
+    lost = _of(result.events, K.TASK_LOST, stage="b")
+    assert lost and {e.allocation for e in lost} == set(cancelled)
+    for e in lost:  # each lost task ran again, on another allocation, to completion
+        (end,) = _of(result.events, K.TASK_END, task=e.task)
+        assert end.allocation != e.allocation
+    assert {e.task for e in _of(result.events, K.TASK_END, stage="b")} == {"b.0", "b.1", "b.2"}
