@@ -31,6 +31,7 @@ import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
+from elastic.backends._proctrack import Proc, alive, process_tree, signal_all
 from elastic.backends.base import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import ConfigError, DependencyError, SubmitError, UnknownJobError, UnknownNameError
 from elastic.simulator.base import QueuePolicy, make_policy
@@ -167,7 +168,8 @@ class MockBackend:
         self._grace = grace
         self._scripts: dict[int, tuple[str, dict[str, str]]] = {}
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        self._stopping: dict[int, float] = {}  # pgid -> real time to send SIGKILL
+        # pgid -> (real time to send SIGKILL, the job's processes when it was stopped)
+        self._stopping: dict[int, tuple[float, list[Proc]]] = {}
         self._closed = False
         if start:
             self._engine.run(until=float(start))
@@ -315,8 +317,9 @@ class MockBackend:
                 _killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
             self._procs.clear()
-            for pgid in self._stopping:  # SIGTERMed groups not gone yet
+            for pgid, (_, procs) in self._stopping.items():  # SIGTERMed jobs not gone yet
                 _killpg(pgid, signal.SIGKILL)
+                signal_all(procs, signal.SIGKILL)
             self._stopping.clear()
 
     def __enter__(self) -> MockBackend:
@@ -339,14 +342,17 @@ class MockBackend:
         self._procs[job] = subprocess.Popen(["bash", "-c", script], env=full_env, start_new_session=True)
 
     def job_ended(self, job: int) -> None:
-        """Stop what is left of the pilot's process group (SIGTERM now, SIGKILL after the grace)."""
+        """Stop every process of the job (SIGTERM now, SIGKILL after the grace), as Slurm does.
+
+        That is the pilot's process group and every descendant of the pilot, including tasks that
+        started their own session (see :mod:`elastic.backends._proctrack`).
+        """
         proc = self._procs.get(job)
         if proc is None:
             return
         if self._engine.jobs.state[job] == RUNNING:  # requeued: cannot happen for pilots
             return
-        if _killpg(proc.pid, signal.SIGTERM):
-            self._stopping[proc.pid] = time.monotonic() + self._grace
+        self._stop(proc.pid)
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -374,16 +380,23 @@ class MockBackend:
             if eng.jobs.state[job] == RUNNING:
                 logger.info("job %s: pilot process exited with code %s", _job_id(job), code)
                 eng.finish(job, code)
-                if _killpg(proc.pid, signal.SIGTERM):  # leftovers of the script
-                    self._stopping[proc.pid] = time.monotonic() + self._grace
+                self._stop(proc.pid)  # leftovers of the script
         if self._stopping:
             now = time.monotonic()
-            for pgid, deadline in list(self._stopping.items()):
-                if not _group_alive(pgid):
+            for pgid, (deadline, procs) in list(self._stopping.items()):
+                if not _group_alive(pgid) and not alive(procs):
                     del self._stopping[pgid]
                 elif now >= deadline:
                     _killpg(pgid, signal.SIGKILL)
+                    signal_all(procs, signal.SIGKILL)
                     del self._stopping[pgid]
+
+    def _stop(self, pid: int) -> None:
+        """SIGTERM the process group led by ``pid`` and every descendant of ``pid``; SIGKILL later."""
+        procs = process_tree(pid)
+        group = _killpg(pid, signal.SIGTERM)
+        if signal_all(procs, signal.SIGTERM) or group:
+            self._stopping[pid] = (time.monotonic() + self._grace, procs)
 
     def _index(self, job_id: str) -> int:
         try:

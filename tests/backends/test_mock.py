@@ -191,6 +191,31 @@ def test_pilot_cancel_kills_process(scaled, tmp_path: Path):
     _wait_for(lambda: not _alive(pid))
 
 
+@pytest.mark.parametrize("end", ["cancel", "timeout"])
+def test_pilot_end_kills_processes_that_left_its_group(tmp_path: Path, end: str):
+    # Regression (pool robustness, issue 4): the agent starts each task with setsid, so a task is not
+    # in the pilot's process group. Slurm (proctrack) still signals it when the job ends; the mock must
+    # too, or a task outlives its allocation on the mock only. Here a grandchild in its own session
+    # must die at cancel and at timeout, and one that ignores SIGTERM must get SIGKILL after the grace.
+    pidfile = tmp_path / "pid"
+    stubborn = tmp_path / "stubborn"
+    script = (
+        f"setsid sleep 300 & echo $! > {pidfile}; "
+        f"setsid bash -c 'trap \"\" TERM; echo $$ > {stubborn}; while true; do sleep 0.05; done' & "
+        "wait"
+    )
+    with MockBackend(nodes=1, clock="scaled", speedup=100.0, grace=1.0) as b:
+        j = b.submit(JobSpec(cores=1, walltime=3600.0 if end == "cancel" else 60.0, script=script))
+        child, hard = _read_pid(pidfile), _read_pid(stubborn)
+        assert os.getsid(child) == child  # really outside the pilot's session and group
+        if end == "cancel":
+            b.cancel(j)
+        _wait_for(lambda: b.state(j).state.is_final)
+        assert b.state(j).state is (JobState.CANCELLED if end == "cancel" else JobState.TIMEOUT)
+        _wait_for(lambda: not _alive(child))
+        _wait_for(lambda: not _alive(hard))
+
+
 def _read_pid(path: Path) -> int:
     # The script writes the file while we poll: wait for the whole line.
     _wait_for(lambda: path.exists() and path.read_text().endswith("\n"))
