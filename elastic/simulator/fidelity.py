@@ -404,6 +404,7 @@ def calibrate_reserve_online(
     cores: tuple[int, int] = (16, 128),
     order: str = "conservative",
     period: float = 30 * 86400.0,
+    max_reserve: int | None = None,
 ) -> list[tuple[float, int]]:
     """Fit a reserve per period, each on the period before it (``calibrated-online``).
 
@@ -422,6 +423,9 @@ def calibrate_reserve_online(
         Queue discipline of queued jobs.
     period : float, default 30 days
         Length of a period in seconds, > 0.
+    max_reserve : int or None
+        Largest reserve tried; default: a quarter of the machine (simulations with a large reserve
+        and a long queue are slow).
 
     Returns
     -------
@@ -434,6 +438,7 @@ def calibrate_reserve_online(
     submit = workload.submit
     first, last = float(submit[evaluated].min()), float(submit[evaluated].max())
     hi = workload.processors - int(workload.cores[evaluated].max())
+    hi = min(hi, workload.processors // 4) if max_reserve is None else max_reserve
     schedule: list[tuple[float, int]] = []
     start = first + period
     while start <= last:
@@ -441,6 +446,7 @@ def calibrate_reserve_online(
         sample = subset(workload, (submit >= lo - period) & (submit < start))
         if _evaluated(sample, cores, require=False)[sample.submit >= lo].any():
             x = _fit_reserve(sample, cores=cores, order=order, hi=hi, since=lo)
+            logger.info("online calibration: reserve %d cores from %.0f s", x, start)
         else:
             x = schedule[-1][1] if schedule else 0
         schedule.append((start, x))
@@ -468,8 +474,11 @@ def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: in
             )
         return medians[x]
 
+    def close(x: int) -> bool:  # within a scheduler cycle (60 s) or 20 %: good enough
+        return abs(median(x) - target) <= max(60.0, 0.2 * target)
+
     lo = 0
-    if median(lo) >= target:
+    if median(lo) >= target or close(lo):
         return lo
     # Galloping search first: simulations with a needlessly large reserve are long (the queue grows
     # without bound), so the upper end is found by doubling from a small step.
@@ -479,6 +488,8 @@ def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: in
         if median(x) >= target:
             hi = x
             break
+        if close(x):  # still below, but close: a larger reserve would only cost time
+            return x
         if x == hi:
             return hi
         lo, x = x, 2 * x

@@ -100,19 +100,19 @@ def test_pinnable_leaves_out_jobs_whose_recorded_schedule_overflows(caplog: pyte
 
 
 def test_calibration_finds_the_reserve_that_reproduces_the_median() -> None:
-    # Each evaluated 2-core job arrives while a pinned 3-core job runs for 100 s on 5 cores: it starts
-    # at once unless at least 1 core is reserved, then it waits 100 s, as recorded.
+    # Each evaluated 2-core job arrives while a pinned 3-core job runs for 1000 s on 5 cores: it starts
+    # at once unless at least 1 core is reserved, then it waits 1000 s, as recorded.
     rows = []
-    for t in (0.0, 1000.0, 2000.0, 3000.0):
-        rows.append((t, 3, 100.0, 100.0, 1, 0.0))
-        rows.append((t, 2, 10.0, 10.0, 2, 100.0))
+    for t in (0.0, 10000.0, 20000.0, 30000.0):
+        rows.append((t, 3, 1000.0, 1000.0, 1, 0.0))
+        rows.append((t, 2, 10.0, 10.0, 2, 1000.0))
     w = trace(rows, processors=5)
     assert calibrate_reserve(w, cores=(2, 2)) == 1
     report = fidelity_report(w, cores=(2, 2), modes=("recorded", "calibrated"))
     halves = ["calibrated (1st half)", "calibrated (2nd half)"]
     assert report["mode"].tolist() == ["recorded", "calibrated", *halves]
     assert report["reserve"].tolist() == [0, 1, 1, 1]
-    assert report["median_wait"].tolist() == [0.0, 100.0, 100.0, 100.0]
+    assert report["median_wait"].tolist() == [0.0, 1000.0, 1000.0, 1000.0]
     assert report["jobs"].tolist() == [4, 4, 2, 2]
     assert report["started_at_once"].tolist() == [1.0, 0.0, 0.0, 0.0]
     assert report["median_ratio"].tolist() == [0.0, 1.0, 1.0, 1.0]
@@ -251,17 +251,17 @@ def test_mock_backend_queues_the_traces_size_class_beside_submitted_jobs() -> No
 
 def test_online_calibration_fits_each_period_on_the_one_before() -> None:
     rows = [
-        (0.0, 3, 50.0, 50.0, 1, 0.0),  # pinned [0, 50) while ...
-        (0.0, 2, 10.0, 10.0, 2, 50.0),  # ... this job waited 50 s: needs a reserve of 1 on 5 cores
-        (100.0, 3, 50.0, 50.0, 1, 0.0),  # pinned [100, 150), but ...
-        (100.0, 2, 10.0, 10.0, 2, 0.0),  # ... this one started at once: no reserve
-        (200.0, 2, 10.0, 10.0, 2, 0.0),
+        (0.0, 3, 500.0, 500.0, 1, 0.0),  # pinned [0, 500) while ...
+        (0.0, 2, 10.0, 10.0, 2, 500.0),  # ... this job waited 500 s: needs a reserve of 1 on 5 cores
+        (1000.0, 3, 500.0, 500.0, 1, 0.0),  # pinned [1000, 1500), but ...
+        (1000.0, 2, 10.0, 10.0, 2, 0.0),  # ... this one started at once: no reserve
+        (2000.0, 2, 10.0, 10.0, 2, 0.0),
     ]
     w = trace(rows, processors=5)
-    schedule = calibrate_reserve_online(w, cores=(2, 2), period=100.0)
-    assert schedule == [(100.0, 1), (200.0, 0)]
+    schedule = calibrate_reserve_online(w, cores=(2, 2), period=1000.0)
+    assert schedule == [(1000.0, 1), (2000.0, 0)]
     result = simulate_mode(w, "calibrated-online", cores=(2, 2), reserve_schedule=schedule)
     # Each period runs with the reserve of the one before: the fit lags one period.
-    assert result.jobs["wait"].tolist() == [0.0, 50.0, 0.0]
+    assert result.jobs["wait"].tolist() == [0.0, 500.0, 0.0]
     with pytest.raises(ConfigError, match="period must be > 0"):
         calibrate_reserve_online(w, cores=(2, 2), period=0.0)
