@@ -52,7 +52,6 @@ logger = logging.getLogger(__name__)
 _END = 0
 _BEGIN = 1
 _PIN = 2
-_WAKE = 3
 _INF = math.inf
 
 
@@ -239,15 +238,6 @@ class Engine:
         heap.extend((float(t), _PIN, next(seq), j) for t, j in zip(at.tolist(), idx, strict=True))
         heapify(heap)
         return idx
-
-    def wake_at(self, t: float) -> None:
-        """Run a policy pass at simulated time ``t`` (>= now) even if nothing else happens then.
-
-        For policies whose plans change at times of their own (e.g. a reserve that changes over time).
-        """
-        if t < self._now:
-            raise ConfigError(f"wake_at time {t} is before now ({self._now})")
-        heappush(self._heap, (t, _WAKE, next(self._seq), -1))
 
     def _start_pinned(self, j: int) -> None:
         jobs = self.jobs
@@ -449,8 +439,6 @@ class Engine:
                                 end_log.append(j)
                 elif kind == _PIN:
                     self._start_pinned(j)
-                elif kind == _WAKE:
-                    self._dirty = True
                 elif state[j] == PENDING and self._eligible(j) and j not in queue:
                     self._insert(j)
             while ai < n_pre and sub[ai] <= t:

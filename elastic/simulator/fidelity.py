@@ -44,7 +44,6 @@ __all__ = [
     "FidelityResult",
     "backend_setup",
     "calibrate_reserve",
-    "calibrate_reserve_online",
     "fidelity_report",
     "fidelity_row",
     "mode_engine",
@@ -56,7 +55,7 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "calibrated-online")
+MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated")
 """Fidelity modes, from the plain simulator to the calibrated recorded schedule."""
 
 _BoolArray = npt.NDArray[np.bool_]
@@ -207,22 +206,14 @@ def backend_setup(
             "trace with recorded waits (field 3), or use mode='replay'"
         )
     x = 0
-    schedule = None
     if mode == "calibrated":
         x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
-    elif mode == "calibrated-online":
-        schedule = calibrate_reserve_online(workload, cores=cores, order=order)
     evaluated = _evaluated(workload, cores, require=False)
-    return _parts(workload, mode, evaluated, x, order, schedule)
+    return _parts(workload, mode, evaluated, x, order)
 
 
 def _parts(
-    workload: Workload,
-    mode: str,
-    evaluated: _BoolArray,
-    reserve: int,
-    order: str,
-    schedule: list[tuple[float, int]] | None = None,
+    workload: Workload, mode: str, evaluated: _BoolArray, reserve: int, order: str
 ) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
     fg = subset(workload, evaluated)
     pins = pinnable(workload, ~evaluated)
@@ -237,12 +228,7 @@ def _parts(
         parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
         has = np.flatnonzero(parent >= 0)
         chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
-    policy = PinnedBackfill(
-        order=order,
-        reserve=reserve if mode == "calibrated" else 0,
-        chain=chain,
-        reserve_schedule=schedule if mode == "calibrated-online" else None,
-    )
+    policy = PinnedBackfill(order=order, reserve=reserve if mode == "calibrated" else 0, chain=chain)
     return policy, fg, bg, bg.submit + bg.recorded_wait
 
 
@@ -266,7 +252,6 @@ def mode_engine(
     cores: tuple[int, int] = (16, 128),
     reserve: int = 0,
     order: str = "conservative",
-    reserve_schedule: list[tuple[float, int]] | None = None,
 ) -> tuple[Engine, _BoolArray]:
     """Build (not run) the engine that simulates ``workload`` under one fidelity mode.
 
@@ -286,9 +271,6 @@ def mode_engine(
         Cores never given to queued jobs (``calibrated`` only; ignored otherwise).
     order : {"conservative", "fcfs"}, default "conservative"
         Queue discipline of queued jobs in the recorded modes.
-    reserve_schedule : list of (float, int) or None
-        ``calibrated-online`` only: ``(from time, reserve)`` steps (see
-        :func:`calibrate_reserve_online`, which fits them when None).
 
     Returns
     -------
@@ -307,9 +289,7 @@ def mode_engine(
     evaluated = _evaluated(workload, cores)
     if mode == "replay":
         return Engine(nodes=workload.processors, policy="easy", workload=workload), evaluated
-    if mode == "calibrated-online" and reserve_schedule is None:
-        reserve_schedule = calibrate_reserve_online(workload, cores=cores, order=order)
-    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order, reserve_schedule)
+    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order)
     engine = Engine(nodes=workload.processors, policy=policy, workload=fg)
     engine.pin(bg, starts)
     return engine, evaluated
@@ -322,7 +302,6 @@ def simulate_mode(
     cores: tuple[int, int] = (16, 128),
     reserve: int = 0,
     order: str = "conservative",
-    reserve_schedule: list[tuple[float, int]] | None = None,
 ) -> FidelityResult:
     """Simulate ``workload`` under one fidelity mode; return the evaluated jobs' waits.
 
@@ -333,9 +312,7 @@ def simulate_mode(
     -------
     FidelityResult
     """
-    engine, evaluated = mode_engine(
-        workload, mode, cores=cores, reserve=reserve, order=order, reserve_schedule=reserve_schedule
-    )
+    engine, evaluated = mode_engine(workload, mode, cores=cores, reserve=reserve, order=order)
     engine.run()
     starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
     start = starts[evaluated] if mode == "replay" else starts[: int(evaluated.sum())]
@@ -349,11 +326,7 @@ def simulate_mode(
             "wait": start - workload.submit[evaluated],
         }
     )
-    if mode == "calibrated-online":
-        assert isinstance(engine.policy, PinnedBackfill)
-        steps = engine.policy.reserve_schedule
-        reserve = round(float(np.median([x for _, x in steps]))) if steps else 0
-    return FidelityResult(mode, reserve if mode.startswith("calibrated") else 0, jobs)
+    return FidelityResult(mode, reserve if mode == "calibrated" else 0, jobs)
 
 
 def _first_half(workload: Workload, cores: tuple[int, int]) -> tuple[Workload, float]:
@@ -396,62 +369,6 @@ def calibrate_reserve(
     widest = int(half.cores[_evaluated(half, cores)].max())
     hi = workload.processors - widest if max_reserve is None else max_reserve
     return _fit_reserve(half, cores=cores, order=order, hi=hi, since=-math.inf)
-
-
-def calibrate_reserve_online(
-    workload: Workload,
-    *,
-    cores: tuple[int, int] = (16, 128),
-    order: str = "conservative",
-    period: float = 30 * 86400.0,
-    max_reserve: int | None = None,
-) -> list[tuple[float, int]]:
-    """Fit a reserve per period, each on the period before it (``calibrated-online``).
-
-    The reserve of period ``k`` is the one whose median simulated wait of period ``k - 1``'s evaluated
-    jobs matches their recorded median (simulating periods ``k - 2`` and ``k - 1``, so the queue is
-    warm). The first period gets no reserve. So no job's own recorded wait, nor any later one, sets
-    the reserve it is simulated with, and the reserve follows the centre's changing conditions.
-
-    Parameters
-    ----------
-    workload : Workload
-        A trace with recorded waits.
-    cores : tuple of (int, int), default (16, 128)
-        Evaluated jobs' size class.
-    order : {"conservative", "fcfs"}, default "conservative"
-        Queue discipline of queued jobs.
-    period : float, default 30 days
-        Length of a period in seconds, > 0.
-    max_reserve : int or None
-        Largest reserve tried; default: a quarter of the machine (simulations with a large reserve
-        and a long queue are slow).
-
-    Returns
-    -------
-    list of (float, int)
-        ``(period start, reserve)`` for every period after the first, for ``reserve_schedule``.
-    """
-    if not period > 0:
-        raise ConfigError(f"period must be > 0 seconds, got {period}")
-    evaluated = _evaluated(workload, cores)
-    submit = workload.submit
-    first, last = float(submit[evaluated].min()), float(submit[evaluated].max())
-    hi = workload.processors - int(workload.cores[evaluated].max())
-    hi = min(hi, workload.processors // 4) if max_reserve is None else max_reserve
-    schedule: list[tuple[float, int]] = []
-    start = first + period
-    while start <= last:
-        lo = start - period
-        sample = subset(workload, (submit >= lo - period) & (submit < start))
-        if _evaluated(sample, cores, require=False)[sample.submit >= lo].any():
-            x = _fit_reserve(sample, cores=cores, order=order, hi=hi, since=lo)
-            logger.info("online calibration: reserve %d cores from %.0f s", x, start)
-        else:
-            x = schedule[-1][1] if schedule else 0
-        schedule.append((start, x))
-        start += period
-    return schedule
 
 
 def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: int, since: float) -> int:
@@ -567,9 +484,8 @@ def fidelity_report(
     Returns
     -------
     pandas.DataFrame
-        One row per mode; each calibrated mode adds rows for the first and the second half of the
-        jobs (``calibrated`` fits its reserve on the first half only; ``calibrated-online`` fits
-        each month's on the month before, and shows the median of its monthly reserves). Columns: ``mode,
+        One row per mode; ``calibrated`` adds ``calibrated (1st half)`` (the jobs the reserve was
+        fitted on) and ``calibrated (2nd half)`` (the jobs the fit did not see). Columns: ``mode,
         reserve, jobs``, simulated and ``recorded_`` ``mean_wait``, ``median_wait``, ``p90_wait``,
         ``started_at_once`` (share with zero wait), ``spearman`` (rank correlation per job),
         ``median_ratio`` (simulated / recorded median) and ``meets_goal``
@@ -582,7 +498,7 @@ def fidelity_report(
             x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
         result = simulate_mode(workload, mode, cores=cores, reserve=x, order=order)
         rows.append(fidelity_row(mode, result))
-        if mode.startswith("calibrated"):
+        if mode == "calibrated":
             _, split = _first_half(workload, cores)
             second = (result.jobs["submit"] >= split).to_numpy()
             rows.append(fidelity_row(f"{mode} (1st half)", result, ~second))

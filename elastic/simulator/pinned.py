@@ -26,7 +26,6 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
-from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from elastic.backends.base import DependencyKind
@@ -55,9 +54,6 @@ class PinnedBackfill:
         ``fcfs``: no job starts before an earlier-queued one.
     reserve : int, default 0
         Cores never given to queued jobs (a load calibration), >= 0.
-    reserve_schedule : sequence of (float, int) or None, default None
-        Changes of ``reserve`` over time: ``(from time, cores)`` pairs in time order (``reserve``
-        applies before the first).
     chain : Mapping[int, int] or None, default None
         Job index -> index of a job that must start first (e.g. the same user's previous job).
 
@@ -86,21 +82,12 @@ class PinnedBackfill:
     plans_pins = True
 
     def __init__(
-        self,
-        *,
-        order: str = "conservative",
-        reserve: int = 0,
-        chain: Mapping[int, int] | None = None,
-        reserve_schedule: Sequence[tuple[float, int]] | None = None,
+        self, *, order: str = "conservative", reserve: int = 0, chain: Mapping[int, int] | None = None
     ) -> None:
         if order not in PINNED_ORDERS:
             raise UnknownNameError("order", order, PINNED_ORDERS)
-        schedule = list(reserve_schedule or ())
-        if reserve < 0 or any(x < 0 for _, x in schedule):
-            raise ConfigError(f"PinnedBackfill reserve must be >= 0 cores, got {reserve} / {schedule}")
-        if any(b[0] < a[0] for a, b in pairwise(schedule)):
-            raise ConfigError("PinnedBackfill reserve_schedule must be in time order")
-        self.reserve_schedule = schedule
+        if reserve < 0:
+            raise ConfigError(f"PinnedBackfill reserve must be >= 0 cores, got {reserve}")
         self.order = order
         self.reserve = reserve
         self.chain = chain
@@ -129,14 +116,6 @@ class PinnedBackfill:
         cores = np.asarray([jobs.cores[j] for j in pins], dtype=np.int64)
         times = np.concatenate([at, at + run])
         delta = np.concatenate([-cores, cores])
-        if self.reserve_schedule:  # each change of the reserve is a step of the free level
-            for t, _ in self.reserve_schedule:
-                if t > engine.now:  # a slot may start when the reserve drops: plan then
-                    engine.wake_at(t)
-            change_t = np.asarray([t for t, _ in self.reserve_schedule], dtype=np.float64)
-            levels = np.asarray([self.reserve] + [x for _, x in self.reserve_schedule], dtype=np.int64)
-            times = np.concatenate([times, change_t])
-            delta = np.concatenate([delta, -np.diff(levels)])
         order = np.argsort(times, kind="stable")
         times = times[order]
         level = cap + np.cumsum(delta[order])
@@ -292,8 +271,7 @@ class PinnedBackfill:
                 if at == math.inf:
                     raise ConfigError(
                         f"job {jobs.job_id[j]} asks for {c} cores, more than the "
-                        f"{engine.cluster.total - self._last_reserve()} the pinned jobs and "
-                        f"reserve={self._last_reserve()} "
+                        f"{engine.cluster.total - self.reserve} the pinned jobs and reserve={self.reserve} "
                         "ever leave free; lower reserve or ask for fewer cores"
                     )
                 self._take(at, at + wall[j], c)
@@ -320,9 +298,6 @@ class PinnedBackfill:
             state = jobs.state
             q[:] = [j for j in q if state[j] == PENDING]
         self._next = nxt
-
-    def _last_reserve(self) -> int:
-        return self.reserve_schedule[-1][1] if self.reserve_schedule else self.reserve
 
     def _chain_bound(self, engine: Engine, parent: int) -> float:
         """Earliest start of a job chained after ``parent``.

@@ -16,7 +16,6 @@ from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.fidelity import (
     backend_setup,
     calibrate_reserve,
-    calibrate_reserve_online,
     fidelity_report,
     pinnable,
     simulate_mode,
@@ -247,21 +246,3 @@ def test_mock_backend_queues_the_traces_size_class_beside_submitted_jobs() -> No
         # J2 [100, 150) beside ours; J4 finds 1 core left until 150.
         assert rec.loc[[2, 4], "start"].tolist() == [100.0, 150.0]
         assert rec.loc[[1, 3], "start"].tolist() == [0.0, 220.0]  # pinned at their recorded starts
-
-
-def test_online_calibration_fits_each_period_on_the_one_before() -> None:
-    rows = [
-        (0.0, 3, 500.0, 500.0, 1, 0.0),  # pinned [0, 500) while ...
-        (0.0, 2, 10.0, 10.0, 2, 500.0),  # ... this job waited 500 s: needs a reserve of 1 on 5 cores
-        (1000.0, 3, 500.0, 500.0, 1, 0.0),  # pinned [1000, 1500), but ...
-        (1000.0, 2, 10.0, 10.0, 2, 0.0),  # ... this one started at once: no reserve
-        (2000.0, 2, 10.0, 10.0, 2, 0.0),
-    ]
-    w = trace(rows, processors=5)
-    schedule = calibrate_reserve_online(w, cores=(2, 2), period=1000.0)
-    assert schedule == [(1000.0, 1), (2000.0, 0)]
-    result = simulate_mode(w, "calibrated-online", cores=(2, 2), reserve_schedule=schedule)
-    # Each period runs with the reserve of the one before: the fit lags one period.
-    assert result.jobs["wait"].tolist() == [0.0, 500.0, 0.0]
-    with pytest.raises(ConfigError, match="period must be > 0"):
-        calibrate_reserve_online(w, cores=(2, 2), period=0.0)

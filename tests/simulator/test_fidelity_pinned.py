@@ -321,16 +321,3 @@ def test_online_submits_cancels_and_whole_nodes_never_take_pinned_cores(
         fg_used = sum(cores[j] for j in busy if j >= n_pin)
         pin_used = sum(cores[j] for j in busy if j < n_pin)
         assert pin_used + fg_used <= (total - reserve if fg_used else total)
-
-
-def test_reserve_schedule_changes_the_capacity_over_time() -> None:
-    eng = engine(reserve_schedule=[(50.0, 3), (200.0, 0)])  # 4 cores, then 1 from 50, 4 again from 200
-    a = eng.submit(cores=2, walltime=100.0, runtime=100.0)  # would overlap [50, 200): waits for 200
-    b = eng.submit(cores=1, walltime=100.0, runtime=100.0)  # 1 core fits all along
-    c = eng.submit(cores=2, walltime=40.0, runtime=40.0)  # ends before 50
-    eng.run()
-    assert [eng.jobs.start[j] for j in (a, b, c)] == [200.0, 0.0, 0.0]
-    with pytest.raises(ConfigError, match="time order"):
-        PinnedBackfill(reserve_schedule=[(50.0, 1), (10.0, 0)])
-    with pytest.raises(ConfigError, match="reserve=3"):
-        engine(reserve_schedule=[(0.0, 3)]).submit(cores=2, walltime=1.0)
