@@ -230,6 +230,10 @@ class PinnedBackfill:
         m = len(snap)
         if len(q) < m or q[:m] != snap:
             replan = True
+        if self._next < now:
+            # A slot passed without its job starting (its whole nodes were fragmented): plan every
+            # job again from now, so that no slot is left at a time when nothing happens.
+            replan = True
         if replan:
             for j in slot:
                 start, end, cores = held.pop(j)
@@ -278,14 +282,6 @@ class PinnedBackfill:
                 slot[j] = at
                 held[j] = (at, at + wall[j], c)
                 self.reservations.setdefault(j, at)
-            if at < now and cl.fits(c, whole[j]):
-                # The slot came while the job's whole nodes were fragmented: plan it again from now
-                # (running from now it may overlap cores promised to others, e.g. a pinned job).
-                self._take(at, at + wall[j], -c)
-                at = self._earliest(c, wall[j], now)
-                self._take(at, at + wall[j], c)
-                slot[j] = at
-                held[j] = (at, at + wall[j], c)
             if at <= now and cl.fits(c, whole[j]):
                 del slot[j]  # the job holds its slot [now, now + walltime) while it runs
                 engine.start(j)

@@ -321,3 +321,17 @@ def test_online_submits_cancels_and_whole_nodes_never_take_pinned_cores(
         fg_used = sum(cores[j] for j in busy if j >= n_pin)
         pin_used = sum(cores[j] for j in busy if j < n_pin)
         assert pin_used + fg_used <= (total - reserve if fg_used else total)
+
+
+def test_slots_that_pass_unused_are_planned_again() -> None:
+    # Found by hypothesis: pinned 1-core jobs fragment 3 nodes x 2 cores until 4; the 2-node job a
+    # cannot start in its slot (3, by core count), and b's slot (5) followed a's old one. Everything is
+    # planned again at 4: a runs [4, 6), b after it.
+    eng = Engine(nodes=3, cores_per_node=2, policy=PinnedBackfill())
+    eng.pin(pins([(0.0, 1, 3.0, 3.0), (0.0, 1, 4.0, 4.0), (0.0, 1, 4.0, 4.0)], 6), [0.0, 0.0, 0.0])
+    a = eng.submit(cores=1, nodes=2, walltime=2.0)
+    b = eng.submit(cores=1, nodes=2, walltime=1.0)
+    eng.run()
+    assert eng.policy.reservations == {a: 3.0, b: 5.0}
+    assert (eng.jobs.start[a], eng.jobs.start[b]) == (4.0, 6.0)
+    assert (eng.jobs.state[a], eng.jobs.state[b]) == (TIMEOUT, TIMEOUT)
