@@ -292,6 +292,8 @@ def simulate_runs(
     seed: int = 0,
     background: Workload | None = None,
     policy: str = "easy",
+    mode: str = "replay",
+    reserve: int = 0,
     learner: str = "tuned",
     warmup: float = 86400.0,
     horizon: float = 4 * 86400.0,
@@ -322,7 +324,13 @@ def simulate_runs(
         Background jobs (a trace); ``None`` = :func:`default_background`. The partition has
         ``background.processors`` cores.
     policy : str, default "easy"
-        Queue policy of the mock backend.
+        Queue policy of the mock backend (``conservative`` or ``fcfs`` with a recorded ``mode``).
+    mode : {"replay", "recorded", "recorded-chain", "calibrated"}, default "replay"
+        How the background loads the queue (:class:`~elastic.backends.mock.MockBackend` ``mode``):
+        the recorded modes need a trace and give waits like the traced centre's.
+    reserve : int, default 0
+        ``mode="calibrated"``: cores withheld from queued jobs (fit it once with
+        :func:`~elastic.simulator.fidelity.calibrate_reserve`).
     learner : {"default", "tuned", "greedy"}, default "tuned"
         Policy of the ASA wait learner.
     warmup, horizon : float
@@ -366,6 +374,8 @@ def simulate_runs(
             policy=policy,
             workload=window(background, start - warmup, start + horizon),
             start=warmup,
+            mode=mode,
+            reserve=reserve,
         )
         knowledge = Knowledge(workflow, waits=waits, history=history, wait_store=wait_store, backend="mock")
         runner = Runner(

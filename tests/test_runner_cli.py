@@ -98,3 +98,38 @@ def test_run_on_the_scaled_mock_clock_through_the_pool(
     code = main([*args, "--no-store"])
     assert code == 0
     assert "tiny under perstage: completed" in capsys.readouterr().out
+
+
+def test_compare_recorded_modes_need_a_trace_and_reserve_needs_calibrated(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["compare", "--runs", "1", "--mode", "calibrated"]) == 2
+    assert "give --trace PATH" in capsys.readouterr().err
+    assert main(["compare", "--runs", "1", "--reserve", "8"]) == 2
+    assert "--reserve applies to --mode calibrated only" in capsys.readouterr().err
+
+
+def test_compare_in_calibrated_mode_reaches_every_run_and_the_reserve_lengthens_waits(
+    hpc2n_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same runs (same seed, same start points in the trace) in replay mode and in calibrated mode
+    # with no reserve and with 100 of 240 cores withheld from queued jobs (the trace's widest queued
+    # jobs, 128 cores, must still fit). Replay and the recorded schedule are different models, so their
+    # waits differ (not in a fixed direction); withholding cores can only make our allocations wait
+    # longer on these runs.
+    common = ["compare", "--trace", str(hpc2n_trace), "--runs", "2", "--seed", "3"]
+    common += ["--strategies", "perstage"]
+    waits = {}
+    for name, extra in {
+        "replay": [],
+        "reserve0": ["--mode", "calibrated", "--reserve", "0"],
+        "reserve100": ["--mode", "calibrated", "--reserve", "100"],
+    }.items():
+        assert main([*common, *extra, "--csv", str(tmp_path / f"{name}.csv")]) == 0
+        frame = pd.read_csv(tmp_path / f"{name}.csv")
+        assert set(frame["status"]) == {"completed"}
+        waits[name] = frame["queue_wait"].to_numpy()
+    out = capsys.readouterr().out
+    assert "mode calibrated (reserve 100 cores), policy conservative" in out
+    assert list(waits["replay"]) != list(waits["reserve0"])
+    assert waits["reserve100"].sum() > waits["reserve0"].sum()

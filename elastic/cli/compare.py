@@ -15,6 +15,7 @@ import argparse
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -31,7 +32,18 @@ from elastic.simulator.workload import Workload
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
 
-__all__ = ["COLUMNS", "register", "summarise"]
+__all__ = [
+    "COLUMNS",
+    "MODES",
+    "BackgroundSetup",
+    "add_background_arguments",
+    "load_background",
+    "register",
+    "summarise",
+]
+
+MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated")
+"""Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``)."""
 
 COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("makespan", "makespan (h)", 3600.0),
@@ -56,7 +68,12 @@ def _names(text: str) -> list[str]:
 
 
 def add_background_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--trace``, ``--load``, ``--processors`` and ``--policy`` (shared with ``elastic run``)."""
+    """Add the mock backend's background options (shared with ``elastic run``).
+
+    ``--trace``, ``--load``, ``--processors``, ``--policy``, and the fidelity options ``--mode`` and
+    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode calibrated`` gives allocations the
+    queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
+    """
     parser.add_argument("--trace", metavar="PATH", help="SWF trace as background load (default: synthetic)")
     parser.add_argument("--load", type=float, default=1.0, help="trace arrival-rate factor (default: 1)")
     parser.add_argument(
@@ -66,16 +83,79 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"partition cores: scale the trace to this size, or size of the synthetic machine "
         f"(default: the trace's size, {DEFAULT_PROCESSORS} for synthetic load)",
     )
-    parser.add_argument("--policy", default="easy", help="queue policy of the mock backend (default: easy)")
+    parser.add_argument(
+        "--policy",
+        default=None,
+        help="queue policy of the mock backend (default: easy; conservative with a recorded --mode)",
+    )
+    parser.add_argument(
+        "--mode",
+        choices=MODES,
+        default="replay",
+        help="how the trace loads the queue: replay it (default), or pin its recorded schedule "
+        "(recorded, recorded-chain, calibrated: waits like the real centre's; needs --trace)",
+    )
+    parser.add_argument(
+        "--reserve",
+        type=int,
+        default=None,
+        metavar="CORES",
+        help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
+    )
 
 
-def load_background(args: argparse.Namespace) -> Workload:
-    """Return the background workload the arguments ask for."""
+@dataclass(frozen=True, slots=True)
+class BackgroundSetup:
+    """Background load and how the mock backend replays it, resolved from the command line."""
+
+    workload: Workload
+    policy: str
+    mode: str
+    reserve: int
+
+    def describe(self) -> str:
+        """One line for titles: source, mode and reserve."""
+        source = self.workload.source
+        source = source if len(source) <= 60 else source[:57] + "..."
+        extra = "" if self.mode == "replay" else f", mode {self.mode}"
+        if self.mode == "calibrated":
+            extra += f" (reserve {self.reserve} cores)"
+        return f"background {source}{extra}, policy {self.policy}"
+
+
+def load_background(args: argparse.Namespace) -> BackgroundSetup:
+    """Return the background workload and replay settings the arguments ask for.
+
+    For ``--mode calibrated`` without ``--reserve`` the reserve is fitted once here
+    (:func:`~elastic.simulator.fidelity.calibrate_reserve`, a few simulations of the trace), not once
+    per run.
+    """
+    mode = args.mode
+    if mode != "replay" and args.trace is None:
+        raise ConfigError(
+            f"--mode {mode} pins a trace's recorded schedule: give --trace PATH (synthetic load has no "
+            "recorded waits), or use --mode replay"
+        )
+    policy = args.policy or ("easy" if mode == "replay" else "conservative")
     if args.trace is not None:
         from elastic.simulator.trace import read_swf
 
-        return read_swf(args.trace, load=args.load, processors=args.processors)
-    return default_background(args.processors or DEFAULT_PROCESSORS, seed=args.seed)
+        workload = read_swf(args.trace, load=args.load, processors=args.processors)
+    else:
+        workload = default_background(args.processors or DEFAULT_PROCESSORS, seed=args.seed)
+    reserve = 0
+    if mode == "calibrated":
+        if args.reserve is not None:
+            if args.reserve < 0:
+                raise ConfigError(f"--reserve must be >= 0 cores, got {args.reserve}")
+            reserve = args.reserve
+        else:
+            from elastic.simulator.fidelity import calibrate_reserve
+
+            reserve = calibrate_reserve(workload, order=policy)
+    elif args.reserve is not None:
+        raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {mode}")
+    return BackgroundSetup(workload, policy, mode, reserve)
 
 
 def register(subparsers: Any) -> None:
@@ -85,7 +165,7 @@ def register(subparsers: Any) -> None:
         help="compare Big-Job, Per-Stage and ASA over many simulated runs",
         description=(
             "Run a workflow N times under each strategy in pure simulation (mock backend, virtual clock) "
-            "and print each metric's mean with a 95%% confidence interval."
+            "and print each metric's mean with a 95% confidence interval."
         ),
     )
     parser.add_argument(
@@ -153,7 +233,8 @@ def _run(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal and console.width < 200:  # pipes and files get the whole table
         console = Console(width=200)
-    background = load_background(args)
+    setup = load_background(args)
+    background = setup.workload
     results: dict[str, list[RunResult]] = {}
     began = time.perf_counter()
     with Progress(console=console, transient=True) as progress:
@@ -166,16 +247,17 @@ def _run(args: argparse.Namespace) -> int:
                 runs=args.runs,
                 seed=args.seed,
                 background=background,
-                policy=args.policy,
+                policy=setup.policy,
+                mode=setup.mode,
+                reserve=setup.reserve,
                 learner=args.learner,
             )
             progress.advance(task)
     elapsed = time.perf_counter() - began
     frame = summarise(results)
-    source = background.source if len(background.source) <= 60 else background.source[:57] + "..."
     title = (
         f"{workflow.name}: {args.runs} runs per strategy on {background.processors} cores, "
-        f"background {source} (seed {args.seed})"
+        f"{setup.describe()} (seed {args.seed})"
     )
     console.print(table(frame, title))
     total = args.runs * len(args.strategies)

@@ -166,13 +166,16 @@ def _simulate(
 
     if args.backend != "mock":
         raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
+    setup = load_background(args)
     (result,) = simulate_runs(
         workflow,
         args.strategy,
         runs=1,
         seed=args.seed,
-        background=load_background(args),
-        policy=args.policy,
+        background=setup.workload,
+        policy=setup.policy,
+        mode=setup.mode,
+        reserve=setup.reserve,
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,
@@ -195,12 +198,15 @@ def _real(
         if not args.speedup > 0:
             raise ConfigError(f"--speedup must be > 0, got {args.speedup}")
         speedup = args.speedup
-        background = load_background(args)
+        setup = load_background(args)
+        background = setup.workload
         warmup, horizon = 86400.0, 4 * 86400.0
         (start,) = start_points(background, 1, seed=args.seed, warmup=warmup, horizon=horizon)
         backend = MockBackend(
             nodes=background.processors,
-            policy=args.policy,
+            policy=setup.policy,
+            mode=setup.mode,
+            reserve=setup.reserve,
             workload=window(background, start - warmup, start + horizon),
             clock="scaled",
             speedup=speedup,
