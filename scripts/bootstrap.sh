@@ -85,11 +85,13 @@ export PATH="$venv/bin:$PATH"
 
 # --- the job ---------------------------------------------------------------------------------
 if [ "$mode" = demo ]; then
-  log "running the main job: elastic demo on the mock backend"
   if [ "$#" -gt 0 ]; then
     exec elastic "$@"
   fi
-  exec elastic simulate --policy easy --jobs 5000
+  # The main job: Big-Job, Per-Stage and ASA on the Montage-shaped workflow, 30 runs each, in pure
+  # simulation on the mock backend (a busy synthetic 64-core queue; no trace or cluster needed).
+  log "running the main job: elastic compare --workflow montage --runs 30 --processors 64"
+  exec elastic compare --workflow montage --runs 30 --processors 64 --seed 1
 fi
 
 log "ruff"
