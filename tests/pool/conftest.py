@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from elastic.allocations import Allocation
+from elastic.backends._proctrack import process_tree
 from elastic.pool import Pool
 from elastic.pool_events import PoolEvent
 
@@ -50,23 +51,7 @@ def start_agent(tmp_path: Path) -> Iterator[AgentStarter]:
 
 def descendants(pid: int) -> list[int]:
     """Every live descendant of ``pid`` (in any process group or session), from ``/proc``."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:  # gone meanwhile
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])  # the command name may hold spaces and ")"
-        children.setdefault(ppid, []).append(int(entry.name))
-    out: list[int] = []
-    todo = [pid]
-    while todo:
-        kids = children.get(todo.pop(), [])
-        out.extend(kids)
-        todo.extend(kids)
-    return out
+    return [p.pid for p in process_tree(pid) if p.pid != pid]
 
 
 def signal_job(job: subprocess.Popen[bytes], sig: int, agent_delay: float = 0.0) -> None:
