@@ -25,7 +25,7 @@ from elastic.simulator.jobs import PENDING
 if TYPE_CHECKING:
     from elastic.simulator.engine import Engine
 
-__all__ = ["ConservativeBackfill", "Profile"]
+__all__ = ["ConservativeBackfill", "Profile", "split_at"]
 
 
 class Profile:
@@ -103,13 +103,21 @@ class Profile:
 
     def _split(self, t: float) -> int:
         """Make ``t`` a breakpoint; return its index."""
-        times = self.times
-        i = bisect_right(times, t)
-        if times[i - 1] == t:
-            return i - 1
-        times.insert(i, t)
-        self.free.insert(i, self.free[i - 1])
-        return i
+        return split_at(self.times, self.free, t)
+
+
+def split_at(times: list[float], free: list[int], t: float) -> int:
+    """Make ``t`` a breakpoint of the step function ``free`` over ``times``; return its index.
+
+    ``free[i]`` holds on ``[times[i], times[i + 1])``; a new breakpoint copies the value of the step it
+    splits. ``t`` must not be before ``times[0]``. Shared by every capacity profile of the planners.
+    """
+    i = bisect_right(times, t)
+    if times[i - 1] == t:
+        return i - 1
+    times.insert(i, t)
+    free.insert(i, free[i - 1])
+    return i
 
 
 class ConservativeBackfill:

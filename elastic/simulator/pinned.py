@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 
 from elastic.backends.base import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.simulator.conservative import split_at
 from elastic.simulator.jobs import COMPLETED, FUTURE, PENDING, RUNNING
 
 if TYPE_CHECKING:
@@ -147,13 +148,7 @@ class PinnedBackfill:
         self._src_pos = stop
 
     def _split(self, t: float) -> int:
-        times = self._times
-        i = bisect_right(times, t)
-        if times[i - 1] == t:
-            return i - 1
-        times.insert(i, t)
-        self._free.insert(i, self._free[i - 1])
-        return i
+        return split_at(self._times, self._free, t)
 
     def _take(self, start: float, end: float, cores: int) -> None:
         """Add ``cores`` (negative: give back) to the held cores over ``[start, end)``."""
