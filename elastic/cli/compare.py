@@ -116,7 +116,8 @@ class BackgroundSetup:
     def describe(self) -> str:
         """One line for titles: source, mode and reserve."""
         source = self.workload.source
-        source = source if len(source) <= 60 else source[:57] + "..."
+        if len(source) > 60:  # e.g. synthetic(jobs=..., ...): keep the name, drop the parameter list
+            source = source.split("(", 1)[0] + "(...)" if "(" in source else "..." + source[-57:]
         extra = "" if self.mode == "replay" else f", mode {self.mode}"
         if self.mode == "calibrated":
             extra += f" (reserve {self.reserve} cores)"
