@@ -359,7 +359,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run an agent from the command line; return its exit code."""
     command = AgentCommand.from_argv(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
-        level=os.environ.get("ELASTIC_AGENT_LOG", "INFO"),
+        level=os.environ.get("ELASTIC_AGENT_LOG", "WARNING"),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:

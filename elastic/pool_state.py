@@ -213,9 +213,9 @@ class PoolState:
             return
         if agent is None:
             # Unknown or already declared lost: its tasks were re-queued, so it must not report any more.
-            logger.warning(
-                "pool: %s from unregistered agent %r, telling it to stop", type(msg).__name__, ident
-            )
+            # A Bye from an agent whose allocation ended is the normal end of a released allocation.
+            log = logger.info if isinstance(msg, Bye) else logger.warning
+            log("pool: %s from unregistered agent %r, telling it to stop", type(msg).__name__, ident)
             self.outbox.append((ident, Stop("not registered (declared lost?)")))
             return
         agent.last_seen = self._clock()
@@ -324,7 +324,14 @@ class PoolState:
                     self._drain(alloc, f"{left:.1f} s of walltime left <= drain_margin={self.drain_margin}")
 
     def _lose_agent(self, agent: AgentRecord, cause: str) -> None:
-        logger.warning("pool: lost agent %s: %s", agent.name, cause)
+        # A warning only when work is lost; an idle agent of an allocation that ended is routine
+        # (every allocation a strategy releases ends that way).
+        if agent.running:
+            logger.warning(
+                "pool: lost agent %s with %d running task(s): %s", agent.name, len(agent.running), cause
+            )
+        else:
+            logger.info("pool: agent %s gone: %s", agent.name, cause)
         self.agents.pop(agent.ident, None)
         for task_id in list(agent.running):
             self._task_lost(self.tasks[task_id], agent.alloc_id, cause)
