@@ -133,3 +133,22 @@ def test_compare_in_calibrated_mode_reaches_every_run_and_the_reserve_lengthens_
     assert "mode calibrated (reserve 100 cores), policy conservative" in out
     assert list(waits["replay"]) != list(waits["reserve0"])
     assert waits["reserve100"].sum() > waits["reserve0"].sum()
+
+
+def test_run_with_a_failing_task_stops_with_a_clear_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A task whose command really fails (exit 3 on a healthy allocation) is not retried as if lost:
+    # the run stops and the error names the task and what happened.
+    marker = tmp_path / "ran"
+    wf = tmp_path / "failing.toml"
+    wf.write_text(
+        'name = "failing"\n'
+        '[[stages]]\nname = "a"\ntasks = 1\ncores = 1\nruntime = 20\n'
+        f'[[stages]]\nname = "b"\ntasks = 1\ncores = 1\nruntime = 20\ncommand = "touch {marker}; exit 3"\n'
+    )
+    args = ["run", "--workflow", str(wf), "--strategy", "perstage", "--speedup", "40", "--processors", "4"]
+    assert main([*args, "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert "task 'b.0' failed" in err and "exit" in err.lower() and "the run is stopped" in err
+    assert marker.exists()  # it really ran, once
