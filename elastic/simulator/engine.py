@@ -9,6 +9,10 @@ batch of simultaneous events the queue policy runs once (like one pass of Slurm'
 cores for a fixed duration, like a job of an advance reservation. Only a policy that plans around
 them (``plans_pins = True``, see :mod:`elastic.simulator.pinned`) may be used with them.
 
+Dependency resolution and pending reasons live in :mod:`elastic.simulator.dependencies`; the checks
+that a request, a background workload or pinned jobs fit the partition in
+:mod:`elastic.simulator.admission`. This module keeps the event loop and the jobs' lifecycle.
+
 The engine never sleeps: :meth:`Engine.run` processes events as fast as it can up to a given
 simulated time; the mock backend's clocks decide how simulated time relates to real time.
 """
@@ -23,26 +27,17 @@ from collections.abc import Callable, Hashable, Sequence
 from heapq import heapify, heappop, heappush
 from typing import TYPE_CHECKING, Protocol
 
-from elastic.backends.base import DependencyKind, PendingReason
-from elastic.errors import ConfigError, DependencyError, GeometryError
+from elastic.simulator import dependencies as _deps
+from elastic.simulator.admission import check_background, check_pins, request_geometry
 from elastic.simulator.base import QueuePolicy, make_policy
 from elastic.simulator.cluster import Cluster
-from elastic.simulator.jobs import (
-    CANCELLED,
-    COMPLETED,
-    FAILED,
-    FUTURE,
-    PENDING,
-    RUNNING,
-    TIMEOUT,
-    DepRecord,
-    JobTable,
-)
+from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT, JobTable
 
 if TYPE_CHECKING:
     import pandas as pd
     from numpy.typing import ArrayLike
 
+    from elastic.backends.base import DependencyKind, PendingReason
     from elastic.simulator.workload import Workload
 
 __all__ = ["Engine", "Observer"]
@@ -158,22 +153,9 @@ class Engine:
     # -- building the workload -------------------------------------------------------------------
 
     def _load(self, workload: Workload) -> None:
-        n = len(workload)
-        if n:
-            import numpy as np
-
-            if np.any(np.diff(workload.submit) < 0):
-                raise ConfigError(f"workload {workload.source!r} is not sorted by submit time")
-            too_big = workload.cores > self.cluster.total
-            if np.any(too_big):
-                k = int(np.argmax(too_big))
-                raise GeometryError(
-                    f"background job {int(workload.job_id[k])} of {workload.source!r} asks for "
-                    f"{int(workload.cores[k])} cores but the partition has {self.cluster.total}; "
-                    "scale the workload to the partition (processors=...) or use a bigger partition"
-                )
+        check_background(workload, self.cluster.total)
         self.jobs.load(workload)
-        self._preloaded = n
+        self._preloaded = len(workload)
 
     def pin(self, workload: Workload, start: ArrayLike) -> range:
         """Add the jobs of ``workload`` as pinned jobs: job ``k`` starts at exactly ``start[k]``.
@@ -204,30 +186,8 @@ class Engine:
         GeometryError
             A job is larger than the partition.
         """
-        import numpy as np
-
-        if not getattr(self.policy, "plans_pins", False):
-            raise ConfigError(
-                f"pinned jobs need a policy that plans around them (elastic.simulator.pinned); "
-                f"policy {self.policy.name!r} would start queued jobs into their cores"
-            )
-        at = np.asarray(start, dtype=np.float64)
+        at = check_pins(self.policy, workload, start, self._now, self.cluster.total)
         n = len(workload)
-        if at.shape != (n,):
-            raise ConfigError(f"pin start must have one time per job ({n}), got shape {at.shape}")
-        bad = ~(at >= np.maximum(workload.submit, self._now)) if n else np.zeros(0, dtype=bool)
-        if np.any(bad):
-            k = int(np.argmax(bad))
-            raise ConfigError(
-                f"pinned job {int(workload.job_id[k])} of {workload.source!r}: start {at[k]} is before "
-                f"its submit time {workload.submit[k]} or before now ({self._now})"
-            )
-        if n and int(workload.cores.max()) > self.cluster.total:
-            k = int(np.argmax(workload.cores))
-            raise GeometryError(
-                f"pinned job {int(workload.job_id[k])} of {workload.source!r} asks for "
-                f"{int(workload.cores[k])} cores but the partition has {self.cluster.total}"
-            )
         first = len(self.jobs)
         self.jobs.load(workload)
         self.jobs.begin[first:] = at.tolist()
@@ -265,25 +225,7 @@ class Engine:
 
     def check_geometry(self, cores: int, nodes: int | None) -> tuple[int, int]:
         """Return ``(cores, whole nodes)`` of a request, or raise GeometryError if it can never fit."""
-        cl = self.cluster
-        whole = 0
-        if nodes is not None:
-            if nodes > cl.nodes:
-                raise GeometryError(
-                    f"job asks for {nodes} nodes but the partition has {cl.nodes}; ask for at most {cl.nodes}"
-                )
-            if cores > nodes * cl.cores_per_node:
-                raise GeometryError(
-                    f"job asks for {cores} cores on {nodes} whole nodes of {cl.cores_per_node} cores; "
-                    f"ask for at most {nodes * cl.cores_per_node} cores or more nodes"
-                )
-            cores = nodes * cl.cores_per_node
-            whole = nodes if cl.per_node else 0
-        if cores > cl.total:
-            raise GeometryError(
-                f"job asks for {cores} cores but the partition has {cl.total}; ask for at most {cl.total}"
-            )
-        return cores, whole
+        return request_geometry(self.cluster, cores, nodes)
 
     def submit(
         self,
@@ -333,9 +275,7 @@ class Engine:
         """
         cores, whole = self.check_geometry(cores, nodes)
         jobs = self.jobs
-        for _, parent in dependencies:
-            if not 0 <= parent < len(jobs) or jobs.state[parent] == FUTURE:
-                raise DependencyError(f"dependency on job index {parent}, which has not been submitted")
+        _deps.check_parents(jobs, dependencies)
         now = self._now
         j = jobs.append(
             job_id=len(jobs) if job_id is None else job_id,
@@ -353,18 +293,7 @@ class Engine:
         jobs.state[j] = PENDING
         jobs.rank[j] = next(self._rank)
         if dependencies:
-            recs = [DepRecord(kind, parent) for kind, parent in dependencies]
-            jobs.deps[j] = recs
-            pending = 0
-            for rec in recs:
-                jobs.children.setdefault(rec.parent, []).append(j)
-                p = rec.parent
-                rec.status = rec.evaluate(jobs.state[p], not math.isnan(jobs.start[p]))
-                if rec.status == 0:
-                    pending += 1
-                elif rec.status == 2:
-                    jobs.dep_never.add(j)
-            jobs.dep_pending[j] = pending
+            _deps.attach(jobs, j, dependencies)
         if begin is not None and begin > now:
             self._push_begin(j, float(begin))
         if j in jobs.dep_never and self.kill_invalid_dep:
@@ -642,16 +571,10 @@ class Engine:
         if jobs.notify[j] and self.observer is not None:
             self.observer.job_ended(j)
 
-    # -- eligibility: dependencies and begin times ---------------------------------------------------
+    # -- eligibility (see elastic.simulator.dependencies) ---------------------------------------------------
 
     def _eligible(self, j: int) -> bool:
-        jobs = self.jobs
-        return (
-            jobs.begin[j] <= self._now
-            and not jobs.dep_pending.get(j, 0)
-            and j not in jobs.dep_never
-            and jobs.state[j] == PENDING
-        )
+        return _deps.eligible(self.jobs, j, self._now)
 
     def _insert(self, j: int) -> None:
         self.held.discard(j)
@@ -669,23 +592,7 @@ class Engine:
 
     def _notify_children(self, parent: int) -> None:
         jobs = self.jobs
-        p_state = jobs.state[parent]
-        started = not math.isnan(jobs.start[parent]) or p_state in (COMPLETED, FAILED, TIMEOUT)
-        for child in jobs.children[parent]:
-            if jobs.state[child] != PENDING:
-                continue
-            changed = False
-            for rec in jobs.deps[child]:
-                if rec.parent != parent or rec.status != 0:
-                    continue
-                rec.status = rec.evaluate(p_state, started)
-                if rec.status:
-                    changed = True
-                    jobs.dep_pending[child] -= 1
-                    if rec.status == 2:
-                        jobs.dep_never.add(child)
-            if not changed:
-                continue
+        for child in _deps.resolve_children(jobs, parent):
             if child in jobs.dep_never:
                 if self.kill_invalid_dep:
                     logger.info("job %s: dependency can never be satisfied; cancelled", jobs.job_id[child])
@@ -697,18 +604,7 @@ class Engine:
 
     def reason(self, j: int) -> PendingReason:
         """Why pending job ``j`` has not started (Slurm's reason codes); NONE when not pending."""
-        jobs = self.jobs
-        if jobs.state[j] != PENDING:
-            return PendingReason.NONE
-        if j in jobs.dep_never:
-            return PendingReason.DEPENDENCY_NEVER_SATISFIED
-        if jobs.dep_pending.get(j, 0):
-            return PendingReason.DEPENDENCY
-        if jobs.begin[j] > self._now:
-            return PendingReason.BEGIN_TIME
-        if self.queue and self.queue[0] == j:
-            return PendingReason.RESOURCES
-        return PendingReason.PRIORITY
+        return _deps.pending_reason(self.jobs, j, self._now, self.queue)
 
     def records(self) -> pd.DataFrame:
         """Per-job records of every job that has arrived (see :meth:`JobTable.frame`)."""
