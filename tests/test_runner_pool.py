@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import signal
+from collections.abc import Callable
 
 import pytest
 
 from elastic.backends.mock import MockBackend
 from elastic.execution import RunResult
 from elastic.metrics import Event, EventKind
+from elastic.pool_events import AgentEvent, AgentEventKind
 from elastic.poolexec import PoolExecutor
 from elastic.runner import Runner
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
@@ -24,14 +27,35 @@ TINY = Workflow(
 )
 
 
-def _run(strategy: str, knowledge: Knowledge, drain_margin: float = 30.0) -> RunResult:
+def _run(
+    strategy: str,
+    knowledge: Knowledge,
+    drain_margin: float = 30.0,
+    fault: Callable[[MockBackend, PoolExecutor, RunView], None] | None = None,
+) -> RunResult:
+    """Run TINY through a real pool on the scaled mock; ``fault`` is called every driver iteration."""
     backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
     executor = PoolExecutor(backend, speedup=SPEEDUP, drain_margin=drain_margin)
+    on_iteration = None if fault is None else functools.partial(fault, backend, executor)
     try:
-        return Runner(TINY, make_strategy(strategy), backend, executor, knowledge, poll_interval=5.0).run()
+        runner = Runner(
+            TINY, make_strategy(strategy), backend, executor, knowledge, poll_interval=5.0,
+            on_iteration=on_iteration,
+        )  # fmt: skip
+        return runner.run()
     finally:
         executor.close()
         backend.close()
+
+
+def _assert_lost_tasks_reran_elsewhere(result: RunResult, stage: str) -> list[Event]:
+    """Each task of ``stage`` reported lost ran again, on another allocation, to completion."""
+    lost = _of(result.events, K.TASK_LOST, stage=stage)
+    assert lost, f"no task of stage {stage} was reported lost"
+    for e in lost:
+        (end,) = _of(result.events, K.TASK_END, task=e.task)
+        assert end.allocation != e.allocation
+    return lost
 
 
 def _of(events: tuple[Event, ...], kind: EventKind, **fields: object) -> list[Event]:
@@ -68,48 +92,30 @@ def test_walltime_hit_through_the_real_pool_reruns_lost_tasks() -> None:
 
 @pytest.mark.timeout(120)
 def test_agent_killed_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
-    backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
-    executor = PoolExecutor(backend, speedup=SPEEDUP)
     killed: list[str] = []
 
-    def kill_stage_b_agent(view: RunView) -> None:
+    def kill_stage_b_agent(backend: MockBackend, executor: PoolExecutor, view: RunView) -> None:
         running = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
         if killed or not running:
             return
         for e in executor.pool.events:
-            # an agent event (its class is moving between pool modules): has an agent name, kind JOINED
-            agent, kind = getattr(e, "agent", None), getattr(getattr(e, "kind", None), "value", None)
-            if isinstance(agent, str) and kind == "JOINED" and getattr(e, "alloc_id", None) == running[0]:
-                os.kill(int(agent.rsplit("/", 1)[1]), signal.SIGKILL)  # agent names end in their pid
-                killed.append(agent)
+            if isinstance(e, AgentEvent) and e.kind is AgentEventKind.JOINED and e.alloc_id == running[0]:
+                os.kill(int(e.agent.rsplit("/", 1)[1]), signal.SIGKILL)  # agent names end in their pid
+                killed.append(e.agent)
                 return
 
     knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"))
-    try:
-        runner = Runner(
-            TINY, make_strategy("asa"), backend, executor, knowledge, poll_interval=5.0,
-            on_iteration=kill_stage_b_agent,
-        )  # fmt: skip
-        result = runner.run()
-    finally:
-        executor.close()
-        backend.close()
+    result = _run("asa", knowledge, fault=kill_stage_b_agent)
     assert killed and result.status == "completed"
-    lost = _of(result.events, K.TASK_LOST, stage="b")
-    assert lost, "the killed agent's tasks were not reported lost"
-    for e in lost:  # each lost task ran again, on another allocation, to completion
-        (end,) = _of(result.events, K.TASK_END, task=e.task)
-        assert end.allocation != e.allocation
+    _assert_lost_tasks_reran_elsewhere(result, "b")
 
 
 @pytest.mark.timeout(120)
 def test_allocation_cancelled_from_outside_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
     """scancel from outside: the pilot's processes get SIGTERM; its tasks are lost, not failed (H12)."""
-    backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
-    executor = PoolExecutor(backend, speedup=SPEEDUP)
     cancelled: list[str] = []
 
-    def cancel_busy_stage_b_allocation(view: RunView) -> None:
+    def cancel_busy_stage_b_allocation(backend: MockBackend, executor: PoolExecutor, view: RunView) -> None:
         busy = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
         if cancelled or not busy:
             return
@@ -118,19 +124,7 @@ def test_allocation_cancelled_from_outside_mid_task_the_tasks_rerun_and_the_run_
         cancelled.append(busy[0])
 
     knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"))
-    try:
-        runner = Runner(
-            TINY, make_strategy("perstage"), backend, executor, knowledge, poll_interval=5.0,
-            on_iteration=cancel_busy_stage_b_allocation,
-        )  # fmt: skip
-        result = runner.run()
-    finally:
-        executor.close()
-        backend.close()
+    result = _run("perstage", knowledge, fault=cancel_busy_stage_b_allocation)
     assert cancelled and result.status == "completed"
-    lost = _of(result.events, K.TASK_LOST, stage="b")
-    assert lost and {e.allocation for e in lost} == set(cancelled)
-    for e in lost:  # each lost task ran again, on another allocation, to completion
-        (end,) = _of(result.events, K.TASK_END, task=e.task)
-        assert end.allocation != e.allocation
-    assert {e.task for e in _of(result.events, K.TASK_END, stage="b")} == {"b.0", "b.1", "b.2"}
+    lost = _assert_lost_tasks_reran_elsewhere(result, "b")
+    assert {e.allocation for e in lost} == set(cancelled)

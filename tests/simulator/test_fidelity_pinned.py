@@ -164,6 +164,24 @@ fg_st = st.tuples(
 )
 
 
+def _feasible_pins(
+    pin_rows: list[tuple[int, int, int, int]], total: int
+) -> list[tuple[float, int, float, float]]:
+    """Keep the drawn pinned jobs, in order, that fit ``total`` cores: ``(start, cores, runtime, submit)``."""
+    kept: list[tuple[float, int, float, float]] = []
+
+    def used_at(t: float) -> int:
+        return sum(c for s, c, r, _ in kept if s <= t < s + r)
+
+    for submit, delay, cores, run in pin_rows:
+        start = float(submit + delay)
+        # The peak over [start, start + run) is at its start or at a kept start inside it.
+        points = [start] + [s for s, *_ in kept if start <= s < start + run]
+        if max(used_at(t) for t in points) + cores <= total:
+            kept.append((start, cores, float(run), float(submit)))
+    return kept
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(pin_st, max_size=12),
@@ -180,17 +198,7 @@ def test_never_over_allocates_and_respects_pins_chain_and_reserve(
     chained: bool,
 ) -> None:
     total = 6
-    kept: list[tuple[float, int, float, float]] = []  # (start, cores, runtime, submit)
-
-    def used_at(t: float) -> int:
-        return sum(c for s, c, r, _ in kept if s <= t < s + r)
-
-    for submit, delay, cores, run in pin_rows:
-        start = float(submit + delay)
-        # The peak over [start, start + run) is at its start or at a kept start inside it.
-        points = [start] + [s for s, *_ in kept if start <= s < start + run]
-        if max(used_at(t) for t in points) + cores <= total:
-            kept.append((start, cores, float(run), float(submit)))
+    kept = _feasible_pins(pin_rows, total)
     fg = sorted(fg_rows)
     users = [u for *_, u in fg]
     chain: dict[int, int] = {}
@@ -280,16 +288,7 @@ def test_online_submits_cancels_and_whole_nodes_never_take_pinned_cores(
     reserve: int,
 ) -> None:
     total = 6
-    kept: list[tuple[float, int, float, float]] = []  # (start, cores, runtime, submit)
-
-    def used_at(t: float) -> int:
-        return sum(c for s, c, r, _ in kept if s <= t < s + r)
-
-    for submit, delay, cores, run in pin_rows:
-        start = float(submit + delay)
-        points = [start] + [s for s, *_ in kept if start <= s < start + run]
-        if max(used_at(t) for t in points) + cores <= total:
-            kept.append((start, cores, float(run), float(submit)))
+    kept = _feasible_pins(pin_rows, total)
     eng = Engine(nodes=total // cpn, cores_per_node=cpn, policy=PinnedBackfill(reserve=reserve))
     if kept:
         eng.pin(pins([(sub, c, r, r) for _, c, r, sub in kept], total), [s for s, *_ in kept])
