@@ -47,6 +47,7 @@ logger = logging.getLogger(__name__)
 _END = 0
 _BEGIN = 1
 _PIN = 2
+_WAKE = 3  # a policy asked for a pass at this time (job index -1)
 _INF = math.inf
 
 
@@ -204,6 +205,18 @@ class Engine:
         c = jobs.cores[j]
         cl = self.cluster
         t = self._now
+        if jobs.runtime[j] <= 0:
+            # An empty interval holds no cores (traces record zero-second jobs; SDSC-BLUE has 256-core
+            # ones): it starts and ends at once, and policies plan no capacity for it either.
+            jobs.rank[j] = next(self._rank)
+            jobs.start[j] = jobs.end[j] = jobs.est_end[j] = jobs.plan_end[j] = t
+            jobs.state[j] = jobs.plan_state[j] = COMPLETED
+            if j in jobs.children:
+                self._notify_children(j)
+            if self.end_log is not None:
+                self.end_log.append(j)
+            self._dirty = True
+            return
         if not cl.fits(c, 0):
             raise RuntimeError(
                 f"invariant broken: pinned job {jobs.job_id[j]} needs {c} cores at {t} but only "
@@ -368,6 +381,8 @@ class Engine:
                                 end_log.append(j)
                 elif kind == _PIN:
                     self._start_pinned(j)
+                elif kind == _WAKE:
+                    self._dirty = True
                 elif state[j] == PENDING and self._eligible(j) and j not in queue:
                     self._insert(j)
             while ai < n_pre and sub[ai] <= t:
@@ -413,6 +428,15 @@ class Engine:
 
     def _push_begin(self, j: int, t: float) -> None:
         heappush(self._heap, (t, _BEGIN, next(self._seq), j))
+
+    def wake_at(self, t: float) -> None:
+        """Run a scheduling pass at time ``t`` even if no job arrives, ends or becomes eligible then.
+
+        For policies whose plan can start a job at a time no job event marks (e.g.
+        :class:`~elastic.simulator.pinned.PinnedBackfill` when the usable capacity steps up).
+        """
+        if t > self._now:
+            heappush(self._heap, (t, _WAKE, next(self._seq), -1))
 
     def _rank_floor(self, rank: float) -> None:
         """Make every rank given from now on larger than ``rank``."""

@@ -4,14 +4,16 @@ Pinned jobs (:meth:`Engine.pin <elastic.simulator.engine.Engine.pin>`) hold fixe
 times, like advance reservations. :class:`PinnedBackfill` plans every queued job into the capacity they
 leave, as conservative backfilling does with running jobs: in priority order, each job gets the earliest
 slot where its cores stay free for its whole walltime, and that slot is taken out of the profile. A job
-whose slot is now starts. Running queued jobs hold their slot until start + walltime; when one ends
-earlier, or the queue changes other than by new arrivals, every queued job is planned again (Slurm
+whose slot is now starts. Running queued jobs hold their slot until start + walltime (a trace's own
+jobs, ``trace_jobs``: start + runtime); when one ends earlier, or the queue changes other than by new arrivals, every queued job is planned again (Slurm
 rebuilds its backfill plan in the same situations). Between those events a pass only starts the jobs
 whose slot has come, so a replay of a long trace stays linear in practice.
 
-Two optional constraints model what a trace does not record:
+Three optional constraints model what a trace does not record:
 
 - ``reserve``: cores never available to queued jobs (fragmentation, limits, down nodes);
+- ``capacity``: the machine's usable size as a step function of time (nodes down or drained, jobs
+  missing from a cleaned trace); pinned and queued jobs together stay within it;
 - ``chain``: job -> earlier job index; the job may not start before that one has started (a user's
   jobs start in submit order).
 
@@ -26,6 +28,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from elastic.backends.base import DependencyKind
@@ -57,6 +60,16 @@ class PinnedBackfill:
         Cores never given to queued jobs (a load calibration), >= 0.
     chain : Mapping[int, int] or None, default None
         Job index -> index of a job that must start first (e.g. the same user's previous job).
+    capacity : tuple of (sequence of float, sequence of int) or None, default None
+        Breakpoint times (increasing) and the cores usable from each on; before the first breakpoint
+        the whole partition. Queued jobs get at most ``capacity(t) - reserve`` minus the pinned jobs'
+        cores at every time t (see :func:`elastic.simulator.availability.recorded_capacity`).
+    trace_jobs : int, default 0
+        Engine jobs ``0 .. trace_jobs - 1`` are a trace's own jobs, whose runtime the record gives:
+        they are planned for ``min(runtime, walltime)``, the time they really held their cores. Every
+        other queued job is planned for its walltime, as Slurm does. (Against pinned jobs, which the
+        real scheduler never knew in advance, a walltime plan refuses gaps the trace's jobs really
+        ran in.)
 
     Attributes
     ----------
@@ -83,15 +96,34 @@ class PinnedBackfill:
     plans_pins = True
 
     def __init__(
-        self, *, order: str = "conservative", reserve: int = 0, chain: Mapping[int, int] | None = None
+        self,
+        *,
+        order: str = "conservative",
+        reserve: int = 0,
+        chain: Mapping[int, int] | None = None,
+        capacity: tuple[Sequence[float], Sequence[int]] | None = None,
+        trace_jobs: int = 0,
     ) -> None:
         if order not in PINNED_ORDERS:
             raise UnknownNameError("order", order, PINNED_ORDERS)
         if reserve < 0:
             raise ConfigError(f"PinnedBackfill reserve must be >= 0 cores, got {reserve}")
+        if capacity is not None:
+            times, cores = capacity
+            if len(times) != len(cores):
+                raise ConfigError(
+                    f"PinnedBackfill capacity needs one core count per breakpoint, got {len(times)} "
+                    f"times and {len(cores)} counts"
+                )
+            if any(b <= a for a, b in pairwise(times)):
+                raise ConfigError("PinnedBackfill capacity breakpoints must be strictly increasing")
+            if any(c < 0 for c in cores):
+                raise ConfigError("PinnedBackfill capacity must be >= 0 cores at every breakpoint")
         self.order = order
         self.reserve = reserve
         self.chain = chain
+        self.capacity = capacity
+        self.trace_jobs = trace_jobs
         self.reservations: dict[int, float] = {}
         self._times: list[float] = []
         self._free: list[int] = []
@@ -103,6 +135,7 @@ class PinnedBackfill:
         self._held: dict[int, tuple[float, float, int]] = {}  # queued or running job -> (start, end, cores)
         self._snap: list[int] = []  # the queue as planned at the end of the last pass
         self._next = math.inf  # earliest planned slot of a queued job
+        self._wake = math.inf  # the last time the engine was asked to wake up for a slot
 
     # -- the profile ---------------------------------------------------------------------------
 
@@ -117,6 +150,12 @@ class PinnedBackfill:
         cores = np.asarray([jobs.cores[j] for j in pins], dtype=np.int64)
         times = np.concatenate([at, at + run])
         delta = np.concatenate([-cores, cores])
+        if self.capacity is not None:  # the usable size's steps, as changes of the free level
+            cap_t = np.asarray(self.capacity[0], dtype=np.float64)
+            cap_c = np.minimum(np.asarray(self.capacity[1], dtype=np.int64), engine.cluster.total)
+            steps = np.diff(np.concatenate([[engine.cluster.total], cap_c]))
+            times = np.concatenate([times, cap_t])
+            delta = np.concatenate([delta, steps])
         order = np.argsort(times, kind="stable")
         times = times[order]
         level = cap + np.cumsum(delta[order])
@@ -249,6 +288,8 @@ class PinnedBackfill:
         jobs = engine.jobs
         cores = jobs.cores
         wall = jobs.walltime
+        run = jobs.runtime
+        known = self.trace_jobs
         whole = jobs.whole
         cl = engine.cluster
         slot = self._slot
@@ -266,16 +307,18 @@ class PinnedBackfill:
                 lb = floor
                 if chain is not None and j in chain:
                     lb = max(lb, self._chain_bound(engine, chain[j]))
-                at = self._earliest(c, wall[j], lb)
+                hold = min(run[j], wall[j]) if j < known else wall[j]
+                at = self._earliest(c, hold, lb)
                 if at == math.inf:
                     raise ConfigError(
                         f"job {jobs.job_id[j]} asks for {c} cores, more than the "
-                        f"{engine.cluster.total - self.reserve} the pinned jobs and reserve={self.reserve} "
-                        "ever leave free; lower reserve or ask for fewer cores"
+                        f"{engine.cluster.total - self.reserve} the pinned jobs, reserve={self.reserve}"
+                        f"{' and the capacity' if self.capacity is not None else ''} ever leave free; "
+                        "lower reserve or ask for fewer cores"
                     )
-                self._take(at, at + wall[j], c)
+                self._take(at, at + hold, c)
                 slot[j] = at
-                held[j] = (at, at + wall[j], c)
+                held[j] = (at, at + hold, c)
                 self.reservations.setdefault(j, at)
             if at <= now and cl.fits(c, whole[j]):
                 del slot[j]  # the job holds its slot [now, now + walltime) while it runs
@@ -289,6 +332,11 @@ class PinnedBackfill:
             state = jobs.state
             q[:] = [j for j in q if state[j] == PENDING]
         self._next = nxt
+        if nxt != math.inf and nxt != self._wake:
+            # A slot can open where no job event happens (the usable capacity steps up): make sure
+            # a pass runs then, or the job would start late and overrun the slot it was planned in.
+            engine.wake_at(nxt)
+            self._wake = nxt
 
     def _chain_bound(self, engine: Engine, parent: int) -> float:
         """Earliest start of a job chained after ``parent``.

@@ -158,7 +158,9 @@ def test_jobs_pinned_later_are_planned_around() -> None:
 
 # -- invariants ------------------------------------------------------------------------------------
 
-pin_st = st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(1, 6), st.integers(1, 40))
+pin_st = st.tuples(st.integers(0, 60), st.integers(0, 40), st.integers(1, 6), st.integers(0, 40))
+# Usable size steps (time, cores); the last step gives the whole machine back so every job can run.
+cap_st = st.lists(st.tuples(st.integers(1, 100), st.integers(0, 6)), max_size=4, unique_by=lambda x: x[0])
 fg_st = st.tuples(
     st.integers(0, 60), st.integers(1, 6), st.integers(1, 40), st.integers(0, 60), st.integers(0, 3)
 )
@@ -177,7 +179,7 @@ def _feasible_pins(
         start = float(submit + delay)
         # The peak over [start, start + run) is at its start or at a kept start inside it.
         points = [start] + [s for s, *_ in kept if start <= s < start + run]
-        if max(used_at(t) for t in points) + cores <= total:
+        if run == 0 or max(used_at(t) for t in points) + cores <= total:  # empty: holds no cores
             kept.append((start, cores, float(run), float(submit)))
     return kept
 
@@ -189,15 +191,22 @@ def _feasible_pins(
     st.integers(0, 2),
     st.sampled_from(["conservative", "fcfs"]),
     st.booleans(),
+    cap_st,
+    st.booleans(),
 )
-def test_never_over_allocates_and_respects_pins_chain_and_reserve(
+def test_never_over_allocates_and_respects_pins_chain_reserve_and_capacity(
     pin_rows: list[tuple[int, int, int, int]],
     fg_rows: list[tuple[int, int, int, int, int]],
     reserve: int,
     order: str,
     chained: bool,
+    steps: list[tuple[int, int]],
+    trace_jobs: bool,
 ) -> None:
     total = 6
+    steps = sorted(steps)
+    cap_t = [float(t) for t, _ in steps] + [200.0]
+    cap_c = [c for _, c in steps] + [total]
     kept = _feasible_pins(pin_rows, total)
     fg = sorted(fg_rows)
     users = [u for *_, u in fg]
@@ -219,7 +228,14 @@ def test_never_over_allocates_and_respects_pins_chain_and_reserve(
         processors=total,
         source="fg",
     )
-    eng = Engine(nodes=total, policy=PinnedBackfill(order=order, reserve=reserve, chain=chain), workload=fg_w)
+    policy = PinnedBackfill(
+        order=order,
+        reserve=reserve,
+        chain=chain,
+        capacity=(cap_t, cap_c),
+        trace_jobs=len(fg) if trace_jobs else 0,  # planned for their runtime
+    )
+    eng = Engine(nodes=total, policy=policy, workload=fg_w)
     if kept:
         eng.pin(pins([(sub, c, r, r) for _, c, r, sub in kept], total), [s for s, *_ in kept])
     eng.run()  # a pinned job that found its cores taken would raise here
@@ -232,16 +248,35 @@ def test_never_over_allocates_and_respects_pins_chain_and_reserve(
     def busy(idx: range, t: float) -> int:
         return sum(cores[j] for j in idx if start[j] <= t < end[j])
 
+    def usable(t: float) -> int:
+        k = int(np.searchsorted(cap_t, t, side="right")) - 1
+        return cap_c[k] if k >= 0 else total
+
     fg_idx, pin_idx = range(n_fg), range(n_fg, len(rec))
-    for t in set(start):
+    for t in set(start) | set(cap_t):
         fg_used = busy(fg_idx, t)
-        assert busy(pin_idx, t) + fg_used <= (total - reserve if fg_used else total)
+        pinned = busy(pin_idx, t)
+        assert pinned + fg_used <= total
+        if fg_used:  # queued jobs only ever get what the capacity and reserve leave beside the pins
+            assert pinned + fg_used <= usable(t) - reserve
     assert [start[j] for j in pin_idx] == [s for s, *_ in kept]
     assert all(start[j] >= fg_w.submit[j] for j in fg_idx)
     for child, parent in chain.items():
         assert start[child] >= start[parent]
     if order == "fcfs":  # fg jobs are in queue order already (sorted by submit)
         assert [start[j] for j in fg_idx] == sorted(start[j] for j in fg_idx)
+
+
+def test_zero_second_pinned_job_holds_no_cores() -> None:
+    # SDSC-BLUE records 256-core jobs that ran 0 s; pinned while every core is busy, they used to stop
+    # the run with "invariant broken".
+    eng = engine(4)
+    a = eng.submit(cores=4, walltime=100.0, runtime=100.0)
+    eng.pin(pins([(0.0, 4, 0.0, 0.0)], 4), [50.0])
+    eng.run()
+    assert eng.jobs.start[a] == 0.0
+    z = len(eng.jobs) - 1
+    assert (eng.jobs.start[z], eng.jobs.end[z], eng.jobs.state[z]) == (50.0, 50.0, COMPLETED)
 
 
 def test_whole_node_job_waits_for_an_idle_node_without_taking_promised_cores() -> None:
