@@ -8,7 +8,7 @@ to the baseline, and the Spearman rank correlation with the recorded waits.
 
 Run::
 
-    .venv/bin/python benchmarks/bench_fidelity.py [TRACE] [--reserve 29]
+    .venv/bin/python benchmarks/bench_fidelity.py [TRACE] [--reserve 38]
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ TRACES = Path(os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("trace", nargs="?", default=str(TRACES / "HPC2N-2002-2.2-cln.swf.gz"))
-    parser.add_argument("--reserve", type=int, default=29, help="reserve of the calibrated mode (default 29)")
+    parser.add_argument("--reserve", type=int, default=38, help="reserve of the calibrated mode (default 38)")
     args = parser.parse_args()
     workload = read_swf(args.trace)
     print(f"trace     {args.trace}: {len(workload):,} jobs on {workload.processors} cores")

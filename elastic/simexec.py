@@ -325,7 +325,7 @@ def simulate_runs(
         ``background.processors`` cores.
     policy : str, default "easy"
         Queue policy of the mock backend (``conservative`` or ``fcfs`` with a recorded ``mode``).
-    mode : {"replay", "recorded", "recorded-chain", "calibrated"}, default "replay"
+    mode : {"replay", "recorded", "recorded-chain", "calibrated", "capacity"}, default "replay"
         How the background loads the queue (:class:`~elastic.backends.mock.MockBackend` ``mode``):
         the recorded modes need a trace and give waits like the traced centre's.
     reserve : int, default 0

@@ -84,19 +84,24 @@ class MockBackend:
         Real seconds between SIGTERM and SIGKILL when a pilot's process group is stopped.
     partition_name : str, default "mock"
         Name reported by :meth:`partition`.
-    mode : {"replay", "recorded", "recorded-chain", "calibrated"}, default "replay"
+    mode : {"replay", "recorded", "recorded-chain", "calibrated", "capacity"}, default "replay"
         How background jobs load the queue (see :mod:`elastic.simulator.fidelity`). ``replay``: they
         are queued and scheduled with submitted jobs. The other modes (``workload`` must come from a
         trace with recorded waits) pin every background job outside ``fidelity_cores`` at its
         recorded start and plan the others and the submitted jobs into the capacity left, with
         ``policy`` ``"conservative"`` or ``"fcfs"``: the set-up whose waits ``elastic fidelity``
-        compares with the recorded ones. ``recorded-chain`` and ``calibrated`` start a user's jobs in
-        submit order (trace users, and ``JobSpec.user`` for submitted jobs).
+        compares with the recorded ones. ``recorded-chain``, ``calibrated`` and ``capacity`` start a
+        user's jobs in submit order (trace users, and ``JobSpec.user`` for submitted jobs);
+        ``capacity`` offers only the cores the recorded schedule used in the last
+        ``capacity_window`` (the closest to the traced centre's waits).
     reserve : int or None, default 0
         ``mode="calibrated"``: cores never given to queued jobs; None fits them to the trace
         (:func:`~elastic.simulator.fidelity.calibrate_reserve`, a few simulations of the trace).
     fidelity_cores : tuple of (int, int), default (16, 128)
         Recorded modes: size class (cores, inclusive) of the trace jobs that stay queued.
+    capacity_window : float or None, default None
+        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None:
+        :data:`~elastic.simulator.fidelity.DEFAULT_WINDOW` (12 h).
 
     Examples
     --------
@@ -127,6 +132,7 @@ class MockBackend:
         mode: str = "replay",
         reserve: int | None = 0,
         fidelity_cores: tuple[int, int] = (16, 128),
+        capacity_window: float | None = None,
     ) -> None:
         if clock not in _CLOCKS:
             raise UnknownNameError("clock", clock, _CLOCKS)
@@ -136,7 +142,7 @@ class MockBackend:
         self._user_chain: dict[int, int] | None = None
         self._last_of_user: dict[str, int] = {}
         if mode != "replay":
-            from elastic.simulator.fidelity import backend_setup
+            from elastic.simulator.fidelity import DEFAULT_WINDOW, backend_setup
 
             if policy not in PINNED_ORDERS or speculative:
                 raise ConfigError(
@@ -146,7 +152,12 @@ class MockBackend:
                 )
             assert isinstance(policy, str)
             pinned_policy, queued, pins, starts = backend_setup(
-                workload, mode, order=policy, reserve=reserve, cores=fidelity_cores
+                workload,
+                mode,
+                order=policy,
+                reserve=reserve,
+                cores=fidelity_cores,
+                window=DEFAULT_WINDOW if capacity_window is None else capacity_window,
             )
             pol: QueuePolicy = pinned_policy
             pinned, workload = (pins, starts), queued

@@ -42,7 +42,7 @@ __all__ = [
     "summarise",
 ]
 
-MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated")
+MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
 """Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``)."""
 
 COLUMNS: tuple[tuple[str, str, float], ...] = (
@@ -71,7 +71,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the mock backend's background options (shared with ``elastic run``).
 
     ``--trace``, ``--load``, ``--processors``, ``--policy``, and the fidelity options ``--mode`` and
-    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode calibrated`` gives allocations the
+    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives allocations the
     queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
     """
     parser.add_argument("--trace", metavar="PATH", help="SWF trace as background load (default: synthetic)")
@@ -93,7 +93,8 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
         choices=MODES,
         default="replay",
         help="how the trace loads the queue: replay it (default), or pin its recorded schedule "
-        "(recorded, recorded-chain, calibrated: waits like the real centre's; needs --trace)",
+        "(recorded, recorded-chain, calibrated, capacity: waits like the real centre's, capacity the "
+        "closest; needs --trace)",
     )
     parser.add_argument(
         "--reserve",

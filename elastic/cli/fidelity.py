@@ -1,7 +1,7 @@
 """``elastic fidelity``: how closely each mock-backend mode reproduces a trace's recorded waits.
 
 ``elastic fidelity --trace PATH [--cores LO:HI] [--modes replay,recorded,...] [--reserve X]
-[--order conservative|fcfs] [--out FILE.csv]``
+[--capacity-window 12h] [--order conservative|fcfs] [--out FILE.csv]``
 
 For the trace's own jobs of ``LO``-``HI`` cores, prints simulated vs recorded wait (mean, median, p90,
 share started at once) and the per-job Spearman rank correlation, one row per mode (see
@@ -61,8 +61,20 @@ def _reserve(text: str) -> int:
     return value
 
 
+def _add_window(parser: argparse.ArgumentParser) -> None:
+    from elastic.cli.simulate import parse_duration
+
+    parser.add_argument(
+        "--capacity-window",
+        type=parse_duration,
+        default=None,
+        metavar="DURATION",
+        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
+    )
+
+
 def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--mode``, ``--cores`` and ``--reserve`` (used by ``elastic simulate``)."""
+    """Add ``--mode``, ``--cores``, ``--reserve`` and ``--capacity-window`` (used by ``elastic simulate``)."""
     from elastic.simulator.fidelity import MODES
 
     parser.add_argument(
@@ -72,7 +84,8 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
         help=(
             "replay: queue every trace job (default); recorded: pin every job outside --cores at its "
             "recorded start and queue the --cores jobs into the capacity left; recorded-chain: and a "
-            "user's jobs start in submit order; calibrated: and --reserve cores held back"
+            "user's jobs start in submit order; calibrated: and --reserve cores held back; capacity: "
+            "recorded-chain on the cores the recorded schedule used in the last --capacity-window"
         ),
     )
     parser.add_argument(
@@ -88,6 +101,13 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CORES",
         help="calibrated mode: cores held back (default: fitted on the first half of the queued jobs)",
     )
+    _add_window(parser)
+
+
+def _window(args: argparse.Namespace) -> float:
+    from elastic.simulator.fidelity import DEFAULT_WINDOW
+
+    return DEFAULT_WINDOW if args.capacity_window is None else float(args.capacity_window)
 
 
 def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
@@ -106,12 +126,17 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         with console.status("fitting --reserve on the first half of the queued jobs"):
             reserve = calibrate_reserve(workload, cores=args.cores, order=order)
         console.print(f"calibrated reserve: {reserve} cores")
-    engine, evaluated = mode_engine(workload, args.mode, cores=args.cores, reserve=reserve, order=order)
+    if args.capacity_window is not None and args.mode != "capacity":
+        raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
+    engine, evaluated = mode_engine(
+        workload, args.mode, cores=args.cores, reserve=reserve, order=order, window=_window(args)
+    )
     lo, hi = args.cores
     console.print(
         f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
         f"{len(engine.pinned):,} pinned at their recorded start"
         + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
+        + (f", usable cores from the last {_window(args) / 3600:g} h" if args.mode == "capacity" else "")
     )
     return engine
 
@@ -126,8 +151,8 @@ def register(subparsers: Any) -> None:
         help="compare the mock backend's waits with a trace's recorded waits, per mode",
         description=(
             "Simulate a trace under each mock-backend mode (replay, recorded schedule, user chains, "
-            "calibrated reserve) and compare the simulated waits of the trace's own jobs of a size "
-            "class with the waits they really had."
+            "calibrated reserve, recorded capacity) and compare the simulated waits of the trace's own "
+            "jobs of a size class with the waits they really had."
         ),
     )
     parser.add_argument("--trace", metavar="PATH", required=True, help="SWF trace with recorded waits")
@@ -151,6 +176,7 @@ def register(subparsers: Any) -> None:
         metavar="CORES",
         help="reserve of the calibrated mode (default: fitted on the first half of the evaluated jobs)",
     )
+    _add_window(parser)
     parser.add_argument(
         "--order",
         choices=PINNED_ORDERS,
@@ -177,7 +203,12 @@ def run(args: argparse.Namespace) -> int:
     workload = read_swf(args.trace)
     with console.status("simulating the modes (the calibrated one runs several half-trace simulations)"):
         report = fidelity_report(
-            workload, cores=args.cores, modes=args.modes, reserve=args.reserve, order=args.order
+            workload,
+            cores=args.cores,
+            modes=args.modes,
+            reserve=args.reserve,
+            order=args.order,
+            window=_window(args),
         )
     lo, hi = args.cores
     table = Table(

@@ -10,7 +10,10 @@ had priorities, limits and fragmentation the trace does not record. The modes he
     Every background job is pinned at its recorded start for its recorded runtime
     (:meth:`Engine.pin <elastic.simulator.engine.Engine.pin>`); the evaluated ("foreground") jobs are
     queued and planned into the capacity left, by conservative backfilling
-    (:class:`~elastic.simulator.pinned.PinnedBackfill`).
+    (:class:`~elastic.simulator.pinned.PinnedBackfill`), each for its recorded runtime: the record says
+    when it ended, and a walltime plan against pinned jobs (which the real scheduler never knew in
+    advance) would refuse gaps the job really ran in. Jobs users submit to the mock backend are planned
+    for their walltime, as Slurm does.
 ``recorded-chain``
     ``recorded``, and a job may not start before the same user's previous job (in submit order) has
     started: users whose earlier jobs still wait, wait (the strongest signal in HPC2N's waits).
@@ -19,6 +22,11 @@ had priorities, limits and fragmentation the trace does not record. The modes he
     down nodes the trace does not record). ``reserve`` is fitted by bisection so that the median
     simulated wait of the first half of the evaluated jobs matches their recorded median; the report
     also shows the second half, which the fit never saw.
+``capacity``
+    ``recorded-chain`` on a machine whose usable size follows its recorded use: at time t, the most
+    cores the recorded schedule had in use during the preceding ``window`` (12 h by default;
+    :func:`~elastic.simulator.availability.recorded_capacity`). Down or drained nodes and jobs a cleaned
+    trace removed are not offered, and nothing is fitted to the recorded waits.
 
 :func:`fidelity_report` runs the modes on a trace and compares, for the trace's own jobs of a size
 class (16-128 cores by default), simulated and recorded waits.
@@ -35,11 +43,13 @@ import numpy.typing as npt
 import pandas as pd
 
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.simulator.availability import recorded_capacity
 from elastic.simulator.engine import Engine
 from elastic.simulator.pinned import PinnedBackfill
 from elastic.simulator.workload import Workload
 
 __all__ = [
+    "DEFAULT_WINDOW",
     "MODES",
     "FidelityResult",
     "backend_setup",
@@ -55,8 +65,12 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated")
-"""Fidelity modes, from the plain simulator to the calibrated recorded schedule."""
+MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
+"""Fidelity modes, from the plain simulator to the recorded schedule on the recorded capacity."""
+
+DEFAULT_WINDOW = 43_200.0
+"""Look-back of the ``capacity`` mode's usable-size estimate, in seconds (12 h; the README's fidelity
+section shows 8-24 h on HPC2N)."""
 
 _BoolArray = npt.NDArray[np.bool_]
 _IntArray = npt.NDArray[np.int64]
@@ -164,20 +178,21 @@ def backend_setup(
     order: str = "conservative",
     reserve: int | None = 0,
     cores: tuple[int, int] = (16, 128),
+    window: float = DEFAULT_WINDOW,
 ) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
     """Policy, queued and pinned jobs for a mock backend whose queue waits follow a fidelity ``mode``.
 
     The same set-up the fidelity report evaluates: the trace's jobs of ``cores`` cores stay queued
     (planned by :class:`~elastic.simulator.pinned.PinnedBackfill`, like the jobs the backend's users
     submit), every other job with a recorded wait is pinned at its recorded start. In
-    ``recorded-chain`` and ``calibrated`` the policy's ``chain`` is a dict the backend extends with its
-    users' jobs (a user's jobs start in submit order).
+    ``recorded-chain``, ``calibrated`` and ``capacity`` the policy's ``chain`` is a dict the backend
+    extends with its users' jobs (a user's jobs start in submit order).
 
     Parameters
     ----------
     workload : Workload
         The trace (must have recorded waits).
-    mode : {"recorded", "recorded-chain", "calibrated"}
+    mode : {"recorded", "recorded-chain", "calibrated", "capacity"}
         Fidelity mode (``replay`` needs no set-up).
     order : {"conservative", "fcfs"}, default "conservative"
         Queue discipline of queued jobs.
@@ -185,6 +200,8 @@ def backend_setup(
         ``calibrated`` only: cores held back; None fits them with :func:`calibrate_reserve`.
     cores : tuple of (int, int), default (16, 128)
         Size class of the trace jobs that stay queued (none in the trace: all are pinned).
+    window : float, default DEFAULT_WINDOW
+        ``capacity`` only: look-back of the usable-size estimate in seconds.
 
     Returns
     -------
@@ -209,11 +226,11 @@ def backend_setup(
     if mode == "calibrated":
         x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
     evaluated = _evaluated(workload, cores, require=False)
-    return _parts(workload, mode, evaluated, x, order)
+    return _parts(workload, mode, evaluated, x, order, window)
 
 
 def _parts(
-    workload: Workload, mode: str, evaluated: _BoolArray, reserve: int, order: str
+    workload: Workload, mode: str, evaluated: _BoolArray, reserve: int, order: str, window: float
 ) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
     fg = subset(workload, evaluated)
     pins = pinnable(workload, ~evaluated)
@@ -228,7 +245,17 @@ def _parts(
         parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
         has = np.flatnonzero(parent >= 0)
         chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
-    policy = PinnedBackfill(order=order, reserve=reserve if mode == "calibrated" else 0, chain=chain)
+    capacity = None
+    if mode == "capacity":
+        times, usable = recorded_capacity(workload, window=window)
+        capacity = (times.tolist(), usable.tolist())
+    policy = PinnedBackfill(
+        order=order,
+        reserve=reserve if mode == "calibrated" else 0,
+        chain=chain,
+        capacity=capacity,
+        trace_jobs=len(fg),
+    )
     return policy, fg, bg, bg.submit + bg.recorded_wait
 
 
@@ -252,6 +279,7 @@ def mode_engine(
     cores: tuple[int, int] = (16, 128),
     reserve: int = 0,
     order: str = "conservative",
+    window: float = DEFAULT_WINDOW,
 ) -> tuple[Engine, _BoolArray]:
     """Build (not run) the engine that simulates ``workload`` under one fidelity mode.
 
@@ -271,6 +299,8 @@ def mode_engine(
         Cores never given to queued jobs (``calibrated`` only; ignored otherwise).
     order : {"conservative", "fcfs"}, default "conservative"
         Queue discipline of queued jobs in the recorded modes.
+    window : float, default DEFAULT_WINDOW
+        Look-back in seconds of the ``capacity`` mode's usable-size estimate (ignored otherwise).
 
     Returns
     -------
@@ -289,7 +319,7 @@ def mode_engine(
     evaluated = _evaluated(workload, cores)
     if mode == "replay":
         return Engine(nodes=workload.processors, policy="easy", workload=workload), evaluated
-    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order)
+    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order, window)
     engine = Engine(nodes=workload.processors, policy=policy, workload=fg)
     engine.pin(bg, starts)
     return engine, evaluated
@@ -302,6 +332,7 @@ def simulate_mode(
     cores: tuple[int, int] = (16, 128),
     reserve: int = 0,
     order: str = "conservative",
+    window: float = DEFAULT_WINDOW,
 ) -> FidelityResult:
     """Simulate ``workload`` under one fidelity mode; return the evaluated jobs' waits.
 
@@ -312,7 +343,7 @@ def simulate_mode(
     -------
     FidelityResult
     """
-    engine, evaluated = mode_engine(workload, mode, cores=cores, reserve=reserve, order=order)
+    engine, evaluated = mode_engine(workload, mode, cores=cores, reserve=reserve, order=order, window=window)
     engine.run()
     starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
     start = starts[evaluated] if mode == "replay" else starts[: int(evaluated.sum())]
@@ -435,6 +466,8 @@ def fidelity_row(
     jobs = result.jobs if mask is None else result.jobs.loc[mask]
     sim = jobs["wait"].to_numpy(dtype=np.float64)
     rec = jobs["recorded_wait"].to_numpy(dtype=np.float64)
+    if sim.size == 0:  # e.g. a half of a one-job report: every figure is undefined
+        sim = rec = np.full(1, math.nan)
     # Undefined (NaN) for fewer than two jobs or constant waits.
     defined = len(sim) > 1 and np.ptp(sim) > 0 and np.ptp(rec) > 0
     rho = float(spearmanr(sim, rec).statistic) if defined else math.nan
@@ -443,7 +476,7 @@ def fidelity_row(
     return {
         "mode": label,
         "reserve": result.reserve,
-        "jobs": len(sim),
+        "jobs": len(jobs),
         "mean_wait": float(sim.mean()),
         "recorded_mean_wait": float(rec.mean()),
         "median_wait": med_sim,
@@ -465,6 +498,7 @@ def fidelity_report(
     modes: tuple[str, ...] = MODES,
     reserve: int | None = None,
     order: str = "conservative",
+    window: float = DEFAULT_WINDOW,
 ) -> pd.DataFrame:
     """Compare simulated and recorded waits of the trace's own jobs of one size class, per mode.
 
@@ -480,14 +514,17 @@ def fidelity_report(
         Reserve of the ``calibrated`` mode; None fits it with :func:`calibrate_reserve`.
     order : {"conservative", "fcfs"}, default "conservative"
         Queue discipline of foreground jobs in the recorded modes.
+    window : float, default DEFAULT_WINDOW
+        Look-back in seconds of the ``capacity`` mode.
 
     Returns
     -------
     pandas.DataFrame
         One row per mode; ``calibrated`` adds ``calibrated (1st half)`` (the jobs the reserve was
-        fitted on) and ``calibrated (2nd half)`` (the jobs the fit did not see). Columns: ``mode,
-        reserve, jobs``, simulated and ``recorded_`` ``mean_wait``, ``median_wait``, ``p90_wait``,
-        ``started_at_once`` (share with zero wait), ``spearman`` (rank correlation per job),
+        fitted on) and ``calibrated (2nd half)`` (the jobs the fit did not see), and ``capacity``
+        its two halves likewise (nothing is fitted there: they show whether it holds over time).
+        Columns: ``mode, reserve, jobs``, simulated and ``recorded_`` ``mean_wait``, ``median_wait``,
+        ``p90_wait``, ``started_at_once`` (share with zero wait), ``spearman`` (rank correlation per job),
         ``median_ratio`` (simulated / recorded median) and ``meets_goal``
         (median within 2x and Spearman >= 0.6). Waits in seconds.
     """
@@ -496,9 +533,9 @@ def fidelity_report(
         x = 0
         if mode == "calibrated":
             x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
-        result = simulate_mode(workload, mode, cores=cores, reserve=x, order=order)
+        result = simulate_mode(workload, mode, cores=cores, reserve=x, order=order, window=window)
         rows.append(fidelity_row(mode, result))
-        if mode == "calibrated":
+        if mode in ("calibrated", "capacity"):
             _, split = _first_half(workload, cores)
             second = (result.jobs["submit"] >= split).to_numpy()
             rows.append(fidelity_row(f"{mode} (1st half)", result, ~second))
