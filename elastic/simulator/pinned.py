@@ -3,11 +3,12 @@
 Pinned jobs (:meth:`Engine.pin <elastic.simulator.engine.Engine.pin>`) hold fixed cores at fixed
 times, like advance reservations. :class:`PinnedBackfill` plans every queued job into the capacity they
 leave, as conservative backfilling does with running jobs: in priority order, each job gets the earliest
-slot where its cores stay free for its whole walltime, and that slot is taken out of the profile. A job
-whose slot is now starts. Running queued jobs hold their slot until start + walltime (a trace's own
-jobs, ``trace_jobs``: start + runtime); when one ends earlier, or the queue changes other than by new arrivals, every queued job is planned again (Slurm
-rebuilds its backfill plan in the same situations). Between those events a pass only starts the jobs
-whose slot has come, so a replay of a long trace stays linear in practice.
+slot where its cores stay free for its whole walltime (a trace's own jobs, ``trace_jobs``: its runtime),
+and that slot is taken out of the profile. A job whose slot is now starts. Running queued jobs hold
+their slot until its end; when one ends earlier, or the queue changes other than by new arrivals, every
+queued job is planned again (Slurm rebuilds its backfill plan in the same situations). Between those
+events a pass only starts the jobs whose slot has come, so a replay of a long trace stays linear in
+practice.
 
 Three optional constraints model what a trace does not record:
 
