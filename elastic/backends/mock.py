@@ -39,7 +39,7 @@ from elastic.simulator.clock import ScaledClock, VirtualClock
 from elastic.simulator.engine import Engine
 from elastic.simulator.expected import expected_start
 from elastic.simulator.jobs import FUTURE, RUNNING, STATES
-from elastic.simulator.pinned import PINNED_ORDERS, PinnedBackfill
+from elastic.simulator.pinned import PINNED_ORDERS
 from elastic.simulator.workload import Workload
 
 if TYPE_CHECKING:
@@ -295,10 +295,6 @@ class MockBackend:
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
-            policy = self._engine.policy
-            if isinstance(policy, PinnedBackfill):  # plans around pinned jobs: ask its plan
-                cores, _ = self._engine.check_geometry(spec.cores, spec.nodes)
-                return policy.probe(self._engine, cores, spec.walltime, begin=spec.begin, dependencies=deps)
             return expected_start(
                 self._engine,
                 cores=spec.cores,

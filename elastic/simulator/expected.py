@@ -6,6 +6,10 @@ arrives, and the probe job joins the tail of the queue. The copy runs under the 
 speculation; a policy object can name another through a ``what_if_policy()`` method) until the probe
 starts. Jobs still waiting for a dependency are left out of the copy,
 like Slurm's estimate, which ignores jobs that cannot start yet.
+
+A policy that plans around pinned jobs (``plans_pins``, e.g.
+:class:`~elastic.simulator.pinned.PinnedBackfill`) already holds a plan of every queued job: its
+``probe`` answers from that plan instead, since a copy would have to replay every future pinned job.
 """
 
 from __future__ import annotations
@@ -37,7 +41,8 @@ def expected_start(
     Parameters
     ----------
     engine : Engine
-        The live engine (not modified).
+        The live engine (not modified; a planning policy may first run the pass due at the
+        current time).
     cores, walltime, nodes, begin
         As for :meth:`Engine.submit`.
     dependencies : sequence of (DependencyKind, int)
@@ -53,6 +58,10 @@ def expected_start(
     from elastic.simulator.engine import Engine
 
     cores, _ = engine.check_geometry(cores, nodes)
+    probe_plan = getattr(engine.policy, "probe", None)
+    if getattr(engine.policy, "plans_pins", False) and callable(probe_plan):
+        answer: float | None = probe_plan(engine, cores, walltime, begin=begin, dependencies=dependencies)
+        return answer
     jobs = engine.jobs
     cl = engine.cluster
     # A policy may say which policy answers what-if questions for it (``what_if_policy()``);

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from elastic.backends.base import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.engine import Engine
+from elastic.simulator.expected import expected_start
 from elastic.simulator.jobs import CANCELLED, COMPLETED, TIMEOUT
 from elastic.simulator.pinned import PinnedBackfill
 from elastic.simulator.workload import Workload
@@ -130,6 +131,10 @@ def test_probe_answers_the_next_slot() -> None:
     assert pol.probe(eng, 3, 20.0) == 80.0  # after a's slot
     assert pol.probe(eng, 1, 5.0, dependencies=[(DependencyKind.AFTEROK, a)]) == 80.0
     assert pol.probe(eng, 1, 5.0, begin=70.0) == 70.0
+    # The public what-if answer (sbatch --test-only) asks the same plan: a what-if copy of the engine
+    # would not see the pinned job and answer 0 for 2 cores x 20 s.
+    assert expected_start(eng, cores=2, walltime=20.0) == 60.0
+    assert expected_start(eng, cores=1, walltime=5.0, begin=70.0) == 70.0
 
 
 def test_pin_refuses_bad_input() -> None:
