@@ -26,7 +26,8 @@ had priorities, limits and fragmentation the trace does not record. The modes he
     ``recorded-chain`` on a machine whose usable size follows its recorded use: at time t, the most
     cores the recorded schedule had in use during the preceding ``window`` (12 h by default;
     :func:`~elastic.simulator.availability.recorded_capacity`). Down or drained nodes and jobs a cleaned
-    trace removed are not offered, and nothing is fitted to the recorded waits.
+    trace removed are not offered. Nothing is fitted to the recorded waits when it runs (the default
+    window was chosen on HPC2N; see the README's fidelity section).
 
 :func:`fidelity_report` runs the modes on a trace and compares, for the trace's own jobs of a size
 class (16-128 cores by default), simulated and recorded waits.
