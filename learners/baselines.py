@@ -155,7 +155,21 @@ class LastWait(_HistoryPredictor):
         return float(waits[-1])
 
 
-class RunningMean(_HistoryPredictor):
+class _WindowPredictor(_HistoryPredictor):
+    """A history predictor over the last ``window`` waits of each key (``window`` >= 1)."""
+
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "window": [Interval(1, None, integer=True)]
+    }
+
+    def __init__(self, *, window: int = 10) -> None:
+        self.window = window
+
+    def _maxlen(self) -> int:
+        return self.window
+
+
+class RunningMean(_WindowPredictor):
     """Predict the mean of the last ``window`` waits of the key.
 
     Parameters
@@ -177,21 +191,11 @@ class RunningMean(_HistoryPredictor):
     30.0
     """
 
-    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
-        "window": [Interval(1, None, integer=True)]
-    }
-
-    def __init__(self, *, window: int = 10) -> None:
-        self.window = window
-
-    def _maxlen(self) -> int:
-        return self.window
-
     def _estimate(self, waits: Sequence[float]) -> float:
         return float(np.mean(waits))
 
 
-class RunningMedian(_HistoryPredictor):
+class RunningMedian(_WindowPredictor):
     """Predict the median of the last ``window`` waits of the key.
 
     Parameters
@@ -212,16 +216,6 @@ class RunningMedian(_HistoryPredictor):
     >>> m.predict("k")
     20.0
     """
-
-    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
-        "window": [Interval(1, None, integer=True)]
-    }
-
-    def __init__(self, *, window: int = 10) -> None:
-        self.window = window
-
-    def _maxlen(self) -> int:
-        return self.window
 
     def _estimate(self, waits: Sequence[float]) -> float:
         return float(np.median(waits))
