@@ -1,6 +1,6 @@
 """Pool throughput: trivial tasks through real agents, against starting the same Python processes bare.
 
-Every task runs in a fresh child process of its agent (``python -m elastic.tasks``), so the floor is the
+Every task runs in a fresh child process of its agent (``python -m elastic.pool.tasks``), so the floor is the
 cost of starting a Python interpreter that imports cloudpickle. The baseline, measured in the same run,
 starts that many ``python -c "import cloudpickle"`` processes with the same parallelism (one per core).
 
@@ -19,8 +19,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 from elastic.allocations import Allocation
-from elastic.pool import Pool
-from elastic.tasks import Task
+from elastic.pool.pool import Pool
+from elastic.pool.tasks import Task
 
 
 def _noop(i: int) -> int:

@@ -2,7 +2,7 @@
 
 An allocation is requested from a batch backend (``REQUESTED``), starts and runs worker agents
 (``RUNNING``), may be drained before its walltime ends (``DRAINING``: no new tasks are placed on it),
-and ends in one of the final states, which mirror :class:`~elastic.backends.base.JobState`.
+and ends in one of the final states, which mirror :class:`~elastic.batch.JobState`.
 
 The record is immutable: every transition returns a new record through :meth:`Allocation.transition`,
 which raises :class:`IllegalTransitionError` naming both states when the move is not allowed.
@@ -14,7 +14,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass
 
-from elastic.backends.base import JobState
+from elastic.batch import JobState
 from elastic.errors import ConfigError, PoolError
 
 __all__ = [

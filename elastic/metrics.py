@@ -1,6 +1,6 @@
 """Run metrics: pure functions on a recorded event timeline.
 
-The run driver (:mod:`elastic.runner`) records one :class:`Event` per thing that happens during a run
+The run driver (:mod:`elastic.control.runner`) records one :class:`Event` per thing that happens during a run
 (allocation submitted/started/ended, task started/ended/lost, stage ready/ended, run start/end), all in
 backend seconds. Everything here is computed from that list alone, so a stored or hand-made timeline gives
 the same figures as a live run.

@@ -23,7 +23,8 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy import stats
 
-from elastic.backends.base import BatchBackend, JobSpec
+from elastic.backends.base import BatchBackend
+from elastic.batch import JobSpec
 from elastic.errors import ConfigError
 from learners.base import (
     BaseLearner,

@@ -10,10 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.backends.mock import MockBackend
-from elastic.execution import RunResult
+from elastic.control.execution import RunResult
+from elastic.control.runner import Runner
+from elastic.control.sim_execution import SimExecution
+from elastic.experiments import default_background, simulate_runs
 from elastic.metrics import Event, EventKind
-from elastic.runner import Runner
-from elastic.simexec import SimExecutor, default_background, simulate_runs
 from elastic.simulator.workload import Workload
 from elastic.store import Store
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
@@ -41,7 +42,7 @@ def _run(
     backend = MockBackend(nodes=16) if backend is None else backend
     knowledge = Knowledge(workflow, waits=_fixed_wait(500.0)) if knowledge is None else knowledge
     runner = Runner(
-        workflow, make_strategy(strategy, **options), backend, SimExecutor(), knowledge, seed=seed
+        workflow, make_strategy(strategy, **options), backend, SimExecution(), knowledge, seed=seed
     )
     return runner.run()
 
@@ -145,7 +146,12 @@ def test_allocation_cancelled_from_outside_is_replaced_and_lost_tasks_rerun() ->
 
     knowledge = Knowledge(DEMO3, waits=_fixed_wait(0.0))
     runner = Runner(
-        DEMO3, make_strategy("perstage"), backend, SimExecutor(), knowledge, on_iteration=scancel_process_once
+        DEMO3,
+        make_strategy("perstage"),
+        backend,
+        SimExecution(),
+        knowledge,
+        on_iteration=scancel_process_once,
     )
     result = runner.run()
     _check_complete(result, DEMO3)
@@ -217,9 +223,9 @@ def test_regression_asa_naive_never_stalls_under_load() -> None:
 
 
 def test_simulated_placement_waits_for_a_requested_allocation_with_enough_walltime() -> None:
-    from elastic.execution import TaskSpec
+    from elastic.control.execution import TaskSpec
 
-    ex = SimExecutor()
+    ex = SimExecution()
     ex.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))
     assert ex.job_script("long", 1, 3600.0, "s") is None  # requested, not started
     ex.add_allocation("short", cores=1, walltime_end=500.0, at=0.0)
@@ -228,7 +234,7 @@ def test_simulated_placement_waits_for_a_requested_allocation_with_enough_wallti
     (start,) = ex.advance(30.0)
     assert (start.kind, start.allocation, start.time) == (K.TASK_START, "long", 20.0)
     # with nothing better requested or live, a too-short allocation still takes the task
-    ex2 = SimExecutor()
+    ex2 = SimExecution()
     ex2.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))
     ex2.add_allocation("short", cores=1, walltime_end=500.0, at=0.0)
     assert [e.allocation for e in ex2.advance(1.0)] == ["short"]
@@ -238,7 +244,12 @@ def test_a_run_cut_short_records_censored_runtimes() -> None:
     history = MemoryHistory()
     knowledge = Knowledge(DEMO3, waits=_fixed_wait(0.0), history=history)
     runner = Runner(
-        DEMO3, make_strategy("perstage"), MockBackend(nodes=16), SimExecutor(), knowledge, max_duration=1500.0
+        DEMO3,
+        make_strategy("perstage"),
+        MockBackend(nodes=16),
+        SimExecution(),
+        knowledge,
+        max_duration=1500.0,
     )
     result = runner.run()
     assert result.status == "timeout"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from elastic.backends.mock import MockBackend
+from elastic.control.pool_execution import PoolExecution
+from elastic.control.runner import Runner
+from elastic.experiments import start_points, window
 from elastic.metrics import EventKind
-from elastic.poolexec import PoolExecutor
-from elastic.runner import Runner
-from elastic.simexec import start_points, window
 from elastic.simulator.trace import read_swf
 from elastic.strategies import Knowledge, make_strategy
 from elastic.workflow import builtin_workflow
@@ -44,7 +44,7 @@ def test_demo3_completes_on_the_scaled_mock_with_hpc2n_background(hpc2n, strateg
     )
     # A learner that predicts a 30 s wait, so ASA's pre-submission is deterministic to check.
     knowledge = Knowledge(workflow, waits=ASAEstimator(grid=[30.0, 1e5], policy="greedy"))
-    executor = PoolExecutor(backend, speedup=SPEEDUP)
+    executor = PoolExecution(backend, speedup=SPEEDUP)
     try:
         result = Runner(workflow, make_strategy(strategy), backend, executor, knowledge).run()
     finally:

@@ -10,11 +10,11 @@ from collections.abc import Callable
 import pytest
 
 from elastic.backends.mock import MockBackend
-from elastic.execution import RunResult
+from elastic.control.execution import RunResult
+from elastic.control.pool_execution import PoolExecution
+from elastic.control.runner import Runner
 from elastic.metrics import Event, EventKind
-from elastic.pool_events import AgentEvent, AgentEventKind
-from elastic.poolexec import PoolExecutor
-from elastic.runner import Runner
+from elastic.pool.events import AgentEvent, AgentEventKind
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Stage, Workflow
 from learners.asa import ASAEstimator
@@ -31,11 +31,11 @@ def _run(
     strategy: str,
     knowledge: Knowledge,
     drain_margin: float = 30.0,
-    fault: Callable[[MockBackend, PoolExecutor, RunView], None] | None = None,
+    fault: Callable[[MockBackend, PoolExecution, RunView], None] | None = None,
 ) -> RunResult:
     """Run TINY through a real pool on the scaled mock; ``fault`` is called every driver iteration."""
     backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
-    executor = PoolExecutor(backend, speedup=SPEEDUP, drain_margin=drain_margin)
+    executor = PoolExecution(backend, speedup=SPEEDUP, drain_margin=drain_margin)
     on_iteration = None if fault is None else functools.partial(fault, backend, executor)
     try:
         runner = Runner(
@@ -94,7 +94,7 @@ def test_walltime_hit_through_the_real_pool_reruns_lost_tasks() -> None:
 def test_agent_killed_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
     killed: list[str] = []
 
-    def kill_stage_b_agent(backend: MockBackend, executor: PoolExecutor, view: RunView) -> None:
+    def kill_stage_b_agent(backend: MockBackend, executor: PoolExecution, view: RunView) -> None:
         running = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
         if killed or not running:
             return
@@ -115,7 +115,7 @@ def test_allocation_cancelled_from_outside_mid_task_the_tasks_rerun_and_the_run_
     """scancel from outside: the pilot's processes get SIGTERM; its tasks are lost, not failed (H12)."""
     cancelled: list[str] = []
 
-    def cancel_busy_stage_b_allocation(backend: MockBackend, executor: PoolExecutor, view: RunView) -> None:
+    def cancel_busy_stage_b_allocation(backend: MockBackend, executor: PoolExecution, view: RunView) -> None:
         busy = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
         if cancelled or not busy:
             return

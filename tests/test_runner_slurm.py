@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from elastic.backends.slurm import SlurmBackend
-from elastic.execution import RunResult
+from elastic.control.execution import RunResult
+from elastic.control.pool_execution import PoolExecution
+from elastic.control.runner import Runner
 from elastic.metrics import Event, EventKind
-from elastic.poolexec import PoolExecutor
-from elastic.runner import Runner
 from elastic.strategies import Knowledge, make_strategy
 from elastic.workflow import Stage, Workflow
 from learners.asa import ASAEstimator
@@ -41,7 +41,7 @@ def _of(events: tuple[Event, ...], kind: EventKind, **fields: object) -> list[Ev
 def _run(strategy: str, backend: SlurmBackend) -> RunResult:
     # the learner predicts a 5 s wait until it has seen real ones
     knowledge = Knowledge(SHORT_DEMO3, waits=ASAEstimator(grid=[5.0, 1e5], policy="greedy"), backend="slurm")
-    executor = PoolExecutor(backend)
+    executor = PoolExecution(backend)
     try:
         runner = Runner(SHORT_DEMO3, make_strategy(strategy), backend, executor, knowledge, poll_interval=1.0)
         return runner.run()

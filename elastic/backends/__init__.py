@@ -2,15 +2,8 @@
 
 from __future__ import annotations
 
-from elastic.backends.base import (
-    BatchBackend,
-    Dependency,
-    DependencyKind,
-    JobInfo,
-    JobSpec,
-    JobState,
-    PendingReason,
-)
+from elastic.backends.base import BatchBackend
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PendingReason
 
 __all__ = [
     "BatchBackend",

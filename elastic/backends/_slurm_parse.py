@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Literal
 
-from elastic.backends.base import JobInfo, JobState, PartitionInfo, PendingReason
+from elastic.batch import JobInfo, JobState, PartitionInfo, PendingReason
 from elastic.errors import BackendError, DependencyError, GeometryError, SubmitError
 
 __all__ = [

@@ -32,7 +32,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 from elastic.backends._proctrack import Proc, alive, process_tree, signal_all
-from elastic.backends.base import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import ConfigError, DependencyError, SubmitError, UnknownJobError, UnknownNameError
 from elastic.simulator.base import QueuePolicy, make_policy
 from elastic.simulator.clock import ScaledClock, VirtualClock

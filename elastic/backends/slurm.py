@@ -26,7 +26,7 @@ from typing import NoReturn
 import platformdirs
 
 from elastic.backends import _slurm_parse as parse
-from elastic.backends.base import JobInfo, JobSpec, JobState, PartitionInfo
+from elastic.batch import JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import (
     BackendError,
     BackendUnavailableError,

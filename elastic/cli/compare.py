@@ -6,7 +6,7 @@
 runtime distributions), each run at a different point of the background load (the same points for every
 strategy), and prints the mean of each metric with its 95 % confidence interval (Student t).
 Background: an SWF trace (``--trace``), else the synthetic load of
-:func:`elastic.simexec.default_background`.
+:func:`elastic.control.sim_execution.default_background`.
 """
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ import argparse
 import math
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -25,25 +24,18 @@ from rich.progress import Progress
 from rich.table import Table
 from scipy import stats
 
+from elastic.cli.arguments import add_background_arguments, load_background
+from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.execution import RunResult
-from elastic.simexec import DEFAULT_PROCESSORS, default_background, simulate_runs
-from elastic.simulator.workload import Workload
+from elastic.experiments import simulate_runs
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
 
 __all__ = [
     "COLUMNS",
-    "MODES",
-    "BackgroundSetup",
-    "add_background_arguments",
-    "load_background",
     "register",
     "summarise",
 ]
-
-MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
-"""Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``)."""
 
 COLUMNS: tuple[tuple[str, str, float], ...] = (
     ("makespan", "makespan (h)", 3600.0),
@@ -65,99 +57,6 @@ def _names(text: str) -> list[str]:
             f"unknown strategy {', '.join(bad) or '(none)'}; choose from: {', '.join(STRATEGY_NAMES)}"
         )
     return names
-
-
-def add_background_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the mock backend's background options (shared with ``elastic run``).
-
-    ``--trace``, ``--load``, ``--processors``, ``--policy``, and the fidelity options ``--mode`` and
-    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives allocations the
-    queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
-    """
-    parser.add_argument("--trace", metavar="PATH", help="SWF trace as background load (default: synthetic)")
-    parser.add_argument("--load", type=float, default=1.0, help="trace arrival-rate factor (default: 1)")
-    parser.add_argument(
-        "--processors",
-        type=int,
-        default=None,
-        help=f"partition cores: scale the trace to this size, or size of the synthetic machine "
-        f"(default: the trace's size, {DEFAULT_PROCESSORS} for synthetic load)",
-    )
-    parser.add_argument(
-        "--policy",
-        default=None,
-        help="queue policy of the mock backend (default: easy; conservative with a recorded --mode)",
-    )
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="replay",
-        help="how the trace loads the queue: replay it (default), or pin its recorded schedule "
-        "(recorded, recorded-chain, calibrated, capacity: waits like the real centre's, capacity the "
-        "closest; needs --trace)",
-    )
-    parser.add_argument(
-        "--reserve",
-        type=int,
-        default=None,
-        metavar="CORES",
-        help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class BackgroundSetup:
-    """Background load and how the mock backend replays it, resolved from the command line."""
-
-    workload: Workload
-    policy: str
-    mode: str
-    reserve: int
-
-    def describe(self) -> str:
-        """One line for titles: source, mode and reserve."""
-        source = self.workload.source
-        if len(source) > 60:  # e.g. synthetic(jobs=..., ...): keep the name, drop the parameter list
-            source = source.split("(", 1)[0] + "(...)" if "(" in source else "..." + source[-57:]
-        extra = "" if self.mode == "replay" else f", mode {self.mode}"
-        if self.mode == "calibrated":
-            extra += f" (reserve {self.reserve} cores)"
-        return f"background {source}{extra}, policy {self.policy}"
-
-
-def load_background(args: argparse.Namespace) -> BackgroundSetup:
-    """Return the background workload and replay settings the arguments ask for.
-
-    For ``--mode calibrated`` without ``--reserve`` the reserve is fitted once here
-    (:func:`~elastic.simulator.fidelity.calibrate_reserve`, a few simulations of the trace), not once
-    per run.
-    """
-    mode = args.mode
-    if mode != "replay" and args.trace is None:
-        raise ConfigError(
-            f"--mode {mode} pins a trace's recorded schedule: give --trace PATH (synthetic load has no "
-            "recorded waits), or use --mode replay"
-        )
-    policy = args.policy or ("easy" if mode == "replay" else "conservative")
-    if args.trace is not None:
-        from elastic.simulator.trace import read_swf
-
-        workload = read_swf(args.trace, load=args.load, processors=args.processors)
-    else:
-        workload = default_background(args.processors or DEFAULT_PROCESSORS, seed=args.seed)
-    reserve = 0
-    if mode == "calibrated":
-        if args.reserve is not None:
-            if args.reserve < 0:
-                raise ConfigError(f"--reserve must be >= 0 cores, got {args.reserve}")
-            reserve = args.reserve
-        else:
-            from elastic.simulator.fidelity import calibrate_reserve
-
-            reserve = calibrate_reserve(workload, order=policy)
-    elif args.reserve is not None:
-        raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {mode}")
-    return BackgroundSetup(workload, policy, mode, reserve)
 
 
 def register(subparsers: Any) -> None:

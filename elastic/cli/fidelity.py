@@ -15,130 +15,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from elastic.cli.arguments import (
+    add_capacity_window,
+    capacity_window,
+    parse_cores,
+    parse_modes,
+    parse_reserve,
+)
 from elastic.errors import ConfigError
 
-__all__ = ["add_mode_arguments", "mode_engine_from_args", "parse_cores", "register"]
-
-
-def parse_cores(text: str) -> tuple[int, int]:
-    """Parse ``"16:128"`` (or one number, ``"64"``) into an inclusive core range.
-
-    Examples
-    --------
-    >>> parse_cores("16:128"), parse_cores("64")
-    ((16, 128), (64, 64))
-    """
-    lo, sep, hi = text.partition(":")
-    try:
-        low = int(lo)
-        high = int(hi) if sep else low
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a core range LO:HI like 16:128; got {text!r}") from None
-    if not 1 <= low <= high:
-        raise argparse.ArgumentTypeError(f"core range needs 1 <= LO <= HI; got {text!r}")
-    return low, high
-
-
-def _modes(text: str) -> tuple[str, ...]:
-    from elastic.simulator.fidelity import MODES
-
-    modes = tuple(m.strip() for m in text.split(",") if m.strip())
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise argparse.ArgumentTypeError(
-            f"modes must be a comma-separated subset of {','.join(MODES)}; got {text!r}"
-        )
-    return modes
-
-
-def _reserve(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
-    return value
-
-
-def _add_window(parser: argparse.ArgumentParser) -> None:
-    from elastic.cli.simulate import parse_duration
-
-    parser.add_argument(
-        "--capacity-window",
-        type=parse_duration,
-        default=None,
-        metavar="DURATION",
-        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
-    )
-
-
-def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add ``--mode``, ``--cores``, ``--reserve`` and ``--capacity-window`` (used by ``elastic simulate``)."""
-    from elastic.simulator.fidelity import MODES
-
-    parser.add_argument(
-        "--mode",
-        choices=MODES,
-        default="replay",
-        help=(
-            "replay: queue every trace job (default); recorded: pin every job outside --cores at its "
-            "recorded start and queue the --cores jobs into the capacity left; recorded-chain: and a "
-            "user's jobs start in submit order; calibrated: and --reserve cores held back; capacity: "
-            "recorded-chain on the cores the recorded schedule used in the last --capacity-window"
-        ),
-    )
-    parser.add_argument(
-        "--cores",
-        type=parse_cores,
-        default=(16, 128),
-        metavar="LO:HI",
-        help="recorded modes: size class of the queued jobs (default: 16:128)",
-    )
-    parser.add_argument(
-        "--reserve",
-        type=_reserve,
-        metavar="CORES",
-        help="calibrated mode: cores held back (default: fitted on the first half of the queued jobs)",
-    )
-    _add_window(parser)
-
-
-def _window(args: argparse.Namespace) -> float:
-    from elastic.simulator.fidelity import DEFAULT_WINDOW
-
-    return DEFAULT_WINDOW if args.capacity_window is None else float(args.capacity_window)
-
-
-def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
-    """Build the engine of ``elastic simulate --mode`` (a recorded mode) from the parsed arguments."""
-    from elastic.simulator.fidelity import calibrate_reserve, mode_engine
-    from elastic.simulator.pinned import PINNED_ORDERS
-
-    order = args.policy or "conservative"
-    if order not in PINNED_ORDERS or args.speculative:
-        raise ConfigError(
-            f"--mode {args.mode} plans the queued jobs around the recorded schedule: --policy must be "
-            f"conservative or fcfs without --speculative, got --policy {order}"
-        )
-    reserve = args.reserve or 0
-    if args.mode == "calibrated" and args.reserve is None:
-        with console.status("fitting --reserve on the first half of the queued jobs"):
-            reserve = calibrate_reserve(workload, cores=args.cores, order=order)
-        console.print(f"calibrated reserve: {reserve} cores")
-    if args.capacity_window is not None and args.mode != "capacity":
-        raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
-    engine, evaluated = mode_engine(
-        workload, args.mode, cores=args.cores, reserve=reserve, order=order, window=_window(args)
-    )
-    lo, hi = args.cores
-    console.print(
-        f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
-        f"{len(engine.pinned):,} pinned at their recorded start"
-        + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
-        + (f", usable cores from the last {_window(args) / 3600:g} h" if args.mode == "capacity" else "")
-    )
-    return engine
+__all__ = ["register"]
 
 
 def register(subparsers: Any) -> None:
@@ -165,18 +51,18 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--modes",
-        type=_modes,
+        type=parse_modes,
         default=MODES,
         metavar="LIST",
         help=f"comma-separated modes (default: {','.join(MODES)})",
     )
     parser.add_argument(
         "--reserve",
-        type=_reserve,
+        type=parse_reserve,
         metavar="CORES",
         help="reserve of the calibrated mode (default: fitted on the first half of the evaluated jobs)",
     )
-    _add_window(parser)
+    add_capacity_window(parser)
     parser.add_argument(
         "--order",
         choices=PINNED_ORDERS,
@@ -208,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
             modes=args.modes,
             reserve=args.reserve,
             order=args.order,
-            window=_window(args),
+            window=capacity_window(args),
         )
     lo, hi = args.cores
     table = Table(

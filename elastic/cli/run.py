@@ -27,11 +27,11 @@ from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from elastic.cli.compare import add_background_arguments, load_background
+from elastic.cli.arguments import add_background_arguments, load_background
+from elastic.control.execution import Execution, RunResult
+from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.execution import Executor, RunResult
 from elastic.metrics import RunMetrics
-from elastic.runner import Runner
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
 from learners.asa import ASAEstimator
@@ -162,7 +162,7 @@ def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:
 def _simulate(
     args: argparse.Namespace, workflow: Workflow, learner: ASAEstimator, store: Store | None
 ) -> RunResult:
-    from elastic.simexec import simulate_runs
+    from elastic.experiments import simulate_runs
 
     if args.backend != "mock":
         raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
@@ -187,13 +187,13 @@ def _simulate(
 def _real(
     args: argparse.Namespace, workflow: Workflow, learner: ASAEstimator, store: Store | None, console: Console
 ) -> RunResult:
-    from elastic.poolexec import PoolExecutor
+    from elastic.control.pool_execution import PoolExecution
 
     backend: BatchBackend
     speedup = 1.0
     if args.backend == "mock":
         from elastic.backends.mock import MockBackend
-        from elastic.simexec import start_points, window
+        from elastic.experiments import start_points, window
 
         if not args.speedup > 0:
             raise ConfigError(f"--speedup must be > 0, got {args.speedup}")
@@ -220,7 +220,7 @@ def _real(
         poll = args.poll or 10.0
     else:
         raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
-    executor: Executor = PoolExecutor(backend, speedup=speedup, bind=args.bind)
+    executor: Execution = PoolExecution(backend, speedup=speedup, bind=args.bind)
     knowledge = Knowledge(
         workflow,
         waits=learner,

@@ -12,77 +12,19 @@ writes the per-job records when ``--out`` is given.
 from __future__ import annotations
 
 import argparse
-import re
 import time
 from pathlib import Path
 from typing import Any
 
+from elastic.cli.arguments import parse_window, positive_float, positive_int
 from elastic.errors import ConfigError
 from elastic.simulator.base import POLICIES
 
-__all__ = ["parse_duration", "parse_window", "register"]
+__all__ = ["register"]
 
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 
 #: Show a progress bar for workloads at least this long.
 _PROGRESS_MIN_JOBS = 20_000
-
-
-def parse_duration(text: str) -> float:
-    """Parse ``"3600"``, ``"90m"``, ``"720h"`` or ``"30d"`` into seconds.
-
-    Examples
-    --------
-    >>> parse_duration("2h"), parse_duration("90"), parse_duration("1.5d")
-    (7200.0, 90.0, 129600.0)
-    """
-    match = _DURATION.match(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration like 3600, 90m, 720h or 30d (units s, m, h, d); got {text!r}"
-        )
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def parse_window(text: str) -> tuple[float, float]:
-    """Parse ``START:END`` (each a duration; END may be empty for "to the end") into seconds.
-
-    Examples
-    --------
-    >>> parse_window("0h:720h")
-    (0.0, 2592000.0)
-    >>> parse_window("10d:")
-    (864000.0, inf)
-    """
-    start, sep, end = text.partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected START:END like 0h:720h; got {text!r}")
-    lo = parse_duration(start) if start.strip() else 0.0
-    hi = parse_duration(end) if end.strip() else float("inf")
-    if not hi > lo:
-        raise argparse.ArgumentTypeError(f"window END must be after START; got {text!r}")
-    return lo, hi
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
-    return value
 
 
 def register(subparsers: Any) -> None:
@@ -115,24 +57,24 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--load",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="FACTOR",
         help="arrival-rate factor: 2 = jobs arrive twice as often (synthetic: scales utilisation 0.7)",
     )
     parser.add_argument(
-        "--processors", type=_positive_int, metavar="N", help="partition cores (trace: scales job sizes)"
+        "--processors", type=positive_int, metavar="N", help="partition cores (trace: scales job sizes)"
     )
     parser.add_argument(
         "--estimate-ratio",
-        type=_positive_float,
+        type=positive_float,
         metavar="R",
         help="walltime = runtime x R for jobs without a request (trace default 1, synthetic default 2)",
     )
-    parser.add_argument("--jobs", type=_positive_int, default=10_000, metavar="N", help="synthetic jobs")
+    parser.add_argument("--jobs", type=positive_int, default=10_000, metavar="N", help="synthetic jobs")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="synthetic seed (default: 0)")
     parser.add_argument("--out", metavar="FILE", help="write the per-job table (.csv or .parquet)")
-    from elastic.cli.fidelity import add_mode_arguments
+    from elastic.cli.arguments import add_mode_arguments
 
     add_mode_arguments(parser)
     parser.set_defaults(func=run)
@@ -180,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     if args.mode == "replay":
         engine = Engine(nodes=workload.processors, policy=policy, workload=workload)
     else:
-        from elastic.cli.fidelity import mode_engine_from_args
+        from elastic.cli.arguments import mode_engine_from_args
 
         engine = mode_engine_from_args(args, workload, console)
         t_read = time.perf_counter()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Sequence
 
-from elastic.backends.base import DependencyKind, PendingReason
+from elastic.batch import DependencyKind, PendingReason
 from elastic.errors import DependencyError
 from elastic.simulator.jobs import COMPLETED, FAILED, FUTURE, PENDING, TIMEOUT, DepRecord, JobTable
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import pandas as pd
     from numpy.typing import ArrayLike
 
-    from elastic.backends.base import DependencyKind, PendingReason
+    from elastic.batch import DependencyKind, PendingReason
     from elastic.simulator.workload import Workload
 
 __all__ = ["Engine", "Observer"]

@@ -18,7 +18,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from elastic.backends.base import DependencyKind
+from elastic.batch import DependencyKind
 from elastic.simulator.jobs import PENDING, RUNNING, DepRecord
 
 if TYPE_CHECKING:

@@ -6,7 +6,7 @@ element access from Python is several times slower, and one object per job costs
 attribute lookup per field). The table is turned into a pandas DataFrame only at the end
 (:meth:`JobTable.frame`).
 
-Job states are small integers in the loop and :class:`~elastic.backends.base.JobState` at the edge.
+Job states are small integers in the loop and :class:`~elastic.batch.JobState` at the edge.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from elastic.backends.base import DependencyKind, JobState
+from elastic.batch import DependencyKind, JobState
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -32,7 +32,7 @@ from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
-from elastic.backends.base import DependencyKind
+from elastic.batch import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.conservative import split_at
 from elastic.simulator.jobs import COMPLETED, FUTURE, PENDING, RUNNING

@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import logging
 
-from elastic.backends.base import DependencyKind
+from elastic.batch import DependencyKind
 from elastic.errors import ConfigError
 from elastic.strategies.base import (
     Action,

@@ -1,7 +1,7 @@
 """The :class:`Strategy` contract, the actions it returns, the run view it reads, and the registry.
 
 A strategy decides *when* to request allocations, *how wide* and for *how long*. It never talks to the
-backend: the run driver (:mod:`elastic.runner`) calls :meth:`Strategy.decide` with a read-only
+backend: the run driver (:mod:`elastic.control.runner`) calls :meth:`Strategy.decide` with a read-only
 :class:`RunView` (stage progress, allocations, :class:`~elastic.strategies.knowledge.Knowledge`) every time
 something happened or a wake-up it asked for came, and carries out the returned actions: :class:`Submit`
 (an allocation for a stage) and :class:`Cancel`. The same strategy code thus runs on the virtual clock,
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from elastic.backends.base import DependencyKind, JobState
+from elastic.batch import DependencyKind, JobState
 from elastic.errors import UnknownNameError
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow

@@ -9,8 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from elastic.backends.base import BatchBackend, Dependency, DependencyKind, JobSpec, JobState, PendingReason
+from elastic.backends.base import BatchBackend
 from elastic.backends.mock import MockBackend
+from elastic.batch import Dependency, DependencyKind, JobSpec, JobState, PendingReason
 from elastic.errors import ConfigError, DependencyError, GeometryError, SubmitError, UnknownJobError
 from elastic.simulator.workload import Workload
 

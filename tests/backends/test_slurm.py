@@ -13,17 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from elastic.backends.base import (
-    BatchBackend,
-    Dependency,
-    DependencyKind,
-    JobInfo,
-    JobSpec,
-    JobState,
-    PartitionInfo,
-    PendingReason,
-)
+from elastic.backends.base import BatchBackend
 from elastic.backends.slurm import SlurmBackend
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo, PendingReason
 from elastic.errors import (
     BackendError,
     BackendUnavailableError,

@@ -22,8 +22,8 @@ from hypothesis import strategies as st
 
 from elastic.backends import _slurm_parse as parse
 from elastic.backends import slurm
-from elastic.backends.base import Dependency, DependencyKind, JobSpec, JobState, PendingReason
 from elastic.backends.slurm import _JobcompIndex, render_job_script
+from elastic.batch import Dependency, DependencyKind, JobSpec, JobState, PendingReason
 from elastic.errors import BackendError, ConfigError, DependencyError, GeometryError, SubmitError
 
 DATA = Path(__file__).parent / "data" / "slurm" / "captured.json"

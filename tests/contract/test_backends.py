@@ -30,18 +30,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import (
-    BatchBackend,
-    Dependency,
-    DependencyKind,
-    JobInfo,
-    JobSpec,
-    JobState,
-    PartitionInfo,
-    PendingReason,
-)
+from elastic.backends.base import BatchBackend
 from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo, PendingReason
 from elastic.errors import DependencyError, GeometryError, UnknownJobError
 
 #: The partition both backends must report: the shape of the local Slurm test cluster (4 nodes x 4 cores).

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import JobSpec
 from elastic.backends.mock import MockBackend
+from elastic.batch import JobSpec
 from elastic.errors import ConfigError
 from learners.asa import ASAEstimator
 from learners.base import NotFittedError, WaitPredictor

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from elastic.backends.base import Dependency, DependencyKind, JobSpec
 from elastic.backends.mock import MockBackend
+from elastic.batch import Dependency, DependencyKind, JobSpec
 from elastic.errors import ConfigError
 from learners.base import InvalidParameterError, NotFittedError, PredictionUnavailableError
 from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate

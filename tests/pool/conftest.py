@@ -14,8 +14,8 @@ import pytest
 
 from elastic.allocations import Allocation
 from elastic.backends._proctrack import process_tree
-from elastic.pool import Pool
-from elastic.pool_events import PoolEvent
+from elastic.pool.events import PoolEvent
+from elastic.pool.pool import Pool
 
 AgentStarter = Callable[..., subprocess.Popen[bytes]]
 

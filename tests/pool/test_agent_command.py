@@ -9,9 +9,9 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from elastic.agent import EXIT_NO_POOL, EXIT_POOL_SILENT, AgentCommand
 from elastic.errors import ConfigError
-from elastic.protocol import PoolSocket, Register, Welcome, write_secret_file
+from elastic.pool.agent import EXIT_NO_POOL, EXIT_POOL_SILENT, AgentCommand
+from elastic.pool.protocol import PoolSocket, Register, Welcome, write_secret_file
 
 words = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=15)
 
@@ -36,7 +36,7 @@ def test_script_computes_walltime_end_and_parses_back(tmp_path: Path) -> None:
         "tcp://127.0.0.1:9", "a1;x", str(tmp_path / "s;f"), cores=2, walltime=600.0, python="echo"
     )
     out = subprocess.run(["bash", "-c", cmd.to_script()], capture_output=True, text=True, check=True).stdout
-    argv = out.split()[2:]  # after "-m elastic.agent"; echo joins the words, so no spaces in them here
+    argv = out.split()[2:]  # after "-m elastic.pool.agent"; echo joins the words, so no spaces in them here
     assert argv[0] == "--pool=tcp://127.0.0.1:9"
     parsed = AgentCommand.from_argv(["--pool=tcp://h:1", "--allocation=x", "--secret-file=y", *argv[-2:]])
     assert parsed.cores == 2
@@ -89,7 +89,7 @@ def test_bad_command_values() -> None:
 
 
 def run_agent(cmd: AgentCommand) -> subprocess.CompletedProcess[str]:
-    argv = [sys.executable, "-m", "elastic.agent", *cmd.to_argv()]
+    argv = [sys.executable, "-m", "elastic.pool.agent", *cmd.to_argv()]
     return subprocess.run(argv, capture_output=True, text=True, timeout=30)
 
 
@@ -121,7 +121,7 @@ def test_agent_leaves_when_the_pool_goes_silent(tmp_path: Path) -> None:
     try:
         cmd = AgentCommand(f"tcp://127.0.0.1:{pool.port}", "a1", str(path), cores=1)
         proc = subprocess.Popen(
-            [sys.executable, "-m", "elastic.agent", *cmd.to_argv()], stderr=subprocess.PIPE, text=True
+            [sys.executable, "-m", "elastic.pool.agent", *cmd.to_argv()], stderr=subprocess.PIPE, text=True
         )
         got = pool.recv(timeout=10.0)
         assert got is not None and isinstance(got[1], Register) and got[1].alloc_id == "a1"

@@ -5,7 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic.allocations import LEGAL_TRANSITIONS, Allocation, AllocationState, IllegalTransitionError
-from elastic.backends.base import JobState
+from elastic.batch import JobState
 from elastic.errors import ConfigError
 
 S = AllocationState

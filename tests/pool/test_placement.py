@@ -1,4 +1,4 @@
-"""Properties of the placement rule (:func:`elastic.placement.plan_placement`)."""
+"""Properties of the placement rule (:func:`elastic.pool.placement.plan_placement`)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elastic.placement import Offer, plan_placement
-from elastic.tasks import Task
+from elastic.pool.placement import Offer, plan_placement
+from elastic.pool.tasks import Task
 
 tasks_st = st.lists(
     st.builds(

@@ -13,14 +13,14 @@ from pathlib import Path
 import pytest
 import zmq
 
-from elastic.agent import EXIT_NO_POOL, AgentCommand
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
-from elastic.backends.base import JobState
+from elastic.batch import JobState
 from elastic.errors import ConfigError
-from elastic.pool import Pool, PoolClosedError
-from elastic.pool_events import AgentEvent, AgentEventKind
-from elastic.protocol import write_secret_file
-from elastic.tasks import (
+from elastic.pool.agent import EXIT_NO_POOL, AgentCommand
+from elastic.pool.events import AgentEvent, AgentEventKind
+from elastic.pool.pool import Pool, PoolClosedError
+from elastic.pool.protocol import write_secret_file
+from elastic.pool.tasks import (
     RemoteTraceback,
     ShellResult,
     ShellTaskError,
@@ -329,13 +329,15 @@ def test_bad_pool_parameters(kwargs: dict[str, object], match: str) -> None:
 
 
 def test_agent_module_runs_as_a_command() -> None:
-    done = subprocess.run([sys.executable, "-m", "elastic.agent", "--help"], capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "elastic.pool.agent", "--help"], capture_output=True, text=True
+    )
     assert done.returncode == 0 and "--secret-file" in done.stdout
 
 
 def test_replayed_registration_is_refused(pool: Pool) -> None:
     """Identities are not signed: a captured Register must not work from another connection or twice."""
-    from elastic.protocol import AgentSocket, Register, Stop, read_secret_file
+    from elastic.pool.protocol import AgentSocket, Register, Stop, read_secret_file
 
     secret = read_secret_file(pool.secret_file)
     pool.add_allocation(Allocation("a1", cores=1, walltime=600.0))

@@ -7,10 +7,10 @@ import time
 import pytest
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import JobSpec, JobState
-from elastic.pool import Pool
-from elastic.pool_events import AgentEvent, AgentEventKind
-from elastic.tasks import Task, TaskEvent, TaskState
+from elastic.batch import JobSpec, JobState
+from elastic.pool.events import AgentEvent, AgentEventKind
+from elastic.pool.pool import Pool
+from elastic.pool.tasks import Task, TaskEvent, TaskState
 from tests.pool.conftest import wait_for
 
 mock = pytest.importorskip("elastic.backends.mock")

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from elastic.allocations import Allocation
-from elastic.backends.base import JobSpec, JobState
-from elastic.pool import Pool
-from elastic.pool_events import AgentEvent, AgentEventKind
-from elastic.tasks import Task, TaskEvent, TaskState
+from elastic.batch import JobSpec, JobState
+from elastic.pool.events import AgentEvent, AgentEventKind
+from elastic.pool.pool import Pool
+from elastic.pool.tasks import Task, TaskEvent, TaskState
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
 slurm = pytest.importorskip("elastic.backends.slurm")

@@ -12,9 +12,8 @@ from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
-from elastic.pool_events import AgentEvent, AgentEventKind
-from elastic.pool_state import PoolState
-from elastic.protocol import (
+from elastic.pool.events import AgentEvent, AgentEventKind
+from elastic.pool.protocol import (
     Bye,
     Drain,
     Heartbeat,
@@ -26,7 +25,8 @@ from elastic.protocol import (
     TaskLost,
     Welcome,
 )
-from elastic.tasks import Task, TaskCrashedError, TaskEvent, TaskLostError, TaskResult, TaskState
+from elastic.pool.state import PoolState
+from elastic.pool.tasks import Task, TaskCrashedError, TaskEvent, TaskLostError, TaskResult, TaskState
 
 
 class Clock:

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
-from elastic.protocol import (
+from elastic.pool.protocol import (
     MESSAGE_TYPES,
     VERSION,
     AgentSocket,
@@ -33,7 +33,7 @@ from elastic.protocol import (
     read_secret_file,
     write_secret_file,
 )
-from elastic.tasks import Task, TaskKind, TaskResult
+from elastic.pool.tasks import Task, TaskKind, TaskResult
 
 SECRET = b"s" * 32
 text = st.text(max_size=20)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from elastic.errors import ConfigError
-from elastic.tasks import (
+from elastic.pool.tasks import (
     RemoteTraceback,
     ShellResult,
     ShellTaskError,

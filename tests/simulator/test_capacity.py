@@ -9,10 +9,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import JobSpec
 from elastic.backends.mock import MockBackend
+from elastic.batch import JobSpec
 from elastic.cli import main
-from elastic.cli.compare import MODES as CLI_MODES
+from elastic.cli.arguments import MODES as CLI_MODES
 from elastic.errors import ConfigError
 from elastic.simulator.availability import recorded_capacity, recorded_occupancy
 from elastic.simulator.engine import Engine

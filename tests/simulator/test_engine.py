@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from elastic.backends.base import DependencyKind, PendingReason
+from elastic.batch import DependencyKind, PendingReason
 from elastic.errors import ConfigError, DependencyError, GeometryError, UnknownNameError
 from elastic.simulator.engine import Engine
 from elastic.simulator.jobs import CANCELLED, COMPLETED, PENDING, TIMEOUT

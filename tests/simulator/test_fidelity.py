@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from elastic.backends.base import JobSpec
 from elastic.backends.mock import MockBackend
+from elastic.batch import JobSpec
 from elastic.cli import main
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.fidelity import (

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import DependencyKind
+from elastic.batch import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.engine import Engine
 from elastic.simulator.expected import expected_start

@@ -11,7 +11,7 @@ import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import DependencyKind
+from elastic.batch import DependencyKind
 from elastic.simulator.base import POLICIES, QueuePolicy, make_policy
 from elastic.simulator.engine import Engine
 from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT

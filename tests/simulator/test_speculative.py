@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.backends.base import JobSpec, JobState
 from elastic.backends.mock import MockBackend
+from elastic.batch import JobSpec, JobState
 from elastic.errors import ConfigError
 from elastic.simulator.engine import Engine
 from elastic.simulator.speculative import RatioDistribution, SpeculativeEasy

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.backends.base import DependencyKind, JobState
+from elastic.batch import DependencyKind, JobState
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.strategies import (
     ASA,

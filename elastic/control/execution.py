@@ -1,8 +1,8 @@
-"""What the run driver hands to executors and gets back: TaskSpec, the Executor contract, RunResult.
+"""What the run driver hands to an execution and gets back: TaskSpec, the Execution contract, RunResult.
 
-An executor runs tasks on live allocations: :class:`~elastic.simexec.SimExecutor` simulates them in backend
-time (pure simulation), :class:`~elastic.poolexec.PoolExecutor` runs them on the real pool. The driver
-(:class:`~elastic.runner.Runner`) cannot tell them apart.
+An execution runs tasks on live allocations: :class:`~elastic.control.sim_execution.SimExecution`
+simulates them in backend time (pure simulation), :class:`~elastic.control.pool_execution.PoolExecution`
+runs them on the real pool. The driver (:class:`~elastic.control.runner.Runner`) cannot tell them apart.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from elastic.backends.base import JobState
+from elastic.batch import JobState
 from elastic.metrics import Event, RunMetrics
 
-__all__ = ["Executor", "RunResult", "TaskSpec"]
+__all__ = ["Execution", "RunResult", "TaskSpec"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,8 +47,8 @@ class TaskSpec:
     command: str | None = None
 
 
-class Executor(Protocol):
-    """Runs tasks on live allocations: :class:`~elastic.simexec.SimExecutor` or the real pool's adapter.
+class Execution(Protocol):
+    """Runs tasks on live allocations: :class:`~elastic.control.sim_execution.SimExecution` or the pool.
 
     Task events (TASK_START, TASK_END, TASK_LOST) are returned by :meth:`advance` with their own times.
     """

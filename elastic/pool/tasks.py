@@ -5,7 +5,7 @@ serialiser Parsl's and Prefect's workers also rely on; it pickles lambdas and cl
 shell command run by ``bash -c``. Each has a number of cores, an optional runtime estimate (seconds) and
 a stage name.
 
-An agent runs every task in a fresh child process, ``python -m elastic.tasks RESULT_FILE``, fed the
+An agent runs every task in a fresh child process, ``python -m elastic.pool.tasks RESULT_FILE``, fed the
 task on its standard input. The child keeps reading its standard input: when the agent dies (the pipe
 closes) the child kills the task and exits, so a dead agent leaves no orphan work behind. A fresh
 interpreter per task costs about 80 ms here and keeps tasks from sharing state.
@@ -385,7 +385,7 @@ class TaskEvent:
 def run_in_child(
     task: Task, workdir: Path, env: Mapping[str, str] | None = None
 ) -> tuple[subprocess.Popen[bytes], Callable[[], TaskResult]]:
-    """Start ``python -m elastic.tasks`` for ``task``; return the process and a result collector.
+    """Start ``python -m elastic.pool.tasks`` for ``task``; return the process and a result collector.
 
     The caller keeps the process' standard input open while the task runs; closing it makes the child kill
     the task and exit. The collector must be called after the process has exited.
@@ -398,7 +398,7 @@ def run_in_child(
     child_env["ELASTIC_TASK_CORES"] = str(task.cores)
     with out.open("wb") as fo, err.open("wb") as fe:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "elastic.tasks", str(res)],
+            [sys.executable, "-m", "elastic.pool.tasks", str(res)],
             stdin=subprocess.PIPE,
             stdout=fo,
             stderr=fe,
@@ -520,8 +520,8 @@ def _child_main(result_path: str) -> int:
 
 
 if __name__ == "__main__":
-    # Run the copy imported as ``elastic.tasks`` so pickled records name their real module, not __main__.
-    from elastic.tasks import _child_main as _main
+    # Run the copy imported as ``elastic.pool.tasks`` so pickled records name their real module, not __main__.
+    from elastic.pool.tasks import _child_main as _main
 
     code = _main(sys.argv[1])
     # Leave at once: a normal shutdown would wait on the watcher thread blocked reading stdin.

@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from elastic.backends.base import BatchBackend, Dependency, DependencyKind, JobInfo, JobSpec, JobState
+from elastic.backends.base import BatchBackend
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
+from elastic.control.execution import Execution, RunResult, TaskSpec
 from elastic.errors import ConfigError
-from elastic.execution import Executor, RunResult, TaskSpec
 from elastic.metrics import Event, EventKind, compute_metrics
 from elastic.strategies.base import (
     AllocationPhase,
@@ -95,7 +96,7 @@ class Runner:
         When and how big to request allocations.
     backend : BatchBackend
         Where allocations come from (its clock is the run's clock).
-    executor : Executor
+    executor : Execution
         Where tasks run.
     knowledge : Knowledge
         Wait learner and runtime history shared with the strategy.
@@ -118,7 +119,7 @@ class Runner:
         workflow: Workflow,
         strategy: Strategy,
         backend: BatchBackend,
-        executor: Executor,
+        executor: Execution,
         knowledge: Knowledge,
         *,
         seed: int = 0,

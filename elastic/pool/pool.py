@@ -9,14 +9,14 @@ ended) and failed when the allocation was healthy. Strategies call the
 synchronous API (:meth:`Pool.add_allocation`, :meth:`Pool.allocation_ended`, :meth:`Pool.submit`...)
 from any thread.
 
-Placement is walltime-aware (the rule: :func:`elastic.placement.plan_placement`): a task is not started
+Placement is walltime-aware (the rule: :func:`elastic.pool.placement.plan_placement`): a task is not started
 on an allocation with less walltime left than its estimate while another one could take it. An
 allocation with ``drain_margin`` seconds or less left gets no new task and its agents leave once their
 tasks end.
 
 Every task, allocation and agent transition is recorded as a frozen event (:attr:`Pool.events`, records in
-:mod:`elastic.pool_events`); :meth:`Pool.subscribe` calls a function on each new one. The bookkeeping
-behind it, without sockets or threads, is :class:`elastic.pool_state.PoolState`.
+:mod:`elastic.pool.events`); :meth:`Pool.subscribe` calls a function on each new one. The bookkeeping
+behind it, without sockets or threads, is :class:`elastic.pool.state.PoolState`.
 """
 
 from __future__ import annotations
@@ -32,13 +32,12 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
-from elastic.agent import AgentCommand
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import JobState
+from elastic.batch import JobState
 from elastic.errors import ConfigError, PoolError
-from elastic.pool_events import PoolEvent
-from elastic.pool_state import PoolState
-from elastic.protocol import (
+from elastic.pool.agent import AgentCommand
+from elastic.pool.events import PoolEvent
+from elastic.pool.protocol import (
     AuthenticationError,
     PoolSocket,
     ProtocolError,
@@ -46,7 +45,8 @@ from elastic.protocol import (
     new_secret,
     write_secret_file,
 )
-from elastic.tasks import Task
+from elastic.pool.state import PoolState
+from elastic.pool.tasks import Task
 
 __all__ = ["Pool", "PoolClosedError"]
 

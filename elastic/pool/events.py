@@ -1,6 +1,6 @@
 """What the pool records: agent events, and the union of every event kind (:data:`PoolEvent`).
 
-Task events are :class:`elastic.tasks.TaskEvent`, allocation events
+Task events are :class:`elastic.pool.tasks.TaskEvent`, allocation events
 :class:`elastic.allocations.AllocationEvent`; :class:`AgentEvent` records an agent joining, leaving, being
 lost or refused.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Union
 
 from elastic.allocations import AllocationEvent
-from elastic.tasks import TaskEvent
+from elastic.pool.tasks import TaskEvent
 
 __all__ = ["AgentEvent", "AgentEventKind", "PoolEvent"]
 

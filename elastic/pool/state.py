@@ -1,6 +1,6 @@
 """The pool's bookkeeping without sockets or threads: allocations, agents, tasks, placement, events.
 
-:class:`PoolState` holds what :class:`elastic.pool.Pool` knows and applies every change to it: agent
+:class:`PoolState` holds what :class:`elastic.pool.pool.Pool` knows and applies every change to it: agent
 messages (:meth:`PoolState.handle`), the periodic checks (:meth:`PoolState.tick`: heartbeats, lost
 agents, draining, placement) and the pool's synchronous API. It never touches the network: messages for
 agents collect in :attr:`PoolState.outbox` and future resolutions in :attr:`PoolState.resolve`; the pool
@@ -19,9 +19,9 @@ from typing import Any
 
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
-from elastic.placement import Offer, plan_placement
-from elastic.pool_events import AgentEvent, AgentEventKind, PoolEvent
-from elastic.protocol import (
+from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
+from elastic.pool.placement import Offer, plan_placement
+from elastic.pool.protocol import (
     Bye,
     Drain,
     Heartbeat,
@@ -33,12 +33,11 @@ from elastic.protocol import (
     TaskLost,
     Welcome,
 )
-from elastic.tasks import Task, TaskEvent, TaskLostError, TaskState
+from elastic.pool.tasks import Task, TaskEvent, TaskLostError, TaskState
 
 __all__ = ["AgentRecord", "PoolState", "TaskRecord"]
 
-# The pool's log records keep the name users filter on ("elastic.pool"), whichever module emits them.
-logger = logging.getLogger("elastic.pool")
+logger = logging.getLogger(__name__)
 
 
 @dataclass(slots=True)
@@ -76,7 +75,7 @@ class PoolState:
     Parameters
     ----------
     heartbeat_interval, heartbeat_timeout, pool_timeout, max_retries, drain_margin
-        As for :class:`elastic.pool.Pool` (validated there).
+        As for :class:`elastic.pool.pool.Pool` (validated there).
     clock : callable
         Epoch seconds; every event and walltime computation uses it.
 
@@ -133,7 +132,7 @@ class PoolState:
     # ------------------------------------------------------------------------------------ synchronous API
 
     def add_allocation(self, allocation: Allocation) -> None:
-        """Register an allocation (see :meth:`elastic.pool.Pool.add_allocation`)."""
+        """Register an allocation (see :meth:`elastic.pool.pool.Pool.add_allocation`)."""
         if allocation.alloc_id in self.allocs:
             raise ConfigError(f"add_allocation: allocation id {allocation.alloc_id!r} is already in the pool")
         if allocation.state.is_final or allocation.state is AllocationState.DRAINING:

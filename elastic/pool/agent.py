@@ -1,15 +1,16 @@
-"""The worker agent: ``python -m elastic.agent``, run inside each allocation.
+"""The worker agent: ``python -m elastic.pool.agent``, run inside each allocation.
 
 A backend starts the agent with the script :meth:`AgentCommand.to_script` returns (the pool builds it in
-:meth:`elastic.pool.Pool.agent_script`). The agent connects to the pool, registers its allocation and
-cores, then runs the tasks the pool sends, each in its own child process (:func:`elastic.tasks.run_in_child`),
-and sends back their results. It sends a heartbeat every ``heartbeat_interval`` and leaves when the pool
-tells it to drain (after its running tasks end) or stop, when it is sent SIGTERM (Slurm does so at the
-walltime limit), or when it has heard nothing from the pool for ``pool_timeout`` seconds.
+:meth:`elastic.pool.pool.Pool.agent_script`). The agent connects to the pool, registers its allocation and
+cores, then runs the tasks the pool sends, each in its own child process
+(:func:`elastic.pool.tasks.run_in_child`), and sends back their results. It sends a heartbeat every
+``heartbeat_interval`` and leaves when the pool tells it to drain (after its running tasks end) or stop, when
+it is sent SIGTERM (Slurm does so at the walltime limit), or when it has heard nothing from the pool for
+``pool_timeout`` seconds.
 
 A batch system that stops an allocation signals the tasks' processes too. A task killed by a signal while
 the agent is stopping (it got SIGTERM or a Stop, within :data:`SIGNAL_GRACE` of the task's death) is
-reported lost (:class:`~elastic.protocol.TaskLost`), so the pool runs it again elsewhere; on a healthy
+reported lost (:class:`~elastic.pool.protocol.TaskLost`), so the pool runs it again elsewhere; on a healthy
 agent the death is the task's failure.
 
 The command line is parsed into the same :class:`AgentCommand` that builds it, so the two cannot drift.
@@ -37,7 +38,7 @@ from pathlib import Path
 from types import FrameType
 
 from elastic.errors import ConfigError
-from elastic.protocol import (
+from elastic.pool.protocol import (
     AgentSocket,
     Bye,
     Drain,
@@ -51,7 +52,7 @@ from elastic.protocol import (
     Welcome,
     read_secret_file,
 )
-from elastic.tasks import TaskResult, run_in_child
+from elastic.pool.tasks import TaskResult, run_in_child
 
 __all__ = ["EXIT_NO_POOL", "EXIT_POOL_SILENT", "SIGNAL_GRACE", "Agent", "AgentCommand", "main"]
 
@@ -70,7 +71,7 @@ SIGNAL_GRACE = 1.0
 
 A batch system stopping an allocation (Slurm at the walltime or on ``scancel``) signals every process of the
 job one after the other, the task's before or after the agent's. A task killed by a signal is reported
-lost (:class:`~elastic.protocol.TaskLost`) when the agent gets SIGTERM or a Stop within this time, and as
+lost (:class:`~elastic.pool.protocol.TaskLost`) when the agent gets SIGTERM or a Stop within this time, and as
 the task's failure otherwise.
 """
 
@@ -106,9 +107,9 @@ class AgentCommand:
 
     Examples
     --------
-    >>> cmd = AgentCommand("tcp://127.0.0.1:5000", "a1", "/tmp/s", cores=4, python="python3")
+    >>> cmd = AgentCommand("tcp://127.0.0.1:5000", "a1", "/tmp/s", cores=4, python="py")
     >>> cmd.to_script()
-    'exec python3 -m elastic.agent --pool=tcp://127.0.0.1:5000 --allocation=a1 --secret-file=/tmp/s --cores=4'
+    'exec py -m elastic.pool.agent --pool=tcp://127.0.0.1:5000 --allocation=a1 --secret-file=/tmp/s --cores=4'
     >>> AgentCommand.from_argv(cmd.to_argv()).cores
     4
     """
@@ -138,7 +139,7 @@ class AgentCommand:
             raise ConfigError(f"AgentCommand.pool (--pool) must look like tcp://HOST:PORT, got {self.pool!r}")
 
     def to_argv(self) -> list[str]:
-        """Return the agent's arguments (after ``python -m elastic.agent``)."""
+        """Return the agent's arguments (after ``python -m elastic.pool.agent``)."""
         # "--option=value" keeps values that start with "-" from being read as options.
         argv = [f"--pool={self.pool}", f"--allocation={self.allocation}", f"--secret-file={self.secret_file}"]
         if self.cores is not None:
@@ -153,7 +154,7 @@ class AgentCommand:
 
     def to_script(self) -> str:
         """Return the shell script body a backend runs in the allocation to start its agent(s)."""
-        words = [self.python, "-m", "elastic.agent", *self.to_argv()]
+        words = [self.python, "-m", "elastic.pool.agent", *self.to_argv()]
         line = " ".join(shlex.quote(w) for w in words)
         start = ""
         if self.walltime is not None and self.walltime_end is None:
@@ -169,7 +170,7 @@ class AgentCommand:
     @classmethod
     def parser(cls) -> argparse.ArgumentParser:
         """Return the agent's argument parser."""
-        p = argparse.ArgumentParser(prog="python -m elastic.agent", description="Elastic worker agent.")
+        p = argparse.ArgumentParser(prog="python -m elastic.pool.agent", description="Elastic worker agent.")
         p.add_argument("--pool", required=True, help="pool address, tcp://HOST:PORT")
         p.add_argument("--allocation", required=True, help="allocation id this agent runs in")
         p.add_argument("--secret-file", required=True, help="the pool run's secret file (mode 0600)")
@@ -372,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Run the copy imported as ``elastic.agent`` so log records name the real module, not __main__.
-    from elastic.agent import main as _main
+    # Run the copy imported as ``elastic.pool.agent`` so log records name the real module, not __main__.
+    from elastic.pool.agent import main as _main
 
     sys.exit(_main())

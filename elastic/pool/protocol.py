@@ -41,7 +41,7 @@ from typing import Any, Union
 import zmq
 
 from elastic.errors import ConfigError, PoolError
-from elastic.tasks import Task, TaskResult
+from elastic.pool.tasks import Task, TaskResult
 
 __all__ = [
     "MESSAGE_TYPES",

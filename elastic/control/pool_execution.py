@@ -1,8 +1,9 @@
-"""The real pool behind the run driver's :class:`~elastic.execution.Executor` contract.
+"""The real pool behind the run driver's :class:`~elastic.control.execution.Execution` contract.
 
-:class:`PoolExecutor` adapts :class:`elastic.pool.Pool` (agents in allocations, ZeroMQ, real processes) to
-the same small contract as :class:`~elastic.simexec.SimExecutor`, so :class:`~elastic.runner.Runner` and the
-strategies run unchanged on the mock backend's scaled clock and on Slurm.
+:class:`PoolExecution` adapts :class:`~elastic.pool.pool.Pool` (agents in allocations, ZeroMQ, real
+processes) to the same small contract as :class:`~elastic.control.sim_execution.SimExecution`, so
+:class:`~elastic.control.runner.Runner` and the strategies run unchanged on the mock backend's scaled
+clock and on Slurm.
 
 Clocks. The pool keeps real time (heartbeats, walltime left); the driver keeps backend time (simulated
 seconds on the scaled mock clock, epoch seconds on Slurm). With a clock ``speedup`` K, an allocation of
@@ -18,17 +19,18 @@ import queue
 from typing import TYPE_CHECKING
 
 from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
-from elastic.backends.base import BatchBackend, JobState
+from elastic.backends.base import BatchBackend
+from elastic.batch import JobState
+from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
-from elastic.execution import TaskSpec
 from elastic.metrics import Event, EventKind
-from elastic.tasks import Task, TaskEvent, TaskState
+from elastic.pool.tasks import Task, TaskEvent, TaskState
 
 if TYPE_CHECKING:
-    from elastic.pool import Pool
-    from elastic.pool_events import PoolEvent
+    from elastic.pool.events import PoolEvent
+    from elastic.pool.pool import Pool
 
-__all__ = ["PoolExecutor", "TaskFailedError"]
+__all__ = ["PoolExecution", "TaskFailedError"]
 
 logger = logging.getLogger(__name__)
 
@@ -50,8 +52,8 @@ class TaskFailedError(ElasticError, RuntimeError):
         super().__init__(f"task {task_id!r} failed: {detail}; the run is stopped (see the agent's output)")
 
 
-class PoolExecutor:
-    """Executor running tasks on a real :class:`~elastic.pool.Pool`.
+class PoolExecution:
+    """Execution running tasks on a real :class:`~elastic.pool.pool.Pool`.
 
     Parameters
     ----------
@@ -79,9 +81,9 @@ class PoolExecutor:
         bind: str = "127.0.0.1",
     ) -> None:
         if not speedup > 0:
-            raise ConfigError(f"PoolExecutor: speedup must be > 0, got {speedup!r}")
+            raise ConfigError(f"PoolExecution: speedup must be > 0, got {speedup!r}")
         if pool is None:
-            from elastic.pool import Pool
+            from elastic.pool.pool import Pool
 
             pool = Pool(bind=bind, drain_margin=drain_margin / speedup)
         self.pool = pool
@@ -95,7 +97,7 @@ class PoolExecutor:
         if isinstance(event, TaskEvent):
             self._inbox.put((self.backend.now(), event))
 
-    # -- the Executor contract -----------------------------------------------------------------------
+    # -- the Execution contract -----------------------------------------------------------------------
 
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
         """Register the allocation with the pool (REQUESTED) and return the script starting its agent."""

@@ -4,7 +4,7 @@ Placement is walltime-aware, like HyperQueue's time request: a task with a runti
 started on an agent whose allocation has less walltime left than the estimate while another allocation
 (live or still requested) with enough time and cores exists; if none exists, it goes to the agent with the
 most time left. Among agents with enough time the one with the least time left is chosen, keeping long
-allocations for long tasks. :class:`elastic.pool.Pool` builds the :class:`Offer` records and applies the
+allocations for long tasks. :class:`elastic.pool.pool.Pool` builds the :class:`Offer` records and applies the
 plan.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from elastic.tasks import Task
+from elastic.pool.tasks import Task
 
 __all__ = ["Offer", "plan_placement"]
 

@@ -1,0 +1,180 @@
+"""The experiment harness: many pure-simulation runs of one workflow under one strategy.
+
+:func:`simulate_runs` is what ``elastic compare`` and ``elastic run --simulate`` call: it cuts one
+background load (:func:`window`) at start points drawn once per comparison (:func:`start_points`, the same
+for every strategy), builds a mock backend on the virtual clock for each run and drives the workflow with
+:class:`~elastic.control.runner.Runner` and :class:`~elastic.control.sim_execution.SimExecution`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from elastic.control.execution import RunResult
+from elastic.control.sim_execution import SimExecution
+from elastic.errors import ConfigError
+from elastic.simulator.workload import Workload
+from elastic.workflow import Workflow
+
+if TYPE_CHECKING:
+    from elastic.strategies.knowledge import RuntimeHistory, WaitStore
+    from learners.base import WaitPredictor
+
+__all__ = ["DEFAULT_PROCESSORS", "default_background", "simulate_runs", "start_points", "window"]
+
+
+DEFAULT_PROCESSORS = 128
+"""Cores of the simulated partition when no trace is given."""
+
+
+def window(workload: Workload, start: float, end: float) -> Workload:
+    """Return the background jobs submitted in ``[start, end)``, with submit times shifted by ``-start``.
+
+    ``read_swf(window=...)`` does this while reading a file; here one trace read once is cut into the
+    windows of many runs without reading it again.
+    """
+    keep = (workload.submit >= start) & (workload.submit < end)
+    return Workload(
+        job_id=workload.job_id[keep],
+        submit=workload.submit[keep] - start,
+        cores=workload.cores[keep],
+        runtime=workload.runtime[keep],
+        walltime=workload.walltime[keep],
+        user=workload.user[keep],
+        recorded_wait=workload.recorded_wait[keep],
+        processors=workload.processors,
+        source=f"{workload.source} [{start:.0f}, {end:.0f})",
+    )
+
+
+def default_background(processors: int = DEFAULT_PROCESSORS, *, seed: int = 0) -> Workload:
+    """Synthetic background load for pure simulation: 90 % offered load on ``processors`` cores."""
+    from elastic.simulator.synthetic import synthetic_workload
+
+    return synthetic_workload(
+        jobs=6000, processors=processors, utilisation=0.9, max_cores=processors // 2, seed=seed
+    )
+
+
+def start_points(
+    background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = 4 * 86400.0
+) -> npt.NDArray[np.float64]:
+    """Draw where in the background each run starts: uniform, after ``warmup``, ``horizon`` before its end."""
+    rng = np.random.default_rng(seed)
+    last = float(background.submit[-1]) if len(background) else 0.0
+    return rng.uniform(warmup, max(warmup, last - horizon), size=runs)
+
+
+def simulate_runs(
+    workflow: Workflow,
+    strategy: str,
+    *,
+    runs: int = 1,
+    seed: int = 0,
+    background: Workload | None = None,
+    policy: str = "easy",
+    mode: str = "replay",
+    reserve: int = 0,
+    learner: str = "tuned",
+    warmup: float = 86400.0,
+    horizon: float = 4 * 86400.0,
+    poll_interval: float = 30.0,
+    strategy_options: Mapping[str, Any] | None = None,
+    waits: WaitPredictor | None = None,
+    history: RuntimeHistory | None = None,
+    wait_store: WaitStore | None = None,
+) -> list[RunResult]:
+    """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
+
+    Run ``i`` starts at a point of the background load drawn from ``seed`` (the same points for every
+    strategy, so strategies are compared on the same queue states), after ``warmup`` seconds of
+    background so the queue is busy. One ASA learner and one runtime history are shared by the runs, in
+    order, as in the paper (the strategy learns across runs). Same arguments, same results.
+
+    Parameters
+    ----------
+    workflow : Workflow
+        What to run.
+    strategy : str
+        Registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``).
+    runs : int, default 1
+        How many runs.
+    seed : int, default 0
+        Seeds start points, task durations and the learner.
+    background : Workload or None, default None
+        Background jobs (a trace); ``None`` = :func:`default_background`. The partition has
+        ``background.processors`` cores.
+    policy : str, default "easy"
+        Queue policy of the mock backend (``conservative`` or ``fcfs`` with a recorded ``mode``).
+    mode : {"replay", "recorded", "recorded-chain", "calibrated", "capacity"}, default "replay"
+        How the background loads the queue (:class:`~elastic.backends.mock.MockBackend` ``mode``):
+        the recorded modes need a trace and give waits like the traced centre's.
+    reserve : int, default 0
+        ``mode="calibrated"``: cores withheld from queued jobs (fit it once with
+        :func:`~elastic.simulator.fidelity.calibrate_reserve`).
+    learner : {"default", "tuned", "greedy"}, default "tuned"
+        Policy of the ASA wait learner.
+    warmup, horizon : float
+        Background seconds simulated before each run starts, and kept after it.
+    poll_interval : float, default 30.0
+        Driver poll interval, backend seconds.
+    strategy_options : mapping or None
+        Extra keyword arguments for the strategy.
+    waits, history, wait_store : optional
+        Wait learner, runtime history and wait store to use (e.g. the project's store); default a fresh
+        ASA learner (policy ``learner``) and an in-memory history.
+
+    Returns
+    -------
+    list of RunResult
+    """
+    from elastic.backends.mock import MockBackend
+    from elastic.control.runner import Runner
+    from elastic.strategies import Knowledge, MemoryHistory, make_strategy
+    from learners.asa import ASAEstimator
+
+    if runs < 1:
+        raise ConfigError(f"runs must be >= 1, got {runs}")
+    if background is None:
+        background = default_background(seed=seed)
+    if workflow.max_width > background.processors:
+        raise ConfigError(
+            f"workflow {workflow.name!r} needs {workflow.max_width} cores but the partition has "
+            f"{background.processors}; use a larger trace or --processors"
+        )
+    starts = start_points(background, runs, seed=seed, warmup=warmup, horizon=horizon)
+    if waits is None:
+        waits = ASAEstimator(policy=learner, random_state=seed)
+    if history is None:
+        history = MemoryHistory()
+    results = []
+    for i, start in enumerate(starts):
+        backend = MockBackend(
+            nodes=background.processors,
+            cores_per_node=1,
+            policy=policy,
+            workload=window(background, start - warmup, start + horizon),
+            start=warmup,
+            mode=mode,
+            reserve=reserve,
+        )
+        knowledge = Knowledge(workflow, waits=waits, history=history, wait_store=wait_store, backend="mock")
+        runner = Runner(
+            workflow,
+            make_strategy(strategy, **(strategy_options or {})),
+            backend,
+            SimExecution(),
+            knowledge,
+            seed=seed * 100_003 + i,
+            poll_interval=poll_interval,
+            max_duration=horizon,
+        )
+        try:
+            results.append(runner.run())
+        finally:
+            backend.close()
+    return results
