@@ -1,8 +1,13 @@
-"""The :class:`Allocation` record: one pilot batch job of the pool, and its legal state transitions.
+"""The :class:`Allocation` record: one pilot batch job, and its legal state transitions.
 
 An allocation is requested from a batch backend (``REQUESTED``), starts and runs worker agents
 (``RUNNING``), may be drained before its walltime ends (``DRAINING``: no new tasks are placed on it),
-and ends in one of the final states, which mirror :class:`~elastic.batch.JobState`.
+and ends in one of the final states, which mirror :class:`~elastic.batch.JobState` (translated at the edge
+by :meth:`AllocationState.from_job_state`).
+
+It is the one record of an allocation everywhere: run control keeps one per allocation it requested (on
+the backend's clock, with why it was requested and what it depends on), strategies read those, and the
+pool keeps its own copy for placement (on its real-time clock).
 
 The record is immutable: every transition returns a new record through :meth:`Allocation.transition`,
 which raises :class:`IllegalTransitionError` naming both states when the move is not allowed.
@@ -14,7 +19,7 @@ import dataclasses
 import enum
 from dataclasses import dataclass
 
-from elastic.batch import JobState
+from elastic.batch import DependencyKind, JobState
 from elastic.errors import ConfigError, PoolError
 
 __all__ = [
@@ -137,7 +142,19 @@ class Allocation:
     backend_job_id : str or None, default None
         The batch job id, once submitted.
     submit_time, start_time, end_time : float or None
-        Epoch seconds (pool clock) of submission, start and end.
+        Submission, start and end, on the keeper's clock (the backend's for run control, epoch seconds for
+        the pool).
+    reason : str, default "initial"
+        Why it was requested: ``"initial"``, ``"walltime"`` (follow-up of a walltime), ``"lost"``
+        (replacement of an allocation that ended under us) or ``"resubmit"``.
+    predicted_wait : float or None, default None
+        The queue wait the strategy planned with, if any.
+    dependencies : tuple of (str, DependencyKind), default ()
+        Allocations (by id) it must wait for, and how (batch dependencies).
+    begin : float or None, default None
+        Not to start before this time (``--begin``).
+    cancelled : bool, default False
+        We cancelled it (as opposed to the backend ending it: walltime, failure, ``scancel`` by someone).
 
     Examples
     --------
@@ -157,6 +174,11 @@ class Allocation:
     submit_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None
+    reason: str = "initial"
+    predicted_wait: float | None = None
+    dependencies: tuple[tuple[str, DependencyKind], ...] = ()
+    begin: float | None = None
+    cancelled: bool = False
 
     def __post_init__(self) -> None:
         if not self.alloc_id:
@@ -167,6 +189,21 @@ class Allocation:
             raise ConfigError(f"Allocation.walltime must be > 0 seconds, got {self.walltime}")
         if self.nodes is not None and not 1 <= self.nodes <= self.cores:
             raise ConfigError(f"Allocation.nodes must be None or 1..cores={self.cores}, got {self.nodes}")
+
+    @property
+    def pending(self) -> bool:
+        """Requested, not started yet."""
+        return self.state is AllocationState.REQUESTED
+
+    @property
+    def running(self) -> bool:
+        """Holding its cores (RUNNING or DRAINING)."""
+        return self.state.is_live
+
+    @property
+    def ended(self) -> bool:
+        """In a final state."""
+        return self.state.is_final
 
     @property
     def walltime_end(self) -> float | None:
@@ -181,7 +218,7 @@ class Allocation:
         return self.walltime if end is None else max(0.0, end - now)
 
     def transition(self, new: AllocationState, at: float) -> Allocation:
-        """Return a copy in state ``new``, stamping start/end times at ``at`` (epoch seconds).
+        """Return a copy in state ``new``, stamping start/end times at ``at`` (the keeper's clock).
 
         Raises
         ------

@@ -69,8 +69,9 @@ class Stage:
         Number of tasks, >= 1.
     cores : int
         Cores per task, >= 1.
-    runtime : float
-        Mean task runtime in seconds, > 0 (also the user's estimate before any history exists).
+    runtime : float or None, default None
+        Mean task runtime in seconds, > 0 (also the user's estimate before any history exists); ``None``
+        when unknown (a plan for the front door; running a declared workflow needs it).
     runtime_cv : float, default 0.0
         Coefficient of variation of the task runtime (standard deviation / mean), >= 0. Durations follow
         a lognormal distribution with this mean and cv; 0 means every task takes exactly ``runtime``.
@@ -84,7 +85,7 @@ class Stage:
     name: str
     tasks: int
     cores: int
-    runtime: float
+    runtime: float | None = None
     runtime_cv: float = 0.0
     depends_on: tuple[str, ...] | None = None
     command: str | None = None
@@ -97,8 +98,10 @@ class Stage:
             raise ConfigError(f"{where}: tasks must be an integer >= 1, got {self.tasks!r}")
         if isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 1:
             raise ConfigError(f"{where}: cores must be an integer >= 1, got {self.cores!r}")
-        if not _finite(self.runtime) or self.runtime <= 0:
-            raise ConfigError(f"{where}: runtime must be a number of seconds > 0, got {self.runtime!r}")
+        if self.runtime is not None and (not _finite(self.runtime) or self.runtime <= 0):
+            raise ConfigError(
+                f"{where}: runtime must be a number of seconds > 0 (or left out), got {self.runtime!r}"
+            )
         if not _finite(self.runtime_cv) or self.runtime_cv < 0:
             raise ConfigError(f"{where}: runtime_cv must be a number >= 0, got {self.runtime_cv!r}")
 
@@ -121,7 +124,14 @@ class Stage:
         -------
         ndarray of float64
             Durations, all > 0.
+
+        Raises
+        ------
+        ConfigError
+            The stage has no runtime model.
         """
+        if self.runtime is None:
+            raise ConfigError(f"stage {self.name!r} has no runtime model to draw task durations from")
         size = self.tasks if n is None else n
         if self.runtime_cv == 0:
             return np.full(size, float(self.runtime))
@@ -335,7 +345,7 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
         if bad:
             allowed = ", ".join(sorted(_STAGE_KEYS))
             raise ConfigError(f"{where}: unknown keys {sorted(bad)}; allowed: {allowed}")
-        for key in ("name", "tasks", "cores", "runtime"):
+        for key in ("name", "tasks", "cores"):
             if key not in item:
                 raise ConfigError(f"{where}: missing required key {key!r}")
         deps = item.get("depends_on")
@@ -348,7 +358,7 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
                     name=item["name"],
                     tasks=item["tasks"],
                     cores=item["cores"],
-                    runtime=item["runtime"],
+                    runtime=item.get("runtime"),
                     runtime_cv=item.get("runtime_cv", 0.0),
                     depends_on=None if deps is None else tuple(deps),
                     command=item.get("command"),

@@ -137,7 +137,7 @@ def test_allocation_cancelled_from_outside_is_replaced_and_lost_tasks_rerun() ->
         for a in view.allocations:
             if (
                 a.stage == "process"
-                and a.busy_cores == 8
+                and view.busy_cores(a.alloc_id) == 8
                 and not done
                 and view.now - (a.start_time or 0) > 300
             ):

@@ -95,7 +95,7 @@ def test_agent_killed_mid_task_the_tasks_rerun_and_the_run_completes() -> None:
     killed: list[str] = []
 
     def kill_stage_b_agent(backend: MockBackend, executor: PoolExecution, view: RunView) -> None:
-        running = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
+        running = [a.alloc_id for a in view.allocations if a.stage == "b" and view.busy_cores(a.alloc_id) > 0]
         if killed or not running:
             return
         for e in executor.pool.events:
@@ -116,7 +116,7 @@ def test_allocation_cancelled_from_outside_mid_task_the_tasks_rerun_and_the_run_
     cancelled: list[str] = []
 
     def cancel_busy_stage_b_allocation(backend: MockBackend, executor: PoolExecution, view: RunView) -> None:
-        busy = [a.alloc_id for a in view.allocations if a.stage == "b" and a.busy_cores > 0]
+        busy = [a.alloc_id for a in view.allocations if a.stage == "b" and view.busy_cores(a.alloc_id) > 0]
         if cancelled or not busy:
             return
         (job,) = [j for j in backend.queue() if j.name.endswith(f"-{busy[0]}")]

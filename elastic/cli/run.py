@@ -111,14 +111,14 @@ def _live_view(view: RunView) -> Group:
     for a in view.allocations[-12:]:
         allocs.add_row(
             a.alloc_id,
-            a.stage,
+            a.stage or "",
             str(a.cores),
-            a.phase.value if a.final_state is None else a.final_state.value,
+            a.state.value,
             t(a.submit_time),
             t(a.start_time),
             t(a.end_time),
             f"{a.walltime:.0f}",
-            str(a.busy_cores),
+            str(view.busy_cores(a.alloc_id)),
             a.reason,
         )
     return Group(stages, allocs)

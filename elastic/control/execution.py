@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from elastic.batch import JobState
+from elastic.allocations import AllocationState
 from elastic.metrics import Event, RunMetrics
 
 __all__ = ["Execution", "RunResult", "TaskSpec"]
@@ -57,7 +57,7 @@ class Execution(Protocol):
         """Take note that an allocation started at ``at``; it may run tasks until ``walltime_end``."""
         ...
 
-    def allocation_ended(self, alloc_id: str, at: float, state: JobState) -> None:
+    def allocation_ended(self, alloc_id: str, at: float, state: AllocationState) -> None:
         """Take note that the allocation ended at ``at`` in ``state``; its running tasks are lost.
 
         Also called for allocations that never started (cancelled while pending).

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING
 
 from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
 from elastic.backends.base import BatchBackend
-from elastic.batch import JobState
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
@@ -109,7 +108,9 @@ class PoolExecution:
         """Nothing to do: the allocation's agent joins the pool by itself once the job runs."""
         logger.debug("pool executor: allocation %s started at %.0f", alloc_id, at)
 
-    def allocation_ended(self, alloc_id: str, at: float, state: JobState = JobState.CANCELLED) -> None:
+    def allocation_ended(
+        self, alloc_id: str, at: float, state: AllocationState = AllocationState.CANCELLED
+    ) -> None:
         """Tell the pool; it re-queues the tasks that were running there."""
         try:
             self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")

@@ -15,16 +15,18 @@ resolve in submission order and replays are identical.
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from elastic.batch import JobState
+from elastic.allocations import AllocationState
 from elastic.control.execution import TaskSpec
-from elastic.errors import ElasticError
+from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
+from elastic.pool.placement import Offer, has_room, plan_placement, usable
 
 if TYPE_CHECKING:
     pass
@@ -70,6 +72,9 @@ class SimExecution:
     ----------
     max_retries : int, default 3
         A task lost more than this many times fails the run (:class:`TaskRetriesExhaustedError`).
+    drain_margin : float, default 30.0
+        An allocation with this many backend seconds of walltime left or less takes no new task (the
+        pool's rule, :func:`~elastic.pool.placement.usable`).
 
     Examples
     --------
@@ -80,8 +85,11 @@ class SimExecution:
     [('task_start', 5.0), ('task_end', 15.0)]
     """
 
-    def __init__(self, *, max_retries: int = 3) -> None:
+    def __init__(self, *, max_retries: int = 3, drain_margin: float = 30.0) -> None:
+        if drain_margin < 0:
+            raise ConfigError(f"SimExecution: drain_margin must be >= 0 seconds, got {drain_margin!r}")
         self.max_retries = max_retries
+        self.drain_margin = drain_margin
         self._now = float("-inf")
         self._queue: list[tuple[int, int, TaskSpec]] = []
         self._live: dict[str, _Live] = {}
@@ -100,7 +108,9 @@ class SimExecution:
         self._run_until(at)
         self._dispatch(max(at, self._now))
 
-    def allocation_ended(self, alloc_id: str, at: float, state: JobState = JobState.CANCELLED) -> None:
+    def allocation_ended(
+        self, alloc_id: str, at: float, state: AllocationState = AllocationState.CANCELLED
+    ) -> None:
         """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued."""
         self._run_until(at)
         self._requested.pop(alloc_id, None)
@@ -122,7 +132,7 @@ class SimExecution:
             lost_on.append(alloc_id)
             if len(lost_on) > self.max_retries:
                 raise TaskRetriesExhaustedError(task_id, lost_on)
-            heapq.heappush(self._queue, (task.order, next(self._seq), task))
+            bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
         self._dispatch(max(at, self._now))
 
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
@@ -135,7 +145,7 @@ class SimExecution:
 
     def submit(self, task: TaskSpec) -> None:
         """Queue ``task`` (placed at the next :meth:`advance`)."""
-        heapq.heappush(self._queue, (task.order, next(self._seq), task))
+        bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
 
     def advance(self, now: float) -> list[Event]:
         """Complete tasks ending up to ``now`` (placing queued ones as cores free up); return the events."""
@@ -183,14 +193,20 @@ class SimExecution:
     def _dispatch(self, t: float) -> None:
         if not self._queue or not self._live:
             return
-        skipped: list[tuple[int, int, TaskSpec]] = []
-        while self._queue:
-            item = heapq.heappop(self._queue)
-            task = item[2]
-            target = self._place(task, t)
-            if target is None:
-                skipped.append(item)
-                continue
+        offers = [
+            Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t)
+            for a in self._live.values()
+            if a.free > 0 and usable(a.walltime_end - t, self.drain_margin)
+        ]
+        if not offers:
+            return
+        placed = plan_placement(
+            (item[2] for item in self._queue), offers, lambda task: self._can_wait(task, t)
+        )
+        started = {task.task_id for task, _ in placed}
+        self._queue = [item for item in self._queue if item[2].task_id not in started]
+        for task, offer in placed:
+            target = self._live[offer.alloc_id]
             target.free -= task.cores
             target.running[task.task_id] = (t, task)
             heapq.heappush(self._heap, (t + task.duration, next(self._seq), target.alloc_id, task.task_id))
@@ -204,22 +220,13 @@ class SimExecution:
                     cores=task.cores,
                 )
             )
-        for item in skipped:
-            heapq.heappush(self._queue, item)
 
-    def _place(self, task: TaskSpec, t: float) -> _Live | None:
-        """Pick the allocation for ``task``: enough free cores, preferring one whose walltime suffices."""
-        fits = [a for a in self._live.values() if a.free >= task.cores and a.walltime_end > t]
-        if not fits:
-            return None
-        enough = [a for a in fits if a.walltime_end - t >= task.estimate]
-        if enough:
-            return enough[0]
-        # None has time enough: wait for one that will (live with enough walltime left, or requested with
-        # a long enough walltime and enough cores), else run it anyway - it may finish (the estimate is a
-        # mean) or be lost and re-run on a follow-up.
-        if any(a.walltime_end - t >= task.estimate for a in self._live.values()):
-            return None
-        if any(c >= task.cores and w >= task.estimate for c, w in self._requested.values()):
-            return None
-        return fits[0]
+    def _can_wait(self, task: TaskSpec, t: float) -> bool:
+        """Whether another allocation, live (not draining) or requested, has the cores and the time."""
+        live = [(a.cores, a.walltime_end - t) for a in self._live.values()]
+        capacities = [(c, left) for c, left in live if usable(left, self.drain_margin)]
+        return has_room(task, [*capacities, *self._requested.values()])
+
+
+def _queue_key(item: tuple[int, int, TaskSpec]) -> tuple[int, int]:
+    return item[0], item[1]

@@ -1,31 +1,51 @@
-"""The pool's placement rule: which queued tasks start now, on which agent (a pure function).
+"""The placement rule: which queued tasks start now, on which offer (pure functions).
 
 Placement is walltime-aware, like HyperQueue's time request: a task with a runtime estimate is not
 started on an agent whose allocation has less walltime left than the estimate while another allocation
 (live or still requested) with enough time and cores exists; if none exists, it goes to the agent with the
 most time left. Among agents with enough time the one with the least time left is chosen, keeping long
-allocations for long tasks. :class:`elastic.pool.pool.Pool` builds the :class:`Offer` records and applies the
-plan.
+allocations for long tasks.
+
+The same rule places real tasks (:class:`elastic.pool.Pool`, one offer per agent) and simulated ones
+(:class:`~elastic.control.sim_execution.SimExecution`, one offer per allocation), so pure simulation and
+real runs cannot drift apart: both call :func:`plan_placement`, and both leave out allocations within
+their drain margin of the walltime end (:func:`usable`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol, TypeVar
 
-from elastic.pool.tasks import Task
+__all__ = ["Offer", "Placeable", "has_room", "plan_placement", "usable"]
 
-__all__ = ["Offer", "plan_placement"]
+
+class Placeable(Protocol):
+    """What placement needs to know of a task."""
+
+    @property
+    def cores(self) -> int:
+        """Cores it needs."""
+        ...
+
+    @property
+    def estimate(self) -> float | None:
+        """Runtime estimate in seconds, if any."""
+        ...
+
+
+T = TypeVar("T", bound=Placeable)
 
 
 @dataclass(frozen=True, slots=True)
 class Offer:
-    """Free cores an agent offers, with the walltime its allocation has left.
+    """Free cores an agent (or a simulated allocation) offers, with the walltime its allocation has left.
 
     Attributes
     ----------
     agent : bytes
-        The agent's identity.
+        The agent's identity (the allocation id for simulated allocations).
     alloc_id : str
         Its allocation.
     free : int
@@ -40,20 +60,32 @@ class Offer:
     remaining: float
 
 
+def usable(remaining: float, drain_margin: float) -> bool:
+    """Whether an allocation with ``remaining`` seconds left may take new tasks (not within the margin)."""
+    return remaining > drain_margin
+
+
+def has_room(task: Placeable, capacities: Iterable[tuple[int, float]]) -> bool:
+    """Whether one of ``(cores per agent, walltime left)`` has the cores and the time for ``task``."""
+    need = task.estimate or 0.0
+    return any(cores >= task.cores and left >= need for cores, left in capacities)
+
+
 def plan_placement(
-    tasks: Sequence[Task], offers: Sequence[Offer], can_wait: Callable[[Task], bool]
-) -> list[tuple[Task, Offer]]:
-    """Decide which queued tasks start now, and where; the pool's placement rule as a pure function.
+    tasks: Iterable[T], offers: Sequence[Offer], can_wait: Callable[[T], bool]
+) -> list[tuple[T, Offer]]:
+    """Decide which queued tasks start now, and where; the placement rule as a pure function.
 
     Tasks are taken oldest first; one that cannot start now does not hold back younger ones. A task
     goes to an offer with enough free cores and at least ``task.estimate`` seconds left, choosing the
     least time left (then the most free cores). When no offer has the time, the task waits if
     ``can_wait(task)`` (another allocation, live or requested, could take it), and otherwise goes to the
-    fitting offer with the most time left.
+    fitting offer with the most time left. ``tasks`` is read lazily and no further than the last
+    placement that can still happen (it stops once every offered core is taken).
 
     Parameters
     ----------
-    tasks : sequence of Task
+    tasks : iterable of tasks with ``cores`` and ``estimate``
         Queued tasks, oldest first.
     offers : sequence of Offer
         Current offers (each agent at most once).
@@ -62,21 +94,23 @@ def plan_placement(
 
     Returns
     -------
-    list of (Task, Offer)
+    list of (task, Offer)
         Placements in order; the offers are the ones given (their ``free`` is not updated).
 
     Examples
     --------
+    >>> from elastic.pool.tasks import Task
     >>> short, long = Offer(b"s", "a1", 1, 20.0), Offer(b"l", "a2", 1, 600.0)
     >>> t = Task.shell("true", estimate=60.0, task_id="t")
     >>> [(task.task_id, o.alloc_id) for task, o in plan_placement([t], [short, long], lambda t: True)]
     [('t', 'a2')]
     """
     free = {o.agent: o.free for o in offers}
-    plan: list[tuple[Task, Offer]] = []
+    left = sum(free.values())
+    plan: list[tuple[T, Offer]] = []
+    if left == 0:
+        return plan
     for task in tasks:
-        if max(free.values(), default=0) == 0:
-            break
         fits = [o for o in offers if free[o.agent] >= task.cores]
         if not fits:
             continue
@@ -89,5 +123,8 @@ def plan_placement(
         else:
             offer = max(fits, key=lambda o: o.remaining)
         free[offer.agent] -= task.cores
+        left -= task.cores
         plan.append((task, offer))
+        if left == 0:
+            break
     return plan

@@ -6,8 +6,6 @@ from elastic.strategies.asa import ASA
 from elastic.strategies.base import (
     STRATEGY_NAMES,
     Action,
-    AllocationPhase,
-    AllocationView,
     Cancel,
     Decision,
     RunView,
@@ -25,8 +23,6 @@ __all__ = [
     "STRATEGY_NAMES",
     "TOTAL",
     "Action",
-    "AllocationPhase",
-    "AllocationView",
     "BigJob",
     "Cancel",
     "Decision",

@@ -44,12 +44,11 @@ from __future__ import annotations
 
 import logging
 
+from elastic.allocations import Allocation
 from elastic.batch import DependencyKind
 from elastic.errors import ConfigError
 from elastic.strategies.base import (
     Action,
-    AllocationPhase,
-    AllocationView,
     Cancel,
     Decision,
     RunView,
@@ -126,7 +125,7 @@ class ASA:
         if s.start_time is not None:
             elapsed = view.now - s.start_time
             return max(view.now, s.start_time + k.expected_duration(name, elapsed))
-        live = [a for a in view.allocations_for(name) if a.live]
+        live = view.allocations_for(name, live_only=True)
         if not live:
             return None
         ready = min(_ready_at(view, a) for a in live)
@@ -147,9 +146,9 @@ class ASA:
             if s.complete:
                 continue
             mine = view.allocations_for(s.name)
-            if any(a.live for a in mine):
+            if any(not a.ended for a in mine):
                 continue
-            if mine and s.ready and not mine[-1].cancelled_by_us:
+            if mine and s.ready and not mine[-1].cancelled:
                 continue  # ended under us with work queued: the walltime follow-up rule replaces it
             prev_end = 0.0
             known = True
@@ -204,8 +203,9 @@ class ASA:
             if prev_end - view.now <= self.early_tolerance:
                 continue
             for a in view.allocations_for(s.name):
-                if a.phase is AllocationPhase.RUNNING and a.busy_cores == 0:
+                if a.running and view.busy_cores(a.alloc_id) == 0:
                     assert a.start_time is not None, "a running allocation has a start time"
+                    assert a.submit_time is not None, "a requested allocation has a submit time"
                     self._wait_cap[s.name] = a.start_time - a.submit_time
                     self._planned_wait.pop(s.name, None)
                     early = prev_end - view.now
@@ -213,8 +213,9 @@ class ASA:
         return out
 
 
-def _ready_at(view: RunView, a: AllocationView) -> float:
-    if a.phase is AllocationPhase.RUNNING:
+def _ready_at(view: RunView, a: Allocation) -> float:
+    if a.running:
         return view.now
     planned = a.predicted_wait if a.predicted_wait is not None else view.knowledge.predict_wait(a.cores)
-    return max(view.now, a.submit_time + planned)
+    submitted = a.submit_time if a.submit_time is not None else view.now
+    return max(view.now, submitted + planned)

@@ -15,13 +15,13 @@ queue wait; replace allocations that ended under us).
 
 from __future__ import annotations
 
-import enum
 import importlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from elastic.batch import DependencyKind, JobState
+from elastic.allocations import Allocation, AllocationState
+from elastic.batch import DependencyKind
 from elastic.errors import UnknownNameError
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
@@ -29,8 +29,6 @@ from elastic.workflow import Workflow
 __all__ = [
     "STRATEGY_NAMES",
     "Action",
-    "AllocationPhase",
-    "AllocationView",
     "Cancel",
     "Decision",
     "RunView",
@@ -99,46 +97,6 @@ class Decision:
     wake_at: float | None = None
 
 
-class AllocationPhase(str, enum.Enum):
-    """Where an allocation is, as strategies see it."""
-
-    PENDING = "pending"
-    """Submitted, not started."""
-    RUNNING = "running"
-    """Holding cores."""
-    ENDED = "ended"
-    """Over (completed, timed out, cancelled, failed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class AllocationView:
-    """One allocation of the run, read-only."""
-
-    alloc_id: str
-    stage: str
-    cores: int
-    walltime: float
-    phase: AllocationPhase
-    submit_time: float
-    start_time: float | None = None
-    end_time: float | None = None
-    busy_cores: int = 0
-    reason: str = "initial"
-    predicted_wait: float | None = None
-    final_state: JobState | None = None
-    cancelled_by_us: bool = False
-
-    @property
-    def walltime_end(self) -> float | None:
-        """When the backend will kill it, once started."""
-        return None if self.start_time is None else self.start_time + self.walltime
-
-    @property
-    def live(self) -> bool:
-        """Pending or running."""
-        return self.phase is not AllocationPhase.ENDED
-
-
 @dataclass(frozen=True, slots=True)
 class StageView:
     """Progress of one stage, read-only."""
@@ -172,13 +130,30 @@ class StageView:
 
 @dataclass(frozen=True, slots=True)
 class RunView:
-    """Everything a strategy may read, at ``now`` (backend seconds)."""
+    """Everything a strategy may read, at ``now`` (backend seconds).
+
+    Attributes
+    ----------
+    now : float
+        Backend seconds.
+    workflow : Workflow
+        The plan: the stages known (declared, learned from earlier runs, or seen so far).
+    stages : tuple of StageView
+        Progress of every stage of the plan, in plan order.
+    allocations : tuple of Allocation
+        Every allocation requested in this run, in submission order (times on the backend's clock).
+    knowledge : Knowledge
+        Wait predictions, expected durations, walltime requests.
+    busy : mapping of str to int
+        Cores running tasks now, by id of running allocation (absent: none).
+    """
 
     now: float
     workflow: Workflow
     stages: tuple[StageView, ...]
-    allocations: tuple[AllocationView, ...]
+    allocations: tuple[Allocation, ...]
     knowledge: Knowledge
+    busy: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def done(self) -> bool:
@@ -192,9 +167,13 @@ class RunView:
                 return s
         raise UnknownNameError("stage", name, [s.name for s in self.stages])
 
-    def allocations_for(self, label: str, *, live_only: bool = False) -> list[AllocationView]:
-        """Allocations requested for ``label``, in submission order."""
-        return [a for a in self.allocations if a.stage == label and (a.live or not live_only)]
+    def allocations_for(self, label: str, *, live_only: bool = False) -> list[Allocation]:
+        """Allocations requested for ``label``, in submission order (``live_only``: not ended)."""
+        return [a for a in self.allocations if a.stage == label and not (live_only and a.ended)]
+
+    def busy_cores(self, alloc_id: str) -> int:
+        """Cores of allocation ``alloc_id`` running tasks now."""
+        return self.busy.get(alloc_id, 0)
 
     def label_done(self, label: str) -> bool:
         """Whether the work of ``label`` (a stage, or ``"*"`` = everything) is complete."""
@@ -242,11 +221,11 @@ def release_idle(view: RunView) -> list[Cancel]:
     """Cancel allocations whose stage is complete: pending ones, and running ones with no task left."""
     out: list[Cancel] = []
     for a in view.allocations:
-        if not a.live or not view.label_done(a.stage):
+        if a.ended or a.stage is None or not view.label_done(a.stage):
             continue
-        if a.phase is AllocationPhase.PENDING:
+        if a.pending:
             out.append(Cancel(a.alloc_id, f"stage {a.stage} is done; not needed any more"))
-        elif a.busy_cores == 0:
+        elif view.busy_cores(a.alloc_id) == 0:
             out.append(Cancel(a.alloc_id, f"stage {a.stage} is done; releasing idle cores"))
     return out
 
@@ -275,14 +254,14 @@ def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float =
             continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready
         previous = [a.walltime for a in mine]
         cores = view.label_width(label)
-        if any(a.phase is AllocationPhase.PENDING for a in mine):
+        if any(a.pending for a in mine):
             continue
-        running = [a for a in mine if a.phase is AllocationPhase.RUNNING]
+        running = [a for a in mine if a.running]
         if not running:
             last = mine[-1]
-            if last.cancelled_by_us:
+            if last.cancelled:
                 continue
-            reason = "walltime" if last.final_state is JobState.TIMEOUT else "lost"
+            reason = "walltime" if last.state is AllocationState.TIMEOUT else "lost"
             wait = k.predict_wait(cores)
             actions.append(
                 Submit(label, cores, k.walltime(label, previous), reason=reason, predicted_wait=wait)

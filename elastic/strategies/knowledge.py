@@ -136,6 +136,8 @@ class Knowledge:
     overhead : float, default 60.0
         Seconds added to every walltime request for starting agents and noticing the start (a stage's
         recorded runtime runs from its first task start, later than its allocation's start).
+    default_runtime : float, default 3600.0
+        Prior task runtime of a stage whose plan gives none (and no task brought an estimate), seconds.
     """
 
     def __init__(
@@ -152,9 +154,12 @@ class Knowledge:
         slack: float = 1.5,
         max_walltime: float | None = None,
         overhead: float = 60.0,
+        default_runtime: float = 3600.0,
     ) -> None:
         if slack <= 1.0:
             raise ConfigError(f"Knowledge: slack must be > 1, got {slack}")
+        if not default_runtime > 0:
+            raise ConfigError(f"Knowledge: default_runtime must be > 0 seconds, got {default_runtime}")
         self.workflow = workflow
         self.waits = waits
         self.history: RuntimeHistory = MemoryHistory() if history is None else history
@@ -166,6 +171,7 @@ class Knowledge:
         self.slack = slack
         self.max_walltime = max_walltime
         self.overhead = overhead
+        self.default_runtime = default_runtime
         self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
 
     # -- queue waits ------------------------------------------------------------------------------
@@ -215,10 +221,15 @@ class Knowledge:
         """Return the workflow's own estimate of a stage's (or the whole workflow's) execution time.
 
         A stage runs its tasks in one wave on an allocation as wide as the stage; the estimate is the
-        mean task runtime raised by one standard deviation (the slowest of several tasks sets the end).
+        mean task runtime raised by one standard deviation (the slowest of several tasks sets the end). A
+        stage without a runtime counts ``default_runtime``.
         """
         stages = self.workflow.stages if label == TOTAL else (self.workflow.stage(label),)
-        return sum(s.runtime * (1.0 + (s.runtime_cv if s.tasks > 1 else 0.0)) for s in stages)
+        return sum(
+            (self.default_runtime if s.runtime is None else s.runtime)
+            * (1.0 + (s.runtime_cv if s.tasks > 1 else 0.0))
+            for s in stages
+        )
 
     def expected_duration(self, label: str, elapsed: float = 0.0) -> float:
         """Return the expected execution time of ``label`` given it has run ``elapsed`` seconds so far.

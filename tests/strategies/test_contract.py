@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from elastic.allocations import AllocationState
 from elastic.strategies import (
     STRATEGY_NAMES,
     TOTAL,
-    AllocationPhase,
-    AllocationView,
     Cancel,
     Knowledge,
     RunView,
@@ -19,6 +18,7 @@ from elastic.strategies import (
 )
 from elastic.workflow import builtin_workflow
 from learners.asa import ASAEstimator
+from tests.strategies.views import Allocation, alloc, split
 
 WF = builtin_workflow("demo3")
 
@@ -40,9 +40,10 @@ def _stages(done: int) -> tuple[StageView, ...]:
     return tuple(out)
 
 
-def _view(now: float, done: int, allocs: tuple[AllocationView, ...] = ()) -> RunView:
+def _view(now: float, done: int, allocs: tuple[tuple[Allocation, int], ...] = ()) -> RunView:
     knowledge = Knowledge(WF, waits=ASAEstimator(grid=[100.0, 1e5], policy="greedy"))
-    return RunView(now, WF, _stages(done), allocs, knowledge)
+    records, busy = split(allocs)
+    return RunView(now, WF, _stages(done), records, knowledge, busy)
 
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
@@ -65,7 +66,7 @@ def test_first_decision_requests_cores_for_the_first_stage(name: str) -> None:
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
 def test_never_requests_for_a_finished_stage_and_releases_idle_allocations(name: str) -> None:
     idle = tuple(
-        AllocationView(f"a{i}", label, 8, 1e4, AllocationPhase.RUNNING, 0.0, 0.0)
+        alloc(f"a{i}", label, 8, 1e4, AllocationState.RUNNING, 0.0, 0.0)
         for i, label in enumerate(("prepare", "process", "merge", TOTAL))
     )
     decision = make_strategy(name).decide(_view(1800.0, 3, idle))
@@ -75,6 +76,6 @@ def test_never_requests_for_a_finished_stage_and_releases_idle_allocations(name:
 
 @pytest.mark.parametrize("name", STRATEGY_NAMES)
 def test_a_busy_allocation_of_a_finished_stage_is_kept(name: str) -> None:
-    busy = AllocationView("a1", "prepare", 1, 1e4, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
+    busy = alloc("a1", "prepare", 1, 1e4, AllocationState.RUNNING, 0.0, 0.0, busy=1)
     decision = make_strategy(name).decide(_view(700.0, 1, (busy,)))
     assert "a1" not in {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from elastic.batch import DependencyKind, JobState
+from elastic.allocations import AllocationState
+from elastic.batch import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.strategies import (
     ASA,
     TOTAL,
-    AllocationPhase,
-    AllocationView,
     BigJob,
     Knowledge,
     PerStage,
@@ -22,6 +21,7 @@ from elastic.strategies import (
 from elastic.strategies.base import release_idle, walltime_follow_ups
 from elastic.workflow import builtin_workflow
 from learners.asa import ASAEstimator
+from tests.strategies.views import Allocation, alloc, split
 
 WF = builtin_workflow("demo3")  # prepare 1x1 (600 s), process 8x1 (1800 s, cv 0.2), merge 1x1 (300 s)
 
@@ -39,12 +39,13 @@ def _stages(**progress: dict[str, float | int | None]) -> tuple[StageView, ...]:
 
 
 def _view(
-    now: float, stages: tuple[StageView, ...], allocs: tuple[AllocationView, ...], wait: float
+    now: float, stages: tuple[StageView, ...], allocs: tuple[tuple[Allocation, int], ...], wait: float
 ) -> RunView:
-    return RunView(now, WF, stages, allocs, Knowledge(WF, waits=_fixed_wait(wait)))
+    records, busy = split(allocs)
+    return RunView(now, WF, stages, records, Knowledge(WF, waits=_fixed_wait(wait)), busy)
 
 
-A1_RUNNING = AllocationView("a1", "prepare", 1, 1000.0, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
+A1_RUNNING = alloc("a1", "prepare", 1, 1000.0, AllocationState.RUNNING, 0.0, 0.0, busy=1)
 
 
 def test_asa_submits_at_predicted_end_minus_predicted_wait() -> None:
@@ -71,7 +72,7 @@ def test_asa_plans_the_next_stage_from_a_pending_allocation() -> None:
     # prepare ends ~600, so process is predicted to end at 600 + E[process]; merge is submitted
     # E[process] - wait(merge) before that.
     stages = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "running": 1})
-    a2 = AllocationView("a2", "process", 8, 3000.0, AllocationPhase.PENDING, 400.0, predicted_wait=200.0)
+    a2 = alloc("a2", "process", 8, 3000.0, AllocationState.REQUESTED, 400.0, predicted_wait=200.0)
     asa = ASA()
     view = _view(400.0, stages, (A1_RUNNING, a2), 300.0)
     expected_process = view.knowledge.expected_duration("process")
@@ -94,7 +95,7 @@ def test_perstage_waits_for_the_stage_to_be_ready() -> None:
         prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
         process={"ready_time": 600.0},
     )
-    a1_idle = AllocationView("a1", "prepare", 1, 1000.0, AllocationPhase.RUNNING, 0.0, 0.0)
+    a1_idle = alloc("a1", "prepare", 1, 1000.0, AllocationState.RUNNING, 0.0, 0.0)
     actions = PerStage().decide(_view(600.0, done, (a1_idle,), 0.0)).actions
     kinds = sorted(type(a).__name__ for a in actions)
     assert kinds == ["Cancel", "Submit"]
@@ -106,14 +107,14 @@ def test_bigjob_is_one_allocation_as_wide_as_the_widest_stage() -> None:
     stages = _stages(prepare={"ready_time": 0.0})
     (submit,) = BigJob().decide(_view(0.0, stages, (), 0.0)).actions
     assert isinstance(submit, Submit) and (submit.stage, submit.cores) == (TOTAL, 8)
-    big = AllocationView("a1", TOTAL, 8, 1e5, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
+    big = alloc("a1", TOTAL, 8, 1e5, AllocationState.RUNNING, 0.0, 0.0, busy=1)
     assert not BigJob().decide(_view(10.0, stages, (big,), 0.0)).actions
 
 
 def test_release_keeps_busy_allocations_and_drops_pending_ones_of_done_stages() -> None:
     done = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1})
-    busy = AllocationView("a1", "prepare", 1, 1000.0, AllocationPhase.RUNNING, 0.0, 0.0, busy_cores=1)
-    pending = AllocationView("a2", "prepare", 1, 1000.0, AllocationPhase.PENDING, 500.0)
+    busy = alloc("a1", "prepare", 1, 1000.0, AllocationState.RUNNING, 0.0, 0.0, busy=1)
+    pending = alloc("a2", "prepare", 1, 1000.0, AllocationState.REQUESTED, 500.0)
     assert [c.alloc_id for c in release_idle(_view(600.0, done, (busy, pending), 0.0))] == ["a2"]
 
 
@@ -124,15 +125,13 @@ def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait()
         prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
         process={"ready_time": 600.0, "start_time": 600.0, "running": 8},
     )
-    a2 = AllocationView("a2", "process", 8, 1000.0, AllocationPhase.RUNNING, 600.0, 600.0, busy_cores=8)
+    a2 = alloc("a2", "process", 8, 1000.0, AllocationState.RUNNING, 600.0, 600.0, busy=8)
     before = walltime_follow_ups(_view(700.0, stages, (a2,), 300.0), ["process"])
     assert not before.actions and before.wake_at == pytest.approx(1240.0)
     (submit,) = walltime_follow_ups(_view(1240.0, stages, (a2,), 300.0), ["process"]).actions
     assert isinstance(submit, Submit) and submit.reason == "walltime" and submit.walltime > 1000.0
     # and an allocation that timed out with work left is replaced at once
-    ended = AllocationView(
-        "a2", "process", 8, 1000.0, AllocationPhase.ENDED, 600.0, 600.0, 1600.0, final_state=JobState.TIMEOUT
-    )
+    ended = alloc("a2", "process", 8, 1000.0, AllocationState.TIMEOUT, 600.0, 600.0, 1600.0)
     (again,) = walltime_follow_ups(_view(1600.0, stages, (ended,), 300.0), ["process"]).actions
     assert isinstance(again, Submit) and again.reason == "walltime"
 

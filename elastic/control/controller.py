@@ -1,0 +1,368 @@
+"""Allocation control: the one code path that requests, watches and releases allocations.
+
+:class:`AllocationController` asks a :class:`~elastic.strategies.base.Strategy` what to do and does it on a
+:class:`~elastic.backends.base.BatchBackend`. Everything that decides or watches allocations lives here, for
+every caller: the declared-workflow driver (:class:`~elastic.control.runner.Runner`, behind ``elastic run``
+and ``elastic compare``) and the front door (:class:`elastic.frontdoor.Elastic`, tasks from user code).
+What differs between them is only where the work comes from, a :class:`Demand`:
+
+- :class:`~elastic.control.demand.DeclaredDemand`: a declared workflow whose tasks the driver makes itself
+  from the stages' runtime models (simulated or sleep tasks);
+- :class:`~elastic.control.live.LiveDemand`: tasks submitted by user code at any time, stages learned as
+  they come (and from a declared plan or earlier runs).
+
+Each :meth:`AllocationController.step`
+
+1. polls the backend for the state of the open allocations and, in time order, tells the execution about
+   allocations that started or ended; every real queue wait (from the moment the allocation became
+   eligible: its dependencies and begin time satisfied) is fed to the learner;
+2. hands the task events of the execution to the event sink and to the demand, which updates its stages;
+3. asks the strategy with a :class:`~elastic.strategies.base.RunView` and carries out its actions
+   (:class:`~elastic.strategies.base.Submit`, :class:`~elastic.strategies.base.Cancel`): walltime
+   follow-ups and replacements of lost allocations are strategy actions like any other;
+4. lets the demand hand newly ready work to the execution, and says when to step again at the latest.
+
+Allocations are kept as :class:`~elastic.allocations.Allocation` records on the backend's clock; the
+backend's :class:`~elastic.batch.JobState` is translated to :class:`~elastic.allocations.AllocationState`
+here, at the edge.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+from elastic.allocations import Allocation, AllocationState
+from elastic.backends.base import BatchBackend
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
+from elastic.control.execution import Execution
+from elastic.errors import ConfigError
+from elastic.metrics import Event, EventKind
+from elastic.strategies.base import Cancel, Decision, RunView, StageView, Strategy, Submit
+from elastic.strategies.knowledge import TOTAL, Knowledge
+from elastic.workflow import Workflow
+
+__all__ = ["AllocationController", "Demand", "EventSink", "learn_runtimes"]
+
+logger = logging.getLogger(__name__)
+
+EventSink = Callable[[Event], None]
+"""Where the controller and the demand record what happens (a list's ``append``, a metrics recorder)."""
+
+
+class Demand(Protocol):
+    """Where the work comes from: the stages a strategy plans for, and their progress."""
+
+    @property
+    def plan(self) -> Workflow:
+        """The stages known now (declared, learned from earlier runs, or seen so far), in order."""
+        ...
+
+    @property
+    def done(self) -> bool:
+        """Whether all the work is complete (a live demand is never done by itself)."""
+        ...
+
+    def observe(self, event: Event) -> None:
+        """Take one task event (TASK_START, TASK_END, TASK_LOST) of the execution."""
+        ...
+
+    def update(self, now: float) -> None:
+        """Bring the stages up to ``now`` (ready, complete), recording STAGE_READY/STAGE_END events."""
+        ...
+
+    def stages(self) -> tuple[StageView, ...]:
+        """Progress of every stage of :attr:`plan`, in plan order."""
+        ...
+
+    def dispatch(self, now: float) -> None:
+        """Hand work that became ready to the execution (called after the strategy acted)."""
+        ...
+
+
+class AllocationController:
+    """Requests, watches and releases the allocations of one run, as its strategy decides.
+
+    Parameters
+    ----------
+    strategy : Strategy
+        When and how big to request allocations.
+    backend : BatchBackend
+        Where allocations come from (its clock is the run's clock).
+    execution : Execution
+        Where tasks run; told about every allocation that starts or ends.
+    knowledge : Knowledge
+        Wait learner and runtime history shared with the strategy.
+    demand : Demand
+        The work and its progress.
+    record : callable
+        Event sink: every ALLOC_SUBMIT/START/END and task event goes here.
+    poll_interval : float, default 30.0
+        Backend seconds between polls of allocation states, at most.
+    name : str, default "elastic"
+        Prefix of batch job names.
+    user : str or None, default None
+        Owner of the jobs (mock backend accounting).
+    """
+
+    def __init__(
+        self,
+        strategy: Strategy,
+        backend: BatchBackend,
+        execution: Execution,
+        knowledge: Knowledge,
+        demand: Demand,
+        *,
+        record: EventSink,
+        poll_interval: float = 30.0,
+        name: str = "elastic",
+        user: str | None = None,
+    ) -> None:
+        if not poll_interval > 0:
+            raise ConfigError(f"poll_interval must be > 0 backend seconds, got {poll_interval!r}")
+        self.strategy = strategy
+        self.backend = backend
+        self.execution = execution
+        self.knowledge = knowledge
+        self.demand = demand
+        self.poll_interval = poll_interval
+        self.name = name
+        self.user = user
+        self._record = record
+        self._allocs: dict[str, Allocation] = {}
+        self._job_ids: dict[str, str] = {}
+
+    # -- the step ------------------------------------------------------------------------------------
+
+    @property
+    def allocations(self) -> tuple[Allocation, ...]:
+        """Every allocation requested so far, in submission order."""
+        return tuple(self._allocs.values())
+
+    def step(self, now: float) -> float | None:
+        """Poll, take task events, ask the strategy and act; return when to step again at the latest.
+
+        Returns None when the demand is done (nothing is asked of the strategy then).
+        """
+        self._poll(now)
+        self._advance(now)
+        self.demand.update(now)
+        if self.demand.done:
+            return None
+        decision = self.strategy.decide(self.view(now))
+        self.apply(decision, now)
+        self.demand.dispatch(now)
+        self._advance(now)
+        wake = now + self.poll_interval
+        for t in (decision.wake_at, self.execution.next_event_time()):
+            if t is not None:
+                wake = min(wake, t)
+        return wake
+
+    def apply(self, decision: Decision, now: float) -> None:
+        """Carry out the strategy's actions at ``now``."""
+        for action in decision.actions:
+            if isinstance(action, Submit):
+                self._submit(action, now)
+            else:
+                self._cancel(action, now)
+
+    def view(self, now: float) -> RunView:
+        """Return what the strategy sees at ``now``."""
+        busy = {a.alloc_id: self.execution.busy_cores(a.alloc_id) for a in self._allocs.values() if a.running}
+        return RunView(now, self.demand.plan, self.demand.stages(), self.allocations, self.knowledge, busy)
+
+    def shutdown(self, now: float) -> None:
+        """Cancel every allocation still open and record its end."""
+        for a in list(self._allocs.values()):
+            if not a.ended:
+                self._cancel(Cancel(a.alloc_id, "run over"), now)
+                a = self._allocs[a.alloc_id]
+                if not a.ended:  # the backend has not ended it yet: it is no longer ours
+                    self._ended(a, AllocationState.CANCELLED, now)
+        self._advance(now)
+
+    # -- polling ---------------------------------------------------------------------------------------
+
+    def _advance(self, at: float) -> None:
+        for event in self.execution.advance(at):
+            self._record(event)
+            self.demand.observe(event)
+
+    def _poll(self, now: float) -> None:
+        changes: list[tuple[float, int, str, JobInfo]] = []
+        for a in self._allocs.values():
+            if a.ended:
+                continue
+            # one state() per open allocation (a few at a time) rather than queue(), which lists every
+            # job of the partition (hundreds of background jobs on the mock backend)
+            info = self.backend.state(self._job_ids[a.alloc_id])
+            submitted = a.submit_time if a.submit_time is not None else now
+            if a.pending and info.start_time is not None and info.state is not JobState.PENDING:
+                changes.append((max(info.start_time, submitted), 0, a.alloc_id, info))
+            if info.state.is_final:
+                changes.append((info.end_time if info.end_time is not None else now, 1, a.alloc_id, info))
+        for at, kind, alloc_id, info in sorted(changes, key=lambda c: (c[0], c[1])):
+            self._advance(at)
+            a = self._allocs[alloc_id]
+            if kind == 0:
+                self._started(a, at)
+            else:
+                self._ended(a, AllocationState.from_job_state(info.state), at)
+
+    def _eligible(self, a: Allocation, at: float) -> float:
+        """When ``a`` could start as far as its dependencies and begin time go (never after ``at``)."""
+        submitted = a.submit_time if a.submit_time is not None else at
+        eligible = max(submitted, a.begin if a.begin is not None else submitted)
+        for dep_id, kind in a.dependencies:
+            dep = self._allocs[dep_id]
+            released = dep.start_time if kind is DependencyKind.AFTER else dep.end_time
+            eligible = max(eligible, released if released is not None else at)
+        return min(eligible, at)
+
+    def _started(self, a: Allocation, at: float, *, offer: bool = True) -> None:
+        a = self._allocs[a.alloc_id] = a.transition(AllocationState.RUNNING, at)
+        eligible = self._eligible(a, at)
+        self._record(
+            Event(
+                at,
+                EventKind.ALLOC_START,
+                stage=a.stage,
+                allocation=a.alloc_id,
+                cores=a.cores,
+                eligible=eligible,
+            )
+        )
+        self.knowledge.observe_wait(a.cores, at - eligible, submit_time=a.submit_time)
+        if offer:
+            self.execution.add_allocation(a.alloc_id, a.cores, at + a.walltime, at)
+        logger.info(
+            "%s: allocation %s (%s, %d cores) started after %.0f s in the queue",
+            self.strategy.name,
+            a.alloc_id,
+            a.stage,
+            a.cores,
+            at - eligible,
+        )
+
+    def _ended(self, a: Allocation, state: AllocationState, at: float) -> None:
+        self._allocs[a.alloc_id] = a.transition(state, at)
+        self._record(Event(at, EventKind.ALLOC_END, stage=a.stage, allocation=a.alloc_id, note=state.value))
+        self.execution.allocation_ended(a.alloc_id, at, state)
+
+    # -- actions ---------------------------------------------------------------------------------------
+
+    def _submit(self, action: Submit, now: float) -> None:
+        alloc_id = f"a{len(self._allocs) + 1}"
+        deps: list[Dependency] = []
+        dep_ids: list[tuple[str, DependencyKind]] = []
+        for stage in action.after:
+            for other in self._allocs.values():
+                if other.stage == stage and not other.ended:
+                    deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
+                    dep_ids.append((other.alloc_id, action.dependency))
+        label = "all" if action.stage == TOTAL else action.stage
+        spec = JobSpec(
+            cores=action.cores,
+            walltime=action.walltime,
+            name=f"{self.name}-{label}-{alloc_id}",
+            dependencies=tuple(deps),
+            begin=action.begin,
+            user=self.user,
+            script=self.execution.job_script(alloc_id, action.cores, action.walltime, action.stage),
+        )
+        job_id = self.backend.submit(spec)
+        self._job_ids[alloc_id] = job_id
+        self._allocs[alloc_id] = Allocation(
+            alloc_id,
+            cores=action.cores,
+            walltime=action.walltime,
+            stage=action.stage,
+            backend_job_id=job_id,
+            submit_time=now,
+            reason=action.reason,
+            predicted_wait=action.predicted_wait,
+            dependencies=tuple(dep_ids),
+            begin=action.begin,
+        )
+        self._record(
+            Event(
+                now,
+                EventKind.ALLOC_SUBMIT,
+                stage=action.stage,
+                allocation=alloc_id,
+                cores=action.cores,
+                walltime=action.walltime,
+                predicted_wait=action.predicted_wait,
+                note=action.reason,
+                job_id=job_id,
+            )
+        )
+        logger.info(
+            "%s: submitted %s (job %s) for %s: %d cores, walltime %.0f s, deps %s (%s)",
+            self.strategy.name,
+            alloc_id,
+            job_id,
+            action.stage,
+            action.cores,
+            action.walltime,
+            [str(d) for d in deps],
+            action.reason,
+        )
+
+    def _cancel(self, action: Cancel, now: float) -> None:
+        a = self._allocs.get(action.alloc_id)
+        if a is None or a.ended:
+            return
+        logger.info("%s: cancel %s: %s", self.strategy.name, a.alloc_id, action.reason)
+        a = self._allocs[a.alloc_id] = dataclasses.replace(a, cancelled=True)
+        self.execution.release(a.alloc_id)
+        job_id = self._job_ids[a.alloc_id]
+        self.backend.cancel(job_id)
+        info = self.backend.state(job_id)
+        if info.state.is_final:
+            if a.pending and info.start_time is not None:  # it started since the last poll: too late now
+                self._started(a, max(info.start_time, a.submit_time or now), offer=False)
+                a = self._allocs[a.alloc_id]
+            self._ended(a, AllocationState.from_job_state(info.state), now)
+
+
+def learn_runtimes(
+    knowledge: Knowledge, stages: Sequence[StageView], *, status: str, end: float, width: int
+) -> None:
+    """Add a run's stage runtimes (first task start to last task end) to the history.
+
+    A stage cut short by the end of the run is recorded as censored: it ran at least that long. A runtime
+    includes work re-run after a walltime kill, which errs on the long side. The total (label ``"*"``,
+    what a Big-Job allocation must hold) is the sum of the stage runtimes, so waits between stages under
+    other strategies do not inflate it.
+
+    Parameters
+    ----------
+    knowledge : Knowledge
+        Where the history goes.
+    stages : sequence of StageView
+        The run's stages at its end.
+    status : str
+        ``"completed"`` or why not (then the total is censored).
+    end : float
+        When the run ended (backend seconds).
+    width : int
+        Cores of the widest stage (recorded with the total).
+    """
+    total = 0.0
+    censored = status != "completed"
+    for s in stages:
+        if s.start_time is None:
+            continue
+        if s.end_time is not None:
+            runtime = s.end_time - s.start_time
+            knowledge.record_runtime(s.name, runtime, cores=s.width)
+        else:
+            runtime = end - s.start_time
+            knowledge.record_runtime(s.name, runtime, censored=True, cores=s.width)
+        total += runtime
+    if total > 0:
+        knowledge.record_runtime(TOTAL, total, censored=censored, cores=width)

@@ -1,0 +1,167 @@
+"""A declared workflow as the controller's demand: stages known up front, tasks made from runtime models.
+
+:class:`DeclaredDemand` is the :class:`~elastic.control.controller.Demand` of ``elastic run`` and
+``elastic compare``: the workflow's stages and their task counts are known before the run; when a stage's
+dependencies are complete its tasks are made (durations drawn from the stage's runtime model) and handed
+to the execution; a stage is complete when all its tasks completed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from elastic.control.controller import EventSink
+from elastic.control.execution import Execution, TaskSpec
+from elastic.errors import ConfigError
+from elastic.metrics import Event, EventKind
+from elastic.strategies.base import StageView
+from elastic.strategies.knowledge import Knowledge
+from elastic.workflow import Workflow
+
+__all__ = ["DeclaredDemand"]
+
+
+@dataclass(slots=True)
+class _Stage:
+    name: str
+    index: int
+    tasks: int
+    cores: int
+    depends_on: tuple[str, ...]
+    done: set[str] = field(default_factory=set)
+    running: set[str] = field(default_factory=set)
+    ready_time: float | None = None
+    end_time: float | None = None
+    first_start: float | None = None
+    last_end: float | None = None
+
+    def view(self) -> StageView:
+        return StageView(
+            self.name,
+            self.index,
+            self.tasks,
+            self.cores,
+            self.depends_on,
+            done=len(self.done),
+            running=len(self.running),
+            ready_time=self.ready_time,
+            start_time=self.first_start,
+            end_time=self.end_time,
+        )
+
+
+class DeclaredDemand:
+    """The work of a declared workflow, made from its stages' runtime models.
+
+    Parameters
+    ----------
+    workflow : Workflow
+        What to run; every stage needs a ``runtime`` (durations are drawn from it).
+    execution : Execution
+        Where the tasks go.
+    knowledge : Knowledge
+        Gives the runtime estimate tasks are placed with (what the strategy believes).
+    record : callable
+        Event sink for STAGE_READY and STAGE_END.
+    rng : numpy.random.Generator
+        Draws task durations.
+
+    Raises
+    ------
+    ConfigError
+        A stage has no runtime model.
+    """
+
+    def __init__(
+        self,
+        workflow: Workflow,
+        execution: Execution,
+        knowledge: Knowledge,
+        record: EventSink,
+        rng: np.random.Generator,
+    ) -> None:
+        missing = [s.name for s in workflow.stages if s.runtime is None]
+        if missing:
+            raise ConfigError(
+                f"workflow {workflow.name!r}: stages {missing} have no runtime; running a declared workflow "
+                "makes its tasks from each stage's runtime model (give 'runtime' in seconds)"
+            )
+        self._workflow = workflow
+        self._execution = execution
+        self._knowledge = knowledge
+        self._record = record
+        self._rng = rng
+        self._stages = [
+            _Stage(s.name, i, s.tasks, s.cores, s.depends_on or ()) for i, s in enumerate(workflow.stages)
+        ]
+        self._by_name = {s.name: s for s in self._stages}
+        self._order = 0
+        self._newly_ready: list[_Stage] = []
+
+    @property
+    def plan(self) -> Workflow:
+        """The declared workflow."""
+        return self._workflow
+
+    @property
+    def done(self) -> bool:
+        """Every stage complete."""
+        return all(s.end_time is not None for s in self._stages)
+
+    def observe(self, event: Event) -> None:
+        """Count a task start, end or loss in its stage."""
+        s = self._by_name.get(event.stage or "")
+        if s is None or event.task is None:
+            return
+        if event.kind is EventKind.TASK_START:
+            s.running.add(event.task)
+            if s.first_start is None:
+                s.first_start = event.time
+        elif event.kind is EventKind.TASK_END:
+            s.running.discard(event.task)
+            s.done.add(event.task)
+            s.last_end = event.time if s.last_end is None else max(s.last_end, event.time)
+        elif event.kind is EventKind.TASK_LOST:
+            s.running.discard(event.task)
+
+    def update(self, now: float) -> None:
+        """Complete stages whose tasks are all done; make ready the stages whose dependencies are done."""
+        changed = True
+        while changed:
+            changed = False
+            for s in self._stages:
+                if s.end_time is None and s.ready_time is not None and len(s.done) == s.tasks:
+                    s.end_time = s.last_end if s.last_end is not None else now
+                    self._record(Event(s.end_time, EventKind.STAGE_END, stage=s.name))
+                    changed = True
+                if s.ready_time is None and all(self._by_name[d].end_time is not None for d in s.depends_on):
+                    ready = max((self._by_name[d].end_time or now for d in s.depends_on), default=now)
+                    s.ready_time = min(ready, now) if s.depends_on else now
+                    self._record(Event(s.ready_time, EventKind.STAGE_READY, stage=s.name))
+                    self._newly_ready.append(s)
+                    changed = True
+
+    def stages(self) -> tuple[StageView, ...]:
+        """Progress of every stage, in workflow order."""
+        return tuple(s.view() for s in self._stages)
+
+    def dispatch(self, now: float) -> None:
+        """Make the tasks of the stages that became ready and hand them to the execution.
+
+        Called after the strategy acted, so the pool cannot place them on an allocation it is releasing.
+        """
+        for s in self._newly_ready:
+            stage = self._workflow.stages[s.index]
+            durations = stage.sample_runtimes(self._rng)
+            # the runtime estimate for placement is what the strategy believes (history, else the
+            # workflow's estimate), the same belief its walltime requests come from
+            estimate = self._knowledge.expected_duration(s.name)
+            for i, d in enumerate(durations):
+                self._order += 1
+                task_id = f"{s.name}.{i}"
+                self._execution.submit(
+                    TaskSpec(task_id, s.name, self._order, stage.cores, estimate, float(d), stage.command)
+                )
+        self._newly_ready.clear()
