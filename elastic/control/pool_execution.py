@@ -180,7 +180,7 @@ class PoolExecution:
 
     def busy_cores(self, alloc_id: str) -> int:
         """Cores of ``alloc_id`` running tasks now."""
-        return sum(t.cores for t in self.pool.running().get(alloc_id, ()))
+        return self.pool.busy_cores().get(alloc_id, 0)
 
     def close(self) -> None:
         """Stop listening and close the pool (its agents are told to stop)."""

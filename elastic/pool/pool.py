@@ -14,14 +14,21 @@ on an allocation with less walltime left than its estimate while another one cou
 allocation with ``drain_margin`` seconds or less left gets no new task and its agents leave once their
 tasks end.
 
-Every task, allocation and agent transition is recorded as a frozen event (:attr:`Pool.events`, records in
-:mod:`elastic.pool.events`); :meth:`Pool.subscribe` calls a function on each new one. The bookkeeping
-behind it, without sockets or threads, is :class:`elastic.pool.state.PoolState`.
+Every task, allocation and agent transition is recorded as a frozen event (:attr:`Pool.events`, the
+newest ``events_kept``; records in :mod:`elastic.pool.events`); :meth:`Pool.subscribe` calls a function on
+each new one. The bookkeeping behind it, without sockets or threads, is
+:class:`elastic.pool.state.PoolState`.
+
+The I/O thread sleeps in one poll on the socket and a wake-up eventfd: a submitted task, a message from an
+agent or a due heartbeat wakes it at once; several tasks for one agent go out in one message, and every
+message waiting is read before placement runs again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import socket
 import sys
 import tempfile
@@ -32,20 +39,17 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import zmq
+
 from elastic.allocations import Allocation, AllocationState
 from elastic.batch import JobState
 from elastic.errors import ConfigError, PoolError
-from elastic.pool.agent import AgentCommand
+from elastic.pool.agent_command import AgentCommand
 from elastic.pool.events import PoolEvent
-from elastic.pool.protocol import (
-    AuthenticationError,
-    PoolSocket,
-    ProtocolError,
-    Stop,
-    new_secret,
-    write_secret_file,
-)
-from elastic.pool.state import PoolState
+from elastic.pool.messages import Stop
+from elastic.pool.protocol import AuthenticationError, ProtocolError, new_secret, write_secret_file
+from elastic.pool.sockets import PoolSocket
+from elastic.pool.state import DEFAULT_EVENTS_KEPT, PoolState
 from elastic.pool.tasks import Task
 
 __all__ = ["Pool", "PoolClosedError"]
@@ -92,6 +96,15 @@ class Pool:
         Interpreter in agent scripts.
     clock : callable, default time.time
         Epoch seconds; every event and walltime computation uses it.
+    workers : int or None, default None
+        Warm worker processes per agent (``None``: one per core).
+    worker_memory : int or None, default None
+        Bytes of address space per worker process (``RLIMIT_AS``); ``None``: no limit.
+    events_kept : int, default 10000
+        How many of the newest events :attr:`events` keeps (subscribers see all).
+    prefetch_seconds : float, default 0.1
+        Expected seconds of short tasks sent ahead to each busy agent, per core, so its workers never wait
+        a round trip for the next one (see :mod:`elastic.pool.state`); 0 sends nothing ahead.
     """
 
     def __init__(
@@ -109,6 +122,10 @@ class Pool:
         drain_margin: float = 30.0,
         python: str = sys.executable,
         clock: Callable[[], float] = time.time,
+        workers: int | None = None,
+        worker_memory: int | None = None,
+        events_kept: int = DEFAULT_EVENTS_KEPT,
+        prefetch_seconds: float = 0.1,
     ) -> None:
         _positive("heartbeat_interval", heartbeat_interval)
         _positive("pool_timeout", pool_timeout)
@@ -123,6 +140,16 @@ class Pool:
             raise ConfigError(f"Pool(drain_margin=...) must be >= 0 seconds, got {drain_margin}")
         if secret is not None and len(secret) < 16:
             raise ConfigError(f"Pool(secret=...) must have at least 16 bytes, got {len(secret)}")
+        if not (prefetch_seconds >= 0 and prefetch_seconds != float("inf")):
+            raise ConfigError(
+                f"Pool(prefetch_seconds=...) must be finite seconds >= 0, got {prefetch_seconds}"
+            )
+        if events_kept < 1:
+            raise ConfigError(f"Pool(events_kept=...) must be >= 1, got {events_kept}")
+        # checked here, before any socket is opened, with the agent's own rules
+        AgentCommand("tcp://x:1", "-", "-", cores=1, workers=workers, worker_memory=worker_memory)
+        self._workers = workers
+        self._worker_memory = worker_memory
         self._state = PoolState(
             heartbeat_interval=heartbeat_interval,
             heartbeat_timeout=heartbeat_timeout,
@@ -130,6 +157,8 @@ class Pool:
             max_retries=max_retries,
             drain_margin=drain_margin,
             clock=clock,
+            events_kept=events_kept,
+            prefetch_seconds=prefetch_seconds,
         )
         self._python = python
         self._clock = clock
@@ -142,6 +171,8 @@ class Pool:
         self.address = f"tcp://{host}:{self._sock.port}"
         self._lock = threading.RLock()
         self._closing = threading.Event()
+        self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        self._woken = False
         self._thread = threading.Thread(target=self._loop, name="elastic-pool", daemon=True)
         self._thread.start()
         logger.info("pool: listening at %s, secret in %s", self.address, self.secret_file)
@@ -198,6 +229,8 @@ class Pool:
             walltime=allocation.walltime,
             nodes=allocation.nodes,
             python=self._python,
+            workers=self._workers,
+            worker_memory=self._worker_memory,
         ).to_script()
 
     def add_allocation(self, allocation: Allocation) -> None:
@@ -210,6 +243,7 @@ class Pool:
         """
         with self._lock:
             self._state.add_allocation(allocation)
+        self._wake()
 
     def allocation_submitted(self, alloc_id: str, backend_job_id: str) -> None:
         """Record the batch job id of an allocation once the backend gave it."""
@@ -231,11 +265,13 @@ class Pool:
             raise ConfigError(f"allocation_ended: state must be final, got {new.value}")
         with self._lock:
             self._state.allocation_ended(alloc_id, new, detail)
+        self._wake()
 
     def drain(self, alloc_id: str, reason: str = "asked to drain") -> None:
         """Place no new task on an allocation; its agents leave once their running tasks end."""
         with self._lock:
             self._state.drain(alloc_id, reason)
+        self._wake()
 
     def allocation(self, alloc_id: str) -> Allocation:
         """Return the current record of one allocation (raises ConfigError for unknown ids)."""
@@ -247,17 +283,27 @@ class Pool:
         with self._lock:
             return tuple(self._state.allocs.values())
 
-    def submit(self, task: Task) -> Future[Any]:
-        """Queue a task; the future gets its value or its exception (remote traceback as ``__cause__``)."""
+    def submit(self, task: Task, future: Future[Any] | None = None) -> Future[Any]:
+        """Queue a task; the future gets its value or its exception (remote traceback as ``__cause__``).
+
+        Parameters
+        ----------
+        task : Task
+            What to run.
+        future : Future or None, default None
+            The future to resolve (one the caller already handed out); ``None``: a new one.
+        """
         with self._lock:
             if self._closing.is_set():
                 raise PoolClosedError(f"cannot submit task {task.task_id!r}: the pool is closed")
-            return self._state.submit(task)
+            future = self._state.submit(task, future)
+        self._wake()
+        return future
 
     def queued(self) -> tuple[Task, ...]:
         """Tasks waiting for cores, oldest first."""
         with self._lock:
-            return tuple(self._state.tasks[t].task for t in self._state.queue)
+            return tuple(self._state.tasks[t].task for t in self._state.queued())
 
     def running(self) -> dict[str, tuple[Task, ...]]:
         """Return the running tasks by allocation id."""
@@ -269,9 +315,14 @@ class Pool:
         with self._lock:
             return self._state.free_cores()
 
+    def busy_cores(self) -> dict[str, int]:
+        """Cores running tasks, by allocation id (allocations with none left out)."""
+        with self._lock:
+            return self._state.busy_cores()
+
     @property
     def events(self) -> tuple[PoolEvent, ...]:
-        """Every event so far, oldest first."""
+        """The newest events (at most ``events_kept``), oldest first."""
         with self._lock:
             return tuple(self._state.events)
 
@@ -296,6 +347,7 @@ class Pool:
             if self._closing.is_set():
                 return
             self._closing.set()
+        self._wake()
         self._thread.join()
         # The I/O thread is gone: this thread may use the socket now.
         state = self._state
@@ -312,31 +364,54 @@ class Pool:
         self.secret_file.unlink(missing_ok=True)
         if self._own_dir:
             self.secret_file.parent.rmdir()
+        os.close(self._wake_fd)
         logger.info("pool: closed")
 
     # ---------------------------------------------------------------------------------------- I/O thread
 
+    def _wake(self) -> None:
+        """Make the I/O thread look at the state now (once per sleep: later calls are free)."""
+        if not self._woken:
+            self._woken = True
+            with contextlib.suppress(OSError):
+                os.eventfd_write(self._wake_fd, 1)
+
     def _loop(self) -> None:
+        poller = zmq.Poller()
+        poller.register(self._sock.socket, zmq.POLLIN)
+        poller.register(self._wake_fd, zmq.POLLIN)
         while not self._closing.is_set():
             try:
-                self._step()
+                self._step(poller)
             except Exception:  # a bug must not silently stop every future of the run
                 logger.exception("pool: I/O loop step failed; continuing")
 
-    def _step(self) -> None:
-        """Receive at most one message, then check agents, place tasks, send and resolve."""
-        try:
-            got = self._sock.recv(0.02)
-        except AuthenticationError as exc:
-            self._refuse(exc.peer, str(exc))
-            got = None
-        except ProtocolError as exc:
-            self._refuse("?", str(exc))
-            got = None
+    def _step(self, poller: zmq.Poller) -> None:
+        """Wait for a message, a wake-up or the next due check; then handle everything that is waiting."""
         state = self._state
         with self._lock:
-            if got is not None:
-                state.handle(*got)
+            timeout = state.next_tick(self._clock())
+        ready = dict(poller.poll(round(timeout * 1000))) if not self._woken else {}
+        if self._wake_fd in ready or self._woken:
+            with contextlib.suppress(BlockingIOError):
+                os.eventfd_read(self._wake_fd)
+            self._woken = False
+        received = []
+        for _ in range(_MAX_BATCH):  # bounded, so checks and heartbeats still happen under a flood
+            try:
+                got = self._sock.recv(0.0)
+            except AuthenticationError as exc:
+                self._refuse(exc.peer, str(exc))
+                continue
+            except ProtocolError as exc:
+                self._refuse("?", str(exc))
+                continue
+            if got is None:
+                break
+            received.append(got)
+        with self._lock:
+            for ident, message in received:
+                state.handle(ident, message)
             state.tick(self._clock())
             outbox, state.outbox = state.outbox, []
             resolve, state.resolve = state.resolve, []
@@ -349,3 +424,7 @@ class Pool:
         logger.warning("pool: %s", why)
         with self._lock:
             self._state.refuse(peer, why)
+
+
+_MAX_BATCH = 1000
+"""Messages the I/O thread reads before it checks agents and places tasks again."""

@@ -1,14 +1,21 @@
-"""The wire protocol between the pool and its agents: messages, encoding, authentication, sockets.
+"""The wire protocol between the pool and its agents: encoding, authentication, secrets.
 
-Agents connect a ZeroMQ ``DEALER`` socket (:class:`AgentSocket`) to the pool's ``ROUTER``
-(:class:`PoolSocket`). Every message is one of the frozen dataclasses listed in :data:`MESSAGE_TYPES`,
-and this is the only module that turns them into bytes.
+Every message is one of the frozen dataclasses of :mod:`elastic.pool.messages`, and this is the only
+module that turns them into bytes. A message travels as **one** ZeroMQ frame::
 
-A message travels as the multipart frames ``[VERSION, type name, JSON header, blob..., mac]``. ``bytes``
-fields (pickled callables and results) travel as separate blob frames, not inside the JSON. ``mac`` is an
-HMAC-SHA256, keyed with the pool run's secret, over every other frame (each prefixed by its length). The
-receiver checks the MAC before it decodes anything: a message without the right secret is refused
-(:class:`AuthenticationError`), logged by the caller and never acted upon.
+    VERSION (9 bytes) | MAC (32) | sequence number (8) | type name (1 + n) | JSON header (4 + n) |
+    blob count (2) | blobs (4 + n each)
+
+``bytes`` fields (pickled callables and results) travel as blobs after the JSON header, not inside it.
+``MAC`` is an HMAC-SHA256, keyed with the pool run's secret, over everything after it. The receiver checks
+the MAC before it decodes anything: a message without the right secret is refused
+(:class:`AuthenticationError`), logged by the caller and never acted upon. The sequence number grows with
+every message a sender sends; a receiver refuses one that does not exceed the last it accepted from that
+sender (:class:`ReplayError`), so a captured message cannot be replayed (see
+:mod:`elastic.pool.sockets`).
+
+Decoding checks every field against the dataclass's annotations with decoders built once per class; an
+authentic but malformed message is a :class:`ProtocolError`.
 
 The secret is 32 random bytes per pool run, written hex-encoded to a file only its owner can read
 (:func:`write_secret_file`); agents read it with :func:`read_secret_file`, which refuses a file that
@@ -16,9 +23,10 @@ group or others can read.
 
 Examples
 --------
->>> frames = encode(Heartbeat(running=("t1",)), b"k" * 32)
->>> decode(frames, b"k" * 32)
-Heartbeat(running=('t1',))
+>>> from elastic.pool.messages import Heartbeat
+>>> frame = encode(Heartbeat(running=("t1",)), b"k" * 32, seq=7)
+>>> decode(frame, b"k" * 32)
+(7, Heartbeat(running=('t1',)))
 """
 
 from __future__ import annotations
@@ -28,38 +36,24 @@ import enum
 import hashlib
 import hmac
 import json
-import logging
 import os
 import secrets
 import struct
 import types
 import typing
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Union
 
-import zmq
-
 from elastic.errors import ConfigError, PoolError
-from elastic.pool.tasks import Task, TaskResult
+from elastic.pool.messages import MESSAGE_TYPES, Message
 
 __all__ = [
-    "MESSAGE_TYPES",
+    "MAX_MESSAGE",
     "VERSION",
-    "AgentSocket",
     "AuthenticationError",
-    "Bye",
-    "Drain",
-    "Heartbeat",
-    "Message",
-    "PoolSocket",
     "ProtocolError",
-    "Register",
-    "RunTask",
-    "Stop",
-    "TaskDone",
-    "TaskLost",
-    "Welcome",
+    "ReplayError",
     "decode",
     "encode",
     "new_secret",
@@ -67,13 +61,16 @@ __all__ = [
     "write_secret_file",
 ]
 
-logger = logging.getLogger(__name__)
+VERSION = b"elastic/2"
+"""First bytes of every message; bumped when the encoding changes."""
 
-VERSION = b"elastic/1"
-"""First frame of every message; bumped when the encoding changes."""
-
-_MAX_MESSAGE = 256 * 2**20
+MAX_MESSAGE = 64 * 2**20
 """Largest message (bytes) a socket accepts, so an unauthenticated peer cannot exhaust memory."""
+
+_HEAD = struct.Struct("!9s32sQ")  # version, MAC, sequence number
+_U8 = struct.Struct("!B")
+_U16 = struct.Struct("!H")
+_U32 = struct.Struct("!I")
 
 
 class ProtocolError(PoolError):
@@ -99,198 +96,194 @@ class AuthenticationError(ProtocolError):
         )
 
 
-# --------------------------------------------------------------------------------------------------------
-# Messages
-
-
-@dataclass(frozen=True, slots=True)
-class Register:
-    """Agent -> pool, first message: "I run inside allocation ``alloc_id`` and offer ``cores`` cores"."""
-
-    alloc_id: str
-    cores: int
-    hostname: str
-    pid: int
-    walltime_end: float | None = None
-    """Epoch seconds when the allocation will be killed, when the agent knows it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Welcome:
-    """Pool -> agent, answer to :class:`Register`: the agent is in, with these timings."""
-
-    heartbeat_interval: float
-    pool_timeout: float
-    """The agent exits when it hears nothing from the pool for this long (seconds)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Heartbeat:
-    """Either way, every ``heartbeat_interval``: "I am alive"; agents list the tasks they run."""
-
-    running: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class RunTask:
-    """Pool -> agent: run this task on your cores."""
-
-    task: Task
-
-
-@dataclass(frozen=True, slots=True)
-class TaskDone:
-    """Agent -> pool: a task ended (result or exception)."""
-
-    result: TaskResult
-
-
-@dataclass(frozen=True, slots=True)
-class TaskLost:
-    """Agent -> pool: a task was killed because this agent is being stopped; run it again elsewhere.
-
-    Sent for a task whose process died by a signal while the agent was stopping (SIGTERM from the batch
-    system at the walltime or on ``scancel``, or a :class:`Stop`), so that the pool re-queues it instead of
-    failing it.
-    """
-
-    task_id: str
-    cause: str
-    """What killed it, in words (e.g. "killed by SIGTERM; the agent got SIGTERM")."""
-
-
-@dataclass(frozen=True, slots=True)
-class Drain:
-    """Pool -> agent: take no new tasks; finish the running ones, then leave."""
-
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Stop:
-    """Pool -> agent: kill the running tasks and leave now."""
-
-    reason: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class Bye:
-    """Agent -> pool: I am leaving (drained, stopped, or out of walltime)."""
-
-    reason: str = ""
-
-
-Message = Union[Register, Welcome, Heartbeat, RunTask, TaskDone, TaskLost, Drain, Stop, Bye]  # noqa: UP007
-"""Any message of the protocol."""
-
-MESSAGE_TYPES: dict[str, type[Any]] = {
-    cls.__name__: cls for cls in (Register, Welcome, Heartbeat, RunTask, TaskDone, TaskLost, Drain, Stop, Bye)
-}
-"""Message classes by the type name sent on the wire."""
+class ReplayError(AuthenticationError):
+    """An authentic message came again, or out of order (its sequence number is not new)."""
 
 
 # --------------------------------------------------------------------------------------------------------
 # Encoding
 
 
-def _mac(secret: bytes, frames: list[bytes]) -> bytes:
-    mac = hmac.new(secret, digestmod=hashlib.sha256)
-    for frame in frames:
-        mac.update(struct.pack("!Q", len(frame)))
-        mac.update(frame)
-    return mac.digest()
-
-
-def encode(message: Message, secret: bytes) -> list[bytes]:
-    """Turn a message into authenticated multipart frames."""
+def encode(message: Message, secret: bytes, seq: int) -> bytes:
+    """Turn a message into one authenticated frame carrying sequence number ``seq``."""
     name = type(message).__name__
-    if name not in MESSAGE_TYPES:
+    if MESSAGE_TYPES.get(name) is not type(message):
         raise ProtocolError(f"cannot send {name}: not a message type; allowed: {sorted(MESSAGE_TYPES)}")
     blobs: list[bytes] = []
-    header = json.dumps(_to_json(message, blobs), separators=(",", ":")).encode()
-    frames = [VERSION, name.encode(), header, *blobs]
-    return [*frames, _mac(secret, frames)]
+    header = json.dumps(_encoder(type(message))(message, blobs), separators=(",", ":")).encode()
+    name_b = name.encode()
+    parts = [
+        struct.pack("!QB", seq, len(name_b)),
+        name_b,
+        _U32.pack(len(header)),
+        header,
+        _U16.pack(len(blobs)),
+    ]
+    for blob in blobs:
+        parts.append(_U32.pack(len(blob)))
+        parts.append(blob)
+    body = b"".join(parts)
+    mac = hmac.new(secret, body, hashlib.sha256).digest()
+    return VERSION + mac + body
 
 
-def decode(frames: list[bytes], secret: bytes, peer: str = "peer") -> Message:
-    """Check the MAC of ``frames``, then rebuild the message.
+def decode(frame: bytes, secret: bytes, peer: str = "peer") -> tuple[int, Message]:
+    """Check the MAC of ``frame``, then rebuild the message; return ``(sequence number, message)``.
 
     Raises
     ------
     AuthenticationError
-        No MAC, or not made with ``secret``: nothing of the message was decoded.
+        Too short, no MAC, or not made with ``secret``: nothing of the message was decoded.
     ProtocolError
         Authentic but malformed (another protocol version, unknown type, bad fields).
     """
-    if len(frames) < 4:
-        raise AuthenticationError(peer, f"malformed message ({len(frames)} frames, expected at least 4)")
-    body, mac = frames[:-1], frames[-1]
-    if not hmac.compare_digest(mac, _mac(secret, body)):
+    if len(frame) < _HEAD.size + 1:
+        raise AuthenticationError(peer, f"malformed message ({len(frame)} bytes)")
+    version, mac = frame[:9], frame[9:41]
+    body = memoryview(frame)[41:]
+    if not hmac.compare_digest(mac, hmac.new(secret, body, hashlib.sha256).digest()):
         raise AuthenticationError(peer, "bad or missing HMAC (wrong secret)")
-    if body[0] != VERSION:
-        raise ProtocolError(f"message from {peer} speaks {body[0]!r}, this pool speaks {VERSION!r}")
-    cls = MESSAGE_TYPES.get(body[1].decode(errors="replace"))
-    if cls is None:
-        raise ProtocolError(f"unknown message type {body[1]!r} from {peer}; known: {sorted(MESSAGE_TYPES)}")
+    if version != VERSION:
+        raise ProtocolError(f"message from {peer} speaks {version!r}, this pool speaks {VERSION!r}")
     try:
-        message: Message = _from_json(cls, json.loads(body[2]), body[3:])
-    except (ValueError, TypeError, KeyError, IndexError) as exc:
-        raise ProtocolError(f"malformed {cls.__name__} from {peer}: {exc}") from exc
-    return message
+        (seq,) = struct.unpack_from("!Q", frame, 41)
+        pos = 49
+        (n,) = _U8.unpack_from(frame, pos)
+        name = frame[pos + 1 : pos + 1 + n].decode(errors="replace")
+        pos += 1 + n
+        cls = MESSAGE_TYPES.get(name)
+        if cls is None:
+            raise ProtocolError(f"unknown message type {name!r} from {peer}; known: {sorted(MESSAGE_TYPES)}")
+        (n,) = _U32.unpack_from(frame, pos)
+        header = json.loads(frame[pos + 4 : pos + 4 + n])
+        pos += 4 + n
+        (count,) = _U16.unpack_from(frame, pos)
+        pos += 2
+        blobs = []
+        for _ in range(count):
+            (n,) = _U32.unpack_from(frame, pos)
+            blobs.append(frame[pos + 4 : pos + 4 + n])
+            pos += 4 + n
+        if pos != len(frame):
+            raise ValueError(f"{len(frame) - pos} bytes after the last blob")
+        message: Message = _decoder(cls)(header, blobs)
+    except ProtocolError:
+        raise
+    except (ValueError, TypeError, KeyError, IndexError, struct.error) as exc:
+        raise ProtocolError(
+            f"malformed {name if 'name' in locals() else 'message'} from {peer}: {exc}"
+        ) from exc
+    return seq, message
 
 
-def _to_json(value: Any, blobs: list[bytes]) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _to_json(getattr(value, f.name), blobs) for f in dataclasses.fields(value)}
-    if isinstance(value, bytes):
-        blobs.append(value)
-        return len(blobs) - 1
-    if isinstance(value, enum.Enum):
-        return value.value
-    if isinstance(value, tuple):
-        return [_to_json(v, blobs) for v in value]
-    if value is None or isinstance(value, (str, int, float, bool)):
-        return value
-    raise ProtocolError(f"cannot encode a {type(value).__name__} field; messages carry only plain fields")
+# Encoders and decoders are built once per type from its annotations (a field-by-field walk with
+# typing.get_type_hints per message was the pool's largest cost with many small tasks).
+
+_Encoder = Callable[[Any, list[bytes]], Any]
+_Decoder = Callable[[Any, Sequence[bytes]], Any]
+_ENCODERS: dict[Any, _Encoder] = {}
+_DECODERS: dict[Any, _Decoder] = {}
 
 
-def _from_json(tp: Any, raw: Any, blobs: list[bytes]) -> Any:
-    """Rebuild a value of type ``tp`` from its JSON form, checking types on the way."""
+def _encoder(tp: Any) -> _Encoder:
+    if tp not in _ENCODERS:
+        _ENCODERS[tp] = _build_encoder(tp)
+    return _ENCODERS[tp]
+
+
+def _build_encoder(tp: Any) -> _Encoder:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        (inner,) = (o for o in typing.get_args(tp) if o is not type(None))
+        enc = _encoder(inner)
+        return lambda v, blobs: None if v is None else enc(v, blobs)
+    if origin is tuple:
+        item = _encoder(typing.get_args(tp)[0])
+        return lambda v, blobs: [item(x, blobs) for x in v]
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        fields = [(f.name, _encoder(hints[f.name])) for f in dataclasses.fields(tp)]
+        return lambda v, blobs: {name: enc(getattr(v, name), blobs) for name, enc in fields}
+    if tp is bytes:
+
+        def blob(v: bytes, blobs: list[bytes]) -> int:
+            blobs.append(v)
+            return len(blobs) - 1
+
+        return blob
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return lambda v, blobs: v.value
+    if tp in (str, int, float, bool):
+        return lambda v, blobs: v
+    raise ProtocolError(f"cannot encode a {tp!r} field; messages carry only plain fields")
+
+
+def _decoder(tp: Any) -> _Decoder:
+    if tp not in _DECODERS:
+        _DECODERS[tp] = _build_decoder(tp)
+    return _DECODERS[tp]
+
+
+def _expect(kind: type, raw: Any, what: str) -> None:
+    if type(raw) is not kind:
+        raise TypeError(f"expected {what}, got {type(raw).__name__}")
+
+
+def _build_decoder(tp: Any) -> _Decoder:
     origin = typing.get_origin(tp)
     if origin in (Union, types.UnionType):
         options = typing.get_args(tp)
-        if raw is None and type(None) in options:
-            return None
         (inner,) = (o for o in options if o is not type(None))
-        return _from_json(inner, raw, blobs)
+        dec = _decoder(inner)
+        if type(None) in options:
+            return lambda raw, blobs: None if raw is None else dec(raw, blobs)
+        return dec
     if origin is tuple:
-        item = typing.get_args(tp)[0]
-        if not isinstance(raw, list):
-            raise TypeError(f"expected a list, got {type(raw).__name__}")
-        return tuple(_from_json(item, v, blobs) for v in raw)
+        item = _decoder(typing.get_args(tp)[0])
+
+        def sequence(raw: Any, blobs: Sequence[bytes]) -> tuple[Any, ...]:
+            _expect(list, raw, "a list")
+            return tuple(item(x, blobs) for x in raw)
+
+        return sequence
     if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        if not isinstance(raw, dict):
-            raise TypeError(f"expected an object for {tp.__name__}, got {type(raw).__name__}")
-        hints = _hints(tp)
-        return tp(**{name: _from_json(hints[name], v, blobs) for name, v in raw.items()})
+        hints = typing.get_type_hints(tp)
+        fields = {f.name: _decoder(hints[f.name]) for f in dataclasses.fields(tp)}
+        cls: Any = tp
+
+        def record(raw: Any, blobs: Sequence[bytes]) -> Any:
+            _expect(dict, raw, f"an object for {cls.__name__}")
+            unknown = raw.keys() - fields.keys()
+            if unknown:
+                raise TypeError(f"unknown fields {sorted(unknown)} of {cls.__name__}")
+            return cls(**{name: fields[name](v, blobs) for name, v in raw.items()})
+
+        return record
     if tp is bytes:
-        return blobs[raw]
+
+        def blob(raw: Any, blobs: Sequence[bytes]) -> bytes:
+            _expect(int, raw, "a blob index")
+            return bytes(blobs[raw])
+
+        return blob
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(raw)
-    if tp is float and isinstance(raw, int) and not isinstance(raw, bool):
-        return float(raw)
-    if tp in (str, int, float, bool) and type(raw) is tp:
-        return raw
-    raise TypeError(f"expected {getattr(tp, '__name__', tp)}, got {type(raw).__name__}")
+        return lambda raw, blobs: tp(raw)
+    if tp is float:
 
+        def number(raw: Any, blobs: Sequence[bytes]) -> float:
+            if type(raw) is not float and type(raw) is not int:
+                raise TypeError(f"expected float, got {type(raw).__name__}")
+            return float(raw)
 
-_HINTS: dict[type[Any], dict[str, Any]] = {}
+        return number
+    if tp in (str, int, bool):
 
+        def plain(raw: Any, blobs: Sequence[bytes]) -> Any:
+            _expect(tp, raw, tp.__name__)
+            return raw
 
-def _hints(cls: type[Any]) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+        return plain
+    raise ProtocolError(f"cannot decode a {tp!r} field")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -337,127 +330,3 @@ def read_secret_file(path: Path) -> bytes:
     if len(secret) < 16:
         raise ConfigError(f"--secret-file {path}: secret has {len(secret)} bytes, at least 16 are needed")
     return secret
-
-
-# --------------------------------------------------------------------------------------------------------
-# Sockets
-
-
-class PoolSocket:
-    """The pool's ``ROUTER`` socket: receives from and sends to many agents.
-
-    Parameters
-    ----------
-    secret : bytes
-        The pool run's secret.
-    bind : str, default "127.0.0.1"
-        Interface to listen on (``"0.0.0.0"`` or ``"*"`` for all).
-    port : int, default 0
-        TCP port; 0 picks a free one.
-    send_timeout : float, default 5.0
-        Seconds a send may block before it is given up (an agent's queue is full).
-    """
-
-    def __init__(
-        self, secret: bytes, bind: str = "127.0.0.1", port: int = 0, send_timeout: float = 5.0
-    ) -> None:
-        self._secret = secret
-        self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.ROUTER)
-        self._sock.setsockopt(zmq.LINGER, 0)
-        self._sock.setsockopt(zmq.MAXMSGSIZE, _MAX_MESSAGE)
-        self._sock.setsockopt(zmq.SNDTIMEO, int(send_timeout * 1000))
-        host = "*" if bind in ("0.0.0.0", "*") else bind
-        try:
-            if port:
-                self._sock.bind(f"tcp://{host}:{port}")
-                self.port = port
-            else:
-                self.port = self._sock.bind_to_random_port(f"tcp://{host}")
-        except zmq.ZMQError as exc:
-            self.close()
-            raise ConfigError(f"Pool(bind={bind!r}, port={port}): cannot listen there ({exc})") from exc
-
-    def recv(self, timeout: float) -> tuple[bytes, Message] | None:
-        """Wait up to ``timeout`` seconds for one message; return ``(agent identity, message)`` or None.
-
-        Raises
-        ------
-        AuthenticationError, ProtocolError
-            The message was refused; nothing of it was acted upon.
-        """
-        if not self._sock.poll(int(timeout * 1000), zmq.POLLIN):
-            return None
-        ident, *frames = self._sock.recv_multipart()
-        return ident, decode(frames, self._secret, peer=ident.decode(errors="replace"))
-
-    def send(self, identity: bytes, message: Message) -> bool:
-        """Send to one agent; return False when it could not be queued in time."""
-        try:
-            self._sock.send_multipart([identity, *encode(message, self._secret)])
-        except zmq.Again:
-            logger.warning("pool: could not send %s to agent %r in time", type(message).__name__, identity)
-            return False
-        return True
-
-    def close(self, linger: float = 0.5) -> None:
-        """Close the socket and its context, waiting up to ``linger`` seconds for unsent messages."""
-        self._sock.close(linger=int(linger * 1000))
-        self._ctx.term()
-
-
-class AgentSocket:
-    """An agent's ``DEALER`` socket, connected to the pool.
-
-    Parameters
-    ----------
-    secret : bytes
-        The pool run's secret.
-    address : str
-        The pool, ``tcp://HOST:PORT``.
-    identity : bytes
-        How the pool will know this agent (unique per agent).
-    linger : float, default 1.0
-        Seconds :meth:`close` waits for unsent messages (the last results, :class:`Bye`).
-    """
-
-    def __init__(self, secret: bytes, address: str, identity: bytes, linger: float = 1.0) -> None:
-        self._secret = secret
-        self._linger = int(linger * 1000)
-        self._ctx = zmq.Context()
-        self._sock = self._ctx.socket(zmq.DEALER)
-        self._sock.setsockopt(zmq.IDENTITY, identity)
-        self._sock.setsockopt(zmq.MAXMSGSIZE, _MAX_MESSAGE)
-        self._sock.setsockopt(zmq.SNDTIMEO, 5000)
-        try:
-            self._sock.connect(address)
-        except zmq.ZMQError as exc:
-            self.close()
-            raise ConfigError(
-                f"--pool {address!r}: not a usable address ({exc}); expected tcp://HOST:PORT"
-            ) from exc
-
-    def send(self, message: Message) -> bool:
-        """Send to the pool; return False when it could not be queued in time."""
-        try:
-            self._sock.send_multipart(encode(message, self._secret))
-        except zmq.Again:
-            return False
-        return True
-
-    def recv(self, timeout: float) -> Message | None:
-        """Wait up to ``timeout`` seconds for a message from the pool; None when none came.
-
-        Raises
-        ------
-        AuthenticationError, ProtocolError
-            The message was refused.
-        """
-        if not self._sock.poll(int(timeout * 1000), zmq.POLLIN):
-            return None
-        return decode(self._sock.recv_multipart(), self._secret, peer="pool")
-
-    def close(self) -> None:
-        """Close the socket (waiting up to ``linger`` for unsent messages) and its context."""
-        self._sock.close(linger=self._linger)
-        self._ctx.term()

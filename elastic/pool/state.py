@@ -1,18 +1,37 @@
 """The pool's bookkeeping without sockets or threads: allocations, agents, tasks, placement, events.
 
-:class:`PoolState` holds what :class:`elastic.pool.pool.Pool` knows and applies every change to it: agent
+:class:`PoolState` holds what :class:`elastic.pool.Pool` knows and applies every change to it: agent
 messages (:meth:`PoolState.handle`), the periodic checks (:meth:`PoolState.tick`: heartbeats, lost
 agents, draining, placement) and the pool's synchronous API. It never touches the network: messages for
-agents collect in :attr:`PoolState.outbox` and future resolutions in :attr:`PoolState.resolve`; the pool
-sends and runs them outside its lock. It is not thread-safe: the pool calls every method with its lock
-held.
+agents collect in :attr:`PoolState.outbox` (tasks for one agent in one :class:`RunTasks` per tick) and
+future resolutions in :attr:`PoolState.resolve`; the pool sends and runs them outside its lock. It is not
+thread-safe: the pool calls every method with its lock held.
+
+Built for many small tasks: the queue is indexed by the cores tasks need (placement looks only at the
+oldest tasks of the classes that fit the free cores, and stops once they are taken), placement runs only
+when the queue, the offers or the time changed, a resolved task's record is dropped, and the event history
+is a ring buffer (subscribers see every event).
+
+Prefetch, for short tasks only: beyond its free cores, a busy agent is sent up to ``prefetch_seconds`` of
+expected work per core ahead (:attr:`~elastic.pool.tasks.TaskState.ASSIGNED`), so that a worker that
+finishes starts the next task at once instead of waiting a round trip to the pool, and tasks and results
+travel in batches. A task's expected duration is the running mean of its stage's finished tasks (after
+:data:`_PREFETCH_AFTER` of them), else its estimate; a task with neither, or longer than the budget, is
+never sent ahead, so long tasks never queue behind others on a busy agent while another has free cores. The
+agent says which tasks it started in its next :class:`~elastic.pool.messages.Report` (with the results),
+and gives back the ones it will not start when it drains or stops
+(:class:`~elastic.pool.messages.TasksReturned`); an assigned task whose agent dies is queued again without
+counting as a lost attempt (it never started).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import heapq
+import itertools
 import logging
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,32 +39,49 @@ from typing import Any
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
-from elastic.pool.placement import Offer, plan_placement
-from elastic.pool.protocol import (
+from elastic.pool.messages import (
     Bye,
     Drain,
     Heartbeat,
     Message,
     Register,
-    RunTask,
+    Report,
+    RunTasks,
     Stop,
-    TaskDone,
     TaskLost,
+    TasksReturned,
     Welcome,
 )
-from elastic.pool.tasks import Task, TaskEvent, TaskLostError, TaskState
+from elastic.pool.placement import Offer, has_room, plan_placement, usable
+from elastic.pool.tasks import Task, TaskEvent, TaskLostError, TaskResult, TaskState
 
-__all__ = ["AgentRecord", "PoolState", "TaskRecord"]
+__all__ = ["DEFAULT_EVENTS_KEPT", "AgentRecord", "PoolState", "TaskRecord"]
 
 logger = logging.getLogger(__name__)
+
+DEFAULT_EVENTS_KEPT = 10_000
+"""Events :attr:`PoolState.events` keeps (the newest); subscribers see every one."""
+
+_PLACE_EVERY = 0.25
+"""Seconds between placements when nothing changed but the time (walltime left shrinks as it passes)."""
+
+_CHECK_EVERY = 0.1
+"""Seconds between checks of heartbeats and walltimes (a tick may come for every message)."""
+
+_PREFETCH_AFTER = 3
+"""Finished tasks of a stage before their mean duration is trusted for prefetch."""
+
+_MAX_AHEAD = 256
+"""Tasks sent ahead to one agent at most, however short."""
 
 
 @dataclass(slots=True)
 class TaskRecord:
-    """A task submitted to the pool, with its future and where it runs (mutable)."""
+    """A task submitted to the pool and not resolved yet, with its future and where it runs (mutable)."""
 
     task: Task
     future: Future[Any]
+    seq: int
     state: TaskState = TaskState.QUEUED
     attempt: int = 1
     losses: list[tuple[str, str]] = field(default_factory=list)
@@ -67,6 +103,11 @@ class AgentRecord:
     last_seen: float
     running: set[str] = field(default_factory=set)
     draining: bool = False
+    assigned: dict[str, float] = field(default_factory=dict)
+    """Tasks sent ahead, not started yet (in the order sent), with the seconds each was expected to take."""
+    assigned_cores: int = 0
+    assigned_work: float = 0.0
+    """Expected seconds of the tasks sent ahead."""
 
 
 class PoolState:
@@ -75,9 +116,13 @@ class PoolState:
     Parameters
     ----------
     heartbeat_interval, heartbeat_timeout, pool_timeout, max_retries, drain_margin
-        As for :class:`elastic.pool.pool.Pool` (validated there).
+        As for :class:`elastic.pool.Pool` (validated there).
     clock : callable
         Epoch seconds; every event and walltime computation uses it.
+    events_kept : int, default DEFAULT_EVENTS_KEPT
+        Length of the event history.
+    prefetch_seconds : float, default 0.1
+        Expected seconds of short tasks sent ahead to a busy agent, per core; 0: none.
 
     Attributes
     ----------
@@ -86,15 +131,13 @@ class PoolState:
     agents : dict of bytes to AgentRecord
         Registered agents not yet gone, by identity.
     tasks : dict of str to TaskRecord
-        Every task submitted.
-    queue : dict of str to None
-        Ordered set of queued task ids, oldest first.
+        Tasks submitted and not resolved yet.
     outbox : list of (bytes, Message)
         Messages to send to agents.
     resolve : list of callable
         Future resolutions to run outside the lock (their callbacks may block).
-    events : list of PoolEvent
-        Every event so far, oldest first.
+    events : deque of PoolEvent
+        The newest events, oldest first.
     subscribers : list of callable
         Called with each new event.
     refused : int
@@ -110,29 +153,38 @@ class PoolState:
         max_retries: int,
         drain_margin: float,
         clock: Callable[[], float],
+        events_kept: int = DEFAULT_EVENTS_KEPT,
+        prefetch_seconds: float = 0.1,
     ) -> None:
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
         self.pool_timeout = pool_timeout
         self.max_retries = max_retries
         self.drain_margin = drain_margin
+        self.prefetch_seconds = prefetch_seconds
+        self._durations: dict[str, tuple[int, float]] = {}  # stage -> (finished tasks, mean seconds)
         self._clock = clock
         self.allocs: dict[str, Allocation] = {}
         self.agents: dict[bytes, AgentRecord] = {}
         self._seen: set[bytes] = set()  # every agent identity that ever registered
         self.tasks: dict[str, TaskRecord] = {}
-        self.queue: dict[str, None] = {}
+        self._queue: dict[int, dict[str, None]] = {}  # cores -> ordered set of queued task ids
+        self._seq = itertools.count()
+        self._dispatch: dict[bytes, list[Task]] = {}
+        self._dirty = False
+        self._last_place = float("-inf")
         self.outbox: list[tuple[bytes, Message]] = []
         self.resolve: list[Callable[[], None]] = []
-        self.events: list[PoolEvent] = []
+        self.events: deque[PoolEvent] = deque(maxlen=events_kept)
         self.subscribers: list[Callable[[PoolEvent], None]] = []
         self._last_beat = 0.0
+        self._last_check = float("-inf")
         self.refused = 0
 
     # ------------------------------------------------------------------------------------ synchronous API
 
     def add_allocation(self, allocation: Allocation) -> None:
-        """Register an allocation (see :meth:`elastic.pool.pool.Pool.add_allocation`)."""
+        """Register an allocation (see :meth:`elastic.pool.Pool.add_allocation`)."""
         if allocation.alloc_id in self.allocs:
             raise ConfigError(f"add_allocation: allocation id {allocation.alloc_id!r} is already in the pool")
         if allocation.state.is_final or allocation.state is AllocationState.DRAINING:
@@ -141,6 +193,7 @@ class PoolState:
                 "add it when REQUESTED or RUNNING"
             )
         self.allocs[allocation.alloc_id] = allocation
+        self._dirty = True
         self._alloc_event(allocation, "added")
 
     def allocation_submitted(self, alloc_id: str, backend_job_id: str) -> None:
@@ -154,6 +207,7 @@ class PoolState:
         if alloc.state is new:
             return
         self._set_state(alloc, new, detail or f"batch job ended {new.value}")
+        self._dirty = True
         for agent in [a for a in self.agents.values() if a.alloc_id == alloc_id]:
             self._lose_agent(agent, f"allocation {alloc_id} ended {new.value}")
             self.outbox.append((agent.ident, Stop(f"allocation ended {new.value}")))
@@ -171,15 +225,20 @@ class PoolState:
                 f"no allocation {alloc_id!r} in the pool; known: {sorted(self.allocs)}"
             ) from None
 
-    def submit(self, task: Task) -> Future[Any]:
-        """Queue a task (the pool checked it is open); return its future."""
+    def submit(self, task: Task, future: Future[Any] | None = None) -> Future[Any]:
+        """Queue a task (the pool checked it is open); return its future (``future``, or a new one)."""
         if task.task_id in self.tasks:
             raise ConfigError(f"submit: task id {task.task_id!r} is already used in this pool")
-        future: Future[Any] = Future()
-        self.tasks[task.task_id] = TaskRecord(task, future)
-        self.queue[task.task_id] = None
-        self._task_event(self.tasks[task.task_id], TaskState.QUEUED, "submitted")
-        return future
+        rec = TaskRecord(task, future if future is not None else Future(), next(self._seq))
+        self.tasks[task.task_id] = rec
+        self._queue.setdefault(task.cores, {})[task.task_id] = None
+        self._dirty = True
+        self._task_event(rec, TaskState.QUEUED, "submitted")
+        return rec.future
+
+    def queued(self) -> list[str]:
+        """Ids of the queued tasks, oldest first."""
+        return [rec.task.task_id for rec in self._queued_records()]
 
     def running(self) -> dict[str, tuple[Task, ...]]:
         """Return the running tasks by allocation id."""
@@ -187,6 +246,15 @@ class PoolState:
         for agent in self.agents.values():
             out.setdefault(agent.alloc_id, []).extend(self.tasks[t].task for t in agent.running)
         return {k: tuple(v) for k, v in out.items()}
+
+    def busy_cores(self) -> dict[str, int]:
+        """Cores running tasks, by allocation id (allocations with none are left out)."""
+        out: dict[str, int] = {}
+        for agent in self.agents.values():
+            busy = agent.cores - agent.free
+            if busy:
+                out[agent.alloc_id] = out.get(agent.alloc_id, 0) + busy
+        return out
 
     def free_cores(self) -> dict[str, int]:
         """Offered but unused cores by allocation id (agents that joined and are not draining)."""
@@ -218,8 +286,15 @@ class PoolState:
             self.outbox.append((ident, Stop("not registered (declared lost?)")))
             return
         agent.last_seen = self._clock()
-        if isinstance(msg, TaskDone):
-            self._task_done(agent, msg)
+        if isinstance(msg, Report):
+            # starts first: a task may start and end between two reports
+            for task_id in msg.started:
+                self._started(agent, task_id)
+            for result in msg.done:
+                self._task_done(agent, result)
+        elif isinstance(msg, TasksReturned):
+            for task_id in msg.task_ids:
+                self._returned(agent, task_id, msg.reason)
         elif isinstance(msg, TaskLost):
             agent.draining = True  # it is stopping: place nothing more there, not even this task again
             rec = self._release(agent, msg.task_id)
@@ -227,17 +302,35 @@ class PoolState:
                 self._task_lost(rec, agent.alloc_id, f"{msg.cause} (agent {agent.name})")
         elif isinstance(msg, Bye):
             del self.agents[ident]
+            self._dirty = True
+            why = f"agent {agent.name} left: {msg.reason}"
+            self._give_back(agent, why)
             for task_id in list(agent.running):
-                self._task_lost(self.tasks[task_id], agent.alloc_id, f"agent {agent.name} left: {msg.reason}")
+                self._task_lost(self.tasks[task_id], agent.alloc_id, why)
             self.emit(AgentEvent(self._clock(), agent.alloc_id, agent.name, AgentEventKind.LEFT, msg.reason))
 
     def tick(self, now: float) -> None:
         """Check agents and walltimes, place queued tasks, and send heartbeats when due."""
-        self._check_agents(now)
-        self._place(now)
+        if now - self._last_check >= _CHECK_EVERY:
+            self._last_check = now
+            self._check_agents(now)
+        if self._dirty or now - self._last_place >= _PLACE_EVERY:
+            self._place(now)
+        if self._dispatch:
+            self.outbox.extend((ident, RunTasks(tuple(tasks))) for ident, tasks in self._dispatch.items())
+            self._dispatch = {}
         if now - self._last_beat >= self.heartbeat_interval:
             self._last_beat = now
             self.outbox.extend((a, Heartbeat()) for a in self.agents)
+
+    def next_tick(self, now: float) -> float:
+        """Seconds until :meth:`tick` has something to do by itself (a check, a heartbeat, a placement)."""
+        due = min(
+            self._last_check + _CHECK_EVERY,
+            self._last_beat + self.heartbeat_interval,
+            self._last_place + _PLACE_EVERY if self.tasks else float("inf"),
+        )
+        return max(0.0, due - now)
 
     def _register(self, ident: bytes, msg: Register) -> None:
         name = ident.decode(errors="replace")
@@ -267,11 +360,65 @@ class PoolState:
         self.agents[ident] = AgentRecord(
             ident, name, msg.alloc_id, msg.cores, msg.cores, msg.walltime_end, now
         )
+        self._dirty = True
         if alloc.state is AllocationState.REQUESTED:
             self._set_state(alloc, AllocationState.RUNNING, f"agent {name} joined")
         self.emit(AgentEvent(now, msg.alloc_id, name, AgentEventKind.JOINED, f"{msg.cores} cores"))
         self.outbox.append((ident, Welcome(self.heartbeat_interval, self.pool_timeout)))
         logger.info("pool: agent %s joined allocation %s with %d cores", name, msg.alloc_id, msg.cores)
+
+    def _started(self, agent: AgentRecord, task_id: str) -> None:
+        """Take an agent's report that a task started: an assigned one now runs and takes its cores."""
+        rec = self.tasks.get(task_id)
+        if rec is None or rec.agent != agent.ident or rec.state is not TaskState.ASSIGNED:
+            return  # started on a free core (already RUNNING), or a stale report
+        self._unassign(agent, rec)
+        agent.free -= rec.task.cores
+        agent.running.add(task_id)
+        self._task_event(rec, TaskState.RUNNING, f"on agent {agent.name}")
+
+    def _returned(self, agent: AgentRecord, task_id: str, reason: str) -> None:
+        """Queue again a task an agent gives back (it will not start it), not as a lost attempt."""
+        rec = self.tasks.get(task_id)
+        if rec is None or rec.agent != agent.ident:
+            return
+        if rec.state is TaskState.ASSIGNED:
+            self._unassign(agent, rec)
+        elif rec.state is TaskState.RUNNING and task_id in agent.running:
+            agent.running.discard(task_id)
+            agent.free += rec.task.cores
+        else:
+            return
+        self._requeue(rec, f"given back by agent {agent.name}: {reason}")
+
+    def _give_back(self, agent: AgentRecord, why: str) -> None:
+        """Queue again the tasks assigned to a gone agent (never started: not lost attempts)."""
+        for task_id in list(agent.assigned):
+            self._requeue(self.tasks[task_id], why)
+        agent.assigned.clear()
+        agent.assigned_cores = 0
+        agent.assigned_work = 0.0
+
+    def _unassign(self, agent: AgentRecord, rec: TaskRecord) -> None:
+        agent.assigned_cores -= rec.task.cores
+        cost = agent.assigned.pop(rec.task.task_id)
+        agent.assigned_work = max(0.0, agent.assigned_work - cost)
+
+    def _expected(self, task: Task) -> float | None:
+        """Return the expected seconds of ``task``: its stage's mean so far, else its estimate, else None."""
+        n, mean = self._durations.get(task.stage, (0, 0.0))
+        return mean if n >= _PREFETCH_AFTER else task.estimate
+
+    def _learn_duration(self, stage: str, seconds: float) -> None:
+        n, mean = self._durations.get(stage, (0, 0.0))
+        self._durations[stage] = (n + 1, mean + (seconds - mean) / min(n + 1, 50))  # mean, then moving
+
+    def _requeue(self, rec: TaskRecord, detail: str) -> None:
+        rec.agent = None
+        queue = self._queue.setdefault(rec.task.cores, {})
+        self._queue[rec.task.cores] = {rec.task.task_id: None, **queue}  # older than every queued task
+        self._dirty = True
+        self._task_event(rec, TaskState.QUEUED, detail)
 
     def _release(self, agent: AgentRecord, task_id: str) -> TaskRecord | None:
         """Take a task that ended off ``agent``; None (logged) when it does not run there."""
@@ -282,10 +429,10 @@ class PoolState:
         agent.running.discard(task_id)
         agent.free += rec.task.cores
         rec.agent = None
+        self._dirty = True
         return rec
 
-    def _task_done(self, agent: AgentRecord, msg: TaskDone) -> None:
-        result = msg.result
+    def _task_done(self, agent: AgentRecord, result: TaskResult) -> None:
         rec = self._release(agent, result.task_id)
         if rec is None:
             return
@@ -298,10 +445,11 @@ class PoolState:
             self._task_lost(rec, agent.alloc_id, cause)
             return
         future = rec.future
+        self._learn_duration(rec.task.stage, max(0.0, result.ended - result.started))
         if result.ok:
-            self._task_event(rec, TaskState.DONE, f"ran {result.ended - result.started:.3f} s")
+            self._finish(rec, TaskState.DONE, f"ran {result.ended - result.started:.3f} s")
         else:
-            self._task_event(rec, TaskState.FAILED, f"{result.error_type}: {result.error_message}")
+            self._finish(rec, TaskState.FAILED, f"{result.error_type}: {result.error_message}")
 
         def resolve() -> None:
             try:
@@ -311,6 +459,11 @@ class PoolState:
 
         self.resolve.append(resolve)
 
+    def _finish(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
+        """Record the task's last event and forget it."""
+        self._task_event(rec, state, detail)
+        self.tasks.pop(rec.task.task_id, None)
+
     def _check_agents(self, now: float) -> None:
         for agent in list(self.agents.values()):
             silent = now - agent.last_seen
@@ -319,7 +472,7 @@ class PoolState:
         for alloc in list(self.allocs.values()):
             if alloc.state is AllocationState.RUNNING:
                 left = self._remaining(alloc.alloc_id, now)
-                if left <= self.drain_margin:
+                if not usable(left, self.drain_margin):
                     self._drain(alloc, f"{left:.1f} s of walltime left <= drain_margin={self.drain_margin}")
 
     def _lose_agent(self, agent: AgentRecord, cause: str) -> None:
@@ -332,6 +485,8 @@ class PoolState:
         else:
             logger.info("pool: agent %s gone: %s", agent.name, cause)
         self.agents.pop(agent.ident, None)
+        self._dirty = True
+        self._give_back(agent, cause)
         for task_id in list(agent.running):
             self._task_lost(self.tasks[task_id], agent.alloc_id, cause)
         agent.running.clear()
@@ -343,17 +498,17 @@ class PoolState:
         self._task_event(rec, TaskState.LOST, cause)
         if len(rec.losses) > self.max_retries:
             error = TaskLostError(rec.task.task_id, rec.task.stage, tuple(rec.losses), self.max_retries)
-            self._task_event(rec, TaskState.FAILED, str(error))
+            self._finish(rec, TaskState.FAILED, str(error))
             self.resolve.append(lambda: rec.future.set_exception(error))
             return
         rec.attempt += 1
-        self.queue = {rec.task.task_id: None, **self.queue}  # it is older than every queued task
-        self._task_event(rec, TaskState.QUEUED, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
+        self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
         if alloc.state is not AllocationState.RUNNING:
             return
         self._set_state(alloc, AllocationState.DRAINING, reason)
+        self._dirty = True
         for agent in self.agents.values():
             if agent.alloc_id == alloc.alloc_id:
                 agent.draining = True
@@ -365,51 +520,117 @@ class PoolState:
         alloc = self.allocs[alloc_id]
         return max(0.0, min(ends) - now) if ends else alloc.remaining(now)
 
-    def _place(self, now: float) -> None:
-        if not self.queue:
-            return
-        offers = [
-            Offer(a.ident, a.alloc_id, a.free, self._remaining(a.alloc_id, now))
-            for a in self.agents.values()
-            if not a.draining and a.free > 0 and self.allocs[a.alloc_id].state.is_live
+    # ------------------------------------------------------------------------------------------ placement
+
+    def _queued_records(self, max_cores: int | None = None) -> Iterator[TaskRecord]:
+        """Queued tasks oldest first (re-queued ones first in their class), of at most ``max_cores``."""
+        classes = [
+            (self.tasks[t] for t in ids)
+            for cores, ids in self._queue.items()
+            if ids and (max_cores is None or cores <= max_cores)
         ]
-        if not offers:
+        return heapq.merge(*classes, key=lambda rec: (rec.attempt == 1, rec.seq))
+
+    def _place(self, now: float) -> None:
+        """Start queued tasks on free cores; then send short ones ahead to busy agents (prefetch)."""
+        self._dirty = False
+        self._last_place = now
+        if not self.tasks:
             return
-        tasks = [self.tasks[t].task for t in self.queue]
-        for task, offer in plan_placement(tasks, offers, lambda t: self._another_could_take(t, now)):
-            rec = self.tasks[task.task_id]
-            agent = self.agents[offer.agent]
-            if (task.estimate or 0.0) > offer.remaining:
-                logger.info(
-                    "pool: no allocation has %.0f s left for task %s; starting it on %s (%.0f s left)",
-                    task.estimate,
-                    task.task_id,
-                    agent.alloc_id,
-                    offer.remaining,
-                )
-            del self.queue[task.task_id]
-            if not rec.future_running:
-                if not rec.future.set_running_or_notify_cancel():
-                    self._task_event(rec, TaskState.CANCELLED, "future cancelled before it started")
-                    continue
-                rec.future_running = True
+        live = [a for a in self.agents.values() if not a.draining and self.allocs[a.alloc_id].state.is_live]
+        remaining = {a.alloc_id: self._remaining(a.alloc_id, now) for a in live}
+        # agents still holding tasks sent ahead start those first: they are not offered free cores
+        offers = [
+            Offer(a.ident, a.alloc_id, a.free, remaining[a.alloc_id])
+            for a in live
+            if a.free > 0 and not a.assigned
+        ]
+        if offers:
+            largest = max(o.free for o in offers)
+            tasks = (rec.task for rec in self._queued_records(largest))
+            for task, offer in plan_placement(tasks, offers, lambda t: self._another_could_take(t, now)):
+                self._send(self.tasks[task.task_id], self.agents[offer.agent], offer, TaskState.RUNNING)
+        if self.prefetch_seconds > 0 and live:
+            self._prefetch(live, remaining)
+
+    def _prefetch(self, live: list[AgentRecord], remaining: dict[str, float]) -> None:
+        """Send short queued tasks ahead to busy agents, within ``prefetch_seconds`` of work per core."""
+        budget = {a.ident: self.prefetch_seconds * a.cores for a in live}
+        work = {a.ident: a.assigned_work for a in live}
+        ahead = {a.ident: len(a.assigned) for a in live}
+        open_ = [a for a in live if work[a.ident] < budget[a.ident] and ahead[a.ident] < _MAX_AHEAD]
+        if not open_:
+            return
+        shortest_budget = min(budget.values())
+        chosen: list[tuple[TaskRecord, AgentRecord]] = []
+        for scanned, rec in enumerate(self._queued_records(max(a.cores for a in live))):
+            if not open_ or scanned >= 4 * _MAX_AHEAD * len(live):
+                break
+            task = rec.task
+            cost = self._expected(task)
+            if cost is None or cost > shortest_budget:
+                continue  # unknown or long: never queued behind others
+            need = task.estimate or 0.0
+            fits = [
+                a
+                for a in open_
+                if task.cores <= a.cores
+                and remaining[a.alloc_id] >= need
+                and work[a.ident] + cost <= budget[a.ident]
+            ]
+            if not fits:
+                continue
+            agent = min(fits, key=lambda a: work[a.ident])
+            chosen.append((rec, agent))
+            work[agent.ident] += cost
+            ahead[agent.ident] += 1
+            if work[agent.ident] >= budget[agent.ident] or ahead[agent.ident] >= _MAX_AHEAD:
+                open_.remove(agent)
+        for rec, agent in chosen:  # sending takes the tasks out of the queue: not while reading it
+            self._send(
+                rec,
+                agent,
+                Offer(agent.ident, agent.alloc_id, 0, remaining[agent.alloc_id]),
+                TaskState.ASSIGNED,
+            )
+
+    def _send(self, rec: TaskRecord, agent: AgentRecord, offer: Offer, state: TaskState) -> None:
+        task = rec.task
+        if (task.estimate or 0.0) > offer.remaining:
+            logger.info(
+                "pool: no allocation has %.0f s left for task %s; starting it on %s (%.0f s left)",
+                task.estimate,
+                task.task_id,
+                agent.alloc_id,
+                offer.remaining,
+            )
+        del self._queue[task.cores][task.task_id]
+        if not rec.future_running:
+            if not rec.future.set_running_or_notify_cancel():
+                self._finish(rec, TaskState.CANCELLED, "future cancelled before it started")
+                return
+            rec.future_running = True
+        if state is TaskState.RUNNING:
             agent.free -= task.cores
             agent.running.add(task.task_id)
-            rec.agent = agent.ident
-            rec.alloc_id = agent.alloc_id
-            self._task_event(rec, TaskState.RUNNING, f"on agent {agent.name}")
-            self.outbox.append((agent.ident, RunTask(task)))
+        else:
+            cost = self._expected(task) or 0.0
+            agent.assigned[task.task_id] = cost
+            agent.assigned_cores += task.cores
+            agent.assigned_work += cost
+        rec.agent = agent.ident
+        rec.alloc_id = agent.alloc_id
+        self._task_event(rec, state, f"on agent {agent.name}")
+        self._dispatch.setdefault(agent.ident, []).append(task)
 
     def _another_could_take(self, task: Task, now: float) -> bool:
         """Whether a not-draining allocation (live or requested) has enough cores and time for ``task``."""
-        need = task.estimate or 0.0
-        for alloc in self.allocs.values():
-            if alloc.state not in (AllocationState.REQUESTED, AllocationState.RUNNING):
-                continue
-            per_agent = alloc.cores // (alloc.nodes or 1)
-            if per_agent >= task.cores and self._remaining(alloc.alloc_id, now) >= need:
-                return True
-        return False
+        capacities = [
+            (alloc.cores // (alloc.nodes or 1), self._remaining(alloc.alloc_id, now))
+            for alloc in self.allocs.values()
+            if alloc.state in (AllocationState.REQUESTED, AllocationState.RUNNING)
+        ]
+        return has_room(task, capacities)
 
     # ------------------------------------------------------------------------------------------- events
 
@@ -434,7 +655,7 @@ class PoolState:
     def emit(self, event: PoolEvent) -> None:
         """Record ``event`` and call every subscriber (a failing one is logged, not raised)."""
         self.events.append(event)
-        for callback in list(self.subscribers):
+        for callback in self.subscribers:
             try:
                 callback(event)
             except Exception:

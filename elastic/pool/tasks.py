@@ -1,34 +1,28 @@
-"""Tasks: what the pool runs (:class:`Task`), what comes back (:class:`TaskResult`), and how it is run.
+"""Tasks: what the pool runs (:class:`Task`), what comes back (:class:`TaskResult`), and how it fails.
 
 A task is either a Python callable with its arguments, serialised with :mod:`cloudpickle` (the
 serialiser Parsl's and Prefect's workers also rely on; it pickles lambdas and closures by value), or a
 shell command run by ``bash -c``. Each has a number of cores, an optional runtime estimate (seconds) and
 a stage name.
 
-An agent runs every task in a fresh child process, ``python -m elastic.pool.tasks RESULT_FILE``, fed the
-task on its standard input. The child keeps reading its standard input: when the agent dies (the pipe
-closes) the child kills the task and exits, so a dead agent leaves no orphan work behind. A fresh
-interpreter per task costs about 80 ms here and keeps tasks from sharing state.
+Where it runs: an agent runs Python callables back to back in its long-lived worker processes
+(:mod:`elastic.pool.worker`, one per core); shell commands, and callables that ask for ``isolate=True``,
+in a fresh child process each (:mod:`elastic.pool.child`). Both run the task with :func:`execute`, here.
+A task's standard input is ``/dev/null``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import enum
-import os
 import pickle
 import signal
-import struct
 import subprocess
-import sys
-import threading
 import time
 import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import cloudpickle
@@ -37,6 +31,7 @@ from elastic.errors import ConfigError, PoolError
 
 __all__ = [
     "RemoteTraceback",
+    "ResultPicklingError",
     "ShellResult",
     "ShellTaskError",
     "Task",
@@ -46,10 +41,10 @@ __all__ = [
     "TaskLostError",
     "TaskResult",
     "TaskState",
-    "run_in_child",
+    "execute",
+    "how_it_ended",
+    "signal_name",
 ]
-
-_LENGTH = struct.Struct("!Q")
 
 
 class TaskKind(str, enum.Enum):
@@ -65,9 +60,12 @@ class TaskState(str, enum.Enum):
     """Life cycle of a task in the pool."""
 
     QUEUED = "QUEUED"
-    """Waiting for cores (first time, or again after it was lost)."""
+    """Waiting for cores (first time, or again after it was lost or given back)."""
+    ASSIGNED = "ASSIGNED"
+    """Sent ahead to a busy agent (prefetch), to start there as soon as one of its cores frees; given back
+    to the queue, not counted as lost, if the agent drains, stops or dies first."""
     RUNNING = "RUNNING"
-    """Placed on an agent."""
+    """Running on an agent (started on a free core, or reported started there)."""
     LOST = "LOST"
     """Its agent died or its allocation ended or was stopping (a signal killed it) while it ran; it is
     queued again if retries are left."""
@@ -102,6 +100,9 @@ class Task:
         Workflow stage (for metrics).
     check : bool, default True
         SHELL only: a non-zero exit fails the task with :class:`ShellTaskError`.
+    isolate : bool, default False
+        CALL only: run it in a fresh interpreter of its own instead of a long-lived worker (for code that
+        leaves state behind, changes the process or must not share it; costs ~100 ms more).
 
     Examples
     --------
@@ -117,6 +118,7 @@ class Task:
     estimate: float | None = None
     stage: str = "default"
     check: bool = True
+    isolate: bool = False
 
     def __post_init__(self) -> None:
         if not self.task_id:
@@ -139,12 +141,27 @@ class Task:
         estimate: float | None = None,
         stage: str = "default",
         task_id: str | None = None,
+        isolate: bool = False,
     ) -> Task:
-        """Make a task that calls ``fn(*args, **kwargs)`` on an agent and returns its value."""
+        """Make a task that calls ``fn(*args, **kwargs)`` on an agent and returns its value.
+
+        Raises
+        ------
+        ConfigError
+            ``fn`` is not callable, or it or its arguments cannot be pickled (the message names which).
+        """
         if not callable(fn):
             raise ConfigError(f"Task.call needs a callable, got {type(fn).__name__}")
-        payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
-        return cls(_new_id(task_id), TaskKind.CALL, payload, cores, estimate, stage)
+        try:
+            payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
+        except Exception as exc:
+            name = getattr(fn, "__qualname__", type(fn).__name__)
+            raise ConfigError(
+                f"Task.call({name}): the function or its arguments cannot be pickled to send to an agent "
+                f"({type(exc).__name__}: {exc}); pass plain data (paths, numbers, arrays) instead of open "
+                "files, locks, sockets or database connections"
+            ) from exc
+        return cls(_new_id(task_id), TaskKind.CALL, payload, cores, estimate, stage, True, isolate)
 
     @classmethod
     def shell(
@@ -228,7 +245,7 @@ class TaskResult:
     @property
     def signal_name(self) -> str:
         """``"SIGTERM"``-style name of :attr:`signal` (``""`` when there is none)."""
-        return "" if self.signal is None else _signal_name(self.signal)
+        return "" if self.signal is None else signal_name(self.signal)
 
     def outcome(self) -> Any:
         """Return the task's value, or raise its exception with the remote traceback as ``__cause__``.
@@ -282,7 +299,7 @@ class ShellTaskError(PoolError):
         self.stderr = stderr
         tail = stderr.strip().splitlines()[-1:] or ["(no stderr)"]
         super().__init__(
-            f"shell task {task_id!r} {_how_it_ended(returncode)}: {tail[0]}; "
+            f"shell task {task_id!r} {how_it_ended(returncode)}: {tail[0]}; "
             "pass check=False to get the ShellResult instead"
         )
 
@@ -312,6 +329,32 @@ class TaskCrashedError(PoolError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.task_id, self.error_type, self.error_message, self.returncode))
+
+
+class ResultPicklingError(PoolError):
+    """A task returned a value that cannot be pickled to send back.
+
+    Parameters
+    ----------
+    task_id : str
+        The task.
+    type_name : str
+        Type of the value it returned.
+    detail : str
+        What the pickler said.
+    """
+
+    def __init__(self, task_id: str, type_name: str, detail: str) -> None:
+        self.task_id = task_id
+        self.type_name = type_name
+        self.detail = detail
+        super().__init__(
+            f"task {task_id!r} returned a {type_name} that cannot be pickled to send back ({detail}); "
+            "return plain data, or write it to a file and return the path"
+        )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.task_id, self.type_name, self.detail))
 
 
 class TaskLostError(PoolError):
@@ -379,150 +422,62 @@ class TaskEvent:
 
 
 # --------------------------------------------------------------------------------------------------------
-# Running one task in a child process.
+# Running one task in this process (a worker's, or a fresh child's).
 
 
-def run_in_child(
-    task: Task, workdir: Path, env: Mapping[str, str] | None = None
-) -> tuple[subprocess.Popen[bytes], Callable[[], TaskResult]]:
-    """Start ``python -m elastic.pool.tasks`` for ``task``; return the process and a result collector.
+def execute(task: Task) -> TaskResult:
+    """Run ``task`` in this process and return its result; the task's exception is captured, never raised.
 
-    The caller keeps the process' standard input open while the task runs; closing it makes the child kill
-    the task and exit. The collector must be called after the process has exited.
+    A shell command runs as ``bash -c`` with ``/dev/null`` as its standard input and this process' output;
+    a callable is unpickled and called. The value is cloudpickled here, so an unpicklable value fails the
+    task (:class:`ResultPicklingError`) instead of the process that runs it.
     """
-    workdir.mkdir(parents=True, exist_ok=True)
-    base = workdir / uuid.uuid4().hex  # not the task id: that may hold any character
-    out, err, res = (base.with_suffix(s) for s in (".out", ".err", ".result"))
-    child_env = {**os.environ, **(env or {})}
-    child_env["ELASTIC_TASK_ID"] = task.task_id
-    child_env["ELASTIC_TASK_CORES"] = str(task.cores)
-    with out.open("wb") as fo, err.open("wb") as fe:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "elastic.pool.tasks", str(res)],
-            stdin=subprocess.PIPE,
-            stdout=fo,
-            stderr=fe,
-            env=child_env,
-            # Its own process group, so that stopping it (closing stdin) kills every process of the task.
-            start_new_session=True,
-        )
-    assert proc.stdin is not None
-    blob = pickle.dumps(task)
-    try:
-        proc.stdin.write(_LENGTH.pack(len(blob)) + blob)
-        proc.stdin.flush()
-    except BrokenPipeError:
-        # The child died before it read its task: a signal to the agent's process group (a batch system
-        # stopping the job) can reach it between fork and setsid. collect() reports how it ended.
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.close()
-
-    def collect() -> TaskResult:
-        stdout = out.read_text(errors="replace")
-        stderr = err.read_text(errors="replace")
-        try:
-            result: TaskResult = pickle.loads(res.read_bytes())
-        except (OSError, EOFError, pickle.UnpicklingError):
-            result = TaskResult(
-                task.task_id,
-                ok=False,
-                error_type="TaskCrashedError",
-                error_message=f"the task's process {_how_it_ended(proc.returncode)} and left no result",
-            )
-        for path in (out, err, res):
-            path.unlink(missing_ok=True)
-        result = dataclasses.replace(result, returncode=proc.returncode, stdout=stdout, stderr=stderr)
-        if proc.returncode < 0:
-            result = dataclasses.replace(result, signal=-proc.returncode)
-        return _with_shell_output(task, result) if task.kind is TaskKind.SHELL else result
-
-    return proc, collect
-
-
-def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
-    """Put the captured output into a shell task's ShellResult or ShellTaskError (and its signal)."""
-    if result.ok:
-        code = pickle.loads(result.value).returncode
-        value = ShellResult(code, result.stdout, result.stderr)
-        result = dataclasses.replace(result, value=cloudpickle.dumps(value))
-    elif result.error_type == ShellTaskError.__qualname__:
-        code = pickle.loads(result.error).returncode
-        exc = ShellTaskError(task.task_id, code, result.stdout, result.stderr)
-        result = dataclasses.replace(result, error=cloudpickle.dumps(exc), error_message=str(exc))
-    else:
-        return result
-    if code < 0 and result.signal is None:  # ``bash -c`` itself was killed (subprocess reports -N)
-        result = dataclasses.replace(result, signal=-code)
-    return result
-
-
-def _how_it_ended(returncode: int) -> str:
-    """Say how a process ended: "exited with code 3", or "was killed by SIGTERM" for a code of -15."""
-    if returncode < 0:  # subprocess reports death by signal N as -N
-        return f"was killed by {_signal_name(-returncode)}"
-    return f"exited with code {returncode}"
-
-
-def _signal_name(signum: int) -> str:
-    try:
-        return signal.Signals(signum).name
-    except ValueError:
-        return f"signal {signum}"
-
-
-def _child_main(result_path: str) -> int:
-    """Entry point of the child process: read the task from stdin, run it, write the result file."""
-    stdin = sys.stdin.buffer
-    (size,) = _LENGTH.unpack(stdin.read(_LENGTH.size))
-    task: Task = pickle.loads(stdin.read(size))
-
-    def watch_parent() -> None:
-        # EOF on stdin means the agent died or wants the task stopped: stop now, leave no orphan.
-        while stdin.read(4096):
-            pass
-        # The child leads its own process group (see run_in_child): this kills the task's whole tree.
-        os.killpg(os.getpgrp(), signal.SIGKILL)
-
-    threading.Thread(target=watch_parent, daemon=True).start()
     started = time.time()
     try:
         if task.kind is TaskKind.SHELL:
-            sys.stdout.flush()
-            code = subprocess.run(["bash", "-c", task.command], check=False).returncode
+            code = subprocess.run(
+                ["bash", "-c", task.command], stdin=subprocess.DEVNULL, check=False
+            ).returncode
             value: Any = ShellResult(code, "", "")
             if task.check and code != 0:
                 raise ShellTaskError(task.task_id, code, "", "")
         else:
             fn, args, kwargs = pickle.loads(task.payload)
             value = fn(*args, **kwargs)
-        result = TaskResult(task.task_id, ok=True, value=cloudpickle.dumps(value))
+        try:
+            blob = cloudpickle.dumps(value)
+        except Exception as exc:
+            raise ResultPicklingError(
+                task.task_id, type(value).__qualname__, f"{type(exc).__name__}: {exc}"
+            ) from None
+        result = TaskResult(task.task_id, ok=True, value=blob)
     except BaseException as exc:
         tb = "" if isinstance(exc, ShellTaskError) else traceback.format_exc()
         try:
-            blob = cloudpickle.dumps(exc)
+            error = cloudpickle.dumps(exc)
         except Exception:
-            blob = b""
+            error = b""
         result = TaskResult(
             task.task_id,
             ok=False,
-            error=blob,
+            error=error,
             error_type=type(exc).__qualname__,
             error_message=str(exc),
             traceback=tb,
         )
-    result = dataclasses.replace(result, started=started, ended=time.time())
-    sys.stdout.flush()
-    sys.stderr.flush()
-    tmp = Path(result_path + ".tmp")
-    tmp.write_bytes(pickle.dumps(result))
-    tmp.replace(result_path)  # atomic: the agent never reads half a result
-    return 0
+    return dataclasses.replace(result, started=started, ended=time.time())
 
 
-if __name__ == "__main__":
-    # Run the copy imported as ``elastic.pool.tasks`` so pickled records name their real module, not __main__.
-    from elastic.pool.tasks import _child_main as _main
+def how_it_ended(returncode: int) -> str:
+    """Say how a process ended: "exited with code 3", or "was killed by SIGTERM" for a code of -15."""
+    if returncode < 0:  # subprocess reports death by signal N as -N
+        return f"was killed by {signal_name(-returncode)}"
+    return f"exited with code {returncode}"
 
-    code = _main(sys.argv[1])
-    # Leave at once: a normal shutdown would wait on the watcher thread blocked reading stdin.
-    os._exit(code)
+
+def signal_name(signum: int) -> str:
+    """Return ``"SIGTERM"`` for 15, ``"signal 99"`` for a number that names no signal."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

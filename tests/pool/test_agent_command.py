@@ -10,8 +10,11 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
-from elastic.pool.agent import EXIT_NO_POOL, EXIT_POOL_SILENT, AgentCommand
-from elastic.pool.protocol import PoolSocket, Register, Welcome, write_secret_file
+from elastic.pool.agent import EXIT_NO_POOL, EXIT_POOL_SILENT
+from elastic.pool.agent_command import AgentCommand
+from elastic.pool.messages import Register, Welcome
+from elastic.pool.protocol import write_secret_file
+from elastic.pool.sockets import PoolSocket
 
 words = st.text(st.characters(codec="utf-8", exclude_characters="\x00"), min_size=1, max_size=15)
 

@@ -16,7 +16,8 @@ import zmq
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.batch import JobState
 from elastic.errors import ConfigError
-from elastic.pool.agent import EXIT_NO_POOL, AgentCommand
+from elastic.pool.agent import EXIT_NO_POOL
+from elastic.pool.agent_command import AgentCommand
 from elastic.pool.events import AgentEvent, AgentEventKind
 from elastic.pool.pool import Pool, PoolClosedError
 from elastic.pool.protocol import write_secret_file
@@ -88,9 +89,13 @@ def test_several_agents_share_one_queue(pool: Pool, start_agent: AgentStarter) -
     for name in ("a1", "a2"):
         start_allocation(pool, start_agent, Allocation(name, cores=1, walltime=600.0))
     futures = [pool.submit(Task.call(slow_pid, (0.3,), task_id=f"t{i}")) for i in range(6)]
-    assert len({f.result(timeout=30) for f in futures}) == 6  # each task in its own process
+    # one warm worker per one-core agent runs its tasks back to back
+    assert len({f.result(timeout=30) for f in futures}) == 2
     used = {alloc for i in range(6) for alloc in running_on(pool, f"t{i}")}
     assert used == {"a1", "a2"}
+    isolated = [pool.submit(Task.call(slow_pid, (0.1,), task_id=f"i{i}", isolate=True)) for i in range(4)]
+    pids = {f.result(timeout=30) for f in isolated}
+    assert len(pids) == 4 and not pids & {f.result() for f in futures}  # a fresh process each
 
 
 def test_killed_agent_task_reruns_elsewhere(pool: Pool, start_agent: AgentStarter, tmp_path: Path) -> None:
@@ -217,10 +222,12 @@ def test_wrong_secret_is_refused_logged_and_never_runs(
     with zmq.Context() as ctx, ctx.socket(zmq.DEALER) as raw:  # a stranger speaking no protocol at all
         raw.connect(pool.address)
         raw.send_multipart([b"hello", b"run rm -rf /"])
+        wait_for(pool, lambda e: isinstance(e, AgentEvent) and "message of 2 frames" in e.detail)
+        raw.send(b"run rm -rf /")
         wait_for(pool, lambda e: isinstance(e, AgentEvent) and "malformed message" in e.detail)
         raw.close(linger=0)
     assert not marker.exists() and not future.done()
-    assert pool.refused >= 2
+    assert pool.refused >= 3
     assert pool.allocation("a1").state is AllocationState.REQUESTED
     assert not any(isinstance(e, AgentEvent) and e.kind is AgentEventKind.JOINED for e in pool.events)
     assert any("wrong secret" in r.getMessage() for r in caplog.records)
@@ -337,7 +344,9 @@ def test_agent_module_runs_as_a_command() -> None:
 
 def test_replayed_registration_is_refused(pool: Pool) -> None:
     """Identities are not signed: a captured Register must not work from another connection or twice."""
-    from elastic.pool.protocol import AgentSocket, Register, Stop, read_secret_file
+    from elastic.pool.messages import Register, Stop
+    from elastic.pool.protocol import read_secret_file
+    from elastic.pool.sockets import AgentSocket
 
     secret = read_secret_file(pool.secret_file)
     pool.add_allocation(Allocation("a1", cores=1, walltime=600.0))

@@ -13,16 +13,17 @@ from hypothesis import strategies as st
 
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.pool.events import AgentEvent, AgentEventKind
-from elastic.pool.protocol import (
+from elastic.pool.messages import (
     Bye,
     Drain,
     Heartbeat,
     Message,
     Register,
-    RunTask,
+    Report,
+    RunTasks,
     Stop,
-    TaskDone,
     TaskLost,
+    TasksReturned,
     Welcome,
 )
 from elastic.pool.state import PoolState
@@ -76,14 +77,16 @@ def task_states(state: PoolState, task_id: str) -> list[tuple[TaskState, str | N
     ]
 
 
-def done(task_id: str, value: object = None) -> TaskDone:
-    return TaskDone(TaskResult(task_id, ok=True, value=cloudpickle.dumps(value)))
+def done(task_id: str, value: object = None) -> Report:
+    return Report(done=(TaskResult(task_id, ok=True, value=cloudpickle.dumps(value)),))
 
 
-def killed(task_id: str, sig: int = signal.SIGTERM) -> TaskDone:
+def killed(task_id: str, sig: int = signal.SIGTERM) -> Report:
     message = f"the task's process was killed by {signal.Signals(sig).name} and left no result"
-    return TaskDone(
-        TaskResult(task_id, ok=False, error_type="TaskCrashedError", error_message=message, signal=sig)
+    return Report(
+        done=(
+            TaskResult(task_id, ok=False, error_type="TaskCrashedError", error_message=message, signal=sig),
+        )
     )
 
 
@@ -122,8 +125,8 @@ def test_task_is_placed_run_and_resolved(state: PoolState, clock: Clock) -> None
     future = state.submit(Task.shell("true", cores=2, task_id="t"))
     state.tick(clock.now)
     (sent,) = [m for m in take_outbox(state) if not isinstance(m[1], Heartbeat)]
-    assert sent[0] == ident and isinstance(sent[1], RunTask) and sent[1].task.task_id == "t"
-    assert state.free_cores() == {"a1": 0} and state.running() == {"a1": (sent[1].task,)}
+    assert sent[0] == ident and isinstance(sent[1], RunTasks) and [t.task_id for t in sent[1].tasks] == ["t"]
+    assert state.free_cores() == {"a1": 0} and state.running() == {"a1": sent[1].tasks}
     state.handle(ident, done("t", 42))
     assert not future.done(), "futures are resolved outside the lock, by the pool"
     run_resolutions(state)
@@ -170,7 +173,10 @@ def test_silent_agent_is_lost_and_its_task_rerun_then_fails_when_retries_run_out
     assert [type(m).__name__ for _, m in take_outbox(state)] == ["Stop"]
     second = join(state, "a1", pid=2)
     state.tick(clock.now)
-    assert [m.task.task_id for i, m in take_outbox(state) if i == second and isinstance(m, RunTask)] == ["t"]
+    sent = [
+        t.task_id for i, m in take_outbox(state) if i == second and isinstance(m, RunTasks) for t in m.tasks
+    ]
+    assert sent == ["t"]
     state.allocation_ended("a1", AllocationState.TIMEOUT, "")
     run_resolutions(state)
     with pytest.raises(TaskLostError) as info:
@@ -191,11 +197,11 @@ def test_drain_places_nothing_new_and_the_agent_leaves(state: PoolState, clock: 
     assert state.allocation("a1").state is AllocationState.DRAINING and state.free_cores() == {}
     later = state.submit(Task.shell("true", task_id="later"))
     state.tick(clock.now + 0.1)
-    assert not any(isinstance(m, RunTask) for _, m in take_outbox(state))
+    assert not any(isinstance(m, RunTasks) for _, m in take_outbox(state))
     state.handle(ident, done("r"))
     state.handle(ident, Bye("drained"))
     run_resolutions(state)
-    assert running.done() and not later.done() and list(state.queue) == ["later"]
+    assert running.done() and not later.done() and state.queued() == ["later"]
     left = [e for e in state.events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.LEFT]
     assert [e.detail for e in left] == ["drained"] and not state.agents
 
@@ -233,7 +239,7 @@ def test_signal_death_on_a_draining_allocation_is_a_loss(state: PoolState, clock
     state.tick(clock.now)
     state.drain("a1", "released")
     state.handle(ident, killed("t"))
-    assert not future.done() and list(state.queue) == ["t"]
+    assert not future.done() and state.queued() == ["t"]
     assert task_states(state, "t")[-2:] == [(TaskState.LOST, "a1", 1), (TaskState.QUEUED, "a1", 2)]
     assert state.tasks["t"].losses == [("a1", "killed by SIGTERM while allocation a1 was draining")]
 
@@ -247,8 +253,8 @@ def test_task_lost_message_requeues_and_the_stopping_agent_gets_nothing_more(
     take_outbox(state)
     state.handle(ident, TaskLost("t", "killed by SIGTERM; the agent got SIGTERM"))
     state.tick(clock.now + 0.1)
-    assert not any(isinstance(m, RunTask) for _, m in take_outbox(state)), "placed again on a dying agent"
-    assert not future.done() and list(state.queue) == ["t"]
+    assert not any(isinstance(m, RunTasks) for _, m in take_outbox(state)), "placed again on a dying agent"
+    assert not future.done() and state.queued() == ["t"]
     assert state.tasks["t"].losses == [("a1", "killed by SIGTERM; the agent got SIGTERM (agent a1/h/1)")]
     # a stale report (the task does not run there any more) changes nothing
     state.handle(ident, TaskLost("t", "again"))
@@ -262,7 +268,7 @@ def test_ended_allocation_loses_its_agents_and_stops_them(state: PoolState, cloc
     take_outbox(state)
     state.allocation_ended("a1", AllocationState.CANCELLED, "scancel")
     assert take_outbox(state) == [(ident, Stop("allocation ended CANCELLED"))]
-    assert not state.agents and list(state.queue) == ["t"]
+    assert not state.agents and state.queued() == ["t"]
     state.allocation_ended("a1", AllocationState.CANCELLED, "again")  # a repeat does nothing
     assert [e.state for e in state.events if isinstance(e, AllocationEvent)][-1] is AllocationState.CANCELLED
 
@@ -273,6 +279,8 @@ _OP_NAMES = [
     "submit",
     "submit",
     "join",
+    "start",
+    "give-back",
     "wait",
     "done",
     "done",
@@ -323,6 +331,12 @@ def test_every_task_is_queued_running_or_resolved_and_cores_add_up(ops: list[tup
                 state.allocation_ended(f"a{n}", AllocationState.CANCELLED, "")
         elif agent is not None and op == "bye":
             state.handle(agent.ident, Bye("test"))
+        elif agent is not None and agent.assigned and op == "start":
+            first = next(iter(agent.assigned))  # a core freed: the agent starts the first task sent ahead
+            if state.tasks[first].task.cores <= agent.free:
+                state.handle(agent.ident, Report(started=(first,)))
+        elif agent is not None and agent.assigned and op == "give-back":
+            state.handle(agent.ident, TasksReturned(tuple(agent.assigned), "draining"))
         elif agent is not None and op == "beat":
             state.handle(agent.ident, Heartbeat(tuple(running)))
         elif agent is not None and running and op in ("done", "killed", "lost"):
@@ -337,16 +351,71 @@ def test_every_task_is_queued_running_or_resolved_and_cores_add_up(ops: list[tup
 
         placed = [t for a in state.agents.values() for t in a.running]
         assert len(placed) == len(set(placed)), "a task runs on two agents"
+        ahead = [t for a in state.agents.values() for t in a.assigned]
+        assert len(ahead) == len(set(ahead)) and not set(ahead) & set(placed), "a task sent twice"
         for a in state.agents.values():
             used = sum(state.tasks[t].task.cores for t in a.running)
             assert a.free >= 0 and a.free + used == a.cores
-        for task_id, rec in state.tasks.items():
-            where = (task_id in state.queue) + (task_id in placed) + futures[task_id].done()
-            assert where == 1, f"{task_id} ({rec.state.value}) is in {where} places"
-            assert (rec.state is TaskState.QUEUED) == (task_id in state.queue)
-            assert (rec.state is TaskState.RUNNING) == (task_id in placed)
-            assert len(rec.losses) <= state.max_retries + 1
-            if rec.state is TaskState.FAILED and rec.losses and len(rec.losses) > state.max_retries:
-                assert isinstance(futures[task_id].exception(), TaskLostError)
+            assert a.assigned_cores == sum(state.tasks[t].task.cores for t in a.assigned)
+        queued = state.queued()
+        assert len(queued) == len(set(queued)), "a task is queued twice"
+        for task_id, future in futures.items():
+            where = (task_id in queued) + (task_id in placed) + (task_id in ahead) + future.done()
+            assert where == 1, f"{task_id} is in {where} places"
+            rec = state.tasks.get(task_id)
+            assert (rec is None) == future.done(), "a resolved task's record is kept, or a live one dropped"
+            if rec is not None:
+                assert (rec.state is TaskState.QUEUED) == (task_id in queued)
+                assert (rec.state is TaskState.RUNNING) == (task_id in placed)
+                assert (rec.state is TaskState.ASSIGNED) == (task_id in ahead)
+                assert len(rec.losses) <= state.max_retries
+            elif future.exception() is not None and isinstance(future.exception(), TaskLostError):
+                assert len(future.exception().losses) == state.max_retries + 1  # type: ignore[union-attr]
     for rec in state.tasks.values():
         event(f"final {rec.state.value}, {len(rec.losses)} losses")
+
+
+def quick(task_id: str, seconds: float = 0.001) -> TaskResult:
+    return TaskResult(task_id, ok=True, value=cloudpickle.dumps(None), started=5.0, ended=5.0 + seconds)
+
+
+def sent_ahead(state: PoolState) -> list[str]:
+    return [e.task_id for e in state.events if isinstance(e, TaskEvent) and e.state is TaskState.ASSIGNED]
+
+
+def test_short_tasks_are_sent_ahead_to_a_busy_agent_long_and_unknown_ones_are_not(
+    state: PoolState, clock: Clock
+) -> None:
+    ident = join(state, "a1", cores=1)
+    for i in range(3):  # three finished tasks give the stage's mean duration (1 ms)
+        state.submit(Task.shell("x", task_id=f"w{i}", stage="quick"))
+        state.tick(clock.now)
+        state.handle(ident, Report(done=(quick(f"w{i}"),)))
+    for i in range(5):
+        state.submit(Task.shell("x", task_id=f"q{i}", stage="quick"))
+    state.submit(Task.shell("x", task_id="slow", stage="slow"))  # no history, no estimate: never ahead
+    state.tick(clock.now)
+    assert sent_ahead(state) == ["q1", "q2", "q3", "q4"]  # q0 runs on the free core
+    assert "slow" in state.queued()
+    # the agent starts q1 when q0 ends, in one report
+    state.handle(ident, Report(started=("q1",), done=(quick("q0"),)))
+    agent = state.agents[ident]
+    assert agent.running == {"q1"} and list(agent.assigned) == ["q2", "q3", "q4"] and agent.free == 0
+
+
+def test_tasks_sent_ahead_come_back_without_counting_as_lost(state: PoolState, clock: Clock) -> None:
+    first = join(state, "a1", pid=1, cores=1)
+    for i in range(3):
+        state.submit(Task.shell("x", task_id=f"w{i}", stage="quick"))
+        state.tick(clock.now)
+        state.handle(first, Report(done=(quick(f"w{i}"),)))
+    for i in range(3):
+        state.submit(Task.shell("x", task_id=f"q{i}", stage="quick"))
+    state.tick(clock.now)
+    assert sent_ahead(state) == ["q1", "q2"]
+    state.handle(first, TasksReturned(("q1",), "draining"))  # the agent drains: gives back what it holds
+    assert "q1" in state.queued() and state.tasks["q1"].attempt == 1 and not state.tasks["q1"].losses
+    clock.now += 6.0
+    state.tick(clock.now)  # silent: lost; q0 (running) is a lost attempt, q2 (ahead) is not
+    assert state.tasks["q0"].losses and not state.tasks["q2"].losses
+    assert set(state.queued()) == {"q0", "q1", "q2"}

@@ -1,38 +1,44 @@
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
+import struct
 from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
-from elastic.pool.protocol import (
+from elastic.pool.messages import (
     MESSAGE_TYPES,
-    VERSION,
-    AgentSocket,
-    AuthenticationError,
     Bye,
     Drain,
     Heartbeat,
-    PoolSocket,
-    ProtocolError,
     Register,
-    RunTask,
+    Report,
+    RunTasks,
     Stop,
-    TaskDone,
     TaskLost,
+    TasksReturned,
     Welcome,
-    _mac,
+)
+from elastic.pool.protocol import (
+    VERSION,
+    AuthenticationError,
+    ProtocolError,
+    ReplayError,
     decode,
     encode,
     new_secret,
     read_secret_file,
     write_secret_file,
 )
+from elastic.pool.sockets import AgentSocket, PoolSocket
 from elastic.pool.tasks import Task, TaskKind, TaskResult
 
 SECRET = b"s" * 32
@@ -48,6 +54,7 @@ tasks = st.builds(
     estimate=st.none() | seconds,
     stage=text,
     check=st.booleans(),
+    isolate=st.booleans(),
 )
 results = st.builds(
     TaskResult,
@@ -68,8 +75,11 @@ by_type: dict[type[Any], st.SearchStrategy[Any]] = {
     ),
     Welcome: st.builds(Welcome, seconds, seconds),
     Heartbeat: st.builds(Heartbeat, st.lists(text, max_size=5).map(tuple)),
-    RunTask: st.builds(RunTask, tasks),
-    TaskDone: st.builds(TaskDone, results),
+    RunTasks: st.builds(RunTasks, st.lists(tasks, max_size=3).map(tuple)),
+    Report: st.builds(
+        Report, st.lists(text, max_size=3).map(tuple), st.lists(results, max_size=3).map(tuple)
+    ),
+    TasksReturned: st.builds(TasksReturned, st.lists(text, max_size=3).map(tuple), text),
     TaskLost: st.builds(TaskLost, text, text),
     Drain: st.builds(Drain, text),
     Stop: st.builds(Stop, text),
@@ -82,49 +92,65 @@ def test_every_message_type_is_generated() -> None:
     assert set(by_type) == set(MESSAGE_TYPES.values())
 
 
-@given(messages)
-def test_every_message_round_trips(message: Any) -> None:
-    assert decode(encode(message, SECRET), SECRET) == message
+@given(messages, st.integers(0, 2**64 - 1))
+def test_every_message_round_trips(message: Any, seq: int) -> None:
+    assert decode(encode(message, SECRET, seq), SECRET) == (seq, message)
 
 
-@given(messages, st.integers(0, 100), st.integers(0, 255))
+@given(messages, st.integers(0, 10**6), st.integers(1, 255))
 def test_any_changed_byte_is_refused(message: Any, where: int, xor: int) -> None:
-    frames = encode(message, SECRET)
-    i = where % len(frames)
-    if not frames[i] or xor == 0:
-        return
-    frame = bytearray(frames[i])
+    frame = bytearray(encode(message, SECRET, 1))
     frame[where % len(frame)] ^= xor
-    frames[i] = bytes(frame)
+    with pytest.raises(ProtocolError):  # the MAC, or (a changed version) the version check
+        decode(bytes(frame), SECRET)
+
+
+@given(messages, st.integers(1, 60))
+def test_a_cut_message_is_refused(message: Any, cut: int) -> None:
+    frame = encode(message, SECRET, 1)
     with pytest.raises(AuthenticationError):
-        decode(frames, SECRET)
+        decode(frame[: max(0, len(frame) - cut)], SECRET)
 
 
 def test_wrong_secret_and_missing_mac_are_refused() -> None:
-    frames = encode(Heartbeat(("t",)), SECRET)
+    frame = encode(Heartbeat(("t",)), SECRET, 1)
     with pytest.raises(AuthenticationError, match="wrong secret"):
-        decode(frames, b"x" * 32, peer="a1/h/1")
+        decode(frame, b"x" * 32, peer="a1/h/1")
     with pytest.raises(AuthenticationError, match="malformed message"):
-        decode(frames[:2], SECRET)
+        decode(frame[:20], SECRET)
 
 
-def signed(*frames: bytes) -> list[bytes]:
-    return [*frames, _mac(SECRET, list(frames))]
+def signed(
+    name: bytes, header: bytes, *blobs: bytes, version: bytes = VERSION, seq: int = 1, trailer: bytes = b""
+) -> bytes:
+    """A frame made by hand with the right MAC (what only a holder of the secret can send)."""
+    body = struct.pack("!QB", seq, len(name)) + name + struct.pack("!I", len(header)) + header
+    body += struct.pack("!H", len(blobs)) + b"".join(struct.pack("!I", len(b)) + b for b in blobs) + trailer
+    return version + hmac.new(SECRET, body, hashlib.sha256).digest() + body
 
 
 def test_authentic_but_malformed_messages_are_protocol_errors() -> None:
     good = json.dumps({"alloc_id": "a", "cores": 2, "hostname": "h", "pid": 1}).encode()
-    assert decode(signed(VERSION, b"Register", good), SECRET) == Register("a", 2, "h", 1)
+    assert decode(signed(b"Register", good), SECRET) == (1, Register("a", 2, "h", 1))
     with pytest.raises(ProtocolError, match="speaks b'elastic/0'"):
-        decode(signed(b"elastic/0", b"Register", good), SECRET)
-    with pytest.raises(ProtocolError, match="unknown message type b'Exec'"):
-        decode(signed(VERSION, b"Exec", b"{}"), SECRET)
+        decode(signed(b"Register", good, version=b"elastic/0"), SECRET)
+    with pytest.raises(ProtocolError, match="unknown message type 'Exec'"):
+        decode(signed(b"Exec", b"{}"), SECRET)
     bad = json.dumps({"alloc_id": "a", "cores": "2", "hostname": "h", "pid": 1}).encode()
     with pytest.raises(ProtocolError, match="malformed Register from peer: expected int, got str"):
-        decode(signed(VERSION, b"Register", bad), SECRET)
+        decode(signed(b"Register", bad), SECRET)
+    with pytest.raises(ProtocolError, match=r"unknown fields \['extra'\] of Stop"):
+        decode(signed(b"Stop", json.dumps({"reason": "x", "extra": 1}).encode()), SECRET)
+    with pytest.raises(ProtocolError, match="bytes after the last blob"):
+        decode(signed(b"Stop", json.dumps({"reason": "x"}).encode(), trailer=b"zz"), SECRET)
     task = json.dumps({"task_id": "t", "kind": "call", "payload": 0, "cores": 0}).encode()
     with pytest.raises(ProtocolError, match="cores must be >= 1"):
-        decode(signed(VERSION, b"RunTask", json.dumps({"task": json.loads(task)}).encode(), b""), SECRET)
+        decode(signed(b"RunTasks", json.dumps({"tasks": [json.loads(task)]}).encode(), b""), SECRET)
+    with pytest.raises(ProtocolError, match="expected a blob index"):
+        decode(
+            signed(b"RunTasks", json.dumps({"tasks": [{**json.loads(task), "payload": "x"}]}).encode()),
+            SECRET,
+        )
 
 
 def test_secret_file_is_private_and_round_trips(tmp_path: Path) -> None:
@@ -159,9 +185,45 @@ def test_sockets_talk_and_refuse_strangers() -> None:
         with pytest.raises(AuthenticationError, match="refused message from a1/h/2"):
             pool.recv(timeout=5.0)
         assert pool.recv(timeout=0.05) is None
+        # several frames are refused before any MAC work
+        raw = zmq_dealer(address, b"a1/h/3")
+        raw.send_multipart([b""] * 1000)
+        with pytest.raises(AuthenticationError, match="message of 1000 frames"):
+            pool.recv(timeout=5.0)
+        raw.close()
     finally:
         for s in (agent, stranger, pool):
             s.close()
+
+
+def test_a_replayed_message_is_refused() -> None:
+    """Regression (issue 10): a captured heartbeat replayed under an agent's identity kept it alive."""
+    pool = PoolSocket(SECRET)
+    address = f"tcp://127.0.0.1:{pool.port}"
+    raw = zmq_dealer(address, b"a1/h/1")
+    try:
+        captured = encode(Heartbeat(("t1",)), SECRET, 5)
+        raw.send(captured)
+        assert pool.recv(timeout=5.0) == (b"a1/h/1", Heartbeat(("t1",)))
+        raw.send(captured)
+        with pytest.raises(ReplayError, match="message number 5 is not newer than 5"):
+            pool.recv(timeout=5.0)
+        raw.send(encode(Heartbeat(()), SECRET, 4))  # an older one captured earlier
+        with pytest.raises(ReplayError):
+            pool.recv(timeout=5.0)
+        raw.send(encode(Heartbeat(()), SECRET, 6))
+        assert pool.recv(timeout=5.0) == (b"a1/h/1", Heartbeat(()))
+    finally:
+        raw.close()
+        pool.close()
+
+
+def zmq_dealer(address: str, identity: bytes) -> zmq.Socket[bytes]:
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.connect(address)
+    return sock
 
 
 def test_binding_a_foreign_address_is_a_config_error() -> None:

@@ -1,3 +1,5 @@
+"""A task in a fresh child process (shell commands, isolated callables): results, errors, signals."""
+
 from __future__ import annotations
 
 import os
@@ -9,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from elastic.errors import ConfigError
+from elastic.pool.child import run_in_child
 from elastic.pool.tasks import (
     RemoteTraceback,
     ShellResult,
@@ -17,16 +20,13 @@ from elastic.pool.tasks import (
     TaskCrashedError,
     TaskLostError,
     TaskResult,
-    run_in_child,
 )
 
 
 def run(task: Task, tmp_path: Path) -> TaskResult:
-    proc, collect = run_in_child(task, tmp_path / "work")
-    proc.wait(timeout=20)
-    assert proc.stdin is not None
-    proc.stdin.close()
-    return collect()
+    child = run_in_child(task, tmp_path / "work")
+    child.proc.wait(timeout=20)
+    return child.collect()
 
 
 def add(a: int, b: int, *, scale: int = 1) -> int:
@@ -83,11 +83,10 @@ def test_process_death_is_a_crash(tmp_path: Path) -> None:
 
 def test_closing_stdin_kills_the_whole_task_tree(tmp_path: Path) -> None:
     marker = tmp_path / "marker"
-    proc, _ = run_in_child(Task.shell(f"(sleep 0.8; touch {marker}) & wait"), tmp_path / "w")
+    child = run_in_child(Task.shell(f"(sleep 0.8; touch {marker}) & wait"), tmp_path / "w")
     time.sleep(0.3)
-    assert proc.stdin is not None
-    proc.stdin.close()
-    assert proc.wait(timeout=5) != 0
+    child.stop()
+    assert child.proc.wait(timeout=5) != 0
     time.sleep(1.0)
     assert not marker.exists(), "a grandchild of the task survived its stop"
 
@@ -151,3 +150,18 @@ def test_child_killed_before_reading_its_task(tmp_path: Path, monkeypatch: pytes
     result = run(big, tmp_path)
     assert (result.ok, result.signal, result.returncode) == (False, signal.SIGTERM, -signal.SIGTERM)
     assert "the task's process was killed by SIGTERM and left no result" in result.error_message
+
+
+@pytest.mark.parametrize(
+    "task",
+    [Task.shell("cat; read x; echo done"), Task.call(lambda: __import__("sys").stdin.read() + "done")],
+    ids=["shell", "callable"],
+)
+def test_a_task_reading_stdin_gets_eof_not_a_hang(tmp_path: Path, task: Task) -> None:
+    """Regression (issue 10): the task's stdin was the agent's control pipe, so reading it never ended."""
+    child = run_in_child(task, tmp_path / "w")
+    child.proc.wait(timeout=10)  # times out (the test fails) if the task blocks on stdin
+    result = child.collect()
+    assert result.ok, result.error_message
+    value = result.outcome()
+    assert (value.stdout if isinstance(value, ShellResult) else value).strip() == "done"
