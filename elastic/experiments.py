@@ -24,11 +24,25 @@ if TYPE_CHECKING:
     from elastic.strategies.knowledge import RuntimeHistory, WaitStore
     from learners.base import WaitPredictor
 
-__all__ = ["DEFAULT_PROCESSORS", "default_background", "simulate_runs", "start_points", "window"]
+__all__ = [
+    "DEFAULT_PROCESSORS",
+    "MAX_RUNS",
+    "default_background",
+    "simulate_runs",
+    "start_points",
+    "window",
+]
 
 
 DEFAULT_PROCESSORS = 128
 """Cores of the simulated partition when no trace is given."""
+
+MAX_RUNS = 10_000
+"""Most runs :func:`start_points` (and so :func:`simulate_runs`, ``elastic compare --runs``) accepts.
+
+A pure-simulation run of ``montage`` takes about 0.1 s and its result (event timeline and metrics)
+about 50 kB, all kept until the comparison is printed: 10,000 runs are about 15 minutes and 0.5 GB
+per strategy."""
 
 
 def window(workload: Workload, start: float, end: float) -> Workload:
@@ -56,14 +70,28 @@ def default_background(processors: int = DEFAULT_PROCESSORS, *, seed: int = 0) -
     from elastic.simulator.synthetic import synthetic_workload
 
     return synthetic_workload(
-        jobs=6000, processors=processors, utilisation=0.9, max_cores=processors // 2, seed=seed
+        jobs=6000, processors=processors, utilisation=0.9, max_cores=max(1, processors // 2), seed=seed
     )
+
+
+def _check_runs(runs: int) -> None:
+    if not 1 <= runs <= MAX_RUNS:
+        raise ConfigError(
+            f"runs must be in [1, {MAX_RUNS:,}] (each run's result is kept until the end), got {runs!r}"
+        )
 
 
 def start_points(
     background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = 4 * 86400.0
 ) -> npt.NDArray[np.float64]:
-    """Draw where in the background each run starts: uniform, after ``warmup``, ``horizon`` before its end."""
+    """Draw where in the background each run starts: uniform, after ``warmup``, ``horizon`` before its end.
+
+    Raises
+    ------
+    ConfigError
+        ``runs`` is not in ``[1, MAX_RUNS]``.
+    """
+    _check_runs(runs)
     rng = np.random.default_rng(seed)
     last = float(background.submit[-1]) if len(background) else 0.0
     return rng.uniform(warmup, max(warmup, last - horizon), size=runs)
@@ -137,8 +165,7 @@ def simulate_runs(
     from elastic.strategies import Knowledge, MemoryHistory, make_strategy
     from learners.asa import ASAEstimator
 
-    if runs < 1:
-        raise ConfigError(f"runs must be >= 1, got {runs}")
+    _check_runs(runs)
     if background is None:
         background = default_background(seed=seed)
     if workflow.max_width > background.processors:

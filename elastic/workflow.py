@@ -48,6 +48,7 @@ from elastic.errors import ConfigError, UnknownNameError
 
 __all__ = [
     "BUILTIN_WORKFLOWS",
+    "MAX_RUNTIME_CV",
     "Stage",
     "Workflow",
     "builtin_workflow",
@@ -55,6 +56,12 @@ __all__ = [
     "resolve_workflow",
     "workflow_from_mapping",
 ]
+
+
+MAX_RUNTIME_CV = 100.0
+"""Largest ``runtime_cv`` a stage may have. At cv = 100 the lognormal's median is already 100 times
+below its mean (almost every task is short, a rare one takes days); far beyond it the sampled
+durations overflow or round to zero."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,13 +80,15 @@ class Stage:
         Mean task runtime in seconds, > 0 (also the user's estimate before any history exists); ``None``
         when unknown (a plan for the front door; running a declared workflow needs it).
     runtime_cv : float, default 0.0
-        Coefficient of variation of the task runtime (standard deviation / mean), >= 0. Durations follow
-        a lognormal distribution with this mean and cv; 0 means every task takes exactly ``runtime``.
+        Coefficient of variation of the task runtime (standard deviation / mean), in
+        ``[0, MAX_RUNTIME_CV]``. Durations follow a lognormal distribution with this mean and cv; 0 means
+        every task takes exactly ``runtime``.
     depends_on : tuple of str or None, default None
         Stages that must complete before this one starts; ``None`` means the previous stage (none for the
         first stage). Set by :class:`Workflow` to the resolved tuple.
     command : str or None, default None
-        Shell command a real task runs; ``None`` means "sleep for the sampled duration".
+        Shell command a real task runs (a non-empty string); ``None`` means "sleep for the sampled
+        duration".
     """
 
     name: str
@@ -102,8 +111,14 @@ class Stage:
             raise ConfigError(
                 f"{where}: runtime must be a number of seconds > 0 (or left out), got {self.runtime!r}"
             )
-        if not _finite(self.runtime_cv) or self.runtime_cv < 0:
-            raise ConfigError(f"{where}: runtime_cv must be a number >= 0, got {self.runtime_cv!r}")
+        if not _finite(self.runtime_cv) or not 0 <= self.runtime_cv <= MAX_RUNTIME_CV:
+            allowed = f">= 0 and <= {MAX_RUNTIME_CV:g}"
+            raise ConfigError(f"{where}: runtime_cv must be a number {allowed}, got {self.runtime_cv!r}")
+        if self.command is not None and not (isinstance(self.command, str) and self.command.strip()):
+            raise ConfigError(
+                f"{where}: command must be a non-empty shell command string (or left out to sleep for "
+                f"the sampled duration), got {self.command!r}"
+            )
 
     @property
     def width(self) -> int:
@@ -299,7 +314,18 @@ def load_workflow(path: str | Path) -> Workflow:
     if not path.is_file():
         raise ConfigError(f"{path}: workflow file not found")
     suffix = path.suffix.lower()
-    text = path.read_text(encoding="utf-8")
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the workflow file: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ConfigError(
+            f"{path}:{line}: byte 0x{raw[exc.start]:02x} is not UTF-8 text; a workflow file is TOML or "
+            "JSON text (format in the elastic.workflow docstring)"
+        ) from None
     data: Any
     if suffix == ".json":
         try:

@@ -76,13 +76,14 @@ from learners.asa_losses import cost_losses, paper_losses
 from learners.asa_state import KeyState, dump_state, load_state
 from learners.base import BaseLearner, InstanceOf, Interval, Key, Options
 
-__all__ = ["ASAEstimator"]
+__all__ = ["POLICIES", "ASAEstimator"]
 
 logger = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float64]
 
-_POLICIES = frozenset({"default", "tuned", "greedy"})
+POLICIES: tuple[str, ...] = ("default", "tuned", "greedy")
+"""The learner's policies (``ASAEstimator(policy=...)``), in the order the command line lists them."""
 _LOSSES = frozenset({"paper", "cost"})
 
 
@@ -143,7 +144,7 @@ class ASAEstimator(BaseLearner):
 
     _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
         "grid": [None, InstanceOf((list, tuple, np.ndarray), "a sorted sequence of >= 2 waits >= 0")],
-        "policy": [Options(frozenset(_POLICIES))],
+        "policy": [Options(frozenset(POLICIES))],
         "repetitions": [Interval(1, None, integer=True)],
         "loss": [Options(frozenset(_LOSSES))],
         "idle_weight": [Interval(0, None)],

@@ -16,16 +16,22 @@ from typing import Protocol
 
 import numpy as np
 
+from elastic.errors import ConfigError
 from learners.walltime import ESDD
 
 __all__ = [
     "MASI",
+    "MAX_SAMPLED_RUNTIMES",
     "ClassicalHPC",
     "FixedSequence",
     "Neuroscience",
     "WalltimeStrategy",
     "strategy_expectation",
 ]
+
+MAX_SAMPLED_RUNTIMES = 10_000_000
+"""Most runtimes :func:`strategy_expectation` draws (``samples * history``): 80 MB of draws, and
+about 10 s per million histories on a 2-core machine; more would exhaust memory or run for hours."""
 
 
 class WalltimeStrategy(Protocol):
@@ -132,7 +138,20 @@ def strategy_expectation(
     -------
     float
         Mean of the metric over the sampled histories (exact over the next runtime).
+
+    Raises
+    ------
+    ConfigError
+        ``samples`` is below 1, ``history`` below 0, or ``samples * history`` exceeds
+        :data:`MAX_SAMPLED_RUNTIMES`.
     """
+    if samples < 1 or history < 0:
+        raise ConfigError(f"need samples >= 1 and history >= 0; got samples={samples}, history={history}")
+    if samples * history > MAX_SAMPLED_RUNTIMES:
+        raise ConfigError(
+            f"samples x history = {samples:,} x {history:,} runtimes to draw; at most "
+            f"{MAX_SAMPLED_RUNTIMES:,} are allowed (lower samples or history)"
+        )
     rng = np.random.default_rng(seed)
     draws = distribution.sample((samples, history), rng)
     cache: dict[tuple[float, ...], float] = {}

@@ -1,17 +1,18 @@
-"""Argument types and option groups shared by several ``elastic`` subcommands.
+"""Option groups shared by several ``elastic`` subcommands.
 
-Durations, windows and core ranges (``simulate``, ``fidelity``, ``compare``, ``run``), the fidelity-mode
-options (``simulate``, ``fidelity``) and the mock backend's background options (``compare``, ``run``) are
-defined once here, so the subcommands agree on spelling, defaults and error messages.
+The fidelity-mode options (``simulate``, ``fidelity``) and the mock backend's background options
+(``compare``, ``run``) are defined once here, so the subcommands agree on spelling, defaults and error
+messages; the types of single values (durations, windows, core ranges, seeds, bounded counts) are in
+:mod:`elastic.cli.values`.
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from elastic.cli.values import parse_cores, parse_reserve, positive_duration, positive_float, positive_int
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -24,131 +25,21 @@ __all__ = [
     "add_capacity_window",
     "add_mode_arguments",
     "capacity_window",
+    "check_background_arguments",
     "load_background",
     "mode_engine_from_args",
-    "parse_cores",
-    "parse_duration",
-    "parse_modes",
-    "parse_reserve",
-    "parse_window",
-    "positive_float",
-    "positive_int",
 ]
-
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 
 MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
 """Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``), kept here so ``--help`` stays
 light; a test pins it equal to :data:`elastic.simulator.fidelity.MODES`."""
 
 
-def parse_duration(text: str) -> float:
-    """Parse ``"3600"``, ``"90m"``, ``"720h"`` or ``"30d"`` into seconds.
-
-    Examples
-    --------
-    >>> parse_duration("2h"), parse_duration("90"), parse_duration("1.5d")
-    (7200.0, 90.0, 129600.0)
-    """
-    match = _DURATION.match(text)
-    if match is None:
-        raise argparse.ArgumentTypeError(
-            f"expected a duration like 3600, 90m, 720h or 30d (units s, m, h, d); got {text!r}"
-        )
-    return float(match.group(1)) * _UNITS[match.group(2)]
-
-
-def parse_window(text: str) -> tuple[float, float]:
-    """Parse ``START:END`` (each a duration; END may be empty for "to the end") into seconds.
-
-    Examples
-    --------
-    >>> parse_window("0h:720h")
-    (0.0, 2592000.0)
-    >>> parse_window("10d:")
-    (864000.0, inf)
-    """
-    start, sep, end = text.partition(":")
-    if not sep:
-        raise argparse.ArgumentTypeError(f"expected START:END like 0h:720h; got {text!r}")
-    lo = parse_duration(start) if start.strip() else 0.0
-    hi = parse_duration(end) if end.strip() else float("inf")
-    if not hi > lo:
-        raise argparse.ArgumentTypeError(f"window END must be after START; got {text!r}")
-    return lo, hi
-
-
-def positive_float(text: str) -> float:
-    """Parse a number > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0; got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    """Parse an integer >= 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
-    return value
-
-
-def parse_cores(text: str) -> tuple[int, int]:
-    """Parse ``"16:128"`` (or one number, ``"64"``) into an inclusive core range.
-
-    Examples
-    --------
-    >>> parse_cores("16:128"), parse_cores("64")
-    ((16, 128), (64, 64))
-    """
-    lo, sep, hi = text.partition(":")
-    try:
-        low = int(lo)
-        high = int(hi) if sep else low
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a core range LO:HI like 16:128; got {text!r}") from None
-    if not 1 <= low <= high:
-        raise argparse.ArgumentTypeError(f"core range needs 1 <= LO <= HI; got {text!r}")
-    return low, high
-
-
-def parse_modes(text: str) -> tuple[str, ...]:
-    """Parse a comma-separated list of fidelity modes (``replay,capacity``)."""
-    from elastic.simulator.fidelity import MODES
-
-    modes = tuple(m.strip() for m in text.split(",") if m.strip())
-    bad = [m for m in modes if m not in MODES]
-    if bad or not modes:
-        raise argparse.ArgumentTypeError(
-            f"modes must be a comma-separated subset of {','.join(MODES)}; got {text!r}"
-        )
-    return modes
-
-
-def parse_reserve(text: str) -> int:
-    """Parse a number of reserved cores (>= 0)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
-    return value
-
-
 def add_capacity_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--capacity-window`` (the capacity mode's look-back, e.g. ``12h``)."""
     parser.add_argument(
         "--capacity-window",
-        type=parse_duration,
+        type=positive_duration,
         default=None,
         metavar="DURATION",
         help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
@@ -233,18 +124,26 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
     """
     from elastic.experiments import DEFAULT_PROCESSORS
+    from elastic.simulator.base import POLICIES
 
     parser.add_argument("--trace", metavar="PATH", help="SWF trace as background load (default: synthetic)")
-    parser.add_argument("--load", type=float, default=1.0, help="trace arrival-rate factor (default: 1)")
+    parser.add_argument(
+        "--load",
+        type=positive_float,
+        default=None,
+        metavar="FACTOR",
+        help="trace arrival-rate factor, with --trace (default: 1)",
+    )
     parser.add_argument(
         "--processors",
-        type=int,
+        type=positive_int,
         default=None,
         help=f"partition cores: scale the trace to this size, or size of the synthetic machine "
         f"(default: the trace's size, {DEFAULT_PROCESSORS} for synthetic load)",
     )
     parser.add_argument(
         "--policy",
+        choices=sorted(POLICIES),
         default=None,
         help="queue policy of the mock backend (default: easy; conservative with a recorded --mode)",
     )
@@ -258,7 +157,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--reserve",
-        type=int,
+        type=parse_reserve,
         default=None,
         metavar="CORES",
         help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
@@ -285,6 +184,38 @@ class BackgroundSetup:
         return f"background {source}{extra}, policy {self.policy}"
 
 
+def check_background_arguments(args: argparse.Namespace) -> None:
+    """Refuse background options that contradict each other (before anything is read or simulated).
+
+    Raises
+    ------
+    ConfigError
+        A recorded ``--mode`` without ``--trace`` or with a ``--policy`` it cannot plan with,
+        ``--load`` without ``--trace``, or ``--reserve`` outside ``--mode calibrated``.
+    """
+    mode = args.mode
+    if mode != "replay" and args.trace is None:
+        raise ConfigError(
+            f"--mode {mode} pins a trace's recorded schedule: give --trace PATH (synthetic load has no "
+            "recorded waits), or use --mode replay"
+        )
+    if args.load is not None and args.trace is None:
+        raise ConfigError(
+            f"--load {args.load:g} scales a trace's arrival rate: give --trace PATH with it (the "
+            "synthetic background has a fixed 90 % offered load), or drop --load"
+        )
+    if args.reserve is not None and mode != "calibrated":
+        raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {mode}")
+    if mode != "replay" and args.policy is not None:
+        from elastic.simulator.pinned import PINNED_ORDERS
+
+        if args.policy not in PINNED_ORDERS:
+            raise ConfigError(
+                f"--mode {mode} plans the queued jobs around the recorded schedule: --policy must be "
+                f"{' or '.join(PINNED_ORDERS)}, got --policy {args.policy}"
+            )
+
+
 def load_background(args: argparse.Namespace) -> BackgroundSetup:
     """Return the background workload and replay settings the arguments ask for.
 
@@ -294,29 +225,23 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
     """
     from elastic.experiments import DEFAULT_PROCESSORS, default_background
 
+    check_background_arguments(args)
     mode = args.mode
-    if mode != "replay" and args.trace is None:
-        raise ConfigError(
-            f"--mode {mode} pins a trace's recorded schedule: give --trace PATH (synthetic load has no "
-            "recorded waits), or use --mode replay"
-        )
     policy = args.policy or ("easy" if mode == "replay" else "conservative")
     if args.trace is not None:
         from elastic.simulator.trace import read_swf
 
-        workload = read_swf(args.trace, load=args.load, processors=args.processors)
+        load = 1.0 if args.load is None else args.load
+        workload = read_swf(args.trace, load=load, processors=args.processors)
     else:
-        workload = default_background(args.processors or DEFAULT_PROCESSORS, seed=args.seed)
+        processors = DEFAULT_PROCESSORS if args.processors is None else args.processors
+        workload = default_background(processors, seed=args.seed)
     reserve = 0
     if mode == "calibrated":
         if args.reserve is not None:
-            if args.reserve < 0:
-                raise ConfigError(f"--reserve must be >= 0 cores, got {args.reserve}")
             reserve = args.reserve
         else:
             from elastic.simulator.fidelity import calibrate_reserve
 
             reserve = calibrate_reserve(workload, order=policy)
-    elif args.reserve is not None:
-        raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {mode}")
     return BackgroundSetup(workload, policy, mode, reserve)

@@ -25,11 +25,14 @@ from rich.table import Table
 from scipy import stats
 
 from elastic.cli.arguments import add_background_arguments, load_background
+from elastic.cli.outputs import check_output, write_output
+from elastic.cli.values import int_in_range, parse_seed
 from elastic.control.execution import RunResult
-from elastic.errors import ConfigError, UnknownNameError
-from elastic.experiments import simulate_runs
+from elastic.errors import UnknownNameError
+from elastic.experiments import MAX_RUNS, simulate_runs
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
+from learners.asa import POLICIES as LEARNER_POLICIES
 
 __all__ = [
     "COLUMNS",
@@ -72,16 +75,25 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--workflow", default="demo3", help="built-in name or .toml/.json file (default: demo3)"
     )
-    parser.add_argument("--runs", type=int, default=20, help="runs per strategy (default: 20)")
+    parser.add_argument(
+        "--runs",
+        type=int_in_range(1, MAX_RUNS, "every run's result is kept until the table is printed"),
+        default=20,
+        help="runs per strategy (default: 20)",
+    )
     parser.add_argument("--backend", default="mock", help="only 'mock' (pure simulation)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of start points, durations, learner")
+    parser.add_argument(
+        "--seed", type=parse_seed, default=0, help="seed of start points, durations, learner (>= 0)"
+    )
     parser.add_argument(
         "--strategies",
         type=_names,
         default=["bigjob", "perstage", "asa"],
         help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default: bigjob,perstage,asa)",
     )
-    parser.add_argument("--learner", default="tuned", help="ASA learner policy: default, tuned, greedy")
+    parser.add_argument(
+        "--learner", choices=LEARNER_POLICIES, default="tuned", help="ASA learner policy (default: tuned)"
+    )
     parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
     add_background_arguments(parser)
     parser.set_defaults(func=_run)
@@ -128,8 +140,7 @@ def table(frame: pd.DataFrame, title: str) -> Table:
 def _run(args: argparse.Namespace) -> int:
     if args.backend != "mock":
         raise UnknownNameError("backend for compare (pure simulation)", args.backend, ["mock"])
-    if args.runs < 1:
-        raise ConfigError(f"--runs must be >= 1, got {args.runs}")
+    csv = check_output(args.csv, "--csv")
     workflow = resolve_workflow(args.workflow)
     console = Console()
     if not console.is_terminal and console.width < 200:  # pipes and files get the whole table
@@ -167,7 +178,7 @@ def _run(args: argparse.Namespace) -> int:
         "mean ± 95% confidence interval",
         highlight=False,
     )
-    if args.csv:
-        frame.to_csv(args.csv, index=False)
-        console.print(f"per-run metrics written to {args.csv}", highlight=False)
+    if csv is not None:
+        write_output(csv, "--csv", lambda path: frame.to_csv(path, index=False))
+        console.print(f"per-run metrics written to {csv}", highlight=False)
     return 0

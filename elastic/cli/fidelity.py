@@ -12,16 +12,11 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
-from elastic.cli.arguments import (
-    add_capacity_window,
-    capacity_window,
-    parse_cores,
-    parse_modes,
-    parse_reserve,
-)
+from elastic.cli.arguments import add_capacity_window, capacity_window
+from elastic.cli.outputs import check_output, write_output
+from elastic.cli.values import parse_cores, parse_modes, parse_reserve
 from elastic.errors import ConfigError
 
 __all__ = ["register"]
@@ -81,9 +76,11 @@ def run(args: argparse.Namespace) -> int:
     from elastic.simulator.fidelity import fidelity_report
     from elastic.simulator.trace import read_swf
 
-    out = Path(args.out) if args.out else None
-    if out is not None and out.suffix != ".csv":
-        raise ConfigError(f"--out must end in .csv, got {args.out!r}")
+    out = check_output(args.out, "--out", (".csv",))
+    if args.reserve is not None and "calibrated" not in args.modes:
+        raise ConfigError("--reserve sets the calibrated mode's reserve: add calibrated to --modes")
+    if args.capacity_window is not None and "capacity" not in args.modes:
+        raise ConfigError("--capacity-window sets the capacity mode's look-back: add capacity to --modes")
     console = Console()
     t0 = time.perf_counter()
     workload = read_swf(args.trace)
@@ -129,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         f"goal: median within 2x of recorded and Spearman >= 0.6; {time.perf_counter() - t0:.0f} s in all"
     )
     if out is not None:
-        report.to_csv(out, index=False)
+        write_output(out, "--out", lambda path: report.to_csv(path, index=False))
         console.print(f"wrote the report to {out}")
     return 0
 

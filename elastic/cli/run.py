@@ -21,19 +21,23 @@ from __future__ import annotations
 import argparse
 import math
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console, Group
 from rich.live import Live
 from rich.table import Table
 
-from elastic.cli.arguments import add_background_arguments, load_background
+from elastic.cli.arguments import add_background_arguments, check_background_arguments, load_background
+from elastic.cli.outputs import check_output, write_output
+from elastic.cli.values import parse_seed, positive_float
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.metrics import RunMetrics
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
+from learners.asa import POLICIES as LEARNER_POLICIES
 from learners.asa import ASAEstimator
 
 if TYPE_CHECKING:
@@ -59,10 +63,21 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--simulate", action="store_true", help="pure simulation: virtual clock, no processes"
     )
-    parser.add_argument("--speedup", type=float, default=60.0, help="mock clock speed-up K (default: 60)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the start point, durations, learner")
-    parser.add_argument("--poll", type=float, default=None, help="poll interval, backend seconds")
-    parser.add_argument("--learner", default="tuned", help="ASA learner policy: default, tuned, greedy")
+    parser.add_argument(
+        "--speedup", type=positive_float, default=60.0, help="mock clock speed-up K (default: 60)"
+    )
+    parser.add_argument(
+        "--seed", type=parse_seed, default=0, help="seed of the start point, durations, learner (>= 0)"
+    )
+    parser.add_argument(
+        "--poll",
+        type=positive_float,
+        default=None,
+        help="poll interval, backend seconds (default: 30 on the mock backend, 10 on Slurm)",
+    )
+    parser.add_argument(
+        "--learner", choices=LEARNER_POLICIES, default="tuned", help="ASA learner policy (default: tuned)"
+    )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
     parser.add_argument("--partition", help="Slurm partition")
@@ -250,7 +265,19 @@ def _real(
             close()
 
 
+def _check_arguments(args: argparse.Namespace) -> None:
+    """Refuse what cannot work before the store is opened and the run recorded."""
+    if args.backend not in ("mock", "slurm"):
+        raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
+    if args.simulate and args.backend != "mock":
+        raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
+    if args.backend == "mock":
+        check_background_arguments(args)
+    check_output(args.events, "--events")
+
+
 def _run(args: argparse.Namespace) -> int:
+    _check_arguments(args)
     workflow = resolve_workflow(args.workflow)
     console = Console()
     store: Store | None = None
@@ -281,7 +308,8 @@ def _run(args: argparse.Namespace) -> int:
         if args.events:
             import pandas as pd
 
-            pd.DataFrame([_event_row(e) for e in result.events]).to_csv(args.events, index=False)
+            events = pd.DataFrame([_event_row(e) for e in result.events])
+            write_output(Path(args.events), "--events", lambda path: events.to_csv(path, index=False))
             console.print(f"event timeline written to {args.events}", highlight=False)
         if store is not None and run_id is not None:
             status = "completed" if result.status == "completed" else "failed"

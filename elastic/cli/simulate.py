@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 from typing import Any
 
-from elastic.cli.arguments import parse_window, positive_float, positive_int
+from elastic.cli.outputs import check_output, write_output
+from elastic.cli.values import int_in_range, parse_seed, parse_window, positive_float, positive_int
 from elastic.errors import ConfigError
 from elastic.simulator.base import POLICIES
+from elastic.simulator.synthetic import MAX_JOBS
 
 __all__ = ["register"]
 
@@ -71,8 +72,14 @@ def register(subparsers: Any) -> None:
         metavar="R",
         help="walltime = runtime x R for jobs without a request (trace default 1, synthetic default 2)",
     )
-    parser.add_argument("--jobs", type=positive_int, default=10_000, metavar="N", help="synthetic jobs")
-    parser.add_argument("--seed", type=int, default=0, metavar="S", help="synthetic seed (default: 0)")
+    parser.add_argument(
+        "--jobs",
+        type=int_in_range(1, MAX_JOBS, "every job is held in memory, about 1 kB each"),
+        default=None,
+        metavar="N",
+        help="synthetic jobs (default: 10000)",
+    )
+    parser.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="synthetic seed (default: 0)")
     parser.add_argument("--out", metavar="FILE", help="write the per-job table (.csv or .parquet)")
     from elastic.cli.arguments import add_mode_arguments
 
@@ -87,9 +94,16 @@ def run(args: argparse.Namespace) -> int:
     from elastic.simulator.base import make_policy
     from elastic.simulator.engine import Engine
 
-    out = Path(args.out) if args.out else None
-    if out is not None and out.suffix not in (".csv", ".parquet"):
-        raise ConfigError(f"--out must end in .csv or .parquet, got {args.out!r}")
+    out = check_output(args.out, "--out", (".csv", ".parquet"))
+    if args.trace and args.jobs is not None:
+        raise ConfigError(
+            f"--jobs {args.jobs} sets the size of the synthetic load; with --trace cut the trace with "
+            "--window instead"
+        )
+    if args.reserve is not None and args.mode != "calibrated":
+        raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {args.mode}")
+    if args.capacity_window is not None and args.mode != "capacity":
+        raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
     if args.mode == "replay":
         policy = make_policy(args.policy or "easy", speculative=args.speculative)
     elif not args.trace:
@@ -112,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         from elastic.simulator.synthetic import DEFAULT_UTILISATION, synthetic_workload
 
         workload = synthetic_workload(
-            jobs=args.jobs,
+            jobs=10_000 if args.jobs is None else args.jobs,
             processors=args.processors or 256,
             utilisation=DEFAULT_UTILISATION * args.load,
             estimate_ratio=args.estimate_ratio or 2.0,
@@ -131,11 +145,11 @@ def run(args: argparse.Namespace) -> int:
     records = engine.records()
     _print_summary(console, args, workload, engine, records, t_read - t0, t_sim - t_read)
     if out is not None:
-        if out.suffix == ".csv":
-            records.to_csv(out, index=False)
+        if out.suffix.lower() == ".csv":
+            write_output(out, "--out", lambda path: records.to_csv(path, index=False))
         else:
             frame = records.astype({"job_id": str, "name": str, "user": str, "exit_code": "Int64"})
-            frame.to_parquet(out, index=False)
+            write_output(out, "--out", lambda path: frame.to_parquet(path, index=False))
         console.print(f"wrote {len(records):,} job records to {out}")
     return 0
 

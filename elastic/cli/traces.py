@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from elastic.cli.values import positive_float, positive_int
 from elastic.simulator.download import DEFAULT_BASE_URL, KNOWN_TRACES, download_trace, resolve_trace
 from elastic.simulator.trace import read_swf, read_swf_header
 from elastic.simulator.workload import Workload
@@ -53,7 +54,9 @@ def register(subparsers: Any) -> None:
     download.add_argument("--dest", default=".", help="folder to save into (default: current folder)")
     download.add_argument("--base-url", default=DEFAULT_BASE_URL, help="archive root (default: %(default)s)")
     download.add_argument("--force", action="store_true", help="overwrite an existing file")
-    download.add_argument("--timeout", type=float, default=60.0, help="network timeout in seconds")
+    download.add_argument(
+        "--timeout", type=positive_float, default=60.0, help="network timeout in seconds (default: 60)"
+    )
     download.set_defaults(func=_download)
 
     info = actions.add_parser("info", help="print jobs, processors, span, load and header of a trace")
@@ -65,8 +68,8 @@ def register(subparsers: Any) -> None:
         metavar=("START", "END"),
         help="only jobs submitted in [START, END) seconds since the trace start",
     )
-    info.add_argument("--load", type=float, default=1.0, help="arrival-rate factor (default: 1)")
-    info.add_argument("--processors", type=int, default=None, help="scale the machine to N cores")
+    info.add_argument("--load", type=positive_float, default=1.0, help="arrival-rate factor (default: 1)")
+    info.add_argument("--processors", type=positive_int, default=None, help="scale the machine to N cores")
     info.add_argument("--no-header", action="store_true", help="do not print the header lines")
     info.set_defaults(func=_info)
 

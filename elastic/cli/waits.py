@@ -20,6 +20,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli.outputs import check_output, write_output
+from elastic.cli.values import int_in_range, parse_seed
 from elastic.errors import ConfigError
 from elastic.simulator.trace import read_swf
 from learners.evaluation import (
@@ -33,7 +35,11 @@ from learners.evaluation import (
     plot_convergence,
 )
 
-__all__ = ["register"]
+__all__ = ["MAX_ITERATIONS", "register"]
+
+MAX_ITERATIONS = 100_000
+"""Most iterations ``--iterations`` accepts: 10,000 take about 2 s, and the truth, every prediction
+and the plot grow with it, to no use (the paper's experiment has 1,000)."""
 
 
 def _int_list(text: str) -> list[int]:
@@ -89,7 +95,7 @@ def register(subparsers: Any) -> None:
         metavar=("START", "END"),
         help="only jobs submitted in [START, END) seconds since the trace start",
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the ASA sampling (default: 0)")
+    parser.add_argument("--seed", type=parse_seed, default=0, help="seed of the ASA sampling (default: 0)")
     parser.add_argument("--csv", metavar="OUT", help="also write the evaluation table as CSV")
     parser.add_argument(
         "--convergence",
@@ -100,7 +106,7 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--iterations",
-        type=int,
+        type=int_in_range(5, MAX_ITERATIONS, "five segments; every prediction is kept and plotted"),
         default=1000,
         help="iterations of the convergence experiment (default: 1000)",
     )
@@ -110,6 +116,10 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.trace is None and args.convergence is None:
         raise ConfigError("give --trace PATH (trace evaluation) and/or --convergence OUT.png (Figure 5)")
+    if args.trace is None and (args.csv is not None or args.window is not None):
+        raise ConfigError("--csv and --window apply to the trace evaluation: give --trace PATH with them")
+    csv = check_output(args.csv, "--csv")
+    figure = check_output(args.convergence, "--convergence", _figure_suffixes())
     console = Console()
     if not console.is_terminal and console.width < 150:  # pipes and files get the whole table
         console = Console(width=150)
@@ -126,18 +136,23 @@ def _run(args: argparse.Namespace) -> int:
             f"in {elapsed:.1f} s",
             highlight=False,
         )
-        if args.csv:
-            table.to_csv(args.csv, index=False)
-            console.print(f"table written to {args.csv}", highlight=False)
-    if args.convergence is not None:
-        if args.iterations < 5:
-            raise ConfigError(f"--iterations must be >= 5 (five segments); got {args.iterations}")
+        if csv is not None:
+            write_output(csv, "--csv", lambda path: table.to_csv(path, index=False))
+            console.print(f"table written to {csv}", highlight=False)
+    if figure is not None:
         points = [i * args.iterations // 5 for i in range(5)]  # 0, 200, 400, 600, 800 for 1000
         result = convergence_experiment(iterations=args.iterations, change_points=points, seed=args.seed)
-        path = plot_convergence(result, args.convergence)
+        path = write_output(figure, "--convergence", lambda out: plot_convergence(result, out))
         console.print(_convergence_table(result))
         console.print(f"figure written to {path}", highlight=False)
     return 0
+
+
+def _figure_suffixes() -> tuple[str, ...]:
+    """File suffixes matplotlib can save a figure as (``.png``, ``.pdf``, ``.svg``, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(sorted(f".{ext}" for ext in FigureCanvasBase.get_supported_filetypes()))
 
 
 def _pct(value: float) -> str:

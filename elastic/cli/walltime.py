@@ -27,11 +27,19 @@ from rich.markup import escape
 from rich.table import Table
 from scipy import stats
 
+from elastic.cli.values import (
+    finite_float,
+    int_in_range,
+    nonnegative_float,
+    parse_seed,
+    positive_float,
+)
 from elastic.errors import ConfigError, TraceError, UnknownNameError
-from learners.toptimal import atoptimal, toptimal
+from learners.toptimal import MAX_TOPTIMAL_POINTS, atoptimal, toptimal
 from learners.walltime import ESDD, esdd, esdd_from_runtimes
 from learners.walltime_baselines import (
     MASI,
+    MAX_SAMPLED_RUNTIMES,
     ClassicalHPC,
     FixedSequence,
     Neuroscience,
@@ -64,26 +72,44 @@ def register(subparsers: Any) -> None:
         "--dist", metavar="NAME", help="a scipy.stats continuous distribution, e.g. truncnorm"
     )
     parser.add_argument("--param", action="append", default=[], metavar="NAME=VALUE", help="shape parameter")
-    parser.add_argument("--mu", "--loc", dest="loc", type=float, default=None, help="location (mean of norm)")
-    parser.add_argument("--sigma", "--scale", dest="scale", type=float, default=None, help="scale")
-    parser.add_argument("--lower", type=float, default=None, help="smallest runtime a (default 0 / support)")
-    parser.add_argument("--upper", type=float, default=None, help="largest request b (default: support/data)")
     parser.add_argument(
-        "--points", type=int, default=200, help="intervals of the discretisation (default 200)"
+        "--mu", "--loc", dest="loc", type=finite_float, default=None, help="location (mean of norm)"
+    )
+    parser.add_argument("--sigma", "--scale", dest="scale", type=positive_float, default=None, help="scale")
+    parser.add_argument(
+        "--lower", type=nonnegative_float, default=None, help="smallest runtime a (default 0 / support)"
+    )
+    parser.add_argument(
+        "--upper", type=positive_float, default=None, help="largest request b (default: support/data)"
+    )
+    points = int_in_range(1, MAX_TOPTIMAL_POINTS, "TOptimal is O(n^2): more would run for minutes")
+    parser.add_argument(
+        "--points", type=points, default=200, help="intervals of the discretisation (default 200)"
     )
     parser.add_argument("--zeta", type=float, default=None, help="backfilling rate in [0, 1): adds ATOptimal")
-    parser.add_argument("--at-points", type=int, default=50, help="intervals for ATOptimal (default 50)")
+    parser.add_argument("--at-points", type=points, default=50, help="intervals for ATOptimal (default 50)")
     parser.add_argument(
         "--unit", choices=sorted(_UNITS), default="s", help="unit of times given and printed (file: seconds)"
     )
-    parser.add_argument("--alpha", type=float, default=1.0, help="cost per reserved time unit (default 1)")
-    parser.add_argument("--beta", type=float, default=0.0, help="cost per used time unit (default 0)")
-    parser.add_argument("--gamma", type=float, default=0.0, help="cost per submission, in --unit (default 0)")
     parser.add_argument(
-        "--history", type=int, default=10, help="runs Neuroscience/MASI look back (default 10)"
+        "--alpha", type=nonnegative_float, default=1.0, help="cost per reserved time unit (default 1)"
     )
-    parser.add_argument("--samples", type=int, default=1000, help="sampled histories for them (default 1000)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the sampled histories (default 0)")
+    parser.add_argument(
+        "--beta", type=nonnegative_float, default=0.0, help="cost per used time unit (default 0)"
+    )
+    parser.add_argument(
+        "--gamma", type=nonnegative_float, default=0.0, help="cost per submission, in --unit (default 0)"
+    )
+    draws = int_in_range(1, MAX_SAMPLED_RUNTIMES, "the histories are drawn at once")
+    parser.add_argument(
+        "--history", type=draws, default=10, help="runs Neuroscience/MASI look back (default 10)"
+    )
+    parser.add_argument(
+        "--samples", type=draws, default=1000, help="sampled histories for them (default 1000)"
+    )
+    parser.add_argument(
+        "--seed", type=parse_seed, default=0, help="seed of the sampled histories (default 0)"
+    )
     parser.set_defaults(func=_run)
 
 
@@ -189,9 +215,19 @@ def read_runtimes(path: str) -> tuple[np.ndarray, np.ndarray]:
     runtimes: list[float] = []
     censored: list[bool] = []
     try:
-        text = Path(path).read_text()
+        data = Path(path).read_bytes()
     except OSError as exc:
         raise TraceError(path, None, f"cannot read the runtimes file: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise TraceError(
+            path,
+            line,
+            f"byte 0x{data[exc.start]:02x} is not UTF-8 text: a runtimes file is text, "
+            "'SECONDS [CENSORED 0|1]' per line",
+        ) from None
     for number, raw in enumerate(text.splitlines(), start=1):
         fields = raw.split("#", 1)[0].replace(",", " ").split()
         if not fields:
@@ -243,9 +279,11 @@ def _run(args: argparse.Namespace) -> int:
     def to_s(value: float | None) -> float | None:
         return None if value is None else value * unit
 
-    for name in ("points", "at_points", "history", "samples"):
-        if getattr(args, name) < 1:
-            raise ConfigError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    if args.samples * args.history > MAX_SAMPLED_RUNTIMES:
+        raise ConfigError(
+            f"--samples {args.samples:,} x --history {args.history:,} runtimes to draw; at most "
+            f"{MAX_SAMPLED_RUNTIMES:,} are allowed: lower one of them"
+        )
     cost = CostModel(alpha=args.alpha, beta=args.beta, gamma=args.gamma * unit)
     runtimes = censored = None
     if args.runtimes is not None:
@@ -273,10 +311,11 @@ def _run(args: argparse.Namespace) -> int:
         source = f"{args.dist} on [{lower / unit:g}, {upper / unit:g}] {args.unit}"
 
     strategies: list[tuple[WalltimeStrategy, str]] = []
+    # ATOptimal first: it refuses a state space too large for --at-points before TOptimal's work.
+    adaptive = None if args.zeta is None else atoptimal(coarse.values, coarse.probs, zeta=args.zeta)
     optimal = toptimal(dist.values, dist.probs, alpha=cost.alpha, beta=cost.beta, gamma=cost.gamma)
     strategies.append((FixedSequence("TOptimal", optimal.requests), ""))
-    if args.zeta is not None:
-        adaptive = atoptimal(coarse.values, coarse.probs, zeta=args.zeta)
+    if adaptive is not None:
         strategies.append((FixedSequence(f"ATOptimal (zeta={args.zeta:g})", adaptive.requests), ""))
     strategies.append((ClassicalHPC(), ""))
     strategies.append((Neuroscience(window=args.history), f"max(last {args.history}) then b"))

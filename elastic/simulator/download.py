@@ -170,18 +170,28 @@ def download_trace(
     UnknownNameError
         The name is not known.
     TraceError
-        The file exists and ``force`` is False; the server answered with an HTTP error or could not be
-        reached; or a ``.gz`` download is not gzip data (an HTML error page, for instance). No partial
-        file is left behind.
+        The file exists and ``force`` is False; ``dest`` cannot be created or written (raised before
+        anything is fetched); the server answered with an HTTP error or could not be reached; or a
+        ``.gz`` download is not gzip data (an HTML error page, for instance). No partial file is left
+        behind.
     """
     url, filename = resolve_trace(name, base_url)
     folder = Path(dest)
     target = folder / filename
     if target.exists() and not force:
         raise TraceError(str(target), None, "already exists; pass --force (force=True) to overwrite it")
-    folder.mkdir(parents=True, exist_ok=True)
+    if target.is_dir():
+        raise TraceError(str(target), None, "is a directory; choose another --dest (dest=)")
+    try:  # before the download, so a bad folder costs nothing
+        folder.mkdir(parents=True, exist_ok=True)
+        handle, tmp_name = tempfile.mkstemp(prefix=f".{filename}.", suffix=".part", dir=folder)
+    except OSError as exc:
+        raise TraceError(
+            str(folder),
+            None,
+            f"cannot write the download there ({exc.strerror or exc}); choose another --dest",
+        ) from None
     logger.info("downloading %s to %s", url, target)
-    handle, tmp_name = tempfile.mkstemp(prefix=f".{filename}.", suffix=".part", dir=folder)
     tmp = Path(tmp_name)
     try:
         with os.fdopen(handle, "wb") as out:

@@ -17,7 +17,7 @@ import numpy.typing as npt
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.workload import Workload
 
-__all__ = ["SIZE_DISTRIBUTIONS", "synthetic_workload"]
+__all__ = ["MAX_JOBS", "SIZE_DISTRIBUTIONS", "synthetic_workload"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +31,11 @@ SIZE_DISTRIBUTIONS: tuple[str, ...] = ("power-of-two", "log-uniform", "uniform")
 
 DEFAULT_UTILISATION = 0.7
 """Offered load used when neither ``utilisation`` nor ``arrival_rate`` is given."""
+
+MAX_JOBS = 2_000_000
+"""Most jobs :func:`synthetic_workload` generates: ten times the whole HPC2N trace. A simulation holds
+every job in memory (about 750 bytes each with its record: ``elastic simulate --jobs 1000000`` peaks
+at 0.9 GB), so more would exhaust memory rather than finish."""
 
 
 def _sizes(rng: np.random.Generator, distribution: str, n: int, low: int, high: int) -> npt.NDArray[np.int64]:
@@ -77,7 +82,7 @@ def synthetic_workload(
     Parameters
     ----------
     jobs : int, default 10000
-        Number of jobs, >= 0.
+        Number of jobs, in ``[0, MAX_JOBS]``.
     processors : int, default 256
         Machine size in cores, >= 1.
     utilisation : float or None, default None
@@ -128,7 +133,10 @@ def synthetic_workload(
     if max_cores is None:
         max_cores = max(min_cores, processors // 2)
     checks: list[tuple[bool, str]] = [
-        (jobs >= 0, f"jobs must be >= 0, got {jobs!r}"),
+        (
+            0 <= jobs <= MAX_JOBS,
+            f"jobs must be >= 0 and at most {MAX_JOBS:,} (every job is held in memory), got {jobs!r}",
+        ),
         (processors >= 1, f"processors must be >= 1, got {processors!r}"),
         (min_cores >= 1, f"min_cores must be >= 1, got {min_cores!r}"),
         (

@@ -24,7 +24,7 @@ from sqlalchemy import create_engine, event
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import ArgumentError, NoSuchModuleError
 
-from elastic.store._errors import StoreURLError
+from elastic.store._errors import StoreError, StoreURLError
 
 __all__ = ["ENV_URL", "SQLITE_BUSY_TIMEOUT", "WRITE", "default_url", "dumps", "hint", "mask", "open_engine"]
 
@@ -139,6 +139,8 @@ def open_engine(url: str | None) -> tuple[Engine, str]:
     ------
     StoreURLError
         The URL cannot be parsed, or its driver is missing or asynchronous.
+    StoreError
+        The default SQLite file's directory cannot be created.
     """
     raw = default_url() if url is None else url
     shown = mask(raw)
@@ -154,7 +156,16 @@ def open_engine(url: str | None) -> tuple[Engine, str]:
     if sqlite:
         connect_args["timeout"] = SQLITE_BUSY_TIMEOUT
         if url is None and parsed.database:
-            Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+            folder = Path(parsed.database).parent
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    shown,
+                    f"cannot create the store's directory {str(folder)!r} ({exc.strerror or exc}); use "
+                    f"a URL in a writable place (elastic run --store URL, or ${ENV_URL}), e.g. "
+                    "sqlite:////tmp/elastic.db",
+                ) from None
     try:
         if parsed.get_dialect().is_async:
             raise StoreURLError(shown, "asynchronous drivers are not supported; use e.g. postgresql+psycopg2")

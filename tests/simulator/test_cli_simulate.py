@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from elastic.cli import main
-from elastic.cli.arguments import parse_duration, parse_window
+from elastic.cli.values import parse_duration, parse_window
 
 
 def test_synthetic_to_csv(tmp_path, capsys):

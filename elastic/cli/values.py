@@ -1,0 +1,212 @@
+"""Types of single option values shared by the ``elastic`` subcommands (argparse ``type=``).
+
+Durations, windows, core ranges, seeds, finite numbers and bounded counts are parsed once here, so the
+subcommands agree on spelling and error messages: a bad value is refused by argparse (exit code 2)
+with the option, the value and what is allowed, before any work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+from collections.abc import Callable
+
+__all__ = [
+    "finite_float",
+    "int_in_range",
+    "nonnegative_float",
+    "parse_cores",
+    "parse_duration",
+    "parse_modes",
+    "parse_reserve",
+    "parse_seed",
+    "parse_window",
+    "positive_duration",
+    "positive_float",
+    "positive_int",
+]
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Parse ``"3600"``, ``"90m"``, ``"720h"`` or ``"30d"`` into seconds.
+
+    Examples
+    --------
+    >>> parse_duration("2h"), parse_duration("90"), parse_duration("1.5d")
+    (7200.0, 90.0, 129600.0)
+    """
+    match = _DURATION.match(text)
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration like 3600, 90m, 720h or 30d (units s, m, h, d); got {text!r}"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """Parse ``START:END`` (each a duration; END may be empty for "to the end") into seconds.
+
+    Examples
+    --------
+    >>> parse_window("0h:720h")
+    (0.0, 2592000.0)
+    >>> parse_window("10d:")
+    (864000.0, inf)
+    """
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise argparse.ArgumentTypeError(f"expected START:END like 0h:720h; got {text!r}")
+    lo = parse_duration(start) if start.strip() else 0.0
+    hi = parse_duration(end) if end.strip() else float("inf")
+    if not hi > lo:
+        raise argparse.ArgumentTypeError(f"window END must be after START; got {text!r}")
+    return lo, hi
+
+
+def positive_duration(text: str) -> float:
+    """Parse a duration (as :func:`parse_duration`) that must be > 0 seconds."""
+    value = parse_duration(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a duration > 0 like 90m or 12h; got {text!r}")
+    return value
+
+
+def _finite(text: str, allowed: str, ok: Callable[[float], bool]) -> float:
+    """Parse a finite number for which ``ok`` holds; the error says it expected ``allowed``."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {allowed}; got {text!r}") from None
+    if not (math.isfinite(value) and ok(value)):
+        raise argparse.ArgumentTypeError(f"expected {allowed}; got {text!r}")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """Parse a finite number > 0 (``nan`` and ``inf`` are refused).
+
+    Examples
+    --------
+    >>> positive_float("1.5")
+    1.5
+    """
+    return _finite(text, "a finite number > 0", lambda value: value > 0)
+
+
+def nonnegative_float(text: str) -> float:
+    """Parse a finite number >= 0 (``nan`` and ``inf`` are refused)."""
+    return _finite(text, "a finite number >= 0", lambda value: value >= 0)
+
+
+def finite_float(text: str) -> float:
+    """Parse a finite number (``nan`` and ``inf`` are refused)."""
+    return _finite(text, "a finite number", lambda value: True)
+
+
+def positive_int(text: str) -> int:
+    """Parse an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
+    return value
+
+
+def parse_seed(text: str) -> int:
+    """Parse a random seed: an integer >= 0 (what :func:`numpy.random.default_rng` accepts).
+
+    Examples
+    --------
+    >>> parse_seed("7")
+    7
+    """
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a seed, an integer >= 0; got {text!r}")
+    return value
+
+
+def int_in_range(low: int, high: int, why: str = "") -> Callable[[str], int]:
+    """Return an argparse type that accepts integers in ``[low, high]``.
+
+    Parameters
+    ----------
+    low, high : int
+        Smallest and largest value accepted.
+    why : str, default ""
+        Why ``high`` is the limit (e.g. what the run would cost above it), shown when it is exceeded.
+
+    Examples
+    --------
+    >>> int_in_range(1, 10)("3")
+    3
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected an integer from {low:,} to {high:,}; got {text!r}"
+            ) from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {low:,}; got {text!r}")
+        if value > high:
+            reason = f" ({why})" if why else ""
+            raise argparse.ArgumentTypeError(f"at most {high:,} is allowed{reason}; got {text!r}")
+        return value
+
+    parse.__name__ = f"integer in [{low}, {high}]"  # what argparse names the type in its messages
+    return parse
+
+
+def parse_cores(text: str) -> tuple[int, int]:
+    """Parse ``"16:128"`` (or one number, ``"64"``) into an inclusive core range.
+
+    Examples
+    --------
+    >>> parse_cores("16:128"), parse_cores("64")
+    ((16, 128), (64, 64))
+    """
+    lo, sep, hi = text.partition(":")
+    try:
+        low = int(lo)
+        high = int(hi) if sep else low
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a core range LO:HI like 16:128; got {text!r}") from None
+    if not 1 <= low <= high:
+        raise argparse.ArgumentTypeError(f"core range needs 1 <= LO <= HI; got {text!r}")
+    return low, high
+
+
+def parse_modes(text: str) -> tuple[str, ...]:
+    """Parse a comma-separated list of fidelity modes (``replay,capacity``)."""
+    from elastic.simulator.fidelity import MODES
+
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    bad = [m for m in modes if m not in MODES]
+    if bad or not modes:
+        raise argparse.ArgumentTypeError(
+            f"modes must be a comma-separated subset of {','.join(MODES)}; got {text!r}"
+        )
+    return modes
+
+
+def parse_reserve(text: str) -> int:
+    """Parse a number of reserved cores (>= 0)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
+    return value
