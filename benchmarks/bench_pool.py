@@ -1,85 +1,228 @@
-"""Pool throughput: trivial tasks through real agents, against starting the same Python processes bare.
+"""Fine-grained tasks through the front door, beside Parsl's HighThroughputExecutor and ProcessPoolExecutor.
 
-Every task runs in a fresh child process of its agent (``python -m elastic.pool.tasks``), so the floor is the
-cost of starting a Python interpreter that imports cloudpickle. The baseline, measured in the same run,
-starts that many ``python -c "import cloudpickle"`` processes with the same parallelism (one per core).
+One run, side by side, on this machine (each with 2 workers):
 
-    .venv/bin/python benchmarks/bench_pool.py [--tasks 200] [--agents 2]
+- **Elastic**: ``Elastic(LocalBackend(cores=2), "bigjob")``, one local allocation of 2 cores, warm workers;
+- **HTEX**: Parsl's ``HighThroughputExecutor`` (``LocalProvider``, 2 workers, ``initialize_logging=False``);
+- **ProcessPoolExecutor(2)**: the floor (no scheduler, no network, no allocation).
+
+For each: time from start to the first result, median latency of one task at a time, and throughput of
+``--tasks`` no-op tasks submitted at once. Then, for the pool alone: its resident memory after each of
+``--memory-tasks`` tasks (flat is the goal), the time of one placement decision with 100,000 tasks queued,
+and 64 one-core agents (local processes) joined at once (none wrongly declared lost, tasks on all).
+
+    .venv/bin/python benchmarks/bench_pool.py [--tasks 10000] [--memory-tasks 100000] [--skip-htex]
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import os
-import signal
+import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from typing import Any
 
+from rich.console import Console
+from rich.table import Table
+
+from elastic import Elastic
 from elastic.allocations import Allocation
+from elastic.backends.local import LocalBackend
+from elastic.pool.events import AgentEvent, AgentEventKind
+from elastic.pool.messages import Register
 from elastic.pool.pool import Pool
+from elastic.pool.state import PoolState
 from elastic.pool.tasks import Task
+from elastic.pool.worker import resident_bytes
 
 
-def _noop(i: int) -> int:
+def noop(i: int) -> int:
     return i
 
 
-def pool_run(tasks: int, agents: int) -> tuple[float, float]:
-    """Return (seconds to the first result, seconds for all ``tasks``) through ``agents`` 1-core agents."""
-    procs: list[subprocess.Popen[bytes]] = []
-    with Pool() as pool:
-        for k in range(agents):
-            alloc = Allocation(f"a{k}", cores=1, walltime=3600.0)
-            pool.add_allocation(alloc)
-            procs.append(subprocess.Popen(["bash", "-c", pool.agent_script(alloc)], start_new_session=True))
+Submit = Callable[[int], "concurrent.futures.Future[Any]"]
+
+
+def measure(submit: Submit, started: float, tasks: int) -> dict[str, float]:
+    """First result, sequential latency, throughput of ``tasks`` submitted at once."""
+    submit(0).result(timeout=120)
+    first = time.perf_counter() - started
+    lat = []
+    for i in range(300):
+        t = time.perf_counter()
+        submit(i).result(timeout=60)
+        lat.append(time.perf_counter() - t)
+    t = time.perf_counter()
+    futures = [submit(i) for i in range(tasks)]
+    ok = all(f.result(timeout=600) == i for i, f in enumerate(futures))
+    elapsed = time.perf_counter() - t
+    assert ok, "a result came back wrong"
+    return {"first": first, "latency": statistics.median(lat), "rate": tasks / elapsed}
+
+
+def run_elastic(tasks: int) -> dict[str, float]:
+    started = time.perf_counter()
+    with Elastic(LocalBackend(cores=2), "bigjob", store=False, workflow="bench") as el:
+        return measure(lambda i: el.submit(noop, i), started, tasks)
+
+
+def run_htex(tasks: int) -> dict[str, float]:
+    import parsl
+    from parsl.config import Config
+    from parsl.executors import HighThroughputExecutor
+    from parsl.providers import LocalProvider
+
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]  # interchange.py
+    app = parsl.python_app(noop)
+    started = time.perf_counter()
+    htex = HighThroughputExecutor(
+        label="htex", max_workers_per_node=2, provider=LocalProvider(init_blocks=1, max_blocks=1)
+    )
+    with tempfile.TemporaryDirectory() as run_dir:
+        dfk = parsl.load(Config(executors=[htex], run_dir=run_dir, initialize_logging=False, strategy="none"))
         try:
-            began = time.perf_counter()
-            first = pool.submit(Task.call(_noop, (0,)))
-            first.result(timeout=60)
-            latency = time.perf_counter() - began
-            began = time.perf_counter()
-            futures = [pool.submit(Task.call(_noop, (i,))) for i in range(tasks)]
-            results = [f.result(timeout=600) for f in futures]
-            elapsed = time.perf_counter() - began
-            assert results == list(range(tasks)), "results out of order or lost"
+            return measure(app, started, tasks)
         finally:
-            for proc in procs:
+            dfk.cleanup()
+            parsl.clear()
+
+
+def run_ppe(tasks: int) -> dict[str, float]:
+    started = time.perf_counter()
+    with concurrent.futures.ProcessPoolExecutor(2) as ex:
+        return measure(lambda i: ex.submit(noop, i), started, tasks)
+
+
+def memory(tasks: int) -> list[float]:
+    """The pool process's resident MB after each fifth of ``tasks`` tasks (futures dropped as they end)."""
+    out = []
+    with Elastic(LocalBackend(cores=2), "bigjob", store=False, workflow="bench-memory") as el:
+        el.submit(noop, 0).result(timeout=120)
+        out.append(resident_bytes() / 2**20)
+        for _ in range(5):
+            window: list[concurrent.futures.Future[int]] = []
+            for i in range(tasks // 5):
+                window.append(el.submit(noop, i))
+                if len(window) >= 5000:
+                    for f in window:
+                        f.result(timeout=600)
+                    window = []
+            for f in window:
+                f.result(timeout=600)
+            out.append(resident_bytes() / 2**20)
+    return out
+
+
+def placement(queued: int = 100_000, decisions: int = 2000) -> float:
+    """Seconds per placement decision with ``queued`` tasks queued and one core freeing at a time."""
+    state = PoolState(
+        heartbeat_interval=1.0, heartbeat_timeout=10.0, pool_timeout=60.0, max_retries=2, drain_margin=1.0,
+        clock=time.time, prefetch_seconds=0.0,
+    )  # fmt: skip
+    state.add_allocation(Allocation("a1", cores=1, walltime=1e6))
+    state.handle(b"a1/h/1", Register("a1", 1, "h", 1))
+    for i in range(queued + decisions):
+        state.submit(Task.shell("true", task_id=f"t{i}", estimate=float(i % 7)))
+    from elastic.pool.messages import Report
+    from elastic.pool.tasks import TaskResult
+
+    state.tick(time.time())
+    total = 0.0
+    for i in range(decisions):
+        state.handle(b"a1/h/1", Report(done=(TaskResult(f"t{i}", ok=True),)))
+        t = time.perf_counter()
+        state.tick(time.time())
+        total += time.perf_counter() - t
+        state.outbox.clear()
+        state.resolve.clear()
+    return total / decisions
+
+
+def many_agents(n: int = 64, tasks: int = 2000) -> tuple[int, int, int]:
+    """``(agents joined, agents that ran tasks, agents declared lost)`` with ``n`` one-core agents."""
+    procs = []
+    with Pool(heartbeat_interval=1.0, heartbeat_timeout=20.0, pool_timeout=60.0) as pool:
+        try:
+            for k in range(n):
+                alloc = Allocation(f"a{k}", cores=1, walltime=3600.0)
+                pool.add_allocation(alloc)
+                procs.append(
+                    subprocess.Popen(["bash", "-c", pool.agent_script(alloc)], start_new_session=True)
+                )
+            deadline = time.monotonic() + 180
+            while len(pool.free_cores()) < n and time.monotonic() < deadline:
+                time.sleep(0.2)
+            futures = [pool.submit(Task.call(time.sleep, (0.05,))) for _ in range(tasks)]
+            for f in futures:
+                f.result(timeout=600)
+            time.sleep(3 * pool.heartbeat_interval)  # idle agents keep heartbeating: none may be lost
+            events = pool.events
+            joined = {
+                e.alloc_id for e in events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.JOINED
+            }
+            lost = {e.alloc_id for e in events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.LOST}
+            used = {a for a, _ in pool.running().items()} | set(_allocations_that_ran(pool))
+            return len(joined), len(used), len(lost)
+        finally:
+            for p in procs:
                 with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-    return latency, elapsed
+                    os.killpg(p.pid, 9)
+                p.wait()
 
 
-def baseline(tasks: int, parallel: int) -> float:
-    """Seconds to start ``tasks`` bare interpreters importing cloudpickle, ``parallel`` at a time."""
-    cmd = [sys.executable, "-c", "import cloudpickle"]
-    began = time.perf_counter()
-    with ThreadPoolExecutor(parallel) as ex:
-        list(ex.map(lambda _: subprocess.run(cmd, check=True), range(tasks)))
-    return time.perf_counter() - began
+def _allocations_that_ran(pool: Pool) -> set[str]:
+    from elastic.pool.tasks import TaskEvent, TaskState
+
+    return {
+        e.alloc_id
+        for e in pool.events
+        if isinstance(e, TaskEvent) and e.state is TaskState.DONE and e.alloc_id
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tasks", type=int, default=200)
-    parser.add_argument("--agents", type=int, default=2)
+    parser.add_argument("--tasks", type=int, default=10_000)
+    parser.add_argument("--memory-tasks", type=int, default=100_000)
+    parser.add_argument("--skip-htex", action="store_true")
     args = parser.parse_args()
-    latency, elapsed = pool_run(args.tasks, args.agents)
-    base = baseline(args.tasks, args.agents)
-    print(
-        f"pool      {args.tasks} tasks on {args.agents} one-core agents: {elapsed:.2f} s "
-        f"({args.tasks / elapsed:.1f} tasks/s); first result (agents starting) {latency:.2f} s"
-    )
-    print(
-        f"baseline  {args.tasks} bare 'python -c import cloudpickle', {args.agents} at a time: {base:.2f} s "
-        f"({args.tasks / base:.1f} /s)"
-    )
-    print(
-        f"ratio     pool / baseline = {elapsed / base:.2f}x (the pool's own cost per task: "
-        f"{(elapsed - base) / args.tasks * 1000:.1f} ms)"
+    console = Console()
+    rows = {"Elastic (front door, 1 local 2-core allocation)": run_elastic(args.tasks)}
+    if not args.skip_htex:
+        rows["Parsl HTEX (LocalProvider, 2 workers)"] = run_htex(args.tasks)
+    rows["ProcessPoolExecutor(2)"] = run_ppe(args.tasks)
+    table = Table(title=f"{args.tasks:,} no-op Python tasks, 2 workers, one run on this machine")
+    for col in ("", "first result (s)", "median latency (ms)", "throughput (tasks/s)"):
+        table.add_column(col, justify="left" if not col else "right")
+    for name, r in rows.items():
+        table.add_row(name, f"{r['first']:.2f}", f"{r['latency'] * 1000:.2f}", f"{r['rate']:,.0f}")
+    console.print(table)
+    ours, ppe = rows["Elastic (front door, 1 local 2-core allocation)"], rows["ProcessPoolExecutor(2)"]
+    goals = [f"throughput / ProcessPoolExecutor = {ours['rate'] / ppe['rate']:.2f} (goal >= 0.33)"]
+    if not args.skip_htex:
+        htex = rows["Parsl HTEX (LocalProvider, 2 workers)"]
+        goals.insert(0, f"throughput / HTEX = {ours['rate'] / htex['rate']:.2f} (goal >= 2)")
+        goals.append(
+            f"latency: {ours['latency'] * 1e3:.2f} ms vs HTEX {htex['latency'] * 1e3:.2f} ms (goal <=)"
+        )
+    goals.append(f"first result {ours['first']:.2f} s (goal <= 2 s)")
+    for line in goals:
+        console.print(line, highlight=False)
+    rss = memory(args.memory_tasks)
+    steps = ", ".join(f"{x:.0f}" for x in rss)
+    console.print(f"pool process RSS (MB) after 0 and each fifth of {args.memory_tasks:,} tasks: {steps}")
+    console.print(f"one placement decision with 100,000 tasks queued: {placement() * 1e6:.0f} us")
+    joined, used, lost = many_agents()
+    console.print(f"64 one-core agents: {joined} joined, {used} ran tasks, {lost} declared lost")
+    console.print(
+        f"(peak RSS of this process {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MB)"
     )
 
 

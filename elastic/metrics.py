@@ -61,6 +61,7 @@ from elastic.errors import ConfigError
 __all__ = [
     "Event",
     "EventKind",
+    "MetricsRecorder",
     "PredictionOutcome",
     "RunMetrics",
     "StageMetrics",
@@ -98,6 +99,10 @@ class EventKind(str, enum.Enum):
     """A task attempt completed."""
     TASK_LOST = "task_lost"
     """A task attempt was lost (its allocation ended); the task is re-queued."""
+    TASK_FAILED = "task_failed"
+    """A task attempt failed (raised, exited non-zero, or was killed); its cores were used."""
+    TASK_DROPPED = "task_dropped"
+    """A queued task will not run any more: its future was cancelled, or it was lost too often."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,18 +226,6 @@ class RunMetrics:
         return out
 
 
-def _one(events: Iterable[Event], kind: EventKind) -> float:
-    times = [e.time for e in events if e.kind is kind]
-    if len(times) != 1:
-        raise ConfigError(f"timeline must hold exactly one {kind.value} event, found {len(times)}")
-    return times[0]
-
-
-def makespan(events: Sequence[Event]) -> float:
-    """Return RUN_END - RUN_START; raise ConfigError unless there is exactly one of each."""
-    return _one(events, EventKind.RUN_END) - _one(events, EventKind.RUN_START)
-
-
 @dataclass(slots=True)
 class _Alloc:
     submit: float
@@ -252,97 +245,209 @@ class _Alloc:
         return self.start - max(self.submit, self.eligible if self.eligible is not None else self.submit)
 
 
-def _alloc_table(events: Sequence[Event]) -> dict[str, _Alloc]:
-    table: dict[str, _Alloc] = {}
-    for e in events:
-        if e.allocation is None:
-            continue
-        if e.kind is EventKind.ALLOC_SUBMIT:
-            table[e.allocation] = _Alloc(e.time, e.cores, e.stage, e.predicted_wait, e.note)
-        elif e.kind in (EventKind.ALLOC_START, EventKind.ALLOC_END):
-            row = table.get(e.allocation)
+class MetricsRecorder:
+    """Fold a run's events, one at a time and in time order, into its metrics.
+
+    The one definition of every metric: :func:`compute_metrics` and the functions below feed a whole
+    timeline through it; a long-lived front door feeds events as they happen and keeps only per-allocation
+    and per-stage sums, never the task events themselves, so its memory does not grow with the tasks run.
+
+    Raises
+    ------
+    ConfigError
+        From :meth:`add` when the timeline is inconsistent (an allocation starts that was never submitted, a
+        task ends that never started); the message names the event.
+    """
+
+    def __init__(self) -> None:
+        self.allocs: dict[str, _Alloc] = {}
+        self._open: dict[tuple[str | None, str | None], Event] = {}
+        self.core_seconds_used = 0.0
+        self.lost_tasks = 0
+        self.run_start: list[float] = []
+        self.run_end: list[float] = []
+        self.first_start: dict[str, float] = {}
+        self.last_end: dict[str, float] = {}
+        self.ready: dict[str, float] = {}
+        self.order: dict[str, None] = {}  # stages in order of first appearance
+
+    def add(self, e: Event) -> None:
+        """Take one event (not earlier than the ones before it)."""
+        kind = e.kind
+        if e.stage is not None and e.stage != "*" and kind is not EventKind.ALLOC_SUBMIT:
+            self.order.setdefault(e.stage)
+        if kind is EventKind.TASK_START:
+            key = (e.task, e.allocation)
+            if key in self._open:
+                raise ConfigError(f"task {e.task!r} started twice on {e.allocation!r} (at {e.time})")
+            self._open[key] = e
+            if e.stage is not None:
+                self.first_start.setdefault(e.stage, e.time)
+        elif kind in (EventKind.TASK_END, EventKind.TASK_LOST, EventKind.TASK_FAILED):
+            start = self._open.pop((e.task, e.allocation), None)
+            if start is None:
+                raise ConfigError(f"{kind.value} at {e.time} for task {e.task!r} that was not running")
+            self.core_seconds_used += start.cores * (e.time - start.time)
+            if kind is EventKind.TASK_LOST:
+                self.lost_tasks += 1
+            elif kind is EventKind.TASK_END and e.stage is not None:
+                self.last_end[e.stage] = max(self.last_end.get(e.stage, e.time), e.time)
+        elif kind is EventKind.ALLOC_SUBMIT and e.allocation is not None:
+            self.allocs[e.allocation] = _Alloc(e.time, e.cores, e.stage, e.predicted_wait, e.note)
+        elif kind in (EventKind.ALLOC_START, EventKind.ALLOC_END) and e.allocation is not None:
+            row = self.allocs.get(e.allocation)
             if row is None:
                 raise ConfigError(
-                    f"{e.kind.value} at {e.time}: allocation {e.allocation!r} was never submitted"
+                    f"{kind.value} at {e.time}: allocation {e.allocation!r} was never submitted"
                 )
-            if e.kind is EventKind.ALLOC_START:
+            if kind is EventKind.ALLOC_START:
                 row.start = e.time
                 row.eligible = e.eligible
             else:
                 row.end = e.time
-    return table
+        elif kind is EventKind.STAGE_READY and e.stage is not None:
+            self.ready.setdefault(e.stage, e.time)
+        elif kind is EventKind.RUN_START:
+            self.run_start.append(e.time)
+        elif kind is EventKind.RUN_END:
+            self.run_end.append(e.time)
+
+    @property
+    def running_tasks(self) -> list[str]:
+        """Task attempts started and not ended."""
+        return sorted(map(str, self._open))
+
+    def end_running(self, at: float) -> None:
+        """End every attempt still running as lost at ``at`` (a run stopped under them)."""
+        for (task, alloc), start in list(self._open.items()):
+            self.add(
+                Event(
+                    at, EventKind.TASK_LOST, stage=start.stage, allocation=alloc, task=task, cores=start.cores
+                )
+            )
+
+    def makespan(self) -> float:
+        """Return RUN_END - RUN_START; raise ConfigError unless there is exactly one of each."""
+        for name, times in (("run_end", self.run_end), ("run_start", self.run_start)):
+            if len(times) != 1:
+                raise ConfigError(f"timeline must hold exactly one {name} event, found {len(times)}")
+        return self.run_end[0] - self.run_start[0]
+
+    def allocation_waits(self) -> dict[str, float]:
+        """Return ``allocation -> queue wait`` (start - eligible) for every allocation that started."""
+        return {a: row.wait for a, row in self.allocs.items() if row.wait is not None}
+
+    def core_seconds_charged(self) -> float:
+        """Allocated cores x (end - start) over started allocations; an open one ends at RUN_END."""
+        run_end = max(self.run_end, default=None)
+        total = 0.0
+        for alloc, row in self.allocs.items():
+            if row.start is None:
+                continue
+            end = row.end if row.end is not None else run_end
+            if end is None:
+                raise ConfigError(f"allocation {alloc!r} started but never ended and the run has no RUN_END")
+            total += row.cores * (end - row.start)
+        return total
+
+    def stage_execution_times(self) -> dict[str, float]:
+        """Return ``stage -> last successful task end - first task start`` for stages that ran."""
+        return {s: self.last_end[s] - self.first_start[s] for s in self.first_start if s in self.last_end}
+
+    def perceived_waits(self) -> dict[str, float]:
+        """Return ``stage -> first task start - STAGE_READY`` for stages that became ready and started."""
+        return {s: self.first_start[s] - self.ready[s] for s in self.ready if s in self.first_start}
+
+    def prediction_outcomes(self, *, tolerance: float = 60.0, relative: float = 0.1) -> PredictionOutcome:
+        """Classify every wait prediction against the real wait (see :func:`prediction_outcomes`)."""
+        hits = over = under = 0
+        for row in self.allocs.values():
+            predicted, actual = row.predicted, row.wait
+            if predicted is None or actual is None:
+                continue
+            slack = max(tolerance, relative * actual)
+            if predicted - actual > slack:
+                over += 1
+            elif actual - predicted > slack:
+                under += 1
+            else:
+                hits += 1
+        return PredictionOutcome(hits, over, under)
+
+    def metrics(self, stages: Sequence[str] | None = None) -> RunMetrics:
+        """Every metric of the run so far (it must have its RUN_START and RUN_END, no task still running).
+
+        Parameters
+        ----------
+        stages : sequence of str or None, default None
+            Stage names in workflow order (default: in order of their first appearance).
+        """
+        if self._open:
+            raise ConfigError(f"tasks still running at the end of the timeline: {self.running_tasks}")
+        if stages is None:
+            stages = list(self.order)
+        waits = self.allocation_waits()
+        stage_wait: dict[str, float] = {}
+        for alloc, wait in waits.items():
+            label = self.allocs[alloc].stage
+            if label is not None:
+                stage_wait[label] = stage_wait.get(label, 0.0) + wait
+        exec_times = self.stage_execution_times()
+        perceived = self.perceived_waits()
+        nan = float("nan")
+        per_stage = tuple(
+            StageMetrics(s, exec_times.get(s, nan), stage_wait.get(s, 0.0), perceived.get(s, nan))
+            for s in stages
+        )
+        return RunMetrics(
+            makespan=self.makespan(),
+            queue_wait=sum(waits.values()),
+            perceived_wait=sum(perceived.values()),
+            core_seconds_charged=self.core_seconds_charged(),
+            core_seconds_used=self.core_seconds_used,
+            resubmissions=sum(1 for row in self.allocs.values() if row.reason not in ("", "initial")),
+            allocations=len(self.allocs),
+            lost_tasks=self.lost_tasks,
+            predictions=self.prediction_outcomes(),
+            stages=per_stage,
+        )
+
+
+def _fold(events: Iterable[Event]) -> MetricsRecorder:
+    recorder = MetricsRecorder()
+    for e in sorted(events, key=lambda e: e.time):  # stable: equal times keep their recorded order
+        recorder.add(e)
+    return recorder
+
+
+def makespan(events: Sequence[Event]) -> float:
+    """Return RUN_END - RUN_START; raise ConfigError unless there is exactly one of each."""
+    return _fold(events).makespan()
 
 
 def allocation_waits(events: Sequence[Event]) -> dict[str, float]:
     """Return ``allocation -> queue wait`` (start - eligible) for every allocation that started."""
-    return {a: row.wait for a, row in _alloc_table(events).items() if row.wait is not None}
+    return _fold(events).allocation_waits()
 
 
 def core_seconds_charged(events: Sequence[Event]) -> float:
     """Allocated cores x (end - start) over started allocations; an open one ends at RUN_END."""
-    run_end = max((e.time for e in events if e.kind is EventKind.RUN_END), default=None)
-    total = 0.0
-    for alloc, row in _alloc_table(events).items():
-        if row.start is None:
-            continue
-        end = row.end if row.end is not None else run_end
-        if end is None:
-            raise ConfigError(f"allocation {alloc!r} started but never ended and the run has no RUN_END")
-        total += row.cores * (end - row.start)
-    return total
-
-
-def _task_attempts(events: Sequence[Event]) -> list[tuple[Event, Event]]:
-    """Pair every TASK_START with the TASK_END/TASK_LOST of the same task and allocation."""
-    open_: dict[tuple[str | None, str | None], Event] = {}
-    pairs: list[tuple[Event, Event]] = []
-    for e in events:
-        key = (e.task, e.allocation)
-        if e.kind is EventKind.TASK_START:
-            if key in open_:
-                raise ConfigError(f"task {e.task!r} started twice on {e.allocation!r} (at {e.time})")
-            open_[key] = e
-        elif e.kind in (EventKind.TASK_END, EventKind.TASK_LOST):
-            start = open_.pop(key, None)
-            if start is None:
-                raise ConfigError(f"{e.kind.value} at {e.time} for task {e.task!r} that was not running")
-            pairs.append((start, e))
-    if open_:
-        raise ConfigError(f"tasks still running at the end of the timeline: {sorted(map(str, open_))}")
-    return pairs
+    return _fold(events).core_seconds_charged()
 
 
 def core_seconds_used(events: Sequence[Event]) -> float:
-    """Task cores x (end - start) over every task attempt (lost attempts included)."""
-    return sum(s.cores * (e.time - s.time) for s, e in _task_attempts(events))
+    """Task cores x (end - start) over every task attempt (lost and failed attempts included)."""
+    return _fold(events).core_seconds_used
 
 
 def stage_execution_times(events: Sequence[Event]) -> dict[str, float]:
     """Return ``stage -> last successful task end - first task start`` for stages that ran."""
-    first: dict[str, float] = {}
-    last: dict[str, float] = {}
-    for e in events:
-        if e.stage is None:
-            continue
-        if e.kind is EventKind.TASK_START:
-            first[e.stage] = min(first.get(e.stage, e.time), e.time)
-        elif e.kind is EventKind.TASK_END:
-            last[e.stage] = max(last.get(e.stage, e.time), e.time)
-    return {s: last[s] - first[s] for s in first if s in last}
+    return _fold(events).stage_execution_times()
 
 
 def perceived_waits(events: Sequence[Event]) -> dict[str, float]:
     """Return ``stage -> first task start - STAGE_READY`` for stages that became ready and started."""
-    ready: dict[str, float] = {}
-    first: dict[str, float] = {}
-    for e in events:
-        if e.stage is None:
-            continue
-        if e.kind is EventKind.STAGE_READY:
-            ready.setdefault(e.stage, e.time)
-        elif e.kind is EventKind.TASK_START:
-            first.setdefault(e.stage, e.time)
-    return {s: first[s] - ready[s] for s in ready if s in first}
+    return _fold(events).perceived_waits()
 
 
 def prediction_outcomes(
@@ -365,19 +470,7 @@ def prediction_outcomes(
         Hits, over-predictions (the paper's misses) and under-predictions. Allocations cancelled before
         they started are not counted.
     """
-    hits = over = under = 0
-    for row in _alloc_table(events).values():
-        predicted, actual = row.predicted, row.wait
-        if predicted is None or actual is None:
-            continue
-        slack = max(tolerance, relative * actual)
-        if predicted - actual > slack:
-            over += 1
-        elif actual - predicted > slack:
-            under += 1
-        else:
-            hits += 1
-    return PredictionOutcome(hits, over, under)
+    return _fold(events).prediction_outcomes(tolerance=tolerance, relative=relative)
 
 
 def compute_metrics(events: Sequence[Event], *, stages: Sequence[str] | None = None) -> RunMetrics:
@@ -386,7 +479,7 @@ def compute_metrics(events: Sequence[Event], *, stages: Sequence[str] | None = N
     Parameters
     ----------
     events : sequence of Event
-        The timeline, in time order, with exactly one RUN_START and one RUN_END.
+        The timeline, with exactly one RUN_START and one RUN_END (sorted by time here).
     stages : sequence of str or None, default None
         Stage names in workflow order (default: in order of their first appearance).
 
@@ -400,36 +493,4 @@ def compute_metrics(events: Sequence[Event], *, stages: Sequence[str] | None = N
         The timeline is inconsistent (e.g. an allocation starts that was never submitted, a task ends that
         never started); the message names the event.
     """
-    events = sorted(events, key=lambda e: e.time)  # stable: equal times keep their recorded order
-    if stages is None:
-        seen: dict[str, None] = {}
-        for e in events:
-            if e.stage is not None and e.stage != "*" and e.kind is not EventKind.ALLOC_SUBMIT:
-                seen.setdefault(e.stage)
-        stages = list(seen)
-    table = _alloc_table(events)
-    waits = allocation_waits(events)
-    stage_wait: dict[str, float] = {}
-    for alloc, wait in waits.items():
-        label = table[alloc].stage
-        if label is not None:
-            stage_wait[label] = stage_wait.get(label, 0.0) + wait
-    exec_times = stage_execution_times(events)
-    perceived = perceived_waits(events)
-    nan = float("nan")
-    per_stage = tuple(
-        StageMetrics(s, exec_times.get(s, nan), stage_wait.get(s, 0.0), perceived.get(s, nan)) for s in stages
-    )
-    resub = sum(1 for row in table.values() if row.reason not in ("", "initial"))
-    return RunMetrics(
-        makespan=makespan(events),
-        queue_wait=sum(waits.values()),
-        perceived_wait=sum(perceived.values()),
-        core_seconds_charged=core_seconds_charged(events),
-        core_seconds_used=core_seconds_used(events),
-        resubmissions=resub,
-        allocations=len(table),
-        lost_tasks=sum(1 for e in events if e.kind is EventKind.TASK_LOST),
-        predictions=prediction_outcomes(events),
-        stages=per_stage,
-    )
+    return _fold(events).metrics(stages)

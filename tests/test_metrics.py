@@ -9,7 +9,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
-from elastic.metrics import Event, EventKind, PredictionOutcome, compute_metrics, core_seconds_used
+from elastic.metrics import (
+    Event,
+    EventKind,
+    MetricsRecorder,
+    PredictionOutcome,
+    compute_metrics,
+    core_seconds_used,
+)
 
 K = EventKind
 
@@ -127,9 +134,10 @@ def _packed_run(draw: st.DrawFn) -> list[Event]:
                 if t + d > start + length:
                     break
                 task = f"{aid}.{c}.{j}"
+                end = draw(st.sampled_from([K.TASK_END, K.TASK_END, K.TASK_LOST, K.TASK_FAILED]))
                 events += [
                     Event(t, K.TASK_START, task=task, stage="s", allocation=aid, cores=1),
-                    Event(t + d, K.TASK_END, task=task, stage="s", allocation=aid, cores=1),
+                    Event(t + d, end, task=task, stage="s", allocation=aid, cores=1),
                 ]
                 t += d
         end_all = max(end_all, start + length)
@@ -141,6 +149,20 @@ def _packed_run(draw: st.DrawFn) -> list[Event]:
 @given(_packed_run())
 def test_used_never_exceeds_charged_and_waits_are_non_negative(events: list[Event]) -> None:
     m = compute_metrics(events)
+    # fed one event at a time, as a live run does, the recorder reaches the same figures
+    recorder = MetricsRecorder()
+    for e in sorted(events, key=lambda e: e.time):
+        recorder.add(e)
+    assert repr(recorder.metrics()) == repr(m)  # repr: nan == nan
+    used = sum(
+        e.cores * (e.time - s.time)
+        for s in events
+        if s.kind is K.TASK_START
+        for e in events
+        if e.task == s.task and e.kind in (K.TASK_END, K.TASK_LOST, K.TASK_FAILED)
+    )
+    assert m.core_seconds_used == pytest.approx(used)  # failed and lost attempts used their cores too
+    assert m.lost_tasks == sum(1 for e in events if e.kind is K.TASK_LOST)
     assert 0.0 <= m.core_seconds_used <= m.core_seconds_charged + 1e-9
     assert m.overhead_core_seconds >= -1e-9
     assert m.queue_wait >= 0.0 and m.makespan >= 0.0

@@ -202,6 +202,11 @@ class MockBackend:
         return "mock"
 
     @property
+    def speedup(self) -> float | None:
+        """Simulated seconds per real second on the scaled clock; None on the virtual clock."""
+        return self._clock.speedup if isinstance(self._clock, ScaledClock) else None
+
+    @property
     def engine(self) -> Engine:
         """The simulation engine (for records and metrics; do not drive it directly in scaled mode)."""
         return self._engine

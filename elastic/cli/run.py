@@ -235,7 +235,7 @@ def _real(
         poll = args.poll or 10.0
     else:
         raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
-    executor: Execution = PoolExecution(backend, speedup=speedup, bind=args.bind)
+    executor: Execution = PoolExecution(backend, speedup=speedup, bind=args.bind, fail_fast=True)
     knowledge = Knowledge(
         workflow,
         waits=learner,

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -105,6 +106,9 @@ class AllocationController:
         Prefix of batch job names.
     user : str or None, default None
         Owner of the jobs (mock backend accounting).
+    max_cores : int or None, default None
+        No allocation is wider (a stage of many small tasks asks for one core per task; on a smaller
+        partition, or under a user's cap, it gets this many and runs in waves).
     """
 
     def __init__(
@@ -119,9 +123,13 @@ class AllocationController:
         poll_interval: float = 30.0,
         name: str = "elastic",
         user: str | None = None,
+        max_cores: int | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"poll_interval must be > 0 backend seconds, got {poll_interval!r}")
+        if max_cores is not None and max_cores < 1:
+            raise ConfigError(f"max_cores must be >= 1 or None, got {max_cores!r}")
+        self.max_cores = max_cores
         self.strategy = strategy
         self.backend = backend
         self.execution = execution
@@ -151,7 +159,10 @@ class AllocationController:
         self.demand.update(now)
         if self.demand.done:
             return None
-        decision = self.strategy.decide(self.view(now))
+        view = self.view(now)
+        if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
+            return now + self.poll_interval
+        decision = self.strategy.decide(view)
         self.apply(decision, now)
         self.demand.dispatch(now)
         self._advance(now)
@@ -174,17 +185,44 @@ class AllocationController:
         busy = {a.alloc_id: self.execution.busy_cores(a.alloc_id) for a in self._allocs.values() if a.running}
         return RunView(now, self.demand.plan, self.demand.stages(), self.allocations, self.knowledge, busy)
 
-    def shutdown(self, now: float) -> None:
-        """Cancel every allocation still open and record its end."""
+    def shutdown(self, now: float, *, settle: float = 30.0) -> None:
+        """Cancel every allocation still open and record its end.
+
+        Parameters
+        ----------
+        now : float
+            Backend time of the end.
+        settle : float, default 30.0
+            Real seconds to wait for the backend to report the cancelled jobs ended (Slurm takes a few
+            seconds to kill a job's processes); after that they are recorded as cancelled anyway.
+        """
         for a in list(self._allocs.values()):
             if not a.ended:
                 self._cancel(Cancel(a.alloc_id, "run over"), now)
+        deadline = time.monotonic() + settle
+        for a in list(self._allocs.values()):
+            while not a.ended and time.monotonic() < deadline:
+                info = self.backend.state(self._job_ids[a.alloc_id])
+                if info.state.is_final:
+                    self._ended(a, AllocationState.from_job_state(info.state), now)
+                else:
+                    time.sleep(0.2)
                 a = self._allocs[a.alloc_id]
-                if not a.ended:  # the backend has not ended it yet: it is no longer ours
-                    self._ended(a, AllocationState.CANCELLED, now)
+            if not a.ended:  # the backend has not ended it yet: it is no longer ours
+                logger.warning(
+                    "%s: allocation %s (job %s) is still ending",
+                    self.strategy.name,
+                    a.alloc_id,
+                    a.backend_job_id,
+                )
+                self._ended(a, AllocationState.CANCELLED, now)
         self._advance(now)
 
     # -- polling ---------------------------------------------------------------------------------------
+
+    def take_events(self, at: float) -> None:
+        """Hand the execution's task events up to ``at`` to the sink and the demand (no strategy step)."""
+        self._advance(at)
 
     def _advance(self, at: float) -> None:
         for event in self.execution.advance(at):
@@ -256,6 +294,15 @@ class AllocationController:
 
     def _submit(self, action: Submit, now: float) -> None:
         alloc_id = f"a{len(self._allocs) + 1}"
+        if self.max_cores is not None and action.cores > self.max_cores:
+            logger.info(
+                "%s: %s asks for %d cores; requesting the most allowed, %d",
+                self.strategy.name,
+                action.stage,
+                action.cores,
+                self.max_cores,
+            )
+            action = dataclasses.replace(action, cores=self.max_cores)
         deps: list[Dependency] = []
         dep_ids: list[tuple[str, DependencyKind]] = []
         for stage in action.after:

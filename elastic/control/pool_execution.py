@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import queue
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
@@ -68,6 +69,12 @@ class PoolExecution:
         it (``drain_margin / speedup`` real seconds).
     bind : str, default "127.0.0.1"
         Interface the created pool listens on.
+    fail_fast : bool, default False
+        A failed task raises :class:`TaskFailedError` from :meth:`advance` (a declared workflow's run
+        stops); otherwise it is a TASK_FAILED event and its own future's failure.
+    on_event : callable or None, default None
+        Called (from the pool's thread, quickly) whenever a task event arrives, e.g. to wake a waiting
+        driver.
     """
 
     def __init__(
@@ -78,6 +85,8 @@ class PoolExecution:
         pool: Pool | None = None,
         drain_margin: float = 30.0,
         bind: str = "127.0.0.1",
+        fail_fast: bool = False,
+        on_event: Callable[[], None] | None = None,
     ) -> None:
         if not speedup > 0:
             raise ConfigError(f"PoolExecution: speedup must be > 0, got {speedup!r}")
@@ -88,6 +97,9 @@ class PoolExecution:
         self.pool = pool
         self.backend = backend
         self.speedup = speedup
+        self.fail_fast = fail_fast
+        self._notify = on_event
+        self._running: set[str] = set()
         self._inbox: queue.SimpleQueue[tuple[float, TaskEvent]] = queue.SimpleQueue()
         self._unsubscribe = pool.subscribe(self._on_event)
 
@@ -95,6 +107,8 @@ class PoolExecution:
         # called from the pool's I/O thread: stamp with the backend clock, hand over to the driver thread
         if isinstance(event, TaskEvent):
             self._inbox.put((self.backend.now(), event))
+            if self._notify is not None:
+                self._notify()
 
     # -- the Execution contract -----------------------------------------------------------------------
 
@@ -147,20 +161,28 @@ class PoolExecution:
         logger.debug("pool executor: submitted %s: %s", task.task_id, command)
 
     def advance(self, now: float) -> list[Event]:
-        """Return the task events the pool reported since the last call."""
+        """Return the task events the pool reported since the last call.
+
+        Raises
+        ------
+        TaskFailedError
+            With ``fail_fast``: a task failed (the run is to stop).
+        """
         out: list[Event] = []
         while True:
             try:
                 at, e = self._inbox.get_nowait()
             except queue.Empty:
                 return out
-            kind = {
-                TaskState.RUNNING: EventKind.TASK_START,
-                TaskState.DONE: EventKind.TASK_END,
-                TaskState.LOST: EventKind.TASK_LOST,
-            }.get(e.state)
-            if e.state is TaskState.FAILED:
+            if self.fail_fast and e.state is TaskState.FAILED:
                 raise TaskFailedError(e.task_id, e.detail)
+            kind = _KINDS.get(e.state)
+            if e.state is TaskState.RUNNING:
+                self._running.add(e.task_id)
+            elif e.state in (TaskState.DONE, TaskState.LOST, TaskState.FAILED):
+                if e.task_id not in self._running:  # failed while queued: lost too often
+                    kind = EventKind.TASK_DROPPED
+                self._running.discard(e.task_id)
             if kind is not None:
                 out.append(
                     Event(
@@ -186,3 +208,13 @@ class PoolExecution:
         """Stop listening and close the pool (its agents are told to stop)."""
         self._unsubscribe()
         self.pool.close()
+
+
+_KINDS = {
+    TaskState.RUNNING: EventKind.TASK_START,
+    TaskState.DONE: EventKind.TASK_END,
+    TaskState.LOST: EventKind.TASK_LOST,
+    TaskState.FAILED: EventKind.TASK_FAILED,
+    TaskState.CANCELLED: EventKind.TASK_DROPPED,
+}
+"""Pool task states as run events (QUEUED and ASSIGNED are not attempts: no event)."""

@@ -33,7 +33,7 @@ __all__ = ["RUN_STATUSES", "Store"]
 
 logger = logging.getLogger(__name__)
 
-RUN_STATUSES: Final = ("running", "completed", "failed", "cancelled")
+RUN_STATUSES: Final = ("running", "completed", "failed", "cancelled", "interrupted")
 """States of a run; :meth:`Store.record_run` starts it ``running``, :meth:`Store.finish_run` ends it."""
 _INSERT_RETRIES: Final = 5
 FloatArray = npt.NDArray[np.float64]
@@ -199,7 +199,13 @@ class Store:
         return int(key[0])
 
     def finish_run(
-        self, run_id: int, status: str, metrics: Mapping[str, Any], *, ended: float | None = None
+        self,
+        run_id: int,
+        status: str,
+        metrics: Mapping[str, Any],
+        *,
+        ended: float | None = None,
+        params: Mapping[str, Any] | None = None,
     ) -> None:
         """Record the end of a run and its metrics.
 
@@ -207,12 +213,15 @@ class Store:
         ----------
         run_id : int
             Id from :meth:`record_run`.
-        status : {"completed", "failed", "cancelled"}
-            How the run ended.
+        status : {"completed", "failed", "cancelled", "interrupted"}
+            How the run ended (``interrupted``: Ctrl-C, SIGTERM, or the program ended first).
         metrics : dict
             JSON object, e.g. ``{"makespan": 812.0, "core_hours_charged": 3.1, "stages": {...}}``.
         ended : float or None, default None
             End time in epoch seconds; None: now.
+        params : dict or None, default None
+            More settings learned during the run (e.g. the stages the front door saw), merged into the
+            run's params.
 
         Raises
         ------
@@ -226,7 +235,11 @@ class Store:
             "metrics": _check_json("metrics", metrics),
             "ended": time.time() if ended is None else _seconds("ended", ended),
         }
+        extra = _check_json("params", params) if params is not None else None
         with self._errors("finish a run"), self._transaction(write=True) as conn:
+            if extra:
+                old = conn.execute(select(RunRow.params).where(RunRow.id == run_id)).scalar()
+                values["params"] = {**(old or {}), **extra}
             done = conn.execute(update(RunRow).where(RunRow.id == run_id).values(**values)).rowcount
         if done != 1:
             raise UnknownRunError(self._url, run_id)

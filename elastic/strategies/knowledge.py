@@ -19,15 +19,19 @@ from __future__ import annotations
 
 import logging
 import math
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
 from elastic.workflow import Workflow
+
+if TYPE_CHECKING:
+    from learners.base import LearnerStateStore
 
 __all__ = ["TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore"]
 
@@ -138,6 +142,15 @@ class Knowledge:
         recorded runtime runs from its first task start, later than its allocation's start).
     default_runtime : float, default 3600.0
         Prior task runtime of a stage whose plan gives none (and no task brought an estimate), seconds.
+    shared : LearnerStateStore or None, default None
+        Where the wait learner's state is shared with other runs (the store): every observed wait is
+        learned into it atomically when it is made (:func:`learners.base.observe_shared`), and a prediction
+        starts from its latest state (read at most every ``refresh`` seconds per geometry), so concurrent
+        runs never lose each other's observations.
+    learner_name : str, default "asa"
+        Name the learner's state is shared under.
+    refresh : float, default 60.0
+        Real seconds a shared state read for a prediction is reused.
     """
 
     def __init__(
@@ -155,6 +168,9 @@ class Knowledge:
         max_walltime: float | None = None,
         overhead: float = 60.0,
         default_runtime: float = 3600.0,
+        shared: LearnerStateStore | None = None,
+        learner_name: str = "asa",
+        refresh: float = 60.0,
     ) -> None:
         if slack <= 1.0:
             raise ConfigError(f"Knowledge: slack must be > 1, got {slack}")
@@ -172,6 +188,10 @@ class Knowledge:
         self.max_walltime = max_walltime
         self.overhead = overhead
         self.default_runtime = default_runtime
+        self.shared = shared
+        self.learner_name = learner_name
+        self.refresh = refresh
+        self._loaded: dict[str, float] = {}
         self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
 
     # -- queue waits ------------------------------------------------------------------------------
@@ -186,12 +206,23 @@ class Knowledge:
         """Predicted queue wait in seconds for ``cores`` cores (0 without a learner)."""
         if self.waits is None:
             return 0.0
-        return max(0.0, float(self.waits.predict(self.wait_key(cores))))
+        key = self.wait_key(cores)
+        if self.shared is not None and time.monotonic() - self._loaded.get(key, -math.inf) >= self.refresh:
+            from learners.base import load_shared
+
+            load_shared(self.waits, self.shared, self.learner_name, key)  # type: ignore[type-var]
+            self._loaded[key] = time.monotonic()
+        return max(0.0, float(self.waits.predict(key)))
 
     def observe_wait(self, cores: int, wait: float, *, submit_time: float | None = None) -> None:
         """Feed one real queue wait to the learner (and the wait store)."""
         key = self.wait_key(cores)
-        if self.waits is not None:
+        if self.waits is not None and self.shared is not None:
+            from learners.base import observe_shared
+
+            observe_shared(self.waits, self.shared, self.learner_name, key, max(0.0, wait))  # type: ignore[type-var]
+            self._loaded[key] = time.monotonic()  # the predictor now holds the latest shared state
+        elif self.waits is not None:
             self.waits.observe(key, max(0.0, wait))
         if self.wait_store is not None:
             self.wait_store.add_wait(

@@ -1,0 +1,297 @@
+"""Tasks from user code as the controller's demand: stages learned as they come.
+
+:class:`LiveDemand` is the :class:`~elastic.control.controller.Demand` of the front door
+(:class:`elastic.frontdoor.Elastic`). A stage is a label on tasks; the plan strategies read (which stages,
+how wide, in which order, after which others) comes from three sources, merged:
+
+- a **declared plan** (a :class:`~elastic.workflow.Workflow`, runtimes optional), or the plan of the last
+  completed run of the same workflow name kept in the store: its stages are known before their first task;
+- **tasks** as they are submitted: a stage's width is the number of its tasks known so far times their cores,
+  and a task submitted ``after`` futures of other stages makes its stage depend on those;
+- **announcements** by front-ends (:meth:`LiveDemand.expect`): tasks that exist in the user's program but
+  wait on their inputs there (Parsl's DataFlowKernel holds them until their dependencies are done), so
+  that the next stage's width is known before its first task is submitted.
+
+A stage is *ready* once one of its tasks can run (queued in the pool). It is *complete* once nothing of it
+is outstanding (held, announced, queued or running) and either a later stage of the plan has work, or it
+has been idle for ``idle_timeout`` seconds (as HyperQueue's allocation queues release idle workers): a
+user's loop that submits one task at a time does not release its allocation between two tasks. A complete
+stage that gets new tasks is open again. Strategies need nothing else: see the README's "Front door".
+
+Counters change from user threads (submit) and from the controller's thread (task events), under one lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from elastic.control.controller import EventSink
+from elastic.metrics import Event, EventKind
+from elastic.strategies.base import StageView
+from elastic.workflow import Stage, Workflow
+
+__all__ = ["LiveDemand"]
+
+
+@dataclass(slots=True)
+class _Stage:
+    name: str
+    planned: int = 0  # tasks the declared plan says it has
+    cores: int = 1
+    depends_on: dict[str, None] = field(default_factory=dict)
+    runtime: float | None = None  # declared mean task runtime (backend seconds)
+    estimates: float = 0.0  # sum of the estimates of its tasks (backend seconds)
+    estimated: int = 0
+    held: int = 0
+    expected: int = 0
+    queued: int = 0
+    running: int = 0
+    done: int = 0
+    failed: int = 0
+    ready_time: float | None = None
+    first_start: float | None = None
+    last_end: float | None = None
+    end_time: float | None = None
+    idle_since: float | None = None
+
+    @property
+    def outstanding(self) -> int:
+        return self.held + self.expected + self.queued + self.running
+
+    @property
+    def known(self) -> int:
+        return self.outstanding + self.done + self.failed
+
+
+class LiveDemand:
+    """The work user code submits, stage by stage (see the module docstring).
+
+    Parameters
+    ----------
+    name : str
+        Workflow name (runtime history and plans are kept under it).
+    record : callable
+        Event sink for STAGE_READY and STAGE_END.
+    clock : callable
+        The backend's clock (events from user threads are stamped with it).
+    plan : Workflow or None, default None
+        Declared (or remembered) stages; runtimes in backend seconds.
+    idle_timeout : float, default 300.0
+        Backend seconds a stage with nothing outstanding stays open when no later stage has work.
+    speedup : float, default 1.0
+        Backend seconds per real second: task estimates (real seconds) are scaled by it.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        record: EventSink,
+        clock: Callable[[], float],
+        plan: Workflow | None = None,
+        idle_timeout: float = 300.0,
+        speedup: float = 1.0,
+    ) -> None:
+        self.name = name
+        self.idle_timeout = idle_timeout
+        self.speedup = speedup
+        self._record = record
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._stages: dict[str, _Stage] = {}
+        self._closing = False
+        self._plan: Workflow | None = None
+        for s in plan.stages if plan is not None else ():
+            st = self._stage(s.name)
+            st.planned = s.tasks
+            st.cores = s.cores
+            st.runtime = s.runtime
+            st.depends_on.update(dict.fromkeys(s.depends_on or ()))
+
+    # -- from user threads ---------------------------------------------------------------------------
+
+    def held(self, stage: str, cores: int, estimate: float | None, after: Iterable[str] = ()) -> None:
+        """Count a task of ``stage`` that exists but waits for tasks of the stages ``after``."""
+        with self._lock:
+            st = self._add(stage, cores, estimate, after)
+            st.held += 1
+
+    def released(self, stage: str, *, queued: bool) -> None:
+        """Count a held task as queued in the pool (``queued``) or dropped (cancelled before it could run)."""
+        with self._lock:
+            st = self._stage(stage)
+            st.held -= 1
+            if queued:
+                self._queue(st)
+
+    def queued(self, stage: str, cores: int, estimate: float | None, after: Iterable[str] = ()) -> None:
+        """Count a task of ``stage`` queued in the pool."""
+        with self._lock:
+            self._queue(self._add(stage, cores, estimate, after))
+
+    def expect(self, stage: str, tasks: int, *, cores: int = 1, after: Iterable[str] = ()) -> None:
+        """Say that ``tasks`` tasks of ``stage`` exist in the user's program but are not submitted yet.
+
+        The count replaces the previous one of the stage (front-ends call it with what they see now).
+        """
+        with self._lock:
+            st = self._add(stage, cores, None, after)
+            st.expected = max(0, tasks)
+
+    def close(self) -> None:
+        """Say that the user is done submitting: every stage with nothing outstanding is complete."""
+        with self._lock:
+            self._closing = True
+
+    # -- from the controller's thread ----------------------------------------------------------------
+
+    @property
+    def plan(self) -> Workflow:
+        """The stages known now, in the order they became known."""
+        with self._lock:
+            if self._plan is None:
+                self._plan = self._build_plan()
+            return self._plan
+
+    @property
+    def done(self) -> bool:
+        """Never by itself: the user may submit more at any time (the front door decides when to stop)."""
+        return False
+
+    def observe(self, event: Event) -> None:
+        """Count a task's start, end, failure or loss in its stage."""
+        kind = event.kind
+        if event.stage is None or kind not in _TASK_KINDS:
+            return
+        with self._lock:
+            st = self._stage(event.stage)
+            if kind is EventKind.TASK_START:
+                st.queued = max(0, st.queued - 1)
+                st.running += 1
+                if st.first_start is None:
+                    st.first_start = event.time
+                return
+            if kind is EventKind.TASK_DROPPED:
+                st.queued = max(0, st.queued - 1)
+                st.failed += 1
+                return
+            st.running = max(0, st.running - 1)
+            if kind is EventKind.TASK_LOST:
+                st.queued += 1  # queued again by the pool (or failed later if retries run out)
+            elif kind is EventKind.TASK_END:
+                st.done += 1
+                st.last_end = event.time if st.last_end is None else max(st.last_end, event.time)
+            else:
+                st.failed += 1
+
+    def update(self, now: float) -> None:
+        """Open and complete stages (recording STAGE_READY and STAGE_END)."""
+        with self._lock:
+            order = list(self._stages.values())
+            for i, st in enumerate(order):
+                if st.ready_time is None and (st.queued or st.running or st.done or st.failed):
+                    st.ready_time = now if st.first_start is None else min(now, st.first_start)
+                    self._record(Event(st.ready_time, EventKind.STAGE_READY, stage=st.name))
+                if st.outstanding:
+                    st.idle_since = None
+                    if st.end_time is not None:
+                        st.end_time = None  # new work: open again
+                    continue
+                if st.ready_time is None or st.end_time is not None:
+                    continue
+                if st.idle_since is None:
+                    st.idle_since = now
+                later = any(o.known for o in order[i + 1 :])
+                if later or self._closing or now - st.idle_since >= self.idle_timeout:
+                    st.end_time = st.last_end if st.last_end is not None else now
+                    self._record(Event(st.end_time, EventKind.STAGE_END, stage=st.name))
+
+    def stages(self) -> tuple[StageView, ...]:
+        """Progress of every known stage, in plan order (none before the first task or announcement)."""
+        plan = self.plan
+        views = []
+        with self._lock:
+            if not self._stages:
+                return ()
+            for i, s in enumerate(plan.stages):
+                st = self._stages.get(s.name) or _Stage(s.name)
+                views.append(
+                    StageView(
+                        s.name,
+                        i,
+                        max(1, st.known, st.planned),
+                        s.cores,
+                        s.depends_on or (),
+                        done=st.done + st.failed,
+                        running=st.running,
+                        ready_time=st.ready_time,
+                        start_time=st.first_start,
+                        end_time=st.end_time,
+                    )
+                )
+        return tuple(views)
+
+    def outstanding(self) -> int:
+        """Tasks held, announced, queued or running, over every stage."""
+        with self._lock:
+            return sum(s.outstanding for s in self._stages.values())
+
+    def dispatch(self, now: float) -> None:
+        """Nothing to hand over: user code submits its tasks to the pool itself."""
+
+    # -- internals (lock held) -------------------------------------------------------------------------
+
+    def _stage(self, name: str) -> _Stage:
+        st = self._stages.get(name)
+        if st is None:
+            st = self._stages[name] = _Stage(name)
+            self._plan = None
+        return st
+
+    def _add(self, stage: str, cores: int, estimate: float | None, after: Iterable[str]) -> _Stage:
+        st = self._stage(stage)
+        if cores > st.cores:
+            st.cores = cores
+            self._plan = None
+        for dep in after:
+            if dep != stage and dep not in st.depends_on:
+                self._stage(dep)
+                st.depends_on[dep] = None
+                self._plan = None
+        if estimate is not None:
+            st.estimates += estimate * self.speedup
+            st.estimated += 1
+        if st.known == 0 or st.known + 1 > st.planned:
+            self._plan = None  # the width changes
+        return st
+
+    def _queue(self, st: _Stage) -> None:
+        st.queued += 1
+        st.expected = max(0, st.expected - 1)
+
+    def _build_plan(self) -> Workflow:
+        stages: list[Stage] = []
+        seen: set[str] = set()
+        for st in self._stages.values():
+            runtime = st.runtime
+            if runtime is None and st.estimated:
+                runtime = max(st.estimates / st.estimated, 1e-3)
+            deps = tuple(d for d in st.depends_on if d in seen)  # only earlier stages: the order they came in
+            stages.append(Stage(st.name, max(1, st.known, st.planned), st.cores, runtime, depends_on=deps))
+            seen.add(st.name)
+        if not stages:
+            stages.append(Stage("default", 1, 1, None, depends_on=()))
+        return Workflow(self.name, tuple(stages))
+
+
+_TASK_KINDS = frozenset(
+    {
+        EventKind.TASK_START,
+        EventKind.TASK_END,
+        EventKind.TASK_FAILED,
+        EventKind.TASK_LOST,
+        EventKind.TASK_DROPPED,
+    }
+)

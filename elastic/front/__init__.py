@@ -1,0 +1,21 @@
+"""The front door: tasks from user code on pilot allocations chosen by a strategy.
+
+:class:`~elastic.front.door.Elastic` is the object users create (also importable as ``elastic.Elastic``);
+:func:`~elastic.front.tasks.task` marks a function with its stage, cores and runtime.
+
+Modules
+-------
+door
+    :class:`~elastic.front.door.Elastic` and its live view.
+tasks
+    :func:`~elastic.front.tasks.task`, task options, inputs given as futures.
+setup
+    Backends, strategies and stores by name.
+"""
+
+from __future__ import annotations
+
+from elastic.front.door import Elastic, FrontDoorView
+from elastic.front.tasks import DependencyError, task
+
+__all__ = ["DependencyError", "Elastic", "FrontDoorView", "task"]

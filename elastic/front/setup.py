@@ -1,0 +1,166 @@
+"""What the front door is built from: a backend, a strategy and a store, given by name or as objects.
+
+Names a user may give (errors list the allowed ones):
+
+- backend: ``"local"`` (this machine, :class:`~elastic.backends.local.LocalBackend`; the default),
+  ``"mock"`` (the simulated Slurm queue on its scaled clock, busy with synthetic background load), ``"slurm"``
+  (the cluster ``SLURM_CONF`` points at, default partition), or any object with the
+  :class:`~elastic.backends.base.BatchBackend` protocol (``MockBackend(clock="scaled", ...)``,
+  ``SlurmBackend(partition=..., account=...)``);
+- strategy: a registry name (``bigjob``, ``perstage``, ``asa``, ...) or a
+  :class:`~elastic.strategies.base.Strategy`;
+- store: ``None`` (the default store: ``$ELASTIC_STORE_URL`` or a SQLite file in the user's data
+  directory), ``False`` (nothing kept across runs), a SQLAlchemy URL, or a :class:`~elastic.store.Store`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from elastic.backends.base import BatchBackend
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.strategies.base import Strategy, make_strategy
+from elastic.workflow import Stage, Workflow
+
+if TYPE_CHECKING:
+    from elastic.store import Store
+
+__all__ = [
+    "BACKENDS",
+    "Backend",
+    "plan_from_json",
+    "plan_to_json",
+    "resolve_backend",
+    "resolve_store",
+    "resolve_strategy",
+]
+
+BACKENDS = ("local", "mock", "slurm")
+"""Backend names the front door knows."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backend:
+    """A resolved backend: the object, its clock speed and whether the front door closes it."""
+
+    backend: BatchBackend
+    speedup: float
+    """Backend seconds per real second (the mock backend's scaled clock; 1 elsewhere)."""
+    owned: bool
+
+
+def resolve_backend(backend: str | BatchBackend, *, speedup: float | None = None) -> Backend:
+    """Return the backend ``backend`` names (see the module docstring).
+
+    Raises
+    ------
+    UnknownNameError
+        An unknown name.
+    ConfigError
+        A mock backend on the virtual clock (it cannot run real tasks), or ``speedup`` with a backend
+        object.
+    """
+    if isinstance(backend, str):
+        if backend == "local":
+            from elastic.backends.local import LocalBackend
+
+            return Backend(LocalBackend(), 1.0, True)
+        if backend == "mock":
+            from elastic.backends.mock import MockBackend
+            from elastic.experiments import default_background
+
+            k = 60.0 if speedup is None else speedup
+            load = default_background(64)
+            mock = MockBackend(nodes=64, workload=load, clock="scaled", speedup=k, start=86400.0)
+            return Backend(mock, k, True)
+        if backend == "slurm":
+            from elastic.backends.slurm import SlurmBackend
+
+            return Backend(SlurmBackend(), 1.0, True)
+        raise UnknownNameError("backend", backend, BACKENDS)
+    if not isinstance(backend, BatchBackend):
+        raise ConfigError(
+            f"backend must be one of {', '.join(BACKENDS)} or a BatchBackend object, "
+            f"got {type(backend).__name__}"
+        )
+    if speedup is not None:
+        raise ConfigError("speedup applies to backend='mock' only; a backend object brings its own clock")
+    own_speed = getattr(backend, "speedup", 1.0)
+    if own_speed is None:
+        raise ConfigError(
+            "this mock backend runs on the virtual clock, which cannot run real tasks: create it with "
+            "clock='scaled' and a speedup"
+        )
+    return Backend(backend, float(own_speed), False)
+
+
+def resolve_strategy(strategy: str | Strategy) -> Strategy:
+    """Return the strategy ``strategy`` names, or the object itself."""
+    if isinstance(strategy, str):
+        return make_strategy(strategy)
+    if not isinstance(strategy, Strategy):
+        raise ConfigError(f"strategy must be a registry name or a Strategy, got {type(strategy).__name__}")
+    return strategy
+
+
+def resolve_store(store: str | Store | bool | None) -> tuple[Store | None, bool]:
+    """Return ``(store or None, whether the front door closes it)``."""
+    if store is False:
+        return None, False
+    if store is True:
+        store = None
+    if store is None or isinstance(store, str):
+        from elastic.store import Store
+
+        return Store(store), True
+    return store, False
+
+
+def plan_to_json(plan: Workflow) -> list[dict[str, Any]]:
+    """Return the plan as JSON-able records (kept with a run, read back by the next run of that name)."""
+    return [
+        {
+            "name": s.name,
+            "tasks": s.tasks,
+            "cores": s.cores,
+            "runtime": s.runtime,
+            "depends_on": list(s.depends_on or ()),
+        }
+        for s in plan.stages
+    ]
+
+
+def plan_from_json(name: str, records: object) -> Workflow | None:
+    """Rebuild a plan from :func:`plan_to_json` records; None when they do not make a valid one."""
+    if not isinstance(records, list) or not records:
+        return None
+    try:
+        stages = tuple(
+            Stage(
+                r["name"],
+                int(r["tasks"]),
+                int(r["cores"]),
+                None if r.get("runtime") is None else float(r["runtime"]),
+                depends_on=tuple(r.get("depends_on", ())),
+            )
+            for r in records
+            if isinstance(r, Mapping)
+        )
+        return Workflow(name, stages)
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+
+
+def remembered_plan(store: Store, name: str) -> Workflow | None:
+    """Return the plan of the last completed run of workflow ``name`` kept in ``store``, if any."""
+    runs = store.runs(workflow=name)
+    if runs.empty:
+        return None
+    done = runs[runs["status"] == "completed"]
+    for params in reversed(list(done["params"])):
+        plan = plan_from_json(name, (params or {}).get("plan"))
+        if plan is not None:
+            return plan
+    return None

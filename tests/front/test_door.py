@@ -1,0 +1,205 @@
+"""The front door with real agents: tasks from user code, stages learned as they come, allocations released."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from elastic import Elastic, task
+from elastic.allocations import AllocationState
+from elastic.backends.local import LocalBackend
+from elastic.backends.mock import MockBackend
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.front.tasks import DependencyError
+from elastic.metrics import EventKind
+from elastic.pool.pool import PoolClosedError
+from elastic.pool.tasks import ShellTaskError, Task
+from elastic.store import Store
+from elastic.workflow import Stage, Workflow
+
+K = EventKind
+
+
+def square(x: int) -> int:
+    time.sleep(0.05)
+    return x * x
+
+
+def add_all(*xs: int) -> int:
+    return sum(xs)
+
+
+def boom(x: int) -> int:
+    raise ValueError(f"bad input {x}")
+
+
+@task(stage="prepare", runtime=0.3)
+def prepare(n: int) -> list[int]:
+    time.sleep(0.3)
+    return list(range(n))
+
+
+@task(stage="process", runtime=0.5)
+def process(items: list[int], i: int) -> int:
+    time.sleep(0.5)
+    return items[i] * 10
+
+
+@task(stage="merge", runtime=0.2)
+def merge(*parts: int) -> int:
+    time.sleep(0.2)
+    return sum(parts)
+
+
+def three_stages(el: Elastic, width: int = 4) -> int:
+    """prepare (1 task) -> process (``width`` tasks) -> merge (1 task), submitted task by task."""
+    items = el.submit(prepare, width)
+    parts = [el.submit(process, items, i) for i in range(width)]
+    return int(el.submit(merge, *parts).result(timeout=300))
+
+
+@pytest.fixture
+def local() -> Iterator[LocalBackend]:
+    with LocalBackend(cores=4) as backend:
+        yield backend
+
+
+def test_dataflow_on_this_machine(local: LocalBackend) -> None:
+    with Elastic(local, "perstage", store=False, poll_interval=1.0) as el:
+        parts = [el.submit(square, i) for i in range(6)]
+        total = el.submit(add_all, *parts)
+        assert total.result(timeout=60) == sum(i * i for i in range(6))
+        assert list(el.map(square, range(3))) == [0, 1, 4]
+        view = el.view()
+        assert [s.name for s in view.stages][:2] == ["square", "add_all"]
+        assert view.stages[1].depends_on == ("square",)  # learned from the futures passed as inputs
+    result = el.result
+    assert result is not None and result.status == "completed"
+    assert [s.name for s in result.metrics.stages][:2] == ["square", "add_all"]
+    assert all(not a.running for a in el.view().allocations)
+
+
+def test_a_failing_task_fails_its_future_and_what_needs_it_not_the_front_door(local: LocalBackend) -> None:
+    with Elastic(local, "bigjob", store=False, poll_interval=1.0) as el:
+        bad = el.submit(boom, 3)
+        after = el.submit(add_all, bad, 1)
+        with pytest.raises(ValueError, match="bad input 3") as info:
+            bad.result(timeout=60)
+        assert "in boom" in str(info.value.__cause__)  # the remote traceback
+        with pytest.raises(DependencyError, match="stage 'add_all' did not run: one of its inputs failed"):
+            after.result(timeout=60)
+        shell = el.submit_task(Task.shell("echo out; exit 3", stage="sh"))
+        with pytest.raises(ShellTaskError, match="exited with code 3"):
+            shell.result(timeout=60)
+        ordered = el.submit_task(Task.shell("echo after", stage="sh"), after=[shell])  # ordering only
+        assert ordered.result(timeout=60).stdout == "after\n"
+        assert el.submit(square, 7).result(timeout=60) == 49
+    assert el.result is not None and el.result.status == "completed"
+
+
+def test_leaving_by_an_exception_cancels_what_did_not_start_and_releases_everything(
+    local: LocalBackend,
+) -> None:
+    futures: list[concurrent.futures.Future[int]] = []
+    with pytest.raises(KeyboardInterrupt), Elastic(local, "bigjob", store=False, poll_interval=1.0) as el:
+        futures = [el.submit(square, i) for i in range(400)]
+        futures[0].result(timeout=60)
+        raise KeyboardInterrupt
+    assert el.result is not None and el.result.status == "interrupted"
+    assert any(f.cancelled() for f in futures)
+    assert all(a.state.is_final for a in el.view().allocations)
+    assert not local.queue(), "an allocation outlived the front door"
+    with pytest.raises(PoolClosedError):
+        el.submit(square, 1)
+
+
+def test_bad_settings_are_refused_before_anything_starts() -> None:
+    with pytest.raises(UnknownNameError, match="unknown backend 'pbs'"):
+        Elastic("pbs")
+    with pytest.raises(UnknownNameError, match="strategy"):
+        Elastic("local", "fastest")
+    with pytest.raises(ConfigError, match="learner must be one of"):
+        Elastic(learner="smart", store=False)
+    with pytest.raises(ConfigError, match=r"unknown options \['worker'\]"):
+        Elastic(store=False, worker=3)
+    with pytest.raises(ConfigError, match="virtual clock, which cannot run real tasks"):
+        Elastic(MockBackend(nodes=4), store=False)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
+def test_three_stages_on_the_scaled_mock_queue(strategy: str, tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'store.db'}")
+    with (
+        MockBackend(nodes=8, clock="scaled", speedup=20.0) as backend,
+        Elastic(backend, strategy, workflow="three", store=store, poll_interval=5.0, idle_timeout=30.0) as el,
+    ):
+        assert three_stages(el) == sum(i * 10 for i in range(4))
+    result = el.result
+    assert result is not None and result.status == "completed"
+    m = result.metrics
+    assert [s.name for s in m.stages] == ["prepare", "process", "merge"]
+    assert all(s.execution_time > 0 for s in m.stages)
+    assert 0 < m.core_seconds_used <= m.core_seconds_charged and m.makespan > 0
+    assert {e.stage for e in result.events if e.kind is K.STAGE_END} == {"prepare", "process", "merge"}
+    if strategy == "bigjob":  # without a plan, the whole workflow's walltime is a guess: follow-ups
+        assert {e.stage for e in result.events if e.kind is K.ALLOC_SUBMIT} == {"*"}
+    else:
+        assert {e.stage for e in result.events if e.kind is K.ALLOC_SUBMIT} >= {"prepare", "process", "merge"}
+    assert all(a.state.is_final for a in el.view().allocations) and not backend.queue()
+    # the store has the run, its stages' runtimes, and the plan the next run starts from
+    runs = store.runs(workflow="three")
+    assert list(runs["status"]) == ["completed"] and runs["makespan"].iloc[0] == pytest.approx(m.makespan)
+    assert [p["name"] for p in runs["params"].iloc[0]["plan"]] == ["prepare", "process", "merge"]
+    assert len(store.stage_runtimes("three", "process")[0]) == 1
+    with Elastic(LocalBackend(cores=2), "asa", workflow="three", store=store) as again:
+        assert [s.name for s in again.view().stages] == ["prepare", "process", "merge"]  # before any task
+    store.close()
+
+
+def test_a_declared_plan_is_known_before_its_first_task(local: LocalBackend) -> None:
+    plan = Workflow("declared", (Stage("a", 2, 1), Stage("b", 6, 1), Stage("c", 1, 1)))
+    with Elastic(local, "bigjob", workflow=plan, store=False, poll_interval=1.0) as el:
+        first = el.view()
+        assert [(s.name, s.tasks, s.depends_on) for s in first.stages] == [
+            ("a", 2, ()),
+            ("b", 6, ("a",)),
+            ("c", 1, ("b",)),
+        ]
+        deadline = time.monotonic() + 30
+        while not el.view().allocations and time.monotonic() < deadline:
+            time.sleep(0.05)
+        (big,) = el.view().allocations
+        assert big.cores == 4  # Big-Job sizes for the widest stage (6), capped by the 4-core partition
+        el.expect("d", 3, after=["c"])
+        assert el.view().stages[-1].name == "d"
+
+
+def test_the_learned_waits_of_concurrent_front_doors_are_all_kept(tmp_path: Path) -> None:
+    """Regression (issue 10): each run loaded the learner state at start and overwrote it at the end."""
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+
+    def one_run(_: int) -> None:
+        with Elastic(LocalBackend(cores=1), "perstage", store=url, poll_interval=0.5) as el:
+            el.submit(square, 1).result(timeout=60)
+
+    with concurrent.futures.ThreadPoolExecutor(3) as pool:
+        list(pool.map(one_run, range(3)))
+    with Store(url) as store:
+        ((key, state),) = store.learner_states("asa").items()
+        assert len(store.waits(key)) == 3
+        assert state["observations"] == 3  # every run's observation is in the shared state
+
+
+@pytest.mark.skipif(os.cpu_count() is None, reason="needs to know the machine's cores")
+def test_local_backend_is_the_default_and_sized_to_this_machine() -> None:
+    with Elastic(store=False) as el:
+        assert el.submit(square, 3).result(timeout=60) == 9
+        assert el.view().allocations[0].cores <= (os.cpu_count() or 1)
+    assert all(a.state is AllocationState.CANCELLED for a in el.view().allocations)
