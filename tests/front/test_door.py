@@ -1,4 +1,4 @@
-"""The front door with real agents: tasks from user code, stages learned as they come, allocations released."""
+"""The front door with real agents: tasks from user code, stages learned as they come, all released."""
 
 from __future__ import annotations
 
