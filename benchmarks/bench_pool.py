@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--memory-tasks", type=int, default=100_000)
     parser.add_argument("--skip-htex", action="store_true")
     args = parser.parse_args()
-    console = Console()
+    console = Console(width=120)
     rows = {"Elastic (front door, 1 local 2-core allocation)": run_elastic(args.tasks)}
     if not args.skip_htex:
         rows["Parsl HTEX (LocalProvider, 2 workers)"] = run_htex(args.tasks)
