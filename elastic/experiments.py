@@ -22,7 +22,7 @@ from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
     from elastic.strategies.knowledge import RuntimeHistory, WaitStore
-    from learners.base import WaitPredictor
+    from learners.base import LearnerStateStore, WaitPredictor
 
 __all__ = [
     "DEFAULT_PROCESSORS",
@@ -115,6 +115,7 @@ def simulate_runs(
     waits: WaitPredictor | None = None,
     history: RuntimeHistory | None = None,
     wait_store: WaitStore | None = None,
+    shared: LearnerStateStore | None = None,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -155,6 +156,8 @@ def simulate_runs(
     waits, history, wait_store : optional
         Wait learner, runtime history and wait store to use (e.g. the project's store); default a fresh
         ASA learner (policy ``learner``) and an in-memory history.
+    shared : LearnerStateStore or None
+        Where the learner's state is shared with other runs, updated atomically on every observation.
 
     Returns
     -------
@@ -189,7 +192,9 @@ def simulate_runs(
             mode=mode,
             reserve=reserve,
         )
-        knowledge = Knowledge(workflow, waits=waits, history=history, wait_store=wait_store, backend="mock")
+        knowledge = Knowledge(
+            workflow, waits=waits, history=history, wait_store=wait_store, backend="mock", shared=shared
+        )
         runner = Runner(
             workflow,
             make_strategy(strategy, **(strategy_options or {})),

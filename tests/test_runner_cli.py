@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from elastic.backends._proctrack import process_tree
 from elastic.cli import main
 from elastic.store import Store
 
@@ -148,7 +154,58 @@ def test_run_with_a_failing_task_stops_with_a_clear_error(
         f'[[stages]]\nname = "b"\ntasks = 1\ncores = 1\nruntime = 20\ncommand = "touch {marker}; exit 3"\n'
     )
     args = ["run", "--workflow", str(wf), "--strategy", "perstage", "--speedup", "40", "--processors", "4"]
-    assert main([*args, "--no-store"]) == 2
-    err = capsys.readouterr().err
-    assert "task 'b.0' failed" in err and "exit" in err.lower() and "the run is stopped" in err
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main([*args, "--store", url]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the run failed: task 'b.0' failed" in out and "exited with code 3" in out
     assert marker.exists()  # it really ran, once
+    with Store(url) as store:  # recorded as failed, with what it measured (regression, issue 10)
+        (row,) = store.runs().itertuples()
+        assert row.status == "failed" and row.makespan > 0 and "b.0" in row.params["detail"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_sigterm_ends_the_run_interrupted_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Regression (issue 10): SIGTERM left the run running, orphaned its agent and tasks and its secret."""
+    wf = tmp_path / "long.toml"
+    wf.write_text('name = "long"\n[[stages]]\nname = "a"\ntasks = 4\ncores = 1\nruntime = 600\n')
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    cmd = [sys.executable, "-m", "elastic", "run", "--workflow", str(wf), "--strategy", "bigjob"]
+    cmd += ["--speedup", "10", "--processors", "8", "--store", url, "--poll", "5"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _tasks_running(proc.pid):
+        time.sleep(0.2)
+    family = [p.pid for p in process_tree(proc.pid) if p.pid != proc.pid]
+    assert family, "no agent or task process started"
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130, proc.stderr.read().decode() if proc.stderr else ""
+    time.sleep(1.0)
+    alive = [p for p in family if Path(f"/proc/{p}").exists() and "zombie" not in _status(p)]
+    assert not alive, f"processes outlived the run: {alive}"
+    assert not list(tmp_path.glob("elastic-pool-*/*.secret")), "the secret file was left behind"
+    with Store(url) as store:
+        (row,) = store.runs().itertuples()
+        assert row.status == "interrupted" and row.makespan > 0 and row.allocations >= 1
+
+
+def _tasks_running(pid: int) -> bool:
+    return any("sleep" in _cmdline(p.pid) for p in process_tree(pid))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"

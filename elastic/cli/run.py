@@ -13,14 +13,22 @@
 While a real run goes on, a live view shows the stages' progress and the allocations. At the end the
 run's metrics are printed. Unless ``--no-store``, the store (``--store URL``, else ``ELASTIC_STORE_URL``,
 else a SQLite file in the user data directory) keeps stage runtimes, every observed queue wait, the ASA
-learner's state (loaded at the start, saved at the end) and the run with its metrics.
+learner's state (every wait learned into it atomically when it is seen, so concurrent runs lose nothing)
+and the run with its metrics.
+
+Ctrl-C or SIGTERM end the run ``interrupted`` and a failed task ends it ``failed``: every allocation is
+cancelled, every agent and task stopped, the pool's secret removed, and the run is recorded with the
+metrics of what ran (exit codes 130 and 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,12 +97,22 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-def _learner(args: argparse.Namespace, store: Store | None) -> ASAEstimator:
-    learner = ASAEstimator(policy=args.learner, random_state=args.seed)
-    if store is not None:
-        for key, state in store.learner_states(_LEARNER).items():
-            learner.set_state(key, state)
-    return learner
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while a run goes on, so it ends as cleanly as on Ctrl-C."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"got signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _live_view(view: RunView) -> Group:
@@ -194,6 +212,7 @@ def _simulate(
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,
+        shared=store,
         poll_interval=args.poll or 30.0,
     )
     return result
@@ -244,6 +263,8 @@ def _real(
         partition=args.partition,
         backend=backend.name,
         max_walltime=backend.partition().max_walltime,
+        shared=store,
+        learner_name=_LEARNER,
     )
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:
@@ -286,7 +307,7 @@ def _run(args: argparse.Namespace) -> int:
 
         store = Store(args.store)
     try:
-        learner = _learner(args, store)
+        learner = ASAEstimator(policy=args.learner, random_state=args.seed)
         run_id = None
         if store is not None:
             run_id = store.record_run(
@@ -296,14 +317,25 @@ def _run(args: argparse.Namespace) -> int:
                 params={"seed": args.seed, "trace": args.trace, "speedup": args.speedup},
             )
         began = time.perf_counter()
-        if args.simulate:
-            result = _simulate(args, workflow, learner, store)
-        else:
-            result = _real(args, workflow, learner, store, console)
+        try:
+            with _sigterm_interrupts():
+                if args.simulate:
+                    result = _simulate(args, workflow, learner, store)
+                else:
+                    result = _real(args, workflow, learner, store, console)
+        except BaseException:
+            if store is not None and run_id is not None:  # set up failed, or interrupted during it
+                store.finish_run(run_id, "interrupted", {})
+            raise
         elapsed = time.perf_counter() - began
+        if store is not None and run_id is not None:  # before anything else can fail
+            status = "failed" if result.status not in ("completed", "interrupted") else result.status
+            store.finish_run(run_id, status, _json_metrics(result.metrics), params={"detail": result.detail})
         console.print(
             metrics_table(result.metrics, f"{workflow.name} under {result.strategy}: {result.status}")
         )
+        if result.detail and result.status != "completed":
+            console.print(f"the run {result.status}: {result.detail}", highlight=False)
         console.print(f"run took {elapsed:.1f} s of real time", highlight=False)
         if args.events:
             import pandas as pd
@@ -311,15 +343,10 @@ def _run(args: argparse.Namespace) -> int:
             events = pd.DataFrame([_event_row(e) for e in result.events])
             write_output(Path(args.events), "--events", lambda path: events.to_csv(path, index=False))
             console.print(f"event timeline written to {args.events}", highlight=False)
-        if store is not None and run_id is not None:
-            status = "completed" if result.status == "completed" else "failed"
-            store.finish_run(run_id, status, _json_metrics(result.metrics))
-            for key in getattr(learner, "states_", {}):
-                store.save_learner_state(_LEARNER, key, learner.get_state(key))
     finally:
         if store is not None:
             store.close()
-    return 0 if result.status == "completed" else 1
+    return {"completed": 0, "interrupted": 130}.get(result.status, 1)
 
 
 def _event_row(e: Any) -> dict[str, Any]:
