@@ -1,8 +1,9 @@
 """Argument types and option groups shared by several ``elastic`` subcommands.
 
 Durations, windows and core ranges (``simulate``, ``fidelity``, ``compare``, ``run``), the fidelity-mode
-options (``simulate``, ``fidelity``) and the mock backend's background options (``compare``, ``run``) are
-defined once here, so the subcommands agree on spelling, defaults and error messages.
+options (``simulate``, ``fidelity``), the priority model (``simulate``, ``compare``, ``run``) and the mock
+backend's background options (``compare``, ``run``) are defined once here, so the subcommands agree on
+spelling, defaults and error messages.
 """
 
 from __future__ import annotations
@@ -20,9 +21,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BackgroundSetup",
     "MODES",
+    "PRIORITIES",
     "add_background_arguments",
     "add_capacity_window",
     "add_mode_arguments",
+    "add_priority_argument",
     "capacity_window",
     "load_background",
     "mode_engine_from_args",
@@ -41,6 +44,10 @@ _DURATION = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*([smhd]?)\s*$")
 MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
 """Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``), kept here so ``--help`` stays
 light; a test pins it equal to :data:`elastic.simulator.fidelity.MODES`."""
+
+PRIORITIES: tuple[str, ...] = ("age", "basic", "accrue-always")
+"""Priority models (:data:`elastic.simulator.priority.PRIORITY_MODELS`, the first the default), kept here
+so ``--help`` stays light; a test pins them equal."""
 
 
 def parse_duration(text: str) -> float:
@@ -155,6 +162,19 @@ def add_capacity_window(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_priority_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--priority`` (where a dependency- or ``--begin``-held job ranks once eligible)."""
+    parser.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        default=None,
+        help="how the simulated queue ranks a job held by a dependency or --begin once it is eligible: "
+        "age = Slurm multifactor, age counted from eligibility, behind every job already waiting "
+        "(default); basic = priority/basic, its submit place; accrue-always = multifactor with "
+        "PriorityFlags=ACCRUE_ALWAYS, age from submit (same order as basic when age is the only factor)",
+    )
+
+
 def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--mode``, ``--cores``, ``--reserve`` and ``--capacity-window`` (used by ``elastic simulate``)."""
     from elastic.simulator.fidelity import MODES
@@ -213,7 +233,13 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
     window = capacity_window(args)
     engine, evaluated = mode_engine(
-        workload, args.mode, cores=args.cores, reserve=reserve, order=order, window=window
+        workload,
+        args.mode,
+        cores=args.cores,
+        reserve=reserve,
+        order=order,
+        window=window,
+        priority=args.priority or PRIORITIES[0],
     )
     lo, hi = args.cores
     console.print(
@@ -228,9 +254,10 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
 def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the mock backend's background options (shared with ``elastic run``).
 
-    ``--trace``, ``--load``, ``--processors``, ``--policy``, and the fidelity options ``--mode`` and
-    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives allocations the
-    queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
+    ``--trace``, ``--load``, ``--processors``, ``--policy``, ``--priority``, and the fidelity options
+    ``--mode`` and ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives
+    allocations the queue waits of the traced centre instead of the much shorter waits of a plain EASY
+    replay.
     """
     from elastic.experiments import DEFAULT_PROCESSORS
 
@@ -263,6 +290,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CORES",
         help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
     )
+    add_priority_argument(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,16 +301,19 @@ class BackgroundSetup:
     policy: str
     mode: str
     reserve: int
+    priority: str = PRIORITIES[0]
 
     def describe(self) -> str:
-        """One line for titles: source, mode and reserve."""
+        """One line for titles: source, mode, reserve, queue policy and priority model."""
         source = self.workload.source
         if len(source) > 60:  # e.g. synthetic(jobs=..., ...): keep the name, drop the parameter list
             source = source.split("(", 1)[0] + "(...)" if "(" in source else "..." + source[-57:]
         extra = "" if self.mode == "replay" else f", mode {self.mode}"
         if self.mode == "calibrated":
             extra += f" (reserve {self.reserve} cores)"
-        return f"background {source}{extra}, policy {self.policy}"
+        from elastic.simulator.priority import describe_priority
+
+        return f"background {source}{extra}, policy {self.policy}, {describe_priority(self.priority)}"
 
 
 def load_background(args: argparse.Namespace) -> BackgroundSetup:
@@ -293,7 +324,9 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
     per run.
     """
     from elastic.experiments import DEFAULT_PROCESSORS, default_background
+    from elastic.simulator.priority import check_priority
 
+    priority = check_priority(args.priority or PRIORITIES[0])
     mode = args.mode
     if mode != "replay" and args.trace is None:
         raise ConfigError(
@@ -319,4 +352,4 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
             reserve = calibrate_reserve(workload, order=policy)
     elif args.reserve is not None:
         raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {mode}")
-    return BackgroundSetup(workload, policy, mode, reserve)
+    return BackgroundSetup(workload, policy, mode, reserve, priority)

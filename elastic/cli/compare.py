@@ -1,10 +1,12 @@
 """``elastic compare``: Big-Job, Per-Stage and ASA side by side, many runs each, in pure simulation.
 
 ``elastic compare --workflow demo3|FILE --runs N --backend mock [--trace PATH] [--load F] [--seed S]
-[--strategies bigjob,perstage,asa] [--policy easy] [--learner tuned] [--csv OUT]`` runs every strategy
-``N`` times on the mock backend's virtual clock (no processes: task durations are sampled from the stages'
-runtime distributions), each run at a different point of the background load (the same points for every
-strategy), and prints the mean of each metric with its 95 % confidence interval (Student t).
+[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner tuned] [--csv OUT]``
+runs every strategy ``N`` times on the mock backend's virtual clock (no processes: task durations are
+sampled from the stages' runtime distributions), each run at a different point of the background load
+(the same points for every strategy), and prints the mean of each metric with its 95 % confidence
+interval (Student t). The title names the background, the queue policy and the priority model
+(:mod:`elastic.simulator.priority`) the runs used.
 Background: an SWF trace (``--trace``), else the synthetic load of
 :func:`elastic.control.sim_execution.default_background`.
 """
@@ -28,6 +30,7 @@ from elastic.cli.arguments import add_background_arguments, load_background
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.experiments import simulate_runs
+from elastic.simulator.priority import priority_model
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
 
@@ -142,17 +145,18 @@ def _run(args: argparse.Namespace) -> int:
         task = progress.add_task("simulating", total=len(args.strategies))
         for name in args.strategies:
             progress.update(task, description=f"simulating {name}")
-            results[name] = simulate_runs(
-                workflow,
-                name,
-                runs=args.runs,
-                seed=args.seed,
-                background=background,
-                policy=setup.policy,
-                mode=setup.mode,
-                reserve=setup.reserve,
-                learner=args.learner,
-            )
+            with priority_model(setup.priority):  # the harness builds each run's mock backend
+                results[name] = simulate_runs(
+                    workflow,
+                    name,
+                    runs=args.runs,
+                    seed=args.seed,
+                    background=background,
+                    policy=setup.policy,
+                    mode=setup.mode,
+                    reserve=setup.reserve,
+                    learner=args.learner,
+                )
             progress.advance(task)
     elapsed = time.perf_counter() - began
     frame = summarise(results)

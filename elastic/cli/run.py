@@ -32,6 +32,7 @@ from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.metrics import RunMetrics
+from elastic.simulator.priority import DEFAULT_PRIORITY, describe_priority, priority_model
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
 from learners.asa import ASAEstimator
@@ -167,20 +168,21 @@ def _simulate(
     if args.backend != "mock":
         raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
     setup = load_background(args)
-    (result,) = simulate_runs(
-        workflow,
-        args.strategy,
-        runs=1,
-        seed=args.seed,
-        background=setup.workload,
-        policy=setup.policy,
-        mode=setup.mode,
-        reserve=setup.reserve,
-        waits=learner,
-        history=store if store is not None else MemoryHistory(),
-        wait_store=store,
-        poll_interval=args.poll or 30.0,
-    )
+    with priority_model(setup.priority):  # the harness builds the run's mock backend
+        (result,) = simulate_runs(
+            workflow,
+            args.strategy,
+            runs=1,
+            seed=args.seed,
+            background=setup.workload,
+            policy=setup.policy,
+            mode=setup.mode,
+            reserve=setup.reserve,
+            waits=learner,
+            history=store if store is not None else MemoryHistory(),
+            wait_store=store,
+            poll_interval=args.poll or 30.0,
+        )
     return result
 
 
@@ -211,6 +213,7 @@ def _real(
             clock="scaled",
             speedup=speedup,
             start=warmup,
+            priority=setup.priority,
         )
         poll = args.poll or 30.0
     elif args.backend == "slurm":
@@ -251,6 +254,11 @@ def _real(
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.priority is not None and args.backend != "mock":
+        raise ConfigError(
+            "--priority sets the mock backend's queue model; a Slurm queue ranks jobs as the site "
+            "configured it (read it with: scontrol show config | grep -i -E 'PriorityType|PriorityFlags')"
+        )
     workflow = resolve_workflow(args.workflow)
     console = Console()
     store: Store | None = None
@@ -277,6 +285,9 @@ def _run(args: argparse.Namespace) -> int:
         console.print(
             metrics_table(result.metrics, f"{workflow.name} under {result.strategy}: {result.status}")
         )
+        if args.backend == "mock":
+            priority = describe_priority(args.priority or DEFAULT_PRIORITY)
+            console.print(f"mock queue: {priority}", highlight=False)
         console.print(f"run took {elapsed:.1f} s of real time", highlight=False)
         if args.events:
             import pandas as pd
