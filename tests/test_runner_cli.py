@@ -66,12 +66,14 @@ def test_run_simulate_stores_the_run_waits_and_learner_state(
         ]
     )
     assert code == 0
-    assert "demo3 under asa: completed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "demo3 under asa: completed" in out and "mock queue: priority age" in out
     timeline = pd.read_csv(events)
     assert (timeline["kind"] == "task_end").sum() == 10
     with Store(url) as store:
         runs = store.runs()
         assert list(runs["status"]) == ["completed"] and runs["makespan"].iloc[0] > 0
+        assert runs["params"].iloc[0]["priority"] == "age"  # which queue model the run stood for
         assert store.learner_states("asa")
         runtimes, _ = store.stage_runtimes("demo3", "process")
         assert len(runtimes) == 1

@@ -274,7 +274,12 @@ def _run(args: argparse.Namespace) -> int:
                 workflow.name,
                 args.strategy,
                 args.backend + ("-sim" if args.simulate else ""),
-                params={"seed": args.seed, "trace": args.trace, "speedup": args.speedup},
+                params={
+                    "seed": args.seed,
+                    "trace": args.trace,
+                    "speedup": args.speedup,
+                    "priority": (args.priority or DEFAULT_PRIORITY) if args.backend == "mock" else None,
+                },
             )
         began = time.perf_counter()
         if args.simulate:
