@@ -17,6 +17,7 @@ import numpy.typing as npt
 from elastic.control.execution import RunResult
 from elastic.control.sim_execution import SimExecution
 from elastic.errors import ConfigError
+from elastic.simulator.priority import DEFAULT_PRIORITY
 from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
 
@@ -107,6 +108,7 @@ def simulate_runs(
     policy: str = "easy",
     mode: str = "replay",
     reserve: int = 0,
+    priority: str = DEFAULT_PRIORITY,
     learner: str = "tuned",
     warmup: float = 86400.0,
     horizon: float = 4 * 86400.0,
@@ -142,6 +144,9 @@ def simulate_runs(
     mode : {"replay", "recorded", "recorded-chain", "calibrated", "capacity"}, default "replay"
         How the background loads the queue (:class:`~elastic.backends.mock.MockBackend` ``mode``):
         the recorded modes need a trace and give waits like the traced centre's.
+    priority : {"age", "basic", "accrue-always"}, default "age"
+        How the mock queue ranks a dependency- or begin-held job once eligible
+        (:mod:`elastic.simulator.priority`).
     reserve : int, default 0
         ``mode="calibrated"``: cores withheld from queued jobs (fit it once with
         :func:`~elastic.simulator.fidelity.calibrate_reserve`).
@@ -191,6 +196,7 @@ def simulate_runs(
             start=warmup,
             mode=mode,
             reserve=reserve,
+            priority=priority,
         )
         knowledge = Knowledge(
             workflow, waits=waits, history=history, wait_store=wait_store, backend="mock", shared=shared

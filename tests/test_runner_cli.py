@@ -72,12 +72,14 @@ def test_run_simulate_stores_the_run_waits_and_learner_state(
         ]
     )
     assert code == 0
-    assert "demo3 under asa: completed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "demo3 under asa: completed" in out and "mock queue: priority age" in out
     timeline = pd.read_csv(events)
     assert (timeline["kind"] == "task_end").sum() == 10
     with Store(url) as store:
         runs = store.runs()
         assert list(runs["status"]) == ["completed"] and runs["makespan"].iloc[0] > 0
+        assert runs["params"].iloc[0]["priority"] == "age"  # which queue model the run stood for
         assert store.learner_states("asa")
         runtimes, _ = store.stage_runtimes("demo3", "process")
         assert len(runtimes) == 1
@@ -209,3 +211,30 @@ def _status(pid: int) -> str:
         return Path(f"/proc/{pid}/status").read_text().lower()
     except OSError:
         return "zombie"
+
+
+def test_compare_states_the_priority_model_and_it_changes_only_held_allocations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 9. Per-Stage submits each allocation when it is needed (never held), so the priority model
+    # cannot change its runs; ASA pre-submits with afterany dependencies, so it can.
+    args = ["compare", "--workflow", "montage", "--runs", "3", "--seed", "1", "--processors", "64"]
+    frames = {}
+    for priority in ("age", "basic"):
+        csv = tmp_path / f"{priority}.csv"
+        assert main([*args, "--strategies", "perstage,asa", "--priority", priority, "--csv", str(csv)]) == 0
+        out = capsys.readouterr().out
+        assert f"priority {priority} (priority/" in out
+        frames[priority] = pd.read_csv(csv).set_index(["strategy", "run"])
+    age, basic = frames["age"], frames["basic"]
+    pd.testing.assert_frame_equal(age.loc["perstage"], basic.loc["perstage"])
+    assert not age.loc["asa"]["queue_wait"].equals(basic.loc["asa"]["queue_wait"])
+    assert main([*args, "--runs", "1", "--strategies", "perstage"]) == 0
+    assert "priority age (priority/multifactor, age from eligibility)" in capsys.readouterr().out  # default
+
+
+def test_run_refuses_a_priority_model_for_slurm(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--workflow", "demo3", "--strategy", "asa", "--backend", "slurm", "--priority", "basic"]
+    assert main([*argv, "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert "--priority sets the mock backend's queue model" in err and "scontrol show config" in err

@@ -1,9 +1,9 @@
 """Option groups shared by several ``elastic`` subcommands.
 
-The fidelity-mode options (``simulate``, ``fidelity``) and the mock backend's background options
-(``compare``, ``run``) are defined once here, so the subcommands agree on spelling, defaults and error
-messages; the types of single values (durations, windows, core ranges, seeds, bounded counts) are in
-:mod:`elastic.cli.values`.
+The fidelity-mode options (``simulate``, ``fidelity``), the priority model (``simulate``, ``compare``,
+``run``) and the mock backend's background options (``compare``, ``run``) are defined once here, so the
+subcommands agree on spelling, defaults and error messages; the types of single values (durations,
+windows, core ranges, seeds, bounded counts) are in :mod:`elastic.cli.values`.
 """
 
 from __future__ import annotations
@@ -21,9 +21,11 @@ if TYPE_CHECKING:
 __all__ = [
     "BackgroundSetup",
     "MODES",
+    "PRIORITIES",
     "add_background_arguments",
     "add_capacity_window",
     "add_mode_arguments",
+    "add_priority_argument",
     "capacity_window",
     "check_background_arguments",
     "load_background",
@@ -34,6 +36,10 @@ MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", 
 """Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``), kept here so ``--help`` stays
 light; a test pins it equal to :data:`elastic.simulator.fidelity.MODES`."""
 
+PRIORITIES: tuple[str, ...] = ("age", "basic", "accrue-always")
+"""Priority models (:data:`elastic.simulator.priority.PRIORITY_MODELS`, the first the default), kept here
+so ``--help`` stays light; a test pins them equal."""
+
 
 def add_capacity_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--capacity-window`` (the capacity mode's look-back, e.g. ``12h``)."""
@@ -43,6 +49,19 @@ def add_capacity_window(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="DURATION",
         help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
+    )
+
+
+def add_priority_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--priority`` (where a dependency- or ``--begin``-held job ranks once eligible)."""
+    parser.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        default=None,
+        help="how the simulated queue ranks a job held by a dependency or --begin once it is eligible: "
+        "age = Slurm multifactor, age counted from eligibility, behind every job already waiting "
+        "(default); basic = priority/basic, its submit place; accrue-always = multifactor with "
+        "PriorityFlags=ACCRUE_ALWAYS, age from submit (same order as basic when age is the only factor)",
     )
 
 
@@ -104,7 +123,13 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
     window = capacity_window(args)
     engine, evaluated = mode_engine(
-        workload, args.mode, cores=args.cores, reserve=reserve, order=order, window=window
+        workload,
+        args.mode,
+        cores=args.cores,
+        reserve=reserve,
+        order=order,
+        window=window,
+        priority=args.priority or PRIORITIES[0],
     )
     lo, hi = args.cores
     console.print(
@@ -119,9 +144,10 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
 def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the mock backend's background options (shared with ``elastic run``).
 
-    ``--trace``, ``--load``, ``--processors``, ``--policy``, and the fidelity options ``--mode`` and
-    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives allocations the
-    queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
+    ``--trace``, ``--load``, ``--processors``, ``--policy``, ``--priority``, and the fidelity options
+    ``--mode`` and ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives
+    allocations the queue waits of the traced centre instead of the much shorter waits of a plain EASY
+    replay.
     """
     from elastic.experiments import DEFAULT_PROCESSORS
     from elastic.simulator.base import POLICIES
@@ -162,6 +188,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CORES",
         help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
     )
+    add_priority_argument(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,16 +199,19 @@ class BackgroundSetup:
     policy: str
     mode: str
     reserve: int
+    priority: str = PRIORITIES[0]
 
     def describe(self) -> str:
-        """One line for titles: source, mode and reserve."""
+        """One line for titles: source, mode, reserve, queue policy and priority model."""
         source = self.workload.source
         if len(source) > 60:  # e.g. synthetic(jobs=..., ...): keep the name, drop the parameter list
             source = source.split("(", 1)[0] + "(...)" if "(" in source else "..." + source[-57:]
         extra = "" if self.mode == "replay" else f", mode {self.mode}"
         if self.mode == "calibrated":
             extra += f" (reserve {self.reserve} cores)"
-        return f"background {source}{extra}, policy {self.policy}"
+        from elastic.simulator.priority import describe_priority
+
+        return f"background {source}{extra}, policy {self.policy}, {describe_priority(self.priority)}"
 
 
 def check_background_arguments(args: argparse.Namespace) -> None:
@@ -224,8 +254,10 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
     per run.
     """
     from elastic.experiments import DEFAULT_PROCESSORS, default_background
+    from elastic.simulator.priority import check_priority
 
     check_background_arguments(args)
+    priority = check_priority(args.priority or PRIORITIES[0])
     mode = args.mode
     policy = args.policy or ("easy" if mode == "replay" else "conservative")
     if args.trace is not None:
@@ -244,4 +276,4 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
             from elastic.simulator.fidelity import calibrate_reserve
 
             reserve = calibrate_reserve(workload, order=policy)
-    return BackgroundSetup(workload, policy, mode, reserve)
+    return BackgroundSetup(workload, policy, mode, reserve, priority)

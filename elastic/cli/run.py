@@ -43,6 +43,7 @@ from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.metrics import RunMetrics
+from elastic.simulator.priority import DEFAULT_PRIORITY, describe_priority
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
 from learners.asa import POLICIES as LEARNER_POLICIES
@@ -209,6 +210,7 @@ def _simulate(
         policy=setup.policy,
         mode=setup.mode,
         reserve=setup.reserve,
+        priority=setup.priority,
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,
@@ -245,6 +247,7 @@ def _real(
             clock="scaled",
             speedup=speedup,
             start=warmup,
+            priority=setup.priority,
         )
         poll = args.poll or 30.0
     elif args.backend == "slurm":
@@ -299,6 +302,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     _check_arguments(args)
+    if args.priority is not None and args.backend != "mock":
+        raise ConfigError(
+            "--priority sets the mock backend's queue model; a Slurm queue ranks jobs as the site "
+            "configured it (read it with: scontrol show config | grep -i -E 'PriorityType|PriorityFlags')"
+        )
     workflow = resolve_workflow(args.workflow)
     console = Console()
     store: Store | None = None
@@ -314,7 +322,12 @@ def _run(args: argparse.Namespace) -> int:
                 workflow.name,
                 args.strategy,
                 args.backend + ("-sim" if args.simulate else ""),
-                params={"seed": args.seed, "trace": args.trace, "speedup": args.speedup},
+                params={
+                    "seed": args.seed,
+                    "trace": args.trace,
+                    "speedup": args.speedup,
+                    "priority": (args.priority or DEFAULT_PRIORITY) if args.backend == "mock" else None,
+                },
             )
         began = time.perf_counter()
         try:
@@ -336,6 +349,9 @@ def _run(args: argparse.Namespace) -> int:
         )
         if result.detail and result.status != "completed":
             console.print(f"the run {result.status}: {result.detail}", highlight=False)
+        if args.backend == "mock":
+            priority = describe_priority(args.priority or DEFAULT_PRIORITY)
+            console.print(f"mock queue: {priority}", highlight=False)
         console.print(f"run took {elapsed:.1f} s of real time", highlight=False)
         if args.events:
             import pandas as pd

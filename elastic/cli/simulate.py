@@ -1,12 +1,14 @@
 """``elastic simulate``: replay a workload on the simulated partition and summarise the schedule.
 
 ``elastic simulate [--trace PATH] [--policy easy|conservative|fcfs|sejf|lejf] [--speculative]
-[--window START:END] [--load FACTOR] [--processors N] [--estimate-ratio R] [--jobs N] [--seed S]
-[--out FILE.csv|FILE.parquet]``
+[--priority age|basic|accrue-always] [--window START:END] [--load FACTOR] [--processors N]
+[--estimate-ratio R] [--jobs N] [--seed S] [--out FILE.csv|FILE.parquet]``
 
 Without ``--trace`` the background load is synthetic (Poisson arrivals, see
 :func:`elastic.simulator.synthetic.synthetic_workload`). Prints a summary table and a table by job size;
-writes the per-job records when ``--out`` is given.
+writes the per-job records when ``--out`` is given. No job of a trace or of the synthetic load waits on
+a dependency or a begin time, so ``--priority`` (printed in the summary) does not change a replay; it
+is there so that the engine is the one the mock backend builds.
 """
 
 from __future__ import annotations
@@ -81,9 +83,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="synthetic seed (default: 0)")
     parser.add_argument("--out", metavar="FILE", help="write the per-job table (.csv or .parquet)")
-    from elastic.cli.arguments import add_mode_arguments
+    from elastic.cli.arguments import add_mode_arguments, add_priority_argument
 
     add_mode_arguments(parser)
+    add_priority_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -134,7 +137,9 @@ def run(args: argparse.Namespace) -> int:
         )
     t_read = time.perf_counter()
     if args.mode == "replay":
-        engine = Engine(nodes=workload.processors, policy=policy, workload=workload)
+        engine = Engine(
+            nodes=workload.processors, policy=policy, workload=workload, priority=args.priority or "age"
+        )
     else:
         from elastic.cli.arguments import mode_engine_from_args
 
@@ -193,6 +198,7 @@ def _print_summary(
     table.add_column("value", justify="right")
     rows = [
         ("policy", policy),
+        ("priority model", engine.ranking.name),
         ("partition", f"{processors} cores"),
         ("jobs", f"{len(records):,} ({summary.jobs:,} started)"),
         ("final states", ", ".join(f"{k} {v:,}" for k, v in records["state"].value_counts().items())),

@@ -2,7 +2,8 @@
 
 - ``elastic waits --trace PATH [--cores 28,56,112] [--predictors asa-default,...] [--window START END]
   [--csv OUT.csv]`` replays the jobs of each geometry class online (predict at submit, learn the wait at
-  start) and prints hit / over / under rates, mean absolute error and cost per predictor and class.
+  start) and prints rank correlation with the true waits, hit / over / under rates, mean absolute error
+  and cost per predictor and class.
 - ``elastic waits --convergence OUT.png`` (alias ``--plot-convergence``) runs the paper's Figure 5
   experiment, saves the plot and prints the iterations each policy needed to converge after each change.
 
@@ -166,6 +167,7 @@ def _table(frame: pd.DataFrame, title: str) -> Table:
         ("jobs", "right"),
         ("predictor", "left"),
         ("cover %", "right"),
+        ("rank corr", "right"),
         ("hit %", "right"),
         ("over %", "right"),
         ("under %", "right"),
@@ -187,6 +189,7 @@ def _table(frame: pd.DataFrame, title: str) -> Table:
             f"{row['jobs']:,}" if first else "",
             str(row["predictor"]),
             _pct(float(row["coverage"])),
+            "-" if math.isnan(float(row["rank_corr"])) else f"{float(row['rank_corr']):.3f}",
             _pct(float(row["hit"])),
             _pct(float(row["over"])),
             _pct(float(row["under"])),

@@ -47,6 +47,7 @@ from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.availability import recorded_capacity
 from elastic.simulator.engine import Engine
 from elastic.simulator.pinned import PinnedBackfill
+from elastic.simulator.priority import DEFAULT_PRIORITY
 from elastic.simulator.workload import Workload
 
 __all__ = [
@@ -281,6 +282,7 @@ def mode_engine(
     reserve: int = 0,
     order: str = "conservative",
     window: float = DEFAULT_WINDOW,
+    priority: str = DEFAULT_PRIORITY,
 ) -> tuple[Engine, _BoolArray]:
     """Build (not run) the engine that simulates ``workload`` under one fidelity mode.
 
@@ -302,6 +304,8 @@ def mode_engine(
         Queue discipline of queued jobs in the recorded modes.
     window : float, default DEFAULT_WINDOW
         Look-back in seconds of the ``capacity`` mode's usable-size estimate (ignored otherwise).
+    priority : str, default "age"
+        Priority model of the engine (:mod:`elastic.simulator.priority`; no trace job is held).
 
     Returns
     -------
@@ -319,9 +323,10 @@ def mode_engine(
         raise UnknownNameError("mode", mode, MODES)
     evaluated = _evaluated(workload, cores)
     if mode == "replay":
-        return Engine(nodes=workload.processors, policy="easy", workload=workload), evaluated
+        engine = Engine(nodes=workload.processors, policy="easy", workload=workload, priority=priority)
+        return engine, evaluated
     policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order, window)
-    engine = Engine(nodes=workload.processors, policy=policy, workload=fg)
+    engine = Engine(nodes=workload.processors, policy=policy, workload=fg, priority=priority)
     engine.pin(bg, starts)
     return engine, evaluated
 

@@ -13,11 +13,13 @@ from elastic.backends.mock import MockBackend
 from elastic.batch import JobSpec
 from elastic.cli import main
 from elastic.cli.arguments import MODES as CLI_MODES
+from elastic.cli.arguments import PRIORITIES as CLI_PRIORITIES
 from elastic.errors import ConfigError
 from elastic.simulator.availability import recorded_capacity, recorded_occupancy
 from elastic.simulator.engine import Engine
 from elastic.simulator.fidelity import MODES, fidelity_report, simulate_mode
 from elastic.simulator.pinned import PinnedBackfill
+from elastic.simulator.priority import DEFAULT_PRIORITY, PRIORITY_MODELS
 from elastic.simulator.workload import Workload
 from tests.simulator.test_fidelity import swf_text, trace
 
@@ -172,6 +174,7 @@ def test_mock_backend_capacity_mode_offers_only_the_recorded_capacity() -> None:
 
 def test_every_mode_is_offered_by_the_cli() -> None:
     assert CLI_MODES == MODES
+    assert CLI_PRIORITIES == PRIORITY_MODELS and PRIORITY_MODELS[0] == DEFAULT_PRIORITY
 
 
 def test_cli_capacity_window(
