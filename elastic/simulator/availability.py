@@ -36,7 +36,8 @@ _IntArray = npt.NDArray[np.int64]
 def recorded_occupancy(workload: Workload) -> tuple[_FloatArray, _IntArray]:
     """Cores in use over time in the recorded schedule of ``workload``.
 
-    Every job with a recorded wait holds its cores from ``submit + recorded_wait`` for ``runtime``.
+    Every job with a recorded wait holds its cores from ``submit + recorded_wait`` for ``runtime``;
+    a job that ran for no time holds nothing.
 
     Returns
     -------
@@ -52,7 +53,7 @@ def recorded_occupancy(workload: Workload) -> tuple[_FloatArray, _IntArray]:
     >>> t.tolist(), used.tolist()
     ([0.0, 10.0, 10.0, 20.0], [2, 0, 3, 0])
     """
-    ok = ~np.isnan(workload.recorded_wait)
+    ok = ~np.isnan(workload.recorded_wait) & (workload.runtime > 0)
     start = workload.submit[ok] + workload.recorded_wait[ok]
     cores = workload.cores[ok]
     times = np.concatenate([start, start + workload.runtime[ok]])
