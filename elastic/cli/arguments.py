@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
+    from elastic.simulator.trace import SwfReading
     from elastic.simulator.workload import Workload
 
 __all__ = [
@@ -33,6 +34,7 @@ __all__ = [
     "parse_window",
     "positive_float",
     "positive_int",
+    "read_trace",
 ]
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -142,6 +144,39 @@ def parse_reserve(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
     return value
+
+
+def read_trace(path: str, command: str, *, needs_waits: str | None = None, **options: Any) -> SwfReading:
+    """Read an SWF trace for a subcommand and print, on stderr, every assumption the reader made.
+
+    Parameters
+    ----------
+    path : str
+        The ``--trace`` argument.
+    command : str
+        Subcommand name, for the warning prefix (``elastic simulate: warning: ...``).
+    needs_waits : str or None
+        When the command compares with recorded waits, what it does with them: a trace without any
+        raises :class:`~elastic.errors.TraceError` saying so (before any simulation).
+    **options
+        Keyword arguments of :func:`~elastic.simulator.trace.read_swf`.
+
+    Returns
+    -------
+    SwfReading
+    """
+    import sys
+
+    from elastic.simulator.trace import read_swf_report, require_recorded_waits
+
+    reading = read_swf_report(path, **options)
+    for message in reading.warnings:
+        if needs_waits is not None and "no recorded waits" in message:
+            continue  # the error below says it
+        print(f"elastic {command}: warning: {message}", file=sys.stderr)
+    if needs_waits is not None:
+        require_recorded_waits(reading.workload, needs_waits)
+    return reading
 
 
 def add_capacity_window(parser: argparse.ArgumentParser) -> None:
@@ -301,10 +336,14 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
             "recorded waits), or use --mode replay"
         )
     policy = args.policy or ("easy" if mode == "replay" else "conservative")
+    if args.processors is not None and args.processors < 1:
+        raise ConfigError(f"--processors must be >= 1 cores, got {args.processors}")
     if args.trace is not None:
-        from elastic.simulator.trace import read_swf
-
-        workload = read_swf(args.trace, load=args.load, processors=args.processors)
+        command = getattr(args, "command", None) or "run"
+        needs = None if mode == "replay" else f"--mode {mode} pins the recorded schedule"
+        workload = read_trace(
+            args.trace, command, needs_waits=needs, load=args.load, processors=args.processors
+        ).workload
     else:
         workload = default_background(args.processors or DEFAULT_PROCESSORS, seed=args.seed)
     reserve = 0

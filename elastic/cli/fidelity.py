@@ -21,6 +21,7 @@ from elastic.cli.arguments import (
     parse_cores,
     parse_modes,
     parse_reserve,
+    read_trace,
 )
 from elastic.errors import ConfigError
 
@@ -79,14 +80,15 @@ def run(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from elastic.simulator.fidelity import fidelity_report
-    from elastic.simulator.trace import read_swf
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix != ".csv":
         raise ConfigError(f"--out must end in .csv, got {args.out!r}")
     console = Console()
     t0 = time.perf_counter()
-    workload = read_swf(args.trace)
+    workload = read_trace(
+        args.trace, "fidelity", needs_waits="elastic fidelity compares simulated with recorded waits"
+    ).workload
     with console.status("simulating the modes (the calibrated one runs several half-trace simulations)"):
         report = fidelity_report(
             workload,
