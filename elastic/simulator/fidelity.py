@@ -99,17 +99,7 @@ class FidelityResult:
 
 def subset(workload: Workload, mask: _BoolArray) -> Workload:
     """Return the jobs of ``workload`` where ``mask`` is True, as a Workload of the same machine."""
-    return Workload(
-        job_id=workload.job_id[mask],
-        submit=workload.submit[mask],
-        cores=workload.cores[mask],
-        runtime=workload.runtime[mask],
-        walltime=workload.walltime[mask],
-        user=workload.user[mask],
-        recorded_wait=workload.recorded_wait[mask],
-        processors=workload.processors,
-        source=workload.source,
-    )
+    return workload.select(mask)
 
 
 def user_chain(workload: Workload) -> _IntArray:
@@ -126,7 +116,7 @@ def user_chain(workload: Workload) -> _IntArray:
     """
     idx = pd.Series(np.arange(len(workload)), dtype=np.int64)
     prev = idx.groupby(workload.user, sort=False).shift(1)
-    out = prev.fillna(-1).to_numpy(dtype=np.int64)
+    out = prev.fillna(-1).to_numpy(dtype=np.int64, copy=True)
     out[workload.user < 0] = -1
     return out
 
@@ -136,10 +126,24 @@ def pinnable(workload: Workload, mask: _BoolArray) -> _BoolArray:
 
     Jobs are taken in recorded-start order; one that would push the recorded occupancy above the
     machine (inconsistent traces, or requested > allocated processors) is left out. Jobs without a
-    recorded wait cannot be pinned.
+    recorded wait cannot be pinned. Zero-runtime jobs hold no cores (the engine starts and ends them
+    at once), so they never conflict and are not counted: counting them, their end (sorted before
+    their start at the same instant) freed cores they did not hold yet, and a later job could be
+    pinned into cores that were in use.
+
+    Examples
+    --------
+    On 4 cores, a 4-core job runs over [0, 100); at 50 a zero-runtime 4-core job and a 2-core job
+    start. The zero-runtime job is harmless; the 2-core job would need 6 cores.
+
+    >>> n = np.array
+    >>> w = Workload(n([1, 2, 3]), n([0.0, 50.0, 50.0]), n([4, 4, 2]), n([100.0, 0.0, 10.0]),
+    ...              n([100.0, 1.0, 10.0]), n([1, 1, 1]), n([0.0, 0.0, 0.0]), 4, "doc")
+    >>> pinnable(w, np.ones(3, dtype=bool)).tolist()
+    [True, True, False]
     """
     ok = mask & ~np.isnan(workload.recorded_wait)
-    idx = np.flatnonzero(ok)
+    idx = np.flatnonzero(ok & (workload.runtime > 0))
     start = workload.submit[idx] + workload.recorded_wait[idx]
     end = start + workload.runtime[idx]
     cores = workload.cores[idx]
@@ -167,8 +171,8 @@ def pinnable(workload: Workload, mask: _BoolArray) -> _BoolArray:
         int((~keep).sum()),
         workload.processors,
     )
-    out = np.zeros(len(workload), dtype=bool)
-    out[idx[keep]] = True
+    out = ok.copy()
+    out[idx[~keep]] = False
     return out
 
 
@@ -218,10 +222,16 @@ def backend_setup(
     """
     if mode not in MODES[1:]:
         raise UnknownNameError("mode", mode, MODES)
-    if workload is None or not (~np.isnan(workload.recorded_wait)).any():
+    if workload is None:
         raise ConfigError(
             f"mode {mode!r} pins the recorded schedule of a trace: give a workload read from an SWF "
             "trace with recorded waits (field 3), or use mode='replay'"
+        )
+    if len(workload) and np.isnan(workload.recorded_wait).all():
+        # An empty workload (a quiet stretch of a trace) is fine: nothing to pin, nothing queued.
+        raise ConfigError(
+            f"mode {mode!r} pins the recorded schedule of a trace, but {workload.source!r} has no recorded "
+            "waits (SWF field 3, wait_time, is -1 on every job); use mode='replay'"
         )
     x = 0
     if mode == "calibrated":
