@@ -18,7 +18,8 @@ import os
 import time
 from pathlib import Path
 
-from elastic.simulator.fidelity import MODES, fidelity_row, simulate_mode
+from elastic.simulator.fidelity import MODES, simulate_mode
+from elastic.simulator.fidelity_report import fidelity_row
 from elastic.simulator.trace import read_swf
 
 TRACES = Path(os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[2] / "shared/data/traces"))

@@ -100,8 +100,8 @@ class MockBackend:
     fidelity_cores : tuple of (int, int), default (16, 128)
         Recorded modes: size class (cores, inclusive) of the trace jobs that stay queued.
     capacity_window : float or None, default None
-        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None:
-        :data:`~elastic.simulator.fidelity.DEFAULT_WINDOW` (12 h).
+        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None derives it from
+        the trace (:func:`~elastic.simulator.recorded.capacity_window`).
 
     Examples
     --------
@@ -142,7 +142,7 @@ class MockBackend:
         self._user_chain: dict[int, int] | None = None
         self._last_of_user: dict[str, int] = {}
         if mode != "replay":
-            from elastic.simulator.fidelity import DEFAULT_WINDOW, backend_setup
+            from elastic.simulator.fidelity import backend_setup
 
             if policy not in PINNED_ORDERS or speculative:
                 raise ConfigError(
@@ -157,7 +157,7 @@ class MockBackend:
                 order=policy,
                 reserve=reserve,
                 cores=fidelity_cores,
-                window=DEFAULT_WINDOW if capacity_window is None else capacity_window,
+                window=capacity_window,
             )
             pol: QueuePolicy = pinned_policy
             pinned, workload = (pins, starts), queued

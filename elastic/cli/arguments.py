@@ -186,7 +186,8 @@ def add_capacity_window(parser: argparse.ArgumentParser) -> None:
         type=parse_duration,
         default=None,
         metavar="DURATION",
-        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
+        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 3 x the trace's "
+        "median requested walltime)",
     )
 
 
@@ -221,11 +222,9 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     add_capacity_window(parser)
 
 
-def capacity_window(args: argparse.Namespace) -> float:
-    """Return ``--capacity-window`` in seconds, or the capacity mode's default."""
-    from elastic.simulator.fidelity import DEFAULT_WINDOW
-
-    return DEFAULT_WINDOW if args.capacity_window is None else float(args.capacity_window)
+def capacity_window(args: argparse.Namespace) -> float | None:
+    """Return ``--capacity-window`` in seconds, or None (derived from the trace)."""
+    return None if args.capacity_window is None else float(args.capacity_window)
 
 
 def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
@@ -247,6 +246,10 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
     if args.capacity_window is not None and args.mode != "capacity":
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
     window = capacity_window(args)
+    if args.mode == "capacity" and window is None:
+        from elastic.simulator.recorded import capacity_window as derived_window
+
+        window = derived_window(workload)
     engine, evaluated = mode_engine(
         workload, args.mode, cores=args.cores, reserve=reserve, order=order, window=window
     )
@@ -255,7 +258,7 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
         f"{len(engine.pinned):,} pinned at their recorded start"
         + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
-        + (f", usable cores from the last {window / 3600:g} h" if args.mode == "capacity" else "")
+        + (f", usable cores from the last {(window or 0) / 3600:g} h" if args.mode == "capacity" else "")
     )
     return engine
 

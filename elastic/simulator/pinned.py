@@ -10,13 +10,14 @@ queued job is planned again (Slurm rebuilds its backfill plan in the same situat
 events a pass only starts the jobs whose slot has come, so a replay of a long trace stays linear in
 practice.
 
-Three optional constraints model what a trace does not record:
+Four optional constraints model what a trace does not record:
 
 - ``reserve``: cores never available to queued jobs (fragmentation, limits, down nodes);
 - ``capacity``: the machine's usable size as a step function of time (nodes down or drained, jobs
   missing from a cleaned trace); pinned and queued jobs together stay within it;
 - ``chain``: job -> earlier job index; the job may not start before that one has started (a user's
-  jobs start in submit order).
+  jobs start in submit order);
+- ``priority``: job -> class; a better class is planned first (e.g. an interactive queue).
 
 The free-capacity profile covers only the near future: breakpoints of the pinned jobs are loaded from
 sorted numpy arrays as far as planning needs them, and the past is dropped, so the Python lists stay
@@ -49,6 +50,28 @@ _CHUNK = 2048  # pinned breakpoints loaded into the profile at a time
 _PRUNE = 4096  # drop the past once this many breakpoints lie before now
 
 
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common head of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+class _Ranks(dict[int, int]):
+    """Priority class per job; jobs not listed (e.g. submitted later) are in class 0."""
+
+    def __missing__(self, key: int) -> int:
+        return 0
+
+
 class PinnedBackfill:
     """Plan queued jobs into the capacity pinned jobs leave free.
 
@@ -71,6 +94,11 @@ class PinnedBackfill:
         other queued job is planned for its walltime, as Slurm does. (Against pinned jobs, which the
         real scheduler never knew in advance, a walltime plan refuses gaps the trace's jobs really
         ran in.)
+    priority : Mapping[int, int] or None, default None
+        Job index -> priority class (lower first; jobs not listed: class 0). Queued jobs are planned
+        class by class, in queue order within a class: a job of a better class that arrives later is
+        planned ahead, and the jobs behind it are planned again (unless it can start at once beside
+        their slots, which delays nobody).
 
     Attributes
     ----------
@@ -104,6 +132,7 @@ class PinnedBackfill:
         chain: Mapping[int, int] | None = None,
         capacity: tuple[Sequence[float], Sequence[int]] | None = None,
         trace_jobs: int = 0,
+        priority: Mapping[int, int] | None = None,
     ) -> None:
         if order not in PINNED_ORDERS:
             raise UnknownNameError("order", order, PINNED_ORDERS)
@@ -125,6 +154,8 @@ class PinnedBackfill:
         self.chain = chain
         self.capacity = capacity
         self.trace_jobs = trace_jobs
+        self.priority = priority
+        self._rank = None if not priority else _Ranks(priority)
         self.reservations: dict[int, float] = {}
         self._times: list[float] = []
         self._free: list[int] = []
@@ -242,7 +273,7 @@ class PinnedBackfill:
         now = engine.now
         jobs = engine.jobs
         state = jobs.state
-        q = engine.queue
+        q = self._ordered(engine.queue)
         replan = False
         held = self._held
         slot = self._slot
@@ -262,13 +293,11 @@ class PinnedBackfill:
                 self._take(max(stop, now), end, -cores)
                 replan = True
         snap = self._snap
-        m = len(snap)
-        if len(q) < m or q[:m] != snap:
-            replan = True
         if self._next < now:
             # A slot passed without its job starting (its whole nodes were fragmented): plan every
             # job again from now, so that no slot is left at a time when nothing happens.
             replan = True
+        inserted = False
         if replan:
             for j in slot:
                 start, end, cores = held.pop(j)
@@ -276,15 +305,70 @@ class PinnedBackfill:
             slot.clear()
             new = 0
         else:
-            new = m
+            # A job's slot depends only on the jobs planned before it: keep the plan of the queue's
+            # unchanged head, plan the rest again (a new job of higher priority, or a job removed).
+            new = _common_prefix(q, snap)
+            inserted = new < len(snap) and self._start_inserted(engine, q, new, snap)
+            if inserted:
+                new = len(q)  # the new jobs start now around the plan: the plan stands
+            for j in snap[new:]:
+                if j in slot:
+                    start, end, cores = held.pop(j)
+                    self._take(start, end, -cores)
+                    del slot[j]
         self._prune(now)
-        if replan or new < len(q) or self._next <= now:
-            self._plan(engine, new)
+        if replan or inserted or new < len(q) or self._next <= now:
+            q = self._plan(engine, q, new)
         self._snap = list(q)
 
-    def _plan(self, engine: Engine, new: int) -> None:
-        """Start due jobs among ``queue[:new]`` and plan ``queue[new:]``."""
-        q = engine.queue
+    def _start_inserted(self, engine: Engine, q: list[int], head: int, snap: list[int]) -> bool:
+        """Give the jobs inserted into the planned queue a slot from now, if each has one.
+
+        ``q[:head]`` is planned as before; the rest of ``q`` is ``snap[head:]`` (planned, same order)
+        with new jobs of higher priority inserted. If every new job fits from now on beside every
+        planned slot, taking those cores delays nobody and the plan stands: the new jobs get a slot
+        at ``now`` and True is returned. Otherwise nothing changes and False is returned (the caller
+        plans the tail again). The common case when a high-priority class starts at once.
+        """
+        slot = self._slot
+        if self.order != "conservative" or [j for j in q[head:] if j in slot] != snap[head:]:
+            return False
+        jobs = engine.jobs
+        now = engine.now
+        chain = self.chain
+        added = [j for j in q[head:] if j not in slot]
+        taken: list[int] = []
+        ok = True
+        for j in added:
+            c = jobs.cores[j]
+            hold = min(jobs.runtime[j], jobs.walltime[j]) if j < self.trace_jobs else jobs.walltime[j]
+            if (chain is not None and j in chain and self._chain_bound(engine, chain[j]) > now) or (
+                self._earliest(c, hold, now) != now
+            ):
+                ok = False
+                break
+            self._take(now, now + hold, c)
+            slot[j] = now
+            self._held[j] = (now, now + hold, c)
+            taken.append(j)
+        if not ok:
+            for j in taken:
+                start, end, cores = self._held.pop(j)
+                self._take(start, end, -cores)
+                del slot[j]
+            return False
+        for j in taken:
+            self.reservations.setdefault(j, now)
+        return True
+
+    def _ordered(self, queue: list[int]) -> list[int]:
+        """Return the queue in planning order: by priority class, then queue order."""
+        if self._rank is None:
+            return queue
+        return sorted(queue, key=self._rank.__getitem__)
+
+    def _plan(self, engine: Engine, q: list[int], new: int) -> list[int]:
+        """Start due jobs among ``q[:new]``, plan ``q[new:]``; return ``q`` without the started jobs."""
         now = engine.now
         jobs = engine.jobs
         cores = jobs.cores
@@ -331,13 +415,16 @@ class PinnedBackfill:
                 floor = at
         if started:
             state = jobs.state
-            q[:] = [j for j in q if state[j] == PENDING]
+            eq = engine.queue
+            eq[:] = [j for j in eq if state[j] == PENDING]
+            q = [j for j in q if state[j] == PENDING]
         self._next = nxt
         if nxt != math.inf and nxt != self._wake:
             # A slot can open where no job event happens (the usable capacity steps up): make sure
             # a pass runs then, or the job would start late and overrun the slot it was planned in.
             engine.wake_at(nxt)
             self._wake = nxt
+        return q
 
     def _chain_bound(self, engine: Engine, parent: int) -> float:
         """Earliest start of a job chained after ``parent``.

@@ -16,7 +16,8 @@ from elastic.cli.arguments import MODES as CLI_MODES
 from elastic.errors import ConfigError
 from elastic.simulator.availability import recorded_capacity, recorded_occupancy
 from elastic.simulator.engine import Engine
-from elastic.simulator.fidelity import MODES, fidelity_report, simulate_mode
+from elastic.simulator.fidelity import MODES, simulate_mode
+from elastic.simulator.fidelity_report import fidelity_report
 from elastic.simulator.pinned import PinnedBackfill
 from elastic.simulator.workload import Workload
 from tests.simulator.test_fidelity import swf_text, trace
@@ -195,7 +196,9 @@ def test_cli_capacity_window(
     assert main([*argv, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "capacity (2nd half)" in text
-    assert out.read_text().splitlines()[1].startswith("capacity,0,1,1100.0")
+    assert (
+        out.read_text().splitlines()[1].startswith("capacity,0,600.0,1,1100.0")
+    )  # mode, reserve, window, jobs
     sim = ["simulate", "--trace", str(swf), "--cores", "2:2"]
     assert main([*sim, "--mode", "capacity", "--capacity-window", "10m"]) == 0
     assert "usable cores from the last 0.166667 h" in capsys.readouterr().out

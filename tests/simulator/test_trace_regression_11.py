@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from elastic.errors import TraceError
 from elastic.simulator import swf_io
 from elastic.simulator.engine import Engine
-from elastic.simulator.fidelity import MODES, pinnable, simulate_mode
+from elastic.simulator.fidelity import MODES, simulate_mode
+from elastic.simulator.recorded import pinnable
 from elastic.simulator.trace import read_swf, read_swf_report, require_recorded_waits
 
 
