@@ -184,32 +184,37 @@ def _parts(
     fg = subset(workload, evaluated)
     pins = pinnable(workload, ~evaluated)
     bg = subset(workload, pins)
-    chain: dict[int, int] | None = None
-    if mode != "recorded":
-        # Engine indices: queued jobs first (0..F-1, in submit order), then pinned jobs.
-        engine_index = np.full(len(workload), -1, dtype=np.int64)
-        engine_index[evaluated] = np.arange(len(fg))
-        engine_index[pins] = len(fg) + np.arange(len(bg))
-        prev = user_chain(workload)[evaluated]
-        parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
-        has = np.flatnonzero(parent >= 0)
-        chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
+    fast: frozenset[int] = frozenset()
     capacity = None
-    priority: dict[int, int] | None = None
     if mode == "capacity":
         look_back = capacity_window(workload) if window is None else window
         times, usable = recorded_capacity(workload, window=look_back)
         capacity = (times.tolist(), usable.tolist())
         fast = fast_queues(workload, ~evaluated) if queues else frozenset()
-        if fast and fg.queue is not None:
-            first = np.flatnonzero(np.isin(fg.queue, list(fast)))
-            priority = dict.fromkeys(first.tolist(), -1)  # every other job: class 0
         logger.info(
             "capacity mode on %s: window %.1f h%s",
             workload.source,
             look_back / 3600,
             f", queues {sorted(fast)} planned first" if fast else "",
         )
+    in_fast = np.zeros(len(workload), dtype=bool)
+    if fast and workload.queue is not None:
+        in_fast = np.isin(workload.queue, list(fast))
+    chain: dict[int, int] | None = None
+    if mode != "recorded":
+        # Engine indices: queued jobs first (0..F-1, in submit order), then pinned jobs.
+        engine_index = np.full(len(workload), -1, dtype=np.int64)
+        engine_index[evaluated] = np.arange(len(fg))
+        engine_index[pins] = len(fg) + np.arange(len(bg))
+        prev = user_chain(workload)
+        # A user's jobs start in submit order within a queue class: an interactive job does not wait
+        # for the same user's batch job.
+        prev = np.where((prev >= 0) & (in_fast[np.maximum(prev, 0)] == in_fast), prev, -1)[evaluated]
+        parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
+        has = np.flatnonzero(parent >= 0)
+        chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
+    first = np.flatnonzero(in_fast[evaluated])
+    priority = dict.fromkeys(first.tolist(), -1) if first.size else None  # every other job: class 0
     policy = PinnedBackfill(
         order=order,
         reserve=reserve if mode == "calibrated" else 0,

@@ -65,13 +65,6 @@ def _common_prefix(a: list[int], b: list[int]) -> int:
     return lo
 
 
-class _Ranks(dict[int, int]):
-    """Priority class per job; jobs not listed (e.g. submitted later) are in class 0."""
-
-    def __missing__(self, key: int) -> int:
-        return 0
-
-
 class PinnedBackfill:
     """Plan queued jobs into the capacity pinned jobs leave free.
 
@@ -95,10 +88,11 @@ class PinnedBackfill:
         real scheduler never knew in advance, a walltime plan refuses gaps the trace's jobs really
         ran in.)
     priority : Mapping[int, int] or None, default None
-        Job index -> priority class (lower first; jobs not listed: class 0). Queued jobs are planned
+        Job index -> priority class, <= 0 (lower first; jobs not listed: class 0). Queued jobs are planned
         class by class, in queue order within a class: a job of a better class that arrives later is
         planned ahead, and the jobs behind it are planned again (unless it can start at once beside
-        their slots, which delays nobody).
+        their slots, which delays nobody). A job chained after a queued job of a worse class takes that
+        class (it never starts before its parent).
 
     Attributes
     ----------
@@ -149,13 +143,18 @@ class PinnedBackfill:
                 raise ConfigError("PinnedBackfill capacity breakpoints must be strictly increasing")
             if any(c < 0 for c in cores):
                 raise ConfigError("PinnedBackfill capacity must be >= 0 cores at every breakpoint")
+        if priority is not None and any(c > 0 for c in priority.values()):
+            raise ConfigError(
+                "PinnedBackfill priority classes must be <= 0 (negative: planned before the default "
+                f"class 0), got {max(priority.values())}"
+            )
         self.order = order
         self.reserve = reserve
         self.chain = chain
         self.capacity = capacity
         self.trace_jobs = trace_jobs
         self.priority = priority
-        self._rank = None if not priority else _Ranks(priority)
+        self._rank = {j: c for j, c in (priority or {}).items() if c != 0} or None
         self.reservations: dict[int, float] = {}
         self._times: list[float] = []
         self._free: list[int] = []
@@ -362,10 +361,28 @@ class PinnedBackfill:
         return True
 
     def _ordered(self, queue: list[int]) -> list[int]:
-        """Return the queue in planning order: by priority class, then queue order."""
-        if self._rank is None:
+        """Return the queue in planning order: better (negative) classes first, then queue order."""
+        rank = self._rank
+        if rank is None:
             return queue
-        return sorted(queue, key=self._rank.__getitem__)
+        special = [j for j in queue if j in rank]  # the few jobs of a better class (a C-level test)
+        if not special:
+            return queue
+        chain = self.chain
+        queued = set(queue) if chain else set()
+        eff: dict[int, int] = {}
+        for j in special:  # in queue order: a queued parent comes first
+            c = rank[j]
+            parent = chain.get(j) if chain else None
+            if parent is not None and parent in queued:
+                # Never ahead of a queued job it is chained after: the worse class of the two.
+                c = max(c, eff.get(parent, 0))
+            eff[j] = c
+        head = sorted((j for j in special if eff[j] < 0), key=eff.__getitem__)
+        if not head:
+            return queue
+        ahead = set(head)
+        return head + [j for j in queue if j not in ahead]
 
     def _plan(self, engine: Engine, q: list[int], new: int) -> list[int]:
         """Start due jobs among ``q[:new]``, plan ``q[new:]``; return ``q`` without the started jobs."""
