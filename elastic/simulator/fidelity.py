@@ -419,6 +419,8 @@ def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: in
         lo, x = x, 2 * x
     while hi - lo > 1:  # median(lo) < target <= median(hi)
         mid = (lo + hi) // 2
+        if close(mid):
+            return mid
         if median(mid) < target:
             lo = mid
         else:

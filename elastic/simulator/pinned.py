@@ -167,6 +167,7 @@ class PinnedBackfill:
         self._snap: list[int] = []  # the queue as planned at the end of the last pass
         self._next = math.inf  # earliest planned slot of a queued job
         self._wake = math.inf  # the last time the engine was asked to wake up for a slot
+        self._releases = -1  # engine.release_count at the end of the last pass
 
     # -- the profile ---------------------------------------------------------------------------
 
@@ -270,6 +271,15 @@ class PinnedBackfill:
     def schedule(self, engine: Engine) -> None:
         """Start queued jobs whose slot has come; plan new or (after a change) all queued jobs."""
         now = engine.now
+        if (
+            engine.release_count == self._releases
+            and len(engine.queue) == len(self._snap)
+            and self._next > now
+            and self._pins == len(engine.pinned)
+        ):
+            # Nothing was released, nothing queued or removed, no slot is due: the plan stands (most
+            # passes, e.g. each pinned job's start).
+            return
         jobs = engine.jobs
         state = jobs.state
         q = self._ordered(engine.queue)
@@ -319,6 +329,7 @@ class PinnedBackfill:
         if replan or inserted or new < len(q) or self._next <= now:
             q = self._plan(engine, q, new)
         self._snap = list(q)
+        self._releases = engine.release_count
 
     def _start_inserted(self, engine: Engine, q: list[int], head: int, snap: list[int]) -> bool:
         """Give the jobs inserted into the planned queue a slot from now, if each has one.
