@@ -259,6 +259,12 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         f"{len(engine.pinned):,} pinned at their recorded start"
         + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
         + (f", usable cores from the last {(window or 0) / 3600:g} h" if args.mode == "capacity" else "")
+        + (
+            f", {len(first):,} of fast queues planned first"
+            if (first := getattr(engine.policy, "priority", None))
+            else ""
+        ),
+        highlight=False,
     )
     return engine
 

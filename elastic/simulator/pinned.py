@@ -19,23 +19,20 @@ Four optional constraints model what a trace does not record:
   jobs start in submit order);
 - ``priority``: job -> class; a better class is planned first (e.g. an interactive queue).
 
-The free-capacity profile covers only the near future: breakpoints of the pinned jobs are loaded from
-sorted numpy arrays as far as planning needs them, and the past is dropped, so the Python lists stay
-short even with hundreds of thousands of pinned jobs. (Hand-written rather than a numpy array because
-the profile is edited one breakpoint at a time in the hot path, where numpy element access is slower.)
+The free-capacity profile (:class:`~elastic.simulator.free_profile.FreeProfile`) covers only the near
+future, so a replay of a long trace stays linear in practice.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from elastic.batch import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.simulator.conservative import split_at
+from elastic.simulator.free_profile import FreeProfile
 from elastic.simulator.jobs import COMPLETED, FUTURE, PENDING, RUNNING
 
 if TYPE_CHECKING:
@@ -45,9 +42,6 @@ __all__ = ["PINNED_ORDERS", "PinnedBackfill"]
 
 #: Queue disciplines of :class:`PinnedBackfill`.
 PINNED_ORDERS: tuple[str, ...] = ("conservative", "fcfs")
-
-_CHUNK = 2048  # pinned breakpoints loaded into the profile at a time
-_PRUNE = 4096  # drop the past once this many breakpoints lie before now
 
 
 def _common_prefix(a: list[int], b: list[int]) -> int:
@@ -156,11 +150,7 @@ class PinnedBackfill:
         self.priority = priority
         self._rank = {j: c for j, c in (priority or {}).items() if c != 0} or None
         self.reservations: dict[int, float] = {}
-        self._times: list[float] = []
-        self._free: list[int] = []
-        self._src_t: list[float] = []  # pinned-only profile, not yet loaded part
-        self._src_f: list[int] = []
-        self._src_pos = 0
+        self._profile = FreeProfile([0.0], [0])  # built at the first pass
         self._pins = -1  # pinned jobs seen when the profile was built; -1 = not built
         self._slot: dict[int, float] = {}  # queued job -> planned slot start
         self._held: dict[int, tuple[float, float, int]] = {}  # queued or running job -> (start, end, cores)
@@ -169,102 +159,9 @@ class PinnedBackfill:
         self._wake = math.inf  # the last time the engine was asked to wake up for a slot
         self._releases = -1  # engine.release_count at the end of the last pass
 
-    # -- the profile ---------------------------------------------------------------------------
-
     def _build(self, engine: Engine) -> None:
-        import numpy as np
-
-        jobs = engine.jobs
-        pins = engine.pinned
-        cap = engine.cluster.total - self.reserve
-        at = np.asarray([jobs.begin[j] for j in pins], dtype=np.float64)
-        run = np.asarray([jobs.runtime[j] for j in pins], dtype=np.float64)
-        cores = np.asarray([jobs.cores[j] for j in pins], dtype=np.int64)
-        times = np.concatenate([at, at + run])
-        delta = np.concatenate([-cores, cores])
-        if self.capacity is not None:  # the usable size's steps, as changes of the free level
-            cap_t = np.asarray(self.capacity[0], dtype=np.float64)
-            cap_c = np.minimum(np.asarray(self.capacity[1], dtype=np.int64), engine.cluster.total)
-            steps = np.diff(np.concatenate([[engine.cluster.total], cap_c]))
-            times = np.concatenate([times, cap_t])
-            delta = np.concatenate([delta, steps])
-        order = np.argsort(times, kind="stable")
-        times = times[order]
-        level = cap + np.cumsum(delta[order])
-        uniq, first = np.unique(times, return_index=True)
-        last = np.r_[first[1:] - 1, len(times) - 1] if len(times) else first
-        src_t = uniq.tolist()
-        src_f = level[last].astype(np.int64).tolist()
-        now = engine.now
-        k = bisect_right(src_t, now)
-        self._times = [now]
-        self._free = [src_f[k - 1] if k else cap]
-        self._src_t = src_t
-        self._src_f = src_f
-        self._src_pos = k
-        self._pins = len(pins)
-
-    def _cover(self, until: float) -> None:
-        """Load every pinned breakpoint at or before ``until`` (and a chunk more) into the profile."""
-        src_t = self._src_t
-        pos = self._src_pos
-        n = len(src_t)
-        if pos >= n or src_t[pos] > until:
-            return
-        stop = min(bisect_right(src_t, until, lo=pos) + _CHUNK, n)
-        # Beyond the last loaded breakpoint no queued job holds cores (every hold ends at a loaded
-        # breakpoint), so the pinned-only levels apply unchanged.
-        self._times.extend(src_t[pos:stop])
-        self._free.extend(self._src_f[pos:stop])
-        self._src_pos = stop
-
-    def _split(self, t: float) -> int:
-        return split_at(self._times, self._free, t)
-
-    def _take(self, start: float, end: float, cores: int) -> None:
-        """Add ``cores`` (negative: give back) to the held cores over ``[start, end)``."""
-        self._cover(end)
-        lo = self._times[0]
-        i = self._split(max(start, lo))
-        k = self._split(max(end, lo))
-        free = self._free
-        free[i:k] = [f - cores for f in free[i:k]]
-
-    def _earliest(self, cores: int, duration: float, lb: float) -> float:
-        """Earliest time >= ``lb`` from which ``cores`` stay free for ``duration`` seconds."""
-        times = self._times
-        free = self._free
-        t = lb
-        self._cover(t + duration)
-        i = bisect_right(times, t) - 1
-        while True:
-            # times[i] <= t, and the profile is loaded up to t + duration.
-            k = bisect_left(times, t + duration, i + 1)
-            if min(free[i:k]) >= cores:  # the window check runs in C
-                return t
-            # Any start up to the last too-low breakpoint of the window would include it.
-            v = k - 1
-            while free[v] >= cores:
-                v -= 1
-            i = v + 1
-            while True:
-                n = len(times)
-                while i < n and free[i] < cores:
-                    i += 1
-                if i < n:
-                    break
-                if self._src_pos >= len(self._src_t):
-                    return math.inf
-                self._cover(self._src_t[self._src_pos])
-            t = times[i]
-            self._cover(t + duration)
-
-    def _prune(self, now: float) -> None:
-        times = self._times
-        k = bisect_right(times, now) - 1
-        if k >= _PRUNE:
-            del times[:k]
-            del self._free[:k]
+        self._profile = FreeProfile.of_pins(engine, self.reserve, self.capacity)
+        self._pins = len(engine.pinned)
 
     # -- the policy ------------------------------------------------------------------------------
 
@@ -292,14 +189,14 @@ class PinnedBackfill:
                 del held[j]
             slot.clear()
             for start, end, cores in held.values():
-                self._take(start, end, cores)
+                self._profile.take(start, end, cores)
             replan = True
         for j in [j for j in held if j not in slot and state[j] != RUNNING]:
             _, end, cores = held.pop(j)
             stop = jobs.end[j]
             stop = now if stop != stop else stop  # NaN: requeued
             if stop < end:  # ended or cancelled before its walltime: give the rest back
-                self._take(max(stop, now), end, -cores)
+                self._profile.take(max(stop, now), end, -cores)
                 replan = True
         snap = self._snap
         if self._next < now:
@@ -310,7 +207,7 @@ class PinnedBackfill:
         if replan:
             for j in slot:
                 start, end, cores = held.pop(j)
-                self._take(start, end, -cores)
+                self._profile.take(start, end, -cores)
             slot.clear()
             new = 0
         else:
@@ -323,9 +220,9 @@ class PinnedBackfill:
             for j in snap[new:]:
                 if j in slot:
                     start, end, cores = held.pop(j)
-                    self._take(start, end, -cores)
+                    self._profile.take(start, end, -cores)
                     del slot[j]
-        self._prune(now)
+        self._profile.prune(now)
         if replan or inserted or new < len(q) or self._next <= now:
             q = self._plan(engine, q, new)
         self._snap = list(q)
@@ -353,18 +250,18 @@ class PinnedBackfill:
             c = jobs.cores[j]
             hold = min(jobs.runtime[j], jobs.walltime[j]) if j < self.trace_jobs else jobs.walltime[j]
             if (chain is not None and j in chain and self._chain_bound(engine, chain[j]) > now) or (
-                self._earliest(c, hold, now) != now
+                self._profile.earliest(c, hold, now) != now
             ):
                 ok = False
                 break
-            self._take(now, now + hold, c)
+            self._profile.take(now, now + hold, c)
             slot[j] = now
             self._held[j] = (now, now + hold, c)
             taken.append(j)
         if not ok:
             for j in taken:
                 start, end, cores = self._held.pop(j)
-                self._take(start, end, -cores)
+                self._profile.take(start, end, -cores)
                 del slot[j]
             return False
         for j in taken:
@@ -421,7 +318,7 @@ class PinnedBackfill:
                 if chain is not None and j in chain:
                     lb = max(lb, self._chain_bound(engine, chain[j]))
                 hold = min(run[j], wall[j]) if j < known else wall[j]
-                at = self._earliest(c, hold, lb)
+                at = self._profile.earliest(c, hold, lb)
                 if at == math.inf:
                     raise ConfigError(
                         f"job {jobs.job_id[j]} asks for {c} cores, more than the "
@@ -429,7 +326,7 @@ class PinnedBackfill:
                         f"{' and the capacity' if self.capacity is not None else ''} ever leave free; "
                         "lower reserve or ask for fewer cores"
                     )
-                self._take(at, at + hold, c)
+                self._profile.take(at, at + hold, c)
                 slot[j] = at
                 held[j] = (at, at + hold, c)
                 self.reservations.setdefault(j, at)
@@ -516,5 +413,5 @@ class PinnedBackfill:
             else:
                 bound = start + jobs.walltime[parent]
             lb = max(lb, bound)
-        at = self._earliest(cores, walltime, lb)
+        at = self._profile.earliest(cores, walltime, lb)
         return None if at == math.inf else at
