@@ -111,6 +111,10 @@ def recorded_capacity(
     full = workload.processors
     if times.size == 0:
         return np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
+    # Events at the same instant: only the level after the last of them was ever in use (two jobs
+    # ending at t leave no moment with one of them still running).
+    last = np.append(times[1:] != times[:-1], True)
+    times, used = times[last], used[last]
     t0 = float(np.floor(times[0] / step) * step)
     k = int(np.ceil(window / step))
     cells = int((times[-1] - t0) // step) + 1

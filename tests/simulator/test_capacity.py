@@ -17,7 +17,8 @@ from elastic.cli.arguments import PRIORITIES as CLI_PRIORITIES
 from elastic.errors import ConfigError
 from elastic.simulator.availability import recorded_capacity, recorded_occupancy
 from elastic.simulator.engine import Engine
-from elastic.simulator.fidelity import MODES, fidelity_report, simulate_mode
+from elastic.simulator.fidelity import MODES, simulate_mode
+from elastic.simulator.fidelity_report import fidelity_report
 from elastic.simulator.pinned import PinnedBackfill
 from elastic.simulator.priority import DEFAULT_PRIORITY, PRIORITY_MODELS
 from elastic.simulator.workload import Workload
@@ -68,6 +69,7 @@ def test_capacity_refuses_bad_parameters_and_handles_traces_without_recorded_wai
     st.integers(1, 6),
 )
 @example(rows=[(0, 1, 0, 800), (0, 1, 1, 699), (0, 1, 1, 699)], step=100.0, cells=1)  # ran for no time
+@example(rows=[(0, 1, 1, 499), (0, 1, 1, 499), (0, 1, 101, 499)], step=100.0, cells=1)  # ends at one instant
 def test_capacity_is_the_peak_use_of_the_preceding_window(
     rows: list[tuple[int, int, int, int]], step: float, cells: int
 ) -> None:
@@ -202,7 +204,9 @@ def test_cli_capacity_window(
     assert main([*argv, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "capacity (2nd half)" in text
-    assert out.read_text().splitlines()[1].startswith("capacity,0,1,1100.0")
+    assert (
+        out.read_text().splitlines()[1].startswith("capacity,0,600.0,1,1100.0")
+    )  # mode, reserve, window, jobs
     sim = ["simulate", "--trace", str(swf), "--cores", "2:2"]
     assert main([*sim, "--mode", "capacity", "--capacity-window", "10m"]) == 0
     assert "usable cores from the last 0.166667 h" in capsys.readouterr().out
