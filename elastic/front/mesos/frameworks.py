@@ -1,0 +1,145 @@
+"""What the master keeps of a framework and of each task it launched, and the framework's stage and demand.
+
+A framework's **stage** (the label its tasks and allocations carry) is its label ``elastic.stage``, else its
+role when it has one other than ``*``, else its name. Its **demand**, announced to the front door while it
+is subscribed (or within its failover timeout) and not suppressed, is what is left of its label
+``elastic.tasks`` (tasks it will launch, if it says) and at least one task, of ``elastic.cores`` cores
+each (default 1): enough for every strategy to request an allocation for a framework that waits for offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from elastic.front.mesos.calls import FrameworkInfo
+from elastic.front.mesos.fields import BadCallError
+from elastic.front.mesos.states import TaskStatus
+from elastic.front.mesos.updates import UpdateQueue
+from elastic.pool.tasks import Task
+
+__all__ = [
+    "LABELS",
+    "POOL_PREFIX",
+    "Framework",
+    "MesosTask",
+    "Stream",
+    "check_labels",
+    "demand",
+    "held_cores",
+    "stage_of",
+]
+
+POOL_PREFIX = "mesos-"
+"""Prefix of the pool task ids of launched tasks."""
+
+LABELS = ("elastic.stage", "elastic.tasks", "elastic.cores")
+"""Framework labels the front door reads (see the module docstring)."""
+
+
+class Stream(Protocol):
+    """A subscription's event stream (the HTTP layer's): ``send`` one record, ``close`` the stream."""
+
+    def send(self, data: bytes) -> None:
+        """Queue one RecordIO record; never blocks."""
+        ...
+
+    def close(self) -> None:
+        """End the stream (the response completes)."""
+        ...
+
+
+@dataclass(slots=True)
+class MesosTask:
+    """A task a framework launched (mutable: its latest state and pending updates)."""
+
+    task_id: str
+    framework_id: str
+    agent_id: str
+    pool_task: Task
+    updates: UpdateQueue
+    state: str = ""
+    """The latest progress state sent (``TASK_STAGING``, ``TASK_RUNNING``...)."""
+    started: bool = False
+    terminal: bool = False
+    latest: TaskStatus | None = None
+
+    @property
+    def cores(self) -> int:
+        """Whole cores it takes on its agent."""
+        return self.pool_task.cores
+
+
+@dataclass(slots=True)
+class Framework:
+    """A subscribed (or disconnected, within its failover timeout) framework (mutable)."""
+
+    framework_id: str
+    info: FrameworkInfo
+    stage: str
+    stream: Stream | None = None
+    """Its event stream; None while disconnected."""
+    stream_id: str | None = None
+    suppressed: bool = False
+    disconnected_at: float | None = None
+    last_heartbeat: float = 0.0
+    tasks: dict[str, MesosTask] = field(default_factory=dict)
+    """Its tasks by id, until their terminal update is acknowledged."""
+    launched: int = 0
+
+    @property
+    def cores(self) -> int:
+        """Cores per task it announces (label ``elastic.cores``, default 1)."""
+        return int(self.info.labels.get("elastic.cores", 1))
+
+    @property
+    def partition_aware(self) -> bool:
+        """Whether it has the ``PARTITION_AWARE`` capability (TASK_DROPPED, TASK_UNKNOWN, not TASK_LOST)."""
+        return "PARTITION_AWARE" in self.info.capabilities
+
+
+def check_labels(info: FrameworkInfo) -> None:
+    """Check the ``elastic.*`` labels of a subscribing framework.
+
+    Raises
+    ------
+    BadCallError
+        ``elastic.tasks`` is not an integer >= 0, ``elastic.cores`` not an integer >= 1, or an ``elastic.``
+        label is unknown.
+    """
+    path = "subscribe.framework_info.labels"
+    for key, value in info.labels.items():
+        if not key.startswith("elastic."):
+            continue
+        if key not in LABELS:
+            raise BadCallError(f"{path}[{key}]", f"unknown label; the front door reads {', '.join(LABELS)}")
+        low = {"elastic.tasks": 0, "elastic.cores": 1}.get(key)
+        if low is not None and not (value.isdigit() and int(value) >= low):
+            raise BadCallError(f"{path}[{key}]", f"expected an integer >= {low}, got {value!r}")
+
+
+def stage_of(info: FrameworkInfo) -> str:
+    """Return the framework's stage (see the module docstring)."""
+    return info.labels.get("elastic.stage") or (info.role if info.role != "*" else info.name)
+
+
+def demand(frameworks: Iterable[Framework]) -> dict[str, tuple[int, int]]:
+    """Return ``{stage: (tasks wanted and not launched yet, cores per task)}`` (see the module docstring)."""
+    out: dict[str, tuple[int, int]] = {}
+    for fw in frameworks:
+        declared = int(fw.info.labels.get("elastic.tasks", 0))
+        want = 0 if fw.suppressed else max(1, declared - fw.launched)
+        n, cores = out.get(fw.stage, (0, 1))
+        out[fw.stage] = (n + want, max(cores, fw.cores))
+    return out
+
+
+def held_cores(frameworks: Iterable[Framework]) -> dict[str, int]:
+    """Return the cores of launched tasks that have not started yet, by agent name (not to be offered)."""
+    held: dict[str, int] = {}
+    for fw in frameworks:
+        for task in fw.tasks.values():
+            if not task.started and not task.terminal:
+                held[task.agent_id] = held.get(task.agent_id, 0) + task.cores
+    return held
