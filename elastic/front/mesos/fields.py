@@ -92,7 +92,7 @@ def json_object(body: bytes) -> dict[str, Any]:
             "", "the body is RecordIO-framed (a length, a newline, then data); send one JSON object per call"
         )
     try:
-        raw = json.loads(body)
+        raw = json.loads(body.decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise BadCallError("", f"the body is not UTF-8 JSON: {exc.reason} at byte {exc.start}") from None
     except json.JSONDecodeError as exc:
