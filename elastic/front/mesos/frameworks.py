@@ -62,6 +62,8 @@ class MesosTask:
     state: str = ""
     """The latest progress state sent (``TASK_STAGING``, ``TASK_RUNNING``...)."""
     started: bool = False
+    ended: bool = False
+    """The pool reported it ended; its terminal status is not sent yet (its cores are not offered yet)."""
     terminal: bool = False
     latest: TaskStatus | None = None
 
@@ -136,10 +138,14 @@ def demand(frameworks: Iterable[Framework]) -> dict[str, tuple[int, int]]:
 
 
 def held_cores(frameworks: Iterable[Framework]) -> dict[str, int]:
-    """Return the cores of launched tasks that have not started yet, by agent name (not to be offered)."""
+    """Return the cores not to offer, by agent name.
+
+    They are those of launched tasks not started yet, and of tasks ended whose terminal status is not sent
+    yet (a framework hears that its task ended before it is offered its cores).
+    """
     held: dict[str, int] = {}
     for fw in frameworks:
         for task in fw.tasks.values():
-            if not task.started and not task.terminal:
+            if (task.ended or not task.started) and not task.terminal:
                 held[task.agent_id] = held.get(task.agent_id, 0) + task.cores
     return held

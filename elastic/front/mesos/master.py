@@ -63,7 +63,7 @@ from elastic.front.mesos.launch import plan_launches, task_spec
 from elastic.front.mesos.offers import OfferBook, Wanting
 from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status, reconciled
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
-from elastic.pool.tasks import TaskEvent
+from elastic.pool.tasks import TaskEvent, TaskState
 
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
@@ -71,6 +71,8 @@ if TYPE_CHECKING:
 __all__ = ["MesosMaster"]
 
 logger = logging.getLogger(__name__)
+
+_ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
 
 _TICK = 1.0
 """Longest sleep of the background thread (seconds): offers' walltime left is refreshed this often."""
@@ -421,6 +423,8 @@ class MesosMaster:
         elif isinstance(item, TaskEvent):
             task = self._by_pool_id.get(item.task_id)
             fw = None if task is None else self.frameworks.get(task.framework_id)
+            if task is not None and item.state in _ENDED:
+                task.ended = True  # its cores are offered once the framework was told (the future follows)
             status = progress_status(task.task_id, task.agent_id, item.state, item.time) if task else None
             if task is not None and fw is not None and status is not None and status.state != task.state:
                 task.state = status.state
