@@ -484,7 +484,8 @@ class Elastic(concurrent.futures.Executor):
             self._timeline.append(Event(end, EventKind.RUN_END, note=status))
         plan = self._demand.plan
         stages = self._demand.stages()
-        learn_runtimes(self._knowledge, stages, status=status, end=end, width=max(s.width for s in stages))
+        width = max((s.width for s in stages), default=1)  # (no stage: nothing was submitted)
+        learn_runtimes(self._knowledge, stages, status=status, end=end, width=width)
         metrics = self._recorder.metrics(stages=plan.names)
         if self._store is not None and self._run_id is not None:
             summary = {k: (None if v != v else v) for k, v in metrics.summary().items()}
