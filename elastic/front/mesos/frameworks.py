@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from elastic.front.mesos import events as ev
 from elastic.front.mesos.calls import FrameworkInfo
 from elastic.front.mesos.fields import BadCallError
-from elastic.front.mesos.states import TaskStatus
+from elastic.front.mesos.states import TaskStatus, reconciled
 from elastic.front.mesos.updates import UpdateQueue
 from elastic.pool.tasks import Task
 
@@ -94,6 +95,52 @@ class Framework:
     def cores(self) -> int:
         """Cores per task it announces (label ``elastic.cores``, default 1)."""
         return int(self.info.labels.get("elastic.cores", 1))
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Send one event on its stream (nothing while it is disconnected)."""
+        if self.stream is not None:
+            self.stream.send(ev.record(event))
+
+    def update(self, task: MesosTask, status: TaskStatus, now: float) -> None:
+        """Record a task's new status and queue it (sent at once if nothing is in flight for the task)."""
+        if task.terminal:
+            return
+        task.latest = task.updates.add(status)
+        self.flush(task, now)
+
+    def flush(self, task: MesosTask, now: float) -> None:
+        """Send the task's update due now; forget the task once its terminal update is acknowledged."""
+        if self.stream is None:
+            return
+        due = task.updates.due(now)
+        if due is not None:
+            self.emit(ev.update(due))
+        elif task.terminal and not task.updates:
+            del self.tasks[task.task_id]
+
+    def reconcile(self, task_ids: Iterable[str], now: float, message: str = "") -> None:
+        """Send the latest status of each task (unknown: TASK_LOST, or TASK_UNKNOWN if partition-aware)."""
+        for task_id in task_ids:
+            task = self.tasks.get(task_id)
+            latest = None if task is None else task.latest
+            self.emit(
+                ev.update(
+                    reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
+                )
+            )
+
+    def chores(self, now: float, heartbeat_interval: float) -> float:
+        """Resend due updates and send a heartbeat if due; return when something is due next."""
+        wake = now + heartbeat_interval
+        for task in list(self.tasks.values()):
+            self.flush(task, now)
+            due = task.updates.next_due()
+            if due is not None:
+                wake = min(wake, due)
+        if now - self.last_heartbeat >= heartbeat_interval:
+            self.emit(ev.heartbeat())
+            self.last_heartbeat = now
+        return min(wake, self.last_heartbeat + heartbeat_interval)
 
     @property
     def partition_aware(self) -> bool:

@@ -35,6 +35,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from elastic.errors import ConfigError
 from elastic.front.mesos import events as ev
 from elastic.front.mesos.calls import (
     Accept,
@@ -61,7 +62,7 @@ from elastic.front.mesos.frameworks import (
 )
 from elastic.front.mesos.launch import plan_launches, task_spec
 from elastic.front.mesos.offers import OfferBook, Wanting
-from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status, reconciled
+from elastic.front.mesos.states import outcome_status, progress_status
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.tasks import TaskEvent, TaskState
 
@@ -107,6 +108,10 @@ class MesosMaster:
         retry_min: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
+                            ("retry_min", retry_min), ("offer_timeout", offer_timeout)):  # fmt: skip
+            if value is not None and not 0 < value < float("inf"):
+                raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
         self.elastic = elastic
         self.pool = elastic.pool
         self.heartbeat_interval = heartbeat_interval
@@ -161,7 +166,7 @@ class MesosMaster:
                 )
             else:
                 if fw.stream is not None:
-                    self._emit(fw, ev.error("Framework failed over to a new subscription"))
+                    fw.emit(ev.error("Framework failed over to a new subscription"))
                     fw.stream.close()
                 fw.info, fw.stage = info, stage_of(info)
                 for task in fw.tasks.values():
@@ -169,9 +174,8 @@ class MesosMaster:
                 logger.info("mesos: framework %s subscribed again", framework_id)
             fw.stream, fw.stream_id, fw.disconnected_at = stream, str(uuid.uuid4()), None
             fw.last_heartbeat = self._clock()
-            self._emit(
-                fw,
-                ev.subscribed(fw.framework_id, self.heartbeat_interval, self.host, self.port, self.master_id),
+            fw.emit(
+                ev.subscribed(fw.framework_id, self.heartbeat_interval, self.host, self.port, self.master_id)
             )
             self._announce()
         self._wake.set()
@@ -219,9 +223,9 @@ class MesosMaster:
             elif isinstance(call, Acknowledge):
                 task = fw.tasks.get(call.task_id)
                 if task is not None and task.updates.ack(call.uuid):
-                    self._send_update(fw, task, now)
+                    fw.flush(task, now)
             elif isinstance(call, Reconcile):
-                self._reconcile(fw, call.tasks, now)
+                fw.reconcile(call.tasks or [t.task_id for t in fw.tasks.values() if not t.terminal], now)
             elif isinstance(call, Revive):
                 fw.suppressed = False
                 self._book.revive(framework_id)
@@ -241,7 +245,7 @@ class MesosMaster:
             self._closing.set()
             for fw in list(self.frameworks.values()):
                 if fw.stream is not None:
-                    self._emit(fw, ev.error("the front door is shutting down"))
+                    fw.emit(ev.error("the front door is shutting down"))
                 self._remove(fw, "the front door is shutting down")
         self._wake.set()
         self._thread.join()
@@ -267,7 +271,7 @@ class MesosMaster:
             retry_min=self.retry_min,
         )
         for status in plan.refused:
-            self._emit(fw, ev.update(status))
+            fw.emit(ev.update(status))
         for task in plan.tasks:
             fw.tasks[task.task_id] = task
             fw.launched += 1
@@ -293,38 +297,9 @@ class MesosMaster:
     def _kill(self, fw: Framework, task_id: str, now: float) -> None:
         task = fw.tasks.get(task_id)
         if task is None:
-            unknown = "Attempted to kill an unknown task"
-            self._emit(
-                fw,
-                ev.update(
-                    reconciled(task_id, None, now, partition_aware=fw.partition_aware, message=unknown)
-                ),
-            )
+            fw.reconcile([task_id], now, message="Attempted to kill an unknown task")
         elif not task.terminal:
             self.pool.kill(task.pool_task.task_id, f"KILL from framework {fw.framework_id}")
-
-    def _reconcile(self, fw: Framework, task_ids: tuple[str, ...], now: float) -> None:
-        ids = task_ids or tuple(t.task_id for t in fw.tasks.values() if not t.terminal)
-        for task_id in ids:
-            task = fw.tasks.get(task_id)
-            latest = None if task is None else task.latest
-            self._emit(fw, ev.update(reconciled(task_id, latest, now, partition_aware=fw.partition_aware)))
-
-    def _update(self, fw: Framework, task: MesosTask, status: TaskStatus, now: float) -> None:
-        """Record a task's new status and queue it for the framework."""
-        if task.terminal:
-            return
-        task.latest = task.updates.add(status)
-        self._send_update(fw, task, now)
-
-    def _send_update(self, fw: Framework, task: MesosTask, now: float) -> None:
-        if fw.stream is None:
-            return
-        due = task.updates.due(now)
-        if due is not None:
-            self._emit(fw, ev.update(due))
-        elif task.terminal and not task.updates:
-            del fw.tasks[task.task_id]  # its last update was acknowledged
 
     def _remove(self, fw: Framework, why: str) -> None:
         for task in fw.tasks.values():
@@ -350,12 +325,6 @@ class MesosMaster:
             except Exception:  # (the front door may be closing)
                 logger.debug("mesos: could not announce stage %s", stage, exc_info=True)
             self._announced[stage] = n
-
-    def _emit(self, fw: Framework, event: dict[str, Any]) -> None:
-        if fw.stream is not None:
-            fw.stream.send(ev.record(event))
-
-    # -- the background thread ---------------------------------------------------------------------------
 
     def _on_pool_event(self, event: PoolEvent) -> None:
         """Queue what matters of a pool event and wake the thread (the pool calls it under its lock)."""
@@ -396,7 +365,7 @@ class MesosMaster:
                 return 0.0
             held = held_cores(self.frameworks.values())
             for offer in self._book.invalid(now, agents, held):
-                self._emit(self.frameworks[offer.framework_id], ev.rescind(offer.offer_id))
+                self.frameworks[offer.framework_id].emit(ev.rescind(offer.offer_id))
             wanting = [
                 Wanting(fw.framework_id, fw.stage)
                 for fw in self.frameworks.values()
@@ -406,7 +375,7 @@ class MesosMaster:
             made = self._book.make(now, agents, wanting, held, stages)
             job_ids = {a.alloc_id: a.backend_job_id for a in allocations if a.backend_job_id}
             for framework_id, event in ev.offers(made, self.mem_per_core, job_ids).items():
-                self._emit(self.frameworks[framework_id], event)
+                self.frameworks[framework_id].emit(event)
             return self._chores(now)
 
     def _take(self, item: PoolEvent | tuple[str, concurrent.futures.Future[Any]], now: float) -> None:
@@ -417,7 +386,7 @@ class MesosMaster:
             fw = None if task is None else self.frameworks.get(task.framework_id)
             if task is not None and fw is not None:
                 ended = outcome_status(task.task_id, task.agent_id, future, now, started=task.started)
-                self._update(fw, task, ended, now)
+                fw.update(task, ended, now)
                 task.terminal = True
                 self._announce()
         elif isinstance(item, TaskEvent):
@@ -429,10 +398,10 @@ class MesosMaster:
             if task is not None and fw is not None and status is not None and status.state != task.state:
                 task.state = status.state
                 task.started = task.started or status.state == "TASK_RUNNING"
-                self._update(fw, task, status, now)
+                fw.update(task, status, now)
         elif isinstance(item, AgentEvent) and item.kind in (AgentEventKind.LOST, AgentEventKind.LEFT):
             for fw in self.frameworks.values():
-                self._emit(fw, ev.failure(item.agent))
+                fw.emit(ev.failure(item.agent))
         # allocation events only wake the thread: the offer rule rescinds offers of draining allocations
 
     def _chores(self, now: float) -> float:
@@ -447,15 +416,7 @@ class MesosMaster:
                 else:
                     wake = min(wake, deadline)
                 continue
-            for task in list(fw.tasks.values()):
-                self._send_update(fw, task, now)
-                due = task.updates.next_due()
-                if due is not None:
-                    wake = min(wake, due)
-            if now - fw.last_heartbeat >= self.heartbeat_interval:
-                self._emit(fw, ev.heartbeat())
-                fw.last_heartbeat = now
-            wake = min(wake, fw.last_heartbeat + self.heartbeat_interval)
+            wake = min(wake, fw.chores(now, self.heartbeat_interval))
         expiry = self._book.next_expiry(now)
         if expiry is not None:
             wake = min(wake, expiry)

@@ -18,6 +18,7 @@ import pytest
 
 from elastic import Elastic
 from elastic.backends.local import LocalBackend
+from elastic.errors import ConfigError
 from elastic.front.mesos import MesosServer
 from tests.front.mesos.framework import ShellFramework, running
 from tests.front.mesos.raw import RawScheduler, basic, launch, task_info
@@ -285,3 +286,33 @@ def test_teardown_kills_the_tasks_and_forgets_the_framework(server: MesosServer)
     again = post(server, json.dumps(body).encode())
     assert again.status_code == 403 and "was removed" in again.text
     raw.close()
+
+
+def test_a_framework_that_subscribes_again_with_its_id_gets_its_unacknowledged_updates(
+    server: MesosServer,
+) -> None:
+    first = RawScheduler(server.address, server.secret, auto_ack=False)
+    offer = first.offer()
+    first.call(
+        "ACCEPT", accept=launch(offer["id"]["value"], task_info("t", offer["agent_id"]["value"], "sleep 60"))
+    )
+    staging = first.status("t", "TASK_STAGING")
+    second = RawScheduler(server.address, server.secret, info={"id": {"value": first.framework_id}})
+    assert second.framework_id == first.framework_id
+    first.wait_for(lambda e: e["type"] == "ERROR" and "failed over" in e["error"]["message"])
+    resent = second.status("t", "TASK_STAGING")
+    assert resent["uuid"] == staging["uuid"], "the same update, sent again on the new stream"
+    assert second.status("t", "TASK_RUNNING")["state"] == "TASK_RUNNING"  # acknowledged: the next one comes
+    assert first.call("REVIVE").status_code == 400, "the old stream id is no longer the framework's"
+    first.close()
+    second.close()
+
+
+def test_bad_server_settings_are_refused() -> None:
+    with LocalBackend(cores=1) as backend, Elastic(backend, "perstage", store=False) as el:
+        with pytest.raises(ConfigError, match="at least 16 characters"):
+            MesosServer(el, secret="short")
+        with pytest.raises(ConfigError, match=r"heartbeat_interval=...\) must be finite and > 0, got 0"):
+            MesosServer(el, heartbeat_interval=0)
+        with MesosServer(el) as taken, pytest.raises(ConfigError, match="cannot listen on"):
+            MesosServer(el, port=taken.port)
