@@ -355,6 +355,8 @@ class MesosMaster:
                 items.append(self._inbox.get_nowait())
             except queue.Empty:
                 break
+        if not items and not self.frameworks:
+            return _TICK  # nobody to offer to: leave the pool's lock alone
         agents = self.pool.agents()  # after the news: every event taken is reflected in it
         allocations = self.pool.allocations()
         with self._lock:
