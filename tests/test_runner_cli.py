@@ -123,9 +123,10 @@ def test_compare_in_calibrated_mode_reaches_every_run_and_the_reserve_lengthens_
     # The same runs (same seed, same start points in the trace) in replay mode and in calibrated mode
     # with no reserve and with 100 of 240 cores withheld from queued jobs (the trace's widest queued
     # jobs, 128 cores, must still fit). Replay and the recorded schedule are different models, so their
-    # waits differ (not in a fixed direction); withholding cores can only make our allocations wait
-    # longer on these runs.
-    common = ["compare", "--trace", str(hpc2n_trace), "--runs", "2", "--seed", "3"]
+    # waits differ (not in a fixed direction); withholding cores makes our allocations wait longer in
+    # total, not in every run (backfilling has anomalies: with seed 3, the first run waits 1.5 h with
+    # no reserve and not at all with 100 cores withheld), hence eight runs.
+    common = ["compare", "--trace", str(hpc2n_trace), "--runs", "8", "--seed", "3"]
     common += ["--strategies", "perstage"]
     waits = {}
     for name, extra in {
