@@ -23,6 +23,7 @@ pool's I/O thread for long (:attr:`PoolSocket.discarding` says one is being drop
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import hmac
 import itertools
@@ -160,7 +161,11 @@ class PoolSocket:
             except zmq.Again:
                 break
             event = parse_monitor_message(frames)
-            why = _HANDSHAKE_ERRORS.get(int(event["value"]), f"ZeroMQ error {int(event['value']):#x}")
+            value = int(event["value"])
+            if event["event"] == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL:  # the value is an errno
+                why = f"the connection broke off during it ({errno.errorcode.get(value, value)})"
+            else:
+                why = _HANDSHAKE_ERRORS.get(value, f"ZeroMQ protocol error {value:#x}")
             out.append(f"refused a connection at the handshake: {why}")
         return out
 
