@@ -59,7 +59,7 @@ from elastic.pool.events import PoolEvent
 from elastic.pool.messages import Message, Stop
 from elastic.pool.protocol import AuthenticationError, ProtocolError, new_secret, write_secret_file
 from elastic.pool.sockets import PoolSocket
-from elastic.pool.state import DEFAULT_EVENTS_KEPT, PoolState
+from elastic.pool.state import DEFAULT_EVENTS_KEPT, AgentView, PoolState
 from elastic.pool.tasks import Task, TaskKind
 
 __all__ = ["Pool", "PoolClosedError"]
@@ -357,6 +357,22 @@ class Pool:
             ) from exc
         logger.debug("pool: task %s: %d bytes of call through %s", task.task_id, size, name)
         return dataclasses.replace(task, payload=b"", payload_file=name)
+
+    def kill(self, task_id: str, reason: str = "") -> bool:
+        """Kill a task: drop it if no agent has it yet, else have its agent kill its processes.
+
+        Its future fails with :class:`~elastic.pool.tasks.TaskKilledError` (unless it finished first).
+        Returns False when the pool does not know the task (it has ended, or was never submitted).
+        """
+        with self._lock:
+            known = self._state.kill(task_id, reason)
+        self._wake()
+        return known
+
+    def agents(self) -> tuple[AgentView, ...]:
+        """Every registered agent: its name, allocation, host, free cores and walltime left."""
+        with self._lock:
+            return self._state.agent_views(self._clock())
 
     def queued(self) -> tuple[Task, ...]:
         """Tasks waiting for cores, oldest first."""
