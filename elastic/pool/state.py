@@ -396,8 +396,11 @@ class PoolState:
         if agent is None:
             # Unknown or already declared lost: its tasks were re-queued, so it must not report any more.
             # A Bye from an agent whose allocation ended is the normal end of a released allocation.
-            log = logger.info if isinstance(msg, Bye) else logger.warning
-            log("pool: %s from unregistered agent %r, telling it to stop", type(msg).__name__, ident)
+            name = ident.decode(errors="replace")
+            if isinstance(msg, Bye):
+                logger.info("pool: Bye from unregistered agent %r", name)
+            else:  # counted, and logged at a bounded rate: anyone holding the secret can send these
+                self.refuse(name, f"{type(msg).__name__} from unregistered agent {name!r}, told to stop")
             self.outbox.append((ident, Stop("not registered (declared lost?)")))
             return
         agent.last_seen = self._clock()
