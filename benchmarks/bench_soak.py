@@ -5,7 +5,8 @@ the secret (reconnecting now and then), and from a peer holding the secret garba
 messages of 5,000 empty frames, messages over the size limit, and signed messages sent twice (a heartbeat;
 a forged result for a real task id). Beside it, in the same run, the same tasks without the attacker (the
 baseline). Reported: wall time, this process' resident memory (the pool's) at the start and at its peak
-(sampled every 0.2 s), refusals, wrong results, results not seen exactly once, re-runs and agents lost.
+(sampled every 0.2 s; each run in a fresh process, whose RSS includes the 20,000 futures and
+results the driver keeps), refusals, wrong results, results not seen exactly once, re-runs and agents lost.
 
     .venv/bin/python benchmarks/bench_soak.py [--tasks 20000]
 """
@@ -14,7 +15,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import multiprocessing
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -32,7 +35,9 @@ def main() -> None:
     logging.basicConfig(level=logging.ERROR)  # the attack's refusals are logged, rate-limited; not here
     runs: dict[str, SoakReport] = {}
     for name, attacked in (("baseline (no attacker)", False), ("under attack", True)):
-        runs[name] = soak(args.tasks, attacked=attacked)
+        # Each in a fresh process, so that neither starts with the other's memory.
+        with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as ex:
+            runs[name] = ex.submit(soak, args.tasks, attacked=attacked).result()
     table = Table(title=f"{args.tasks:,} tasks on 2 one-core agents (loopback)")
     for col in (
         "run",
@@ -61,7 +66,7 @@ def main() -> None:
             str(r.reruns),
             str(r.lost_agents),
         )
-    Console().print(table)
+    Console(width=160).print(table)
 
 
 if __name__ == "__main__":
