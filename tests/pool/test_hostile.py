@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import zmq
 
 from elastic.allocations import Allocation
 from elastic.batch import JobState
+from elastic.errors import ConfigError
 from elastic.pool import spool
 from elastic.pool.agent_command import AgentCommand
 from elastic.pool.events import AgentEvent, AgentEventKind
@@ -260,3 +262,12 @@ def test_an_agent_that_leaves_removes_its_own_directory(pool: Pool, start_agent:
 def test_agent_command_checks_reach_the_script() -> None:
     with pytest.raises(Exception, match="walltime_end"):
         AgentCommand("tcp://h:1", "a1", "/s", cores=1, walltime_end=float("nan"))
+
+
+def test_a_large_call_that_cannot_be_written_is_refused_at_submit_naming_size_and_limit(pool: Pool) -> None:
+    shutil.rmtree(pool.spool_dir)  # e.g. the shared filesystem went away
+    with pytest.raises(
+        ConfigError, match=r"pickle to 2,\d{3},\d{3} bytes, more than the 1,048,576 a message"
+    ):
+        pool.submit(Task.call(size_of, (b"a" * 2_000_000,), task_id="big"))
+    assert pool.queued() == ()
