@@ -17,8 +17,13 @@ the agent is stopping (it got SIGTERM or a Stop, within :data:`SIGNAL_GRACE` of 
 reported lost (:class:`~elastic.pool.messages.TaskLost`), so the pool runs it again elsewhere; on a healthy
 agent the death is the task's failure. A worker that dies is replaced.
 
-Exit codes: 0 left normally, 2 bad arguments, 3 the pool never answered the registration (wrong secret,
-unreachable), 4 the pool went silent.
+The agent works in a directory of the pool run's spool (:func:`elastic.pool.spool.agent_dir`, beside the
+secret file): its children's output and result files, and large calls and values
+(:mod:`elastic.pool.spool`). It removes its directory when it leaves; the pool removes the allocation's
+when the allocation ends, for agents that were killed.
+
+Exit codes: 0 left normally, 2 bad arguments (a message, no traceback), 3 the pool never answered the
+registration (wrong secret, unreachable), 4 the pool went silent.
 """
 
 from __future__ import annotations
@@ -26,11 +31,11 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import resource
 import shutil
 import signal
 import socket
 import sys
-import tempfile
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -56,8 +61,9 @@ from elastic.pool.messages import (
     TasksReturned,
     Welcome,
 )
-from elastic.pool.protocol import ProtocolError, read_secret_file
+from elastic.pool.protocol import ProtocolError, batches, read_secret_file
 from elastic.pool.sockets import AgentSocket
+from elastic.pool.spool import agent_dir, spool_dir
 from elastic.pool.tasks import Task, TaskKind, TaskResult
 from elastic.pool.worker import Worker
 
@@ -95,6 +101,19 @@ class Agent:
     def __init__(self, command: AgentCommand, secret: bytes) -> None:
         self.command = command
         self.cores = command.resolved_cores()
+        self.spool = spool_dir(Path(command.secret_file))
+        if not self.spool.is_dir():
+            raise ConfigError(
+                f"--secret-file {command.secret_file}: the spool directory beside it, {self.spool}, is "
+                "missing (the pool creates it with the secret file; is this the pool's secret file?)"
+            )
+        hard = resource.getrlimit(resource.RLIMIT_AS)[1]
+        memory = command.worker_memory
+        if memory is not None and hard != resource.RLIM_INFINITY and memory > hard:
+            raise ConfigError(
+                f"--worker-memory {command.worker_memory}: above this node's hard limit of {hard} bytes of "
+                "address space (ulimit -Hv); give at most that"
+            )
         self._secret = secret
         self._ident = f"{command.allocation}/{socket.gethostname()}/{os.getpid()}"
         self._prefix = f"agent {self._ident}:"
@@ -123,8 +142,13 @@ class Agent:
         os.set_blocking(wake_write, False)
         signal.signal(signal.SIGTERM, self._on_signal)
         old_wakeup = signal.set_wakeup_fd(wake_write)
-        workdir = Path(tempfile.mkdtemp(prefix="elastic-agent-"))
-        sock = AgentSocket(self._secret, cmd.pool, self._ident.encode())
+        workdir = agent_dir(self.spool, cmd.allocation, self._ident)
+        workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            sock = AgentSocket(self._secret, cmd.pool, self._ident.encode())
+        except BaseException:
+            shutil.rmtree(workdir, ignore_errors=True)
+            raise
         try:
             reg = Register(cmd.allocation, self.cores, socket.gethostname(), os.getpid(), cmd.walltime_end)
             sock.send(reg)
@@ -167,7 +191,7 @@ class Agent:
         return None
 
     def _add_worker(self) -> None:
-        worker = Worker(self.command.python, self.command.worker_memory)
+        worker = Worker(self.command.python, self.command.worker_memory, spool=self.spool)
         self._workers.append(worker)
         self._poller.register(worker.fileno(), zmq.POLLIN)
 
@@ -194,7 +218,7 @@ class Agent:
 
     def _serve(self, sock: AgentSocket, welcome: Welcome, workdir: Path, wake_read: int) -> int:
         heard = sent = time.monotonic()
-        draining = False
+        draining = ""  # why, once asked to drain
         stopping: str | None = None  # why the agent stops, as the cause of the tasks it kills
         bye = ""  # what it tells the pool when it leaves
         while True:
@@ -218,8 +242,7 @@ class Agent:
                         self._kill(sock, msg)
                     elif isinstance(msg, Drain):
                         logger.info("%s draining: %s", self._prefix, msg.reason)
-                        draining = True
-                        self._give_back(sock, f"draining: {msg.reason}")
+                        draining = f"draining: {msg.reason}"
                     elif isinstance(msg, Stop):
                         logger.info("%s stopping: %s", self._prefix, msg.reason)
                         stopping = f"the pool stopped the agent: {msg.reason}"
@@ -237,9 +260,9 @@ class Agent:
                 logger.info("%s leaving: %s", self._prefix, stopping)
                 sock.send(Bye(bye))
                 return 0
-            if draining:
-                self._give_back(sock, "draining")  # tasks sent before the pool knew
             self._dispatch(workdir)
+            if draining:  # what could not start at once (sent ahead, or before the pool knew) goes back
+                self._give_back(sock, draining)
             self._flush(sock, now)
             if draining and not self._busy:
                 sock.send(Bye("drained"))
@@ -284,7 +307,7 @@ class Agent:
                 kept.append(task)
                 continue
             if task.kind is TaskKind.SHELL or task.isolate:
-                child = run_in_child(task, workdir)
+                child = run_in_child(task, workdir, spool=self.spool)
                 self._children[child.exited_fd] = child
                 self._poller.register(child.exited_fd, zmq.POLLIN)
                 self._started.append(task.task_id)
@@ -387,7 +410,10 @@ class Agent:
                     self._unreported_since = now
                 if now - self._unreported_since < REPORT_DELAY:
                     return
-            sock.send(Report(tuple(self._started), tuple(self._done)))
+            started: tuple[str, ...] = tuple(self._started)
+            for done in batches(self._done, _result_bytes) or [[]]:  # a few MiB per message at most
+                sock.send(Report(started, tuple(done)))
+                started = ()
             self._done = []
             self._started = []
             self._unreported_since = None
@@ -417,6 +443,12 @@ class Agent:
         self._workers.clear()
 
 
+def _result_bytes(result: TaskResult) -> int:
+    """Roughly the bytes ``result`` takes in a message."""
+    texts = (result.stdout, result.stderr, result.traceback, result.error_message)
+    return 256 + len(result.value) + len(result.error) + sum(len(t) for t in texts)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run an agent from the command line; return its exit code."""
     logging.basicConfig(
@@ -427,10 +459,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = AgentCommand.from_argv(sys.argv[1:] if argv is None else argv)
         secret = read_secret_file(Path(command.secret_file))
         agent = Agent(command, secret)
+        return agent.run()
     except ConfigError as exc:
         logger.error("agent: %s", exc)
         return 2
-    return agent.run()
 
 
 if __name__ == "__main__":

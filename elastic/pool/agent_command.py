@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -15,7 +16,12 @@ from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 
-__all__ = ["AgentCommand"]
+__all__ = ["MAX_CORES", "AgentCommand"]
+
+MAX_CORES = 65_536
+"""Cores (and warm workers) one agent may offer at most: more than any node has."""
+
+_ADDRESS = re.compile(r"tcp://(?P<host>[^\s/:]+|\[[0-9A-Fa-f:.]+\]):(?P<port>[0-9]{1,5})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +85,20 @@ class AgentCommand:
                 f"AgentCommand needs exactly one of cores (--cores) and cores_env (--cores-env); "
                 f"got cores={self.cores}, cores_env={self.cores_env!r}"
             )
-        if self.cores is not None and self.cores < 1:
-            raise ConfigError(f"AgentCommand.cores (--cores) must be >= 1 or None, got {self.cores}")
+        if self.cores is not None and not 1 <= self.cores <= MAX_CORES:
+            raise ConfigError(
+                f"AgentCommand.cores (--cores) must be between 1 and {MAX_CORES} or None, got {self.cores}"
+            )
         if self.nodes is not None and self.nodes < 1:
             raise ConfigError(f"AgentCommand.nodes must be >= 1 or None, got {self.nodes}")
-        if not self.pool.startswith("tcp://"):
-            raise ConfigError(f"AgentCommand.pool (--pool) must look like tcp://HOST:PORT, got {self.pool!r}")
+        address = _ADDRESS.fullmatch(self.pool)
+        if address is None or not 1 <= int(address["port"]) <= 65535:
+            raise ConfigError(
+                f"AgentCommand.pool (--pool) must look like tcp://HOST:PORT with a port from 1 to 65535, "
+                f"got {self.pool!r}"
+            )
+        if not self.allocation:
+            raise ConfigError("AgentCommand.allocation (--allocation) must be a non-empty allocation id")
         if self.walltime_end is not None and not math.isfinite(self.walltime_end):
             raise ConfigError(
                 "AgentCommand.walltime_end (--walltime-end) must be finite epoch seconds, got "
@@ -97,11 +111,14 @@ class AgentCommand:
                 f"AgentCommand.register_timeout (--register-timeout) must be seconds > 0, got "
                 f"{self.register_timeout}"
             )
-        if self.workers is not None and self.workers < 1:
-            raise ConfigError(f"AgentCommand.workers (--workers) must be >= 1 or None, got {self.workers}")
-        if self.worker_memory is not None and self.worker_memory < 2**24:
+        if self.workers is not None and not 1 <= self.workers <= MAX_CORES:
             raise ConfigError(
-                f"AgentCommand.worker_memory (--worker-memory) must be at least 16 MiB (in bytes), got "
+                f"AgentCommand.workers (--workers) must be between 1 and {MAX_CORES} or None, got "
+                f"{self.workers}"
+            )
+        if self.worker_memory is not None and not 2**24 <= self.worker_memory < 2**63:
+            raise ConfigError(
+                f"AgentCommand.worker_memory (--worker-memory) must be from 16 MiB to 2**63 - 1 bytes, got "
                 f"{self.worker_memory}"
             )
 
@@ -188,6 +205,6 @@ class AgentCommand:
             value = int(raw.split("(")[0])  # Slurm may write e.g. "4(x2)"
         except ValueError:
             raise ConfigError(f"--cores-env {self.cores_env}: expected a number, got {raw!r}") from None
-        if value < 1:
-            raise ConfigError(f"--cores-env {self.cores_env}: expected >= 1 cores, got {value}")
+        if not 1 <= value <= MAX_CORES:
+            raise ConfigError(f"--cores-env {self.cores_env}: expected 1 to {MAX_CORES} cores, got {value}")
         return value

@@ -3,7 +3,9 @@
 :func:`run_in_child` starts ``python -m elastic.pool.child RESULT_FILE``, its own process group, fed the
 task on its standard input. The child keeps that pipe open and watches it: when the agent dies (the pipe
 closes) the child kills its whole process group, so a dead agent leaves no orphan work behind. The task
-itself gets ``/dev/null`` as standard input; its output goes to files the agent reads back.
+itself gets ``/dev/null`` as standard input; its output goes to files the agent reads back, cut to
+:data:`elastic.pool.spool.OUTPUT_LIMIT` bytes per stream with the whole kept in the spool
+(:func:`elastic.pool.spool.read_output`).
 
 The caller learns that the child ended from :attr:`Child.exited_fd` (a pidfd, readable once the process
 has exited: the agent polls it beside its socket instead of checking children on a timer).
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import cloudpickle
 
+from elastic.pool.spool import read_output
 from elastic.pool.tasks import ShellResult, ShellTaskError, Task, TaskKind, TaskResult, execute, how_it_ended
 
 __all__ = ["Child", "run_in_child"]
@@ -53,6 +56,7 @@ class Child:
     _out: Path
     _err: Path
     _res: Path
+    _spool: Path | None = None
 
     def stop(self) -> None:
         """Make the child kill its task (its whole process group) and exit: close its standard input."""
@@ -65,8 +69,8 @@ class Child:
         self.stop()
         self.proc.wait()
         os.close(self.exited_fd)
-        stdout = self._out.read_text(errors="replace")
-        stderr = self._err.read_text(errors="replace")
+        stdout, stdout_file = read_output(self._out, self._spool, "stdout")
+        stderr, stderr_file = read_output(self._err, self._spool, "stderr")
         try:
             result: TaskResult = pickle.loads(self._res.read_bytes())
         except (OSError, EOFError, pickle.UnpicklingError):
@@ -76,16 +80,28 @@ class Child:
                 error_type="TaskCrashedError",
                 error_message=f"the task's process {how_it_ended(self.proc.returncode)} and left no result",
             )
-        for path in (self._out, self._err, self._res):
-            path.unlink(missing_ok=True)
-        result = dataclasses.replace(result, returncode=self.proc.returncode, stdout=stdout, stderr=stderr)
+        self._res.unlink(missing_ok=True)
+        result = dataclasses.replace(
+            result,
+            returncode=self.proc.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            stdout_file=stdout_file,
+            stderr_file=stderr_file,
+        )
         if self.proc.returncode < 0:
             result = dataclasses.replace(result, signal=-self.proc.returncode)
         return _with_shell_output(self.task, result) if self.task.kind is TaskKind.SHELL else result
 
 
-def run_in_child(task: Task, workdir: Path, env: Mapping[str, str] | None = None) -> Child:
-    """Start a child process running ``task``; return it (see :class:`Child`)."""
+def run_in_child(
+    task: Task, workdir: Path, env: Mapping[str, str] | None = None, spool: Path | None = None
+) -> Child:
+    """Start a child process running ``task``; return it (see :class:`Child`).
+
+    ``workdir`` holds its output and result files while it runs; ``spool`` is the pool run's spool
+    directory (large payloads, values and outputs: :mod:`elastic.pool.spool`), None to keep all inline.
+    """
     workdir.mkdir(parents=True, exist_ok=True)
     base = workdir / uuid.uuid4().hex  # not the task id: that may hold any character
     out, err, res = (base.with_suffix(s) for s in (".out", ".err", ".result"))
@@ -94,7 +110,7 @@ def run_in_child(task: Task, workdir: Path, env: Mapping[str, str] | None = None
     child_env["ELASTIC_TASK_CORES"] = str(task.cores)
     with out.open("wb") as fo, err.open("wb") as fe:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "elastic.pool.child", str(res)],
+            [sys.executable, "-m", "elastic.pool.child", str(res), str(spool or "")],
             stdin=subprocess.PIPE,
             stdout=fo,
             stderr=fe,
@@ -113,14 +129,14 @@ def run_in_child(task: Task, workdir: Path, env: Mapping[str, str] | None = None
         # stopping the job) can reach it between fork and setsid. collect() reports how it ended.
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
-    return Child(task, proc, exited_fd, out, err, res)
+    return Child(task, proc, exited_fd, out, err, res, spool)
 
 
 def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
     """Put the captured output into a shell task's ShellResult or ShellTaskError (and its signal)."""
     if result.ok:
         code = pickle.loads(result.value).returncode
-        value = ShellResult(code, result.stdout, result.stderr)
+        value = ShellResult(code, result.stdout, result.stderr, result.stdout_file, result.stderr_file)
         result = dataclasses.replace(result, value=cloudpickle.dumps(value))
     elif result.error_type == ShellTaskError.__qualname__:
         code = pickle.loads(result.error).returncode
@@ -133,7 +149,7 @@ def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
     return result
 
 
-def _child_main(result_path: str) -> int:
+def _child_main(result_path: str, spool: str) -> int:
     """Entry point of the child process: read the task from stdin, run it, write the result file."""
     stdin = sys.stdin.buffer
     (size,) = _LENGTH.unpack(stdin.read(_LENGTH.size))
@@ -153,7 +169,7 @@ def _child_main(result_path: str) -> int:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=watch_parent, daemon=True).start()
-    result = execute(task)
+    result = execute(task, Path(spool) if spool else None)
     sys.stdout.flush()
     sys.stderr.flush()
     tmp = Path(result_path + ".tmp")
@@ -166,6 +182,6 @@ if __name__ == "__main__":
     # Run the copy imported as ``elastic.pool.child`` so pickled records name their real module.
     from elastic.pool.child import _child_main as _main
 
-    code = _main(sys.argv[1])
+    code = _main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")
     # Leave at once: a normal shutdown would wait on the watcher thread blocked reading the pipe.
     os._exit(code)

@@ -19,16 +19,25 @@ newest ``events_kept``; records in :mod:`elastic.pool.events`); :meth:`Pool.subs
 each new one. The bookkeeping behind it, without sockets or threads, is
 :class:`elastic.pool.state.PoolState`.
 
-The I/O thread sleeps in one poll on the socket and a wake-up eventfd: a submitted task, a message from an
-agent or a due heartbeat wakes it at once; several tasks for one agent go out in one message, and every
-message waiting is read before placement runs again.
+The I/O thread sleeps in one poll on the socket, its monitor (connections refused at the handshake) and a
+wake-up eventfd: a submitted task, a message from an agent or a due heartbeat wakes it at once; several
+tasks for one agent go out in one message, and the messages waiting are read (at most :data:`_MAX_BATCH`)
+before the checks and placement run again. An agent is declared lost only for silence up to the last time
+every waiting message was read, so a flood of messages cannot make a live agent look silent.
+
+Large calls and values go through files in the run's spool directory, beside the secret file
+(:mod:`elastic.pool.spool`): :meth:`Pool.submit` writes a call larger than
+:data:`~elastic.pool.spool.INLINE_LIMIT` there; when an allocation ends its agents' working directories
+there are removed; :meth:`Pool.close` removes the spool but the whole outputs of cut shell output.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -44,13 +53,14 @@ import zmq
 from elastic.allocations import Allocation, AllocationState
 from elastic.batch import JobState
 from elastic.errors import ConfigError, PoolError
+from elastic.pool import spool
 from elastic.pool.agent_command import AgentCommand
 from elastic.pool.events import PoolEvent
-from elastic.pool.messages import Stop
+from elastic.pool.messages import Message, Stop
 from elastic.pool.protocol import AuthenticationError, ProtocolError, new_secret, write_secret_file
 from elastic.pool.sockets import PoolSocket
 from elastic.pool.state import DEFAULT_EVENTS_KEPT, AgentView, PoolState
-from elastic.pool.tasks import Task
+from elastic.pool.tasks import Task, TaskKind
 
 __all__ = ["Pool", "PoolClosedError"]
 
@@ -80,8 +90,8 @@ class Pool:
     advertise : str or None, default None
         Host agents connect to; default ``bind``, or this host's name when binding all interfaces.
     secret_dir : str, Path or None, default None
-        Where to write the secret file (must be visible to the agents, e.g. a shared home on Slurm);
-        default a fresh private temporary directory.
+        Where to write the secret file and the spool directory beside it (both must be visible to the
+        agents, e.g. a shared home on Slurm); default a fresh private temporary directory.
     heartbeat_interval : float, default 1.0
         Seconds between heartbeats, both ways.
     heartbeat_timeout : float, default 10.0
@@ -165,14 +175,27 @@ class Pool:
         self._secret = secret if secret is not None else new_secret()
         self._own_dir = secret_dir is None
         directory = Path(tempfile.mkdtemp(prefix="elastic-pool-")) if secret_dir is None else Path(secret_dir)
-        self.secret_file = write_secret_file(self._secret, directory)
-        self._sock = PoolSocket(self._secret, bind, port)
+        try:
+            self.secret_file = write_secret_file(self._secret, directory)
+        except OSError as exc:
+            raise ConfigError(
+                f"Pool(secret_dir={str(directory)!r}): cannot write the secret there ({exc})"
+            ) from exc
+        self.spool_dir = spool.spool_dir(self.secret_file)
+        """The run's spool directory (:mod:`elastic.pool.spool`), beside :attr:`secret_file`."""
+        self._state.spool = self.spool_dir
+        try:
+            self._sock = PoolSocket(self._secret, bind, port)
+        except ConfigError:
+            self._remove_files()
+            raise
         host = advertise or (socket.gethostname() if bind in ("0.0.0.0", "*") else bind)
         self.address = f"tcp://{host}:{self._sock.port}"
         self._lock = threading.RLock()
         self._closing = threading.Event()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._woken = False
+        self._heard_until = self._clock()
         self._thread = threading.Thread(target=self._loop, name="elastic-pool", daemon=True)
         self._thread.start()
         logger.info("pool: listening at %s, secret in %s", self.address, self.secret_file)
@@ -206,7 +229,7 @@ class Pool:
 
     @property
     def refused(self) -> int:
-        """Messages refused so far (wrong secret, malformed, unknown allocation)."""
+        """Connections and messages refused so far (wrong secret, malformed, replayed, unknown allocation)."""
         return self._state.refused
 
     # ---------------------------------------------------------------------------------------------- API
@@ -266,6 +289,8 @@ class Pool:
         with self._lock:
             self._state.allocation_ended(alloc_id, new, detail)
         self._wake()
+        # What its agents left in the spool (an agent killed by SIGKILL cannot remove its own directory).
+        shutil.rmtree(spool.allocation_dir(self.spool_dir, alloc_id), ignore_errors=True)
 
     def drain(self, alloc_id: str, reason: str = "asked to drain") -> None:
         """Place no new task on an allocation; its agents leave once their running tasks end."""
@@ -286,19 +311,52 @@ class Pool:
     def submit(self, task: Task, future: Future[Any] | None = None) -> Future[Any]:
         """Queue a task; the future gets its value or its exception (remote traceback as ``__cause__``).
 
+        A call whose pickle is larger than :data:`elastic.pool.spool.INLINE_LIMIT` is written to the spool
+        directory here, and read from there by the worker that runs it.
+
         Parameters
         ----------
         task : Task
             What to run.
         future : Future or None, default None
             The future to resolve (one the caller already handed out); ``None``: a new one.
+
+        Raises
+        ------
+        PoolClosedError
+            The pool is closed.
+        ConfigError
+            The task id is already used, or a large call could not be written to the spool.
         """
-        with self._lock:
-            if self._closing.is_set():
-                raise PoolClosedError(f"cannot submit task {task.task_id!r}: the pool is closed")
-            future = self._state.submit(task, future)
+        if self._closing.is_set():
+            raise PoolClosedError(f"cannot submit task {task.task_id!r}: the pool is closed")
+        if task.kind is TaskKind.CALL and len(task.payload) > spool.INLINE_LIMIT:
+            task = self._spill(task)
+        try:
+            with self._lock:
+                if self._closing.is_set():
+                    raise PoolClosedError(f"cannot submit task {task.task_id!r}: the pool is closed")
+                future = self._state.submit(task, future)
+        except BaseException:
+            if task.payload_file:
+                spool.remove(self.spool_dir, task.payload_file)
+            raise
         self._wake()
         return future
+
+    def _spill(self, task: Task) -> Task:
+        """Write a large call to the spool; return the task that names the file instead of carrying it."""
+        size = len(task.payload)
+        try:
+            name = spool.write(self.spool_dir, task.payload, ".call")
+        except OSError as exc:
+            raise ConfigError(
+                f"task {task.task_id!r}: its function and arguments pickle to {size:,} bytes, more than the "
+                f"{spool.INLINE_LIMIT:,} a message carries, and writing them to the spool directory "
+                f"{self.spool_dir} failed ({exc}); pass a path to the data instead"
+            ) from exc
+        logger.debug("pool: task %s: %d bytes of call through %s", task.task_id, size, name)
+        return dataclasses.replace(task, payload=b"", payload_file=name)
 
     def kill(self, task_id: str, reason: str = "") -> bool:
         """Kill a task: drop it if no agent has it yet, else have its agent kill its processes.
@@ -368,20 +426,28 @@ class Pool:
         # The I/O thread is gone: this thread may use the socket now.
         state = self._state
         for ident, message in state.outbox:
-            self._sock.send(ident, message)
+            self._send(ident, message)
         for agent in state.agents.values():
-            self._sock.send(agent.ident, Stop("pool closed"))
+            self._send(agent.ident, Stop("pool closed"))
         self._sock.close()
         for fn in state.resolve:
             fn()
         for rec in state.tasks.values():
             if not rec.future.done() and (rec.future_running or not rec.future.cancel()):
                 rec.future.set_exception(PoolClosedError(f"task {rec.task.task_id!r}: the pool was closed"))
-        self.secret_file.unlink(missing_ok=True)
-        if self._own_dir:
-            self.secret_file.parent.rmdir()
+        self._remove_files()
         os.close(self._wake_fd)
         logger.info("pool: closed")
+
+    def _remove_files(self) -> None:
+        """Remove the secret file and the spool (but kept outputs), and the pool's own directory if empty."""
+        self.secret_file.unlink(missing_ok=True)
+        kept = spool.clean(self.spool_dir)
+        if kept:
+            logger.info("pool: %d whole task output(s) kept in %s", kept, self.spool_dir / "output")
+        if self._own_dir:
+            with contextlib.suppress(OSError):  # not empty: it holds kept outputs
+                self.secret_file.parent.rmdir()
 
     # ---------------------------------------------------------------------------------------- I/O thread
 
@@ -395,6 +461,7 @@ class Pool:
     def _loop(self) -> None:
         poller = zmq.Poller()
         poller.register(self._sock.socket, zmq.POLLIN)
+        poller.register(self._sock.monitor, zmq.POLLIN)
         poller.register(self._wake_fd, zmq.POLLIN)
         while not self._closing.is_set():
             try:
@@ -406,40 +473,49 @@ class Pool:
         """Wait for a message, a wake-up or the next due check; then handle everything that is waiting."""
         state = self._state
         with self._lock:
-            timeout = state.next_tick(self._clock())
+            timeout = 0.0 if self._sock.discarding else state.next_tick(self._clock())
         ready = dict(poller.poll(round(timeout * 1000))) if not self._woken else {}
         if self._wake_fd in ready or self._woken:
             with contextlib.suppress(BlockingIOError):
                 os.eventfd_read(self._wake_fd)
             self._woken = False
-        received = []
+        refused = [("?", why) for why in self._sock.refusals()] if self._sock.monitor in ready else []
+        received: list[tuple[bytes, Message]] = []
+        drained = False
         for _ in range(_MAX_BATCH):  # bounded, so checks and heartbeats still happen under a flood
             try:
                 got = self._sock.recv(0.0)
             except AuthenticationError as exc:
-                self._refuse(exc.peer, str(exc))
+                refused.append((exc.peer, str(exc)))
                 continue
             except ProtocolError as exc:
-                self._refuse("?", str(exc))
+                refused.append(("?", str(exc)))
                 continue
             if got is None:
+                drained = not self._sock.discarding
                 break
             received.append(got)
+        now = self._clock()
+        if drained:
+            self._heard_until = now
         with self._lock:
+            for peer, why in refused:
+                state.refuse(peer, why)
             for ident, message in received:
                 state.handle(ident, message)
-            state.tick(self._clock())
+            state.tick(now, self._heard_until)
             outbox, state.outbox = state.outbox, []
             resolve, state.resolve = state.resolve, []
         for ident, message in outbox:
-            self._sock.send(ident, message)
+            self._send(ident, message)
         for fn in resolve:  # futures are resolved outside the lock: their callbacks may block
             fn()
 
-    def _refuse(self, peer: str, why: str) -> None:
-        logger.warning("pool: %s", why)
-        with self._lock:
-            self._state.refuse(peer, why)
+    def _send(self, ident: bytes, message: Message) -> None:
+        try:
+            self._sock.send(ident, message)
+        except ProtocolError:  # too large: batches and the spool keep messages small, so a bug
+            logger.exception("pool: could not send %s to agent %r", type(message).__name__, ident)
 
 
 _MAX_BATCH = 1000

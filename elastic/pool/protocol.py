@@ -43,17 +43,21 @@ import types
 import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from elastic.errors import ConfigError, PoolError
+from elastic.pool import spool
 from elastic.pool.messages import MESSAGE_TYPES, Message
 
 __all__ = [
+    "BATCH_BYTES",
     "MAX_MESSAGE",
     "VERSION",
     "AuthenticationError",
+    "MessageTooLargeError",
     "ProtocolError",
     "ReplayError",
+    "batches",
     "decode",
     "encode",
     "new_secret",
@@ -64,9 +68,19 @@ __all__ = [
 VERSION = b"elastic/2"
 """First bytes of every message; bumped when the encoding changes."""
 
-MAX_MESSAGE = 64 * 2**20
-"""Largest message (bytes) a socket accepts, so an unauthenticated peer cannot exhaust memory."""
+MAX_MESSAGE = 16 * 2**20
+"""Largest message (bytes) a socket sends or accepts.
 
+Nothing legitimate comes near it: pickled calls and values larger than
+:data:`elastic.pool.spool.INLINE_LIMIT` travel through files (:mod:`elastic.pool.spool`), a shell task's
+output is cut to :data:`elastic.pool.spool.OUTPUT_LIMIT` in the message, and senders split their batches
+at :data:`BATCH_BYTES`.
+"""
+
+BATCH_BYTES = 4 * 2**20
+"""Bytes of tasks or results (roughly) one message carries before the rest goes in another."""
+
+_T = TypeVar("_T")
 _HEAD = struct.Struct("!9s32sQ")  # version, MAC, sequence number
 _U8 = struct.Struct("!B")
 _U16 = struct.Struct("!H")
@@ -100,12 +114,58 @@ class ReplayError(AuthenticationError):
     """An authentic message came again, or out of order (its sequence number is not new)."""
 
 
+class MessageTooLargeError(ProtocolError):
+    """A message to send is larger than :data:`MAX_MESSAGE`; it was not sent.
+
+    Parameters
+    ----------
+    kind : str
+        The message type.
+    size : int
+        Its encoded size in bytes.
+    """
+
+    def __init__(self, kind: str, size: int) -> None:
+        self.kind = kind
+        self.size = size
+        super().__init__(
+            f"cannot send a {kind} of {size:,} bytes: a message carries at most MAX_MESSAGE = "
+            f"{MAX_MESSAGE:,} bytes (large payloads go through the spool directory)"
+        )
+
+
+def batches(items: Sequence[_T], size: Callable[[_T], int], limit: int = BATCH_BYTES) -> list[list[_T]]:
+    """Split ``items`` in order into batches of at most ``limit`` bytes by ``size`` (at least one item each).
+
+    Examples
+    --------
+    >>> batches([3, 3, 3, 9, 1], size=lambda n: n, limit=6)
+    [[3, 3], [3], [9], [1]]
+    """
+    out: list[list[_T]] = []
+    total = limit + 1
+    for item in items:
+        n = size(item)
+        if total + n > limit:
+            out.append([])
+            total = 0
+        out[-1].append(item)
+        total += n
+    return out
+
+
 # --------------------------------------------------------------------------------------------------------
 # Encoding
 
 
 def encode(message: Message, secret: bytes, seq: int) -> bytes:
-    """Turn a message into one authenticated frame carrying sequence number ``seq``."""
+    """Turn a message into one authenticated frame carrying sequence number ``seq``.
+
+    Raises
+    ------
+    MessageTooLargeError
+        The frame would be larger than :data:`MAX_MESSAGE`.
+    """
     name = type(message).__name__
     if MESSAGE_TYPES.get(name) is not type(message):
         raise ProtocolError(f"cannot send {name}: not a message type; allowed: {sorted(MESSAGE_TYPES)}")
@@ -119,6 +179,9 @@ def encode(message: Message, secret: bytes, seq: int) -> bytes:
         header,
         _U16.pack(len(blobs)),
     ]
+    size = len(VERSION) + 32 + sum(map(len, parts)) + sum(4 + len(blob) for blob in blobs)
+    if size > MAX_MESSAGE:
+        raise MessageTooLargeError(name, size)
     for blob in blobs:
         parts.append(_U32.pack(len(blob)))
         parts.append(blob)
@@ -296,11 +359,15 @@ def new_secret() -> bytes:
 
 
 def write_secret_file(secret: bytes, directory: Path) -> Path:
-    """Write ``secret`` hex-encoded to a new file in ``directory``, mode 0600; return its path."""
-    path = directory / f"elastic-pool-{secrets.token_hex(4)}.secret"
+    """Write ``secret`` hex-encoded to a new file in ``directory``, mode 0600; return its path.
+
+    The run's spool directory is created next to it (:func:`elastic.pool.spool.create`).
+    """
+    path = directory.resolve() / f"elastic-pool-{secrets.token_hex(4)}.secret"
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(secret.hex() + "\n")
+    spool.create(path)
     return path
 
 

@@ -34,10 +34,12 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
+from elastic.pool import spool as _spool
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.messages import (
     Bye,
@@ -54,6 +56,7 @@ from elastic.pool.messages import (
     Welcome,
 )
 from elastic.pool.placement import Offer, admits, has_room, plan_placement, usable
+from elastic.pool.protocol import batches
 from elastic.pool.tasks import Task, TaskEvent, TaskKilledError, TaskLostError, TaskResult, TaskState
 
 __all__ = ["DEFAULT_EVENTS_KEPT", "AgentRecord", "AgentView", "PoolState", "TaskRecord"]
@@ -74,6 +77,17 @@ _PREFETCH_AFTER = 3
 
 _MAX_AHEAD = 256
 """Tasks sent ahead to one agent at most, however short."""
+
+_REFUSAL_WINDOW = 10.0
+"""Seconds over which at most :data:`_REFUSALS_RECORDED` refusals are logged and recorded."""
+
+_REFUSALS_RECORDED = 5
+"""Refusals logged and recorded per :data:`_REFUSAL_WINDOW`; the others are only counted."""
+
+
+def _task_bytes(task: Task) -> int:
+    """Roughly the bytes ``task`` takes in a message."""
+    return 256 + len(task.payload) + len(task.task_id) + len(task.stage)
 
 
 @dataclass(slots=True)
@@ -157,6 +171,9 @@ class PoolState:
         Length of the event history.
     prefetch_seconds : float, default 0.1
         Expected seconds of short tasks sent ahead to a busy agent, per core; 0: none.
+    spool : Path or None, default None
+        The pool run's spool directory (:mod:`elastic.pool.spool`): values that came through files are
+        read from it, and a task's call file is removed from it once the task is resolved.
 
     Attributes
     ----------
@@ -175,7 +192,9 @@ class PoolState:
     subscribers : list of callable
         Called with each new event.
     refused : int
-        Messages refused so far (wrong secret, malformed, unknown allocation).
+        Connections and messages refused so far (wrong secret, malformed, replayed, unknown allocation).
+        Each is counted; at most :data:`_REFUSALS_RECORDED` per :data:`_REFUSAL_WINDOW` seconds are logged
+        and recorded as events, so a flood of them neither fills the log nor pushes other events out.
     """
 
     def __init__(
@@ -189,6 +208,7 @@ class PoolState:
         clock: Callable[[], float],
         events_kept: int = DEFAULT_EVENTS_KEPT,
         prefetch_seconds: float = 0.1,
+        spool: Path | None = None,
     ) -> None:
         self.heartbeat_interval = heartbeat_interval
         self.heartbeat_timeout = heartbeat_timeout
@@ -214,6 +234,10 @@ class PoolState:
         self._last_beat = 0.0
         self._last_check = float("-inf")
         self.refused = 0
+        self._refusal_window = float("-inf")
+        self._refusals_recorded = 0
+        self._refusals_unrecorded = 0
+        self.spool = spool
 
     # ------------------------------------------------------------------------------------ synchronous API
 
@@ -340,11 +364,28 @@ class PoolState:
 
     # ------------------------------------------------------------------------------ messages and checks
 
-    def refuse(self, peer: str, why: str) -> None:
-        """Count and record a refused connection or message from ``peer``."""
+    def refuse(self, peer: str, why: str, alloc_id: str | None = None) -> None:
+        """Count a refused connection or message from ``peer``; log and record it unless too many came.
+
+        Nothing of the message is kept: at most :data:`_REFUSALS_RECORDED` refusals per
+        :data:`_REFUSAL_WINDOW` seconds are logged and recorded as events, the next recorded one says how
+        many were not.
+        """
         self.refused += 1
-        alloc = peer.split("/")[0]
-        self.emit(AgentEvent(self._clock(), alloc, peer, AgentEventKind.REFUSED, why))
+        now = self._clock()
+        if now - self._refusal_window >= _REFUSAL_WINDOW:
+            self._refusal_window = now
+            self._refusals_recorded = 0
+        if self._refusals_recorded >= _REFUSALS_RECORDED:
+            self._refusals_unrecorded += 1
+            return
+        self._refusals_recorded += 1
+        if self._refusals_unrecorded:
+            why += f" (and {self._refusals_unrecorded:,} refusals before this one not recorded)"
+            self._refusals_unrecorded = 0
+        logger.warning("pool: %s", why)
+        alloc = peer.split("/")[0] if alloc_id is None else alloc_id
+        self.emit(AgentEvent(now, alloc, peer, AgentEventKind.REFUSED, why))
 
     def handle(self, ident: bytes, msg: Message) -> None:
         """Apply one authenticated message from the agent ``ident``."""
@@ -355,8 +396,11 @@ class PoolState:
         if agent is None:
             # Unknown or already declared lost: its tasks were re-queued, so it must not report any more.
             # A Bye from an agent whose allocation ended is the normal end of a released allocation.
-            log = logger.info if isinstance(msg, Bye) else logger.warning
-            log("pool: %s from unregistered agent %r, telling it to stop", type(msg).__name__, ident)
+            name = ident.decode(errors="replace")
+            if isinstance(msg, Bye):
+                logger.info("pool: Bye from unregistered agent %r", name)
+            else:  # counted, and logged at a bounded rate: anyone holding the secret can send these
+                self.refuse(name, f"{type(msg).__name__} from unregistered agent {name!r}, told to stop")
             self.outbox.append((ident, Stop("not registered (declared lost?)")))
             return
         agent.last_seen = self._clock()
@@ -384,15 +428,21 @@ class PoolState:
             self._lose_queued_for(agent, why)
             self.emit(AgentEvent(self._clock(), agent.alloc_id, agent.name, AgentEventKind.LEFT, msg.reason))
 
-    def tick(self, now: float) -> None:
-        """Check agents and walltimes, place queued tasks, and send heartbeats when due."""
+    def tick(self, now: float, heard_until: float | None = None) -> None:
+        """Check agents and walltimes, place queued tasks, and send heartbeats when due.
+
+        ``heard_until`` is the time up to which every message from the agents was read (default ``now``):
+        an agent is lost when it sent nothing for ``heartbeat_timeout`` before that time, so that messages
+        still waiting to be read (a flood, a slow step) never make a live agent look silent.
+        """
         if now - self._last_check >= _CHECK_EVERY:
             self._last_check = now
-            self._check_agents(now)
+            self._check_agents(now, now if heard_until is None else min(now, heard_until))
         if self._dirty or now - self._last_place >= _PLACE_EVERY:
             self._place(now)
         if self._dispatch:
-            self.outbox.extend((ident, RunTasks(tuple(tasks))) for ident, tasks in self._dispatch.items())
+            for ident, tasks in self._dispatch.items():  # a few MiB per message at most
+                self.outbox.extend((ident, RunTasks(tuple(b))) for b in batches(tasks, _task_bytes))
             self._dispatch = {}
         if now - self._last_beat >= self.heartbeat_interval:
             self._last_beat = now
@@ -425,9 +475,7 @@ class PoolState:
         elif not (alloc.state is AllocationState.REQUESTED or alloc.state is AllocationState.RUNNING):
             why = f"allocation {msg.alloc_id!r} is {alloc.state.value}"
         if alloc is None or why is not None:
-            self.refused += 1
-            logger.warning("pool: refused agent %s: %s", name, why)
-            self.emit(AgentEvent(self._clock(), msg.alloc_id, name, AgentEventKind.REFUSED, str(why)))
+            self.refuse(name, f"refused agent {name}: {why}", msg.alloc_id)
             self.outbox.append((ident, Stop(str(why))))
             return
         now = self._clock()
@@ -537,6 +585,8 @@ class PoolState:
     def _task_done(self, agent: AgentRecord, result: TaskResult) -> None:
         rec = self._release(agent, result.task_id)
         if rec is None:
+            if result.value_file and self.spool is not None:
+                _spool.remove(self.spool, result.value_file)
             return
         if rec.killed is not None and not result.ok:  # it ran until its agent killed it
             self._end_killed(rec)
@@ -549,7 +599,7 @@ class PoolState:
             cause = f"killed by {result.signal_name} while allocation {alloc.alloc_id} was {why}"
             self._task_lost(rec, agent.alloc_id, cause)
             return
-        future = rec.future
+        future, spool = rec.future, self.spool
         self._learn_duration(rec.task.stage, max(0.0, result.ended - result.started))
         if result.ok:
             self._finish(rec, TaskState.DONE, f"ran {result.ended - result.started:.3f} s")
@@ -558,20 +608,22 @@ class PoolState:
 
         def resolve() -> None:
             try:
-                future.set_result(result.outcome())
+                future.set_result(result.outcome(spool))
             except BaseException as exc:  # the task's own exception, re-raised by outcome()
                 future.set_exception(exc)
 
         self.resolve.append(resolve)
 
     def _finish(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
-        """Record the task's last event and forget it."""
+        """Record the task's last event and forget it (and its call's spool file)."""
         self._task_event(rec, state, detail)
         self.tasks.pop(rec.task.task_id, None)
+        if rec.task.payload_file and self.spool is not None:
+            _spool.remove(self.spool, rec.task.payload_file)
 
-    def _check_agents(self, now: float) -> None:
+    def _check_agents(self, now: float, heard_until: float) -> None:
         for agent in list(self.agents.values()):
-            silent = now - agent.last_seen
+            silent = heard_until - agent.last_seen
             if silent > self.heartbeat_timeout:
                 self._lose_agent(agent, f"agent {agent.name} sent no heartbeat for {silent:.1f} s")
         for alloc in list(self.allocs.values()):

@@ -9,6 +9,11 @@ Where it runs: an agent runs Python callables back to back in its long-lived wor
 (:mod:`elastic.pool.worker`, one per core); shell commands, and callables that ask for ``isolate=True``,
 in a fresh child process each (:mod:`elastic.pool.child`). Both run the task with :func:`execute`, here.
 A task's standard input is ``/dev/null``.
+
+Size: a pickled call or value larger than :data:`elastic.pool.spool.INLINE_LIMIT` travels through a file
+of the spool directory (:attr:`Task.payload_file`, :attr:`TaskResult.value_file`); error texts are cut to
+:data:`TEXT_LIMIT` characters; shell commands are limited to what Linux passes to ``bash -c``
+(:data:`MAX_COMMAND`), ids and stage names to :data:`MAX_NAME` characters.
 """
 
 from __future__ import annotations
@@ -23,13 +28,18 @@ import traceback
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import cloudpickle
 
 from elastic.errors import ConfigError, PoolError
+from elastic.pool import spool as _spool
 
 __all__ = [
+    "MAX_COMMAND",
+    "MAX_NAME",
+    "TEXT_LIMIT",
     "RemoteTraceback",
     "ResultPicklingError",
     "ShellResult",
@@ -42,10 +52,20 @@ __all__ = [
     "TaskLostError",
     "TaskResult",
     "TaskState",
+    "clip",
     "execute",
     "how_it_ended",
     "signal_name",
 ]
+
+MAX_NAME = 1024
+"""Characters of a task id or stage name at most."""
+
+MAX_COMMAND = 131_071
+"""Bytes of a shell command at most: Linux passes at most 128 KiB (with its NUL) in one argument."""
+
+TEXT_LIMIT = 65_536
+"""Characters of a task's error message and of its traceback kept in its result (the middle is cut)."""
 
 
 class TaskKind(str, enum.Enum):
@@ -111,6 +131,9 @@ class Task:
         run elsewhere: when that agent is lost or gives it back, the task fails with
         :class:`TaskLostError` at once, whatever ``max_retries`` says (its submitter chose the agent, so it
         decides what to do next; see :mod:`elastic.pool.placement`).
+    payload_file : str, default ""
+        Set by the pool: the name of the spool file holding the payload when it is larger than
+        :data:`elastic.pool.spool.INLINE_LIMIT` (``payload`` is then empty).
 
     Examples
     --------
@@ -128,10 +151,17 @@ class Task:
     check: bool = True
     isolate: bool = False
     agent: str | None = None
+    payload_file: str = ""
 
     def __post_init__(self) -> None:
         if not self.task_id:
             raise ConfigError("Task.task_id must be a non-empty string")
+        for field, value in (("task_id", self.task_id), ("stage", self.stage)):
+            if len(value) > MAX_NAME:
+                raise ConfigError(
+                    f"Task.{field} has {len(value):,} characters; at most {MAX_NAME:,} are allowed "
+                    f"(it starts {value[:40]!r})"
+                )
         if self.cores < 1:
             raise ConfigError(f"Task.cores must be >= 1, got {self.cores} (task {self.task_id!r})")
         if self.estimate is not None and not self.estimate >= 0:
@@ -192,6 +222,12 @@ class Task:
         """
         if not command.strip():
             raise ConfigError("Task.shell needs a non-empty command")
+        size = len(command.encode())
+        if size > MAX_COMMAND:
+            raise ConfigError(
+                f"Task.shell: the command has {size:,} bytes; Linux passes at most {MAX_COMMAND:,} to "
+                "bash -c. Write it to a script file and run that, or pass the data in a file"
+            )
         return cls(
             _new_id(task_id), TaskKind.SHELL, command.encode(), cores, estimate, stage, check, agent=agent
         )
@@ -203,6 +239,14 @@ class Task:
             raise ConfigError(f"task {self.task_id!r} is a {self.kind.value} task, not a shell command")
         return self.payload.decode()
 
+    def load_payload(self, spool: Path | None) -> bytes:
+        """Return the payload, read from the spool file when it went there (see :attr:`payload_file`)."""
+        if not self.payload_file:
+            return self.payload
+        if spool is None:
+            raise PoolError(f"task {self.task_id!r}: its payload is in a spool file, but no spool was given")
+        return _spool.path(spool, self.payload_file).read_bytes()
+
 
 def _new_id(task_id: str | None) -> str:
     return task_id if task_id is not None else uuid.uuid4().hex[:12]
@@ -210,11 +254,18 @@ def _new_id(task_id: str | None) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ShellResult:
-    """What a shell task returns: exit code and captured output."""
+    """What a shell task returns: exit code and captured output.
+
+    Output longer than :data:`elastic.pool.spool.OUTPUT_LIMIT` bytes is cut: ``stdout`` (``stderr``) then
+    starts with a line naming the file that keeps all of it, ``stdout_file`` (``stderr_file``), followed
+    by its last :data:`~elastic.pool.spool.OUTPUT_LIMIT` bytes.
+    """
 
     returncode: int
     stdout: str
     stderr: str
+    stdout_file: str | None = None
+    stderr_file: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +280,9 @@ class TaskResult:
         Whether it returned normally (and, for checked shell tasks, exited 0).
     value : bytes
         cloudpickled return value (CALL) or :class:`ShellResult` (SHELL) when ``ok``.
+    value_file : str
+        The spool file holding ``value`` instead, when it was larger than
+        :data:`elastic.pool.spool.INLINE_LIMIT`.
     error : bytes
         cloudpickled exception when not ``ok`` (empty if it could not be pickled).
     error_type, error_message, traceback : str
@@ -236,7 +290,9 @@ class TaskResult:
     returncode : int or None
         Exit code of the child process that ran it.
     stdout, stderr : str
-        Output captured while it ran.
+        Output captured while it ran (cut, see :class:`ShellResult`).
+    stdout_file, stderr_file : str or None
+        Files keeping the whole output when it was cut.
     started, ended : float
         Epoch seconds on the agent's host.
     signal : int or None
@@ -258,19 +314,27 @@ class TaskResult:
     started: float = 0.0
     ended: float = 0.0
     signal: int | None = None
+    value_file: str = ""
+    stdout_file: str | None = None
+    stderr_file: str | None = None
 
     @property
     def signal_name(self) -> str:
         """``"SIGTERM"``-style name of :attr:`signal` (``""`` when there is none)."""
         return "" if self.signal is None else signal_name(self.signal)
 
-    def outcome(self) -> Any:
+    def outcome(self, spool: Path | None = None) -> Any:
         """Return the task's value, or raise its exception with the remote traceback as ``__cause__``.
 
         Like :class:`concurrent.futures.ProcessPoolExecutor`, the original exception is re-raised when it
         can be unpickled here; otherwise a :class:`TaskCrashedError` carries its type, text and traceback.
+        A value in a spool file (:attr:`value_file`) is read from ``spool`` and the file removed.
         """
         if self.ok:
+            if self.value_file:
+                if spool is None:
+                    raise PoolError(f"task {self.task_id!r}: its value is in a spool file, but no spool")
+                return pickle.loads(_spool.take(spool, self.value_file))
             return pickle.loads(self.value)
         exc: BaseException
         try:
@@ -462,12 +526,15 @@ class TaskEvent:
 # Running one task in this process (a worker's, or a fresh child's).
 
 
-def execute(task: Task) -> TaskResult:
+def execute(task: Task, spool: Path | None = None) -> TaskResult:
     """Run ``task`` in this process and return its result; the task's exception is captured, never raised.
 
     A shell command runs as ``bash -c`` with ``/dev/null`` as its standard input and this process' output;
-    a callable is unpickled and called. The value is cloudpickled here, so an unpicklable value fails the
-    task (:class:`ResultPicklingError`) instead of the process that runs it.
+    a callable is unpickled (from its spool file, if it went there) and called. The value is cloudpickled
+    here, so an unpicklable value fails the task (:class:`ResultPicklingError`) instead of the process that
+    runs it; with a ``spool``, a value larger than :data:`elastic.pool.spool.INLINE_LIMIT` is written to a
+    spool file (:attr:`TaskResult.value_file`). Error texts are cut to :data:`TEXT_LIMIT` characters and an
+    exception whose pickle is larger than the inline limit is sent by its type and text only.
     """
     started = time.time()
     try:
@@ -479,7 +546,7 @@ def execute(task: Task) -> TaskResult:
             if task.check and code != 0:
                 raise ShellTaskError(task.task_id, code, "", "")
         else:
-            fn, args, kwargs = pickle.loads(task.payload)
+            fn, args, kwargs = pickle.loads(task.load_payload(spool))
             value = fn(*args, **kwargs)
         try:
             blob = cloudpickle.dumps(value)
@@ -487,22 +554,41 @@ def execute(task: Task) -> TaskResult:
             raise ResultPicklingError(
                 task.task_id, type(value).__qualname__, f"{type(exc).__name__}: {exc}"
             ) from None
-        result = TaskResult(task.task_id, ok=True, value=blob)
+        if spool is not None and len(blob) > _spool.INLINE_LIMIT:
+            result = TaskResult(task.task_id, ok=True, value_file=_spool.write(spool, blob, ".value"))
+        else:
+            result = TaskResult(task.task_id, ok=True, value=blob)
     except BaseException as exc:
-        tb = "" if isinstance(exc, ShellTaskError) else traceback.format_exc()
+        tb = "" if isinstance(exc, ShellTaskError) else clip(traceback.format_exc())
         try:
             error = cloudpickle.dumps(exc)
         except Exception:
             error = b""
+        if len(error) > _spool.INLINE_LIMIT:
+            error = b""  # the pool raises a TaskCrashedError with the type and the (cut) text
         result = TaskResult(
             task.task_id,
             ok=False,
             error=error,
-            error_type=type(exc).__qualname__,
-            error_message=str(exc),
+            error_type=clip(type(exc).__qualname__, MAX_NAME),
+            error_message=clip(str(exc)),
             traceback=tb,
         )
     return dataclasses.replace(result, started=started, ended=time.time())
+
+
+def clip(text: str, limit: int = TEXT_LIMIT) -> str:
+    """Return ``text``, or its head and tail around a note of what was cut when longer than ``limit``.
+
+    Examples
+    --------
+    >>> clip("abcdefghijklmnopqrstuvwxyz" * 4, 60)
+    'abcdefghij[... 84 characters cut ...]qrstuvwxyz'
+    """
+    if len(text) <= limit:
+        return text
+    keep = max(0, limit - 40) // 2
+    return f"{text[:keep]}[... {len(text) - 2 * keep:,} characters cut ...]{text[len(text) - keep :]}"
 
 
 def how_it_ended(returncode: int) -> str:

@@ -32,6 +32,7 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
+from pathlib import Path
 
 from elastic.pool.tasks import Task, TaskResult, execute, how_it_ended
 
@@ -63,6 +64,8 @@ class Worker:
         Bytes of address space the worker may use (``RLIMIT_AS``); ``None``: no limit.
     env : mapping or None
         Extra environment variables.
+    spool : Path or None, default None
+        The pool run's spool directory (large calls and values go through files there).
 
     Attributes
     ----------
@@ -70,12 +73,20 @@ class Worker:
         The task it runs now.
     """
 
-    def __init__(self, python: str, memory_limit: int | None = None, env: Mapping[str, str] | None = None):
+    def __init__(
+        self,
+        python: str,
+        memory_limit: int | None = None,
+        env: Mapping[str, str] | None = None,
+        spool: Path | None = None,
+    ):
         ours, theirs = socket.socketpair()
         life_read, self._life = os.pipe()
         argv = [python, "-m", "elastic.pool.worker", f"--conn-fd={theirs.fileno()}", f"--life-fd={life_read}"]
         if memory_limit is not None:
             argv.append(f"--memory-limit={memory_limit}")
+        if spool is not None:
+            argv.append(f"--spool-dir={spool}")
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -163,6 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--conn-fd", type=int, required=True)
     parser.add_argument("--life-fd", type=int, required=True)
     parser.add_argument("--memory-limit", type=int)
+    parser.add_argument("--spool-dir", type=Path)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when its workers stop
     threading.Thread(target=_watch, args=(args.life_fd,), daemon=True).start()
@@ -177,7 +189,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         task: Task = pickle.loads(blob)
         os.environ["ELASTIC_TASK_ID"] = task.task_id
         os.environ["ELASTIC_TASK_CORES"] = str(task.cores)
-        result = execute(task)
+        result = execute(task, args.spool_dir)
         sys.stdout.flush()
         sys.stderr.flush()
         rss = resident_bytes()

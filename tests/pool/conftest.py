@@ -11,11 +11,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+import zmq
 
 from elastic.allocations import Allocation
 from elastic.backends._proctrack import process_tree
 from elastic.pool.events import PoolEvent
 from elastic.pool.pool import Pool
+from elastic.pool.sockets import curve_keys
 
 AgentStarter = Callable[..., subprocess.Popen[bytes]]
 
@@ -85,3 +87,26 @@ def wait_for(pool: Pool, predicate: Callable[[PoolEvent], bool], timeout: float 
                 return event
         time.sleep(0.02)
     raise AssertionError(f"no matching event within {timeout} s; events: {pool.events}")
+
+
+def plain_dealer(address: str, identity: bytes) -> zmq.Socket[bytes]:
+    """A bare DEALER without the pool's key: a stranger who can reach the port, and no more."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 0)
+    sock.setsockopt(zmq.SNDTIMEO, 2000)  # its connection never completes: sends cannot wait for it
+    sock.connect(address)
+    return sock
+
+
+def curve_dealer(address: str, identity: bytes, secret: bytes) -> zmq.Socket[bytes]:
+    """A bare DEALER that completes the pool's handshake (it holds the secret), to send frames by hand."""
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.setsockopt(zmq.IDENTITY, identity)
+    sock.setsockopt(zmq.LINGER, 0)
+    public, private = zmq.curve_keypair()
+    sock.curve_serverkey = curve_keys(secret)[0]
+    sock.curve_publickey = public
+    sock.curve_secretkey = private
+    sock.connect(address)
+    return sock

@@ -85,7 +85,7 @@ def test_cores_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_bad_command_values() -> None:
     with pytest.raises(ConfigError, match=r"pool \(--pool\) must look like tcp://HOST:PORT"):
         AgentCommand("127.0.0.1:5", "a", "/s", cores=1)
-    with pytest.raises(ConfigError, match=r"cores \(--cores\) must be >= 1"):
+    with pytest.raises(ConfigError, match=r"cores \(--cores\) must be between 1 and 65536"):
         AgentCommand("tcp://h:1", "a", "/s", cores=0)
     with pytest.raises(ConfigError, match="exactly one of cores"):
         AgentCommand("tcp://h:1", "a", "/s")

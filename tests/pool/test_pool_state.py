@@ -419,3 +419,25 @@ def test_tasks_sent_ahead_come_back_without_counting_as_lost(state: PoolState, c
     state.tick(clock.now)  # silent: lost; q0 (running) is a lost attempt, q2 (ahead) is not
     assert state.tasks["q0"].losses and not state.tasks["q2"].losses
     assert set(state.queued()) == {"q0", "q1", "q2"}
+
+
+@given(st.lists(st.floats(0.0, 5.0), max_size=300))
+def test_refusals_are_all_counted_and_few_recorded(gaps: list[float]) -> None:
+    """Regression (issue 10): every refused message was kept and logged; 300,000 of them held +100 MB."""
+    clock = Clock()
+    state = make_state(clock, events_kept=1000)
+    times = []
+    for gap in gaps:
+        clock.now += gap
+        times.append(clock.now)
+        state.refuse("x/h/1", "bad MAC")
+    assert state.refused == len(gaps)
+    recorded = [
+        e.time for e in state.events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.REFUSED
+    ]
+    # windows of 10 s, each opened by a refusal that is recorded, record at most 5: so at most 10 in any
+    # 10 s, and every refusal falls within 10 s after a recorded one (the log says how many were not)
+    assert all(sum(1 for t in recorded if start <= t < start + 10.0) <= 10 for start in recorded)
+    assert all(any(0.0 <= t - r < 10.0 for r in recorded) for t in times)
+    if times:  # windows open at least 10 s apart
+        assert len(recorded) <= 5 * (int((times[-1] - times[0]) // 10.0) + 1)

@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -29,18 +28,22 @@ from elastic.pool.messages import (
     Welcome,
 )
 from elastic.pool.protocol import (
+    MAX_MESSAGE,
     VERSION,
     AuthenticationError,
+    MessageTooLargeError,
     ProtocolError,
     ReplayError,
+    batches,
     decode,
     encode,
     new_secret,
     read_secret_file,
     write_secret_file,
 )
-from elastic.pool.sockets import AgentSocket, PoolSocket
+from elastic.pool.sockets import DISCARD_SLICE, AgentSocket, PoolSocket
 from elastic.pool.tasks import Task, TaskKind, TaskResult
+from tests.pool.conftest import curve_dealer, plain_dealer
 
 SECRET = b"s" * 32
 text = st.text(max_size=20)
@@ -184,26 +187,57 @@ def test_sockets_talk_and_refuse_strangers() -> None:
         assert got == (b"a1/h/1", Heartbeat(("t1",)))
         assert pool.send(b"a1/h/1", Drain("soon"))
         assert agent.recv(timeout=5.0) == Drain("soon")
+        # another secret: the connection is refused at the handshake, its message never arrives
         stranger.send(Register("a1", 4, "h", 2))
-        with pytest.raises(AuthenticationError, match="refused message from a1/h/2"):
-            pool.recv(timeout=5.0)
-        assert pool.recv(timeout=0.05) is None
-        # several frames are refused before any MAC work
-        raw = zmq_dealer(address, b"a1/h/3")
+        assert pool.recv(timeout=0.5) is None
+        assert "the peer's key is wrong" in wait_refusal(pool)
+        # no secret at all: a plain ZeroMQ peer cannot even start
+        raw = plain_dealer(address, b"a1/h/3")
         raw.send_multipart([b""] * 1000)
-        with pytest.raises(AuthenticationError, match="message of 1000 frames"):
-            pool.recv(timeout=5.0)
+        refusal = wait_refusal(pool)  # the pool says no at the greeting, or the peer's flood breaks off first
+        assert "the peer does not use CURVE" in refusal or "broke off during it" in refusal
+        assert pool.recv(timeout=0.2) is None
         raw.close()
     finally:
         for s in (agent, stranger, pool):
             s.close()
 
 
+def wait_refusal(pool: PoolSocket, timeout: float = 5.0) -> str:
+    """The first connection refusal the pool's monitor reports."""
+    assert pool.monitor.poll(round(timeout * 1000)), "no refusal reported"
+    (first, *_) = pool.refusals()
+    return first
+
+
+def test_frames_and_secrets_are_checked_after_the_handshake() -> None:
+    """A peer holding the transport key is still held to one frame per message and to the MAC."""
+    pool = PoolSocket(SECRET)
+    keyed = curve_dealer(f"tcp://127.0.0.1:{pool.port}", b"a1/h/1", SECRET)
+    try:
+        keyed.send_multipart([b""] * (3 * DISCARD_SLICE + 5))
+        with pytest.raises(AuthenticationError, match="message of several frames"):
+            pool.recv(timeout=5.0)
+        slices = 0
+        while pool.discarding:  # dropped a slice per call: the pool's loop goes on between them
+            assert pool.recv(0.0) is None
+            slices += 1
+        assert slices == 3
+        keyed.send(encode(Heartbeat(()), b"w" * 32, 1))  # signed with another secret
+        with pytest.raises(AuthenticationError, match="wrong secret"):
+            pool.recv(timeout=5.0)
+        keyed.send(encode(Heartbeat(("t",)), SECRET, 1))
+        assert pool.recv(timeout=5.0) == (b"a1/h/1", Heartbeat(("t",)))
+    finally:
+        keyed.close()
+        pool.close()
+
+
 def test_a_replayed_message_is_refused() -> None:
     """Regression (issue 10): a captured heartbeat replayed under an agent's identity kept it alive."""
     pool = PoolSocket(SECRET)
     address = f"tcp://127.0.0.1:{pool.port}"
-    raw = zmq_dealer(address, b"a1/h/1")
+    raw = curve_dealer(address, b"a1/h/1", SECRET)
     try:
         captured = encode(Heartbeat(("t1",)), SECRET, 5)
         raw.send(captured)
@@ -221,12 +255,34 @@ def test_a_replayed_message_is_refused() -> None:
         pool.close()
 
 
-def zmq_dealer(address: str, identity: bytes) -> zmq.Socket[bytes]:
-    sock = zmq.Context.instance().socket(zmq.DEALER)
-    sock.setsockopt(zmq.IDENTITY, identity)
-    sock.setsockopt(zmq.LINGER, 0)
-    sock.connect(address)
-    return sock
+def test_oversized_messages_are_not_sent() -> None:
+    big = RunTasks((Task("t", TaskKind.CALL, b"x" * MAX_MESSAGE),))
+    with pytest.raises(MessageTooLargeError, match=r"cannot send a RunTasks of 16,777,\d+ bytes"):
+        encode(big, SECRET, 1)
+    assert (
+        len(encode(RunTasks((Task("t", TaskKind.CALL, b"x" * (MAX_MESSAGE - 300)),)), SECRET, 1))
+        <= MAX_MESSAGE
+    )
+
+
+def test_a_message_of_max_size_passes_the_encrypted_connection() -> None:
+    pool = PoolSocket(SECRET)
+    agent = AgentSocket(SECRET, f"tcp://127.0.0.1:{pool.port}", b"a1/h/1")
+    try:
+        done = Report(done=(TaskResult("t", ok=True, value=b"v" * (MAX_MESSAGE - 400)),))
+        assert agent.send(done)
+        got = pool.recv(timeout=10.0)
+        assert got is not None and got[1] == done
+    finally:
+        agent.close()
+        pool.close()
+
+
+@given(st.lists(st.integers(0, 100), max_size=30), st.integers(1, 150))
+def test_batches_keep_order_and_size(sizes: list[int], limit: int) -> None:
+    out = batches(sizes, size=lambda n: n, limit=limit)
+    assert [x for b in out for x in b] == sizes
+    assert all(b and (len(b) == 1 or sum(b) <= limit) for b in out)
 
 
 def test_binding_a_foreign_address_is_a_config_error() -> None:
