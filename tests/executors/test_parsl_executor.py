@@ -19,7 +19,6 @@ from parsl.executors.errors import InvalidResourceSpecification
 from parsl.jobs.states import JobState
 from parsl.utils import get_all_checkpoints
 
-from elastic.allocations import AllocationState
 from elastic.backends.local import LocalBackend
 from elastic.backends.mock import MockBackend
 from elastic.errors import ConfigError, UnknownNameError
@@ -142,13 +141,18 @@ def test_a_killed_allocation_reruns_its_task_without_a_parsl_retry(
 ) -> None:
     ex = _executor(local, "bigjob")
     running = threading.Event()
+    on: list[str] = []
+
+    def started(e: object) -> None:
+        if isinstance(e, TaskEvent) and e.state is TaskState.RUNNING and e.alloc_id is not None:
+            on.append(e.alloc_id)
+            running.set()
+
     with apps.loaded(ex, tmp_path, retries=0):
-        ex.front_door.pool.subscribe(
-            lambda e: running.set() if isinstance(e, TaskEvent) and e.state is TaskState.RUNNING else None
-        )
+        ex.front_door.pool.subscribe(started)
         fut = apps.sleep_and_return(3.0, 7)
         assert running.wait(60)
-        (alloc,) = [a for a in ex.view().allocations if a.state is AllocationState.RUNNING]
+        (alloc,) = [a for a in ex.view().allocations if a.alloc_id == on[0]]
         assert alloc.backend_job_id is not None
         local.cancel(alloc.backend_job_id)  # killed from outside, as an operator's scancel would
         assert fut.result(timeout=120) == 7
