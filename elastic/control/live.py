@@ -213,7 +213,9 @@ class LiveDemand:
                     st.idle_since = now
                 later = any(o.known for o in order[i + 1 :])
                 if later or self._closing or now - st.idle_since >= self.idle_timeout:
-                    st.end_time = st.last_end if st.last_end is not None else now
+                    # A task event can arrive between the step taking ``now`` and this update; the step
+                    # stamps what it does at ``now``, so a stage it sees ended ended no later than that.
+                    st.end_time = min(st.last_end, now) if st.last_end is not None else now
                     self._record(Event(st.end_time, EventKind.STAGE_END, stage=st.name))
 
     def stages(self) -> tuple[StageView, ...]:

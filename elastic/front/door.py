@@ -30,7 +30,7 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -58,8 +58,9 @@ from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
     from elastic.store import Store
+    from learners.base import WaitPredictor
 
-__all__ = ["Elastic", "FrontDoorView"]
+__all__ = ["Elastic", "FrontDoorView", "check_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,8 +112,9 @@ class Elastic(concurrent.futures.Executor):
         of its stages (runtimes optional, seconds).
     store : None, False, str or Store, default None
         Where runs, runtimes, waits and learner state are kept: the default store, none, a URL, a store.
-    learner : {"default", "tuned", "greedy"}, default "tuned"
-        Policy of the ASA wait learner.
+    learner : {"default", "tuned", "greedy"} or WaitPredictor, default "tuned"
+        Policy of the ASA wait learner, or a wait learner object (e.g. ``ASAEstimator(grid=..., ...)``:
+        anything with ``predict(key)`` and ``observe(key, wait)``).
     max_cores : int or None, default None
         No allocation wider (default: the backend's partition).
     idle_timeout : float, default 300.0
@@ -141,7 +143,7 @@ class Elastic(concurrent.futures.Executor):
         *,
         workflow: str | Workflow = "default",
         store: Store | str | bool | None = None,
-        learner: str = "tuned",
+        learner: str | WaitPredictor = "tuned",
         max_cores: int | None = None,
         idle_timeout: float = 300.0,
         poll_interval: float | None = None,
@@ -152,24 +154,14 @@ class Elastic(concurrent.futures.Executor):
         user: str | None = None,
         **pool_options: Any,
     ) -> None:
-        from learners.asa import POLICIES, ASAEstimator
-
-        _check(learner in POLICIES, f"learner must be one of {', '.join(POLICIES)}, got {learner!r}")
-        _check(
-            0 <= idle_timeout < float("inf"),
-            f"idle_timeout must be finite seconds >= 0, got {idle_timeout!r}",
+        check_settings(
+            learner=learner,
+            idle_timeout=idle_timeout,
+            drain_margin=drain_margin,
+            poll_interval=poll_interval,
+            max_cores=max_cores,
+            pool_options=pool_options,
         )
-        _check(
-            0 <= drain_margin < float("inf"),
-            f"drain_margin must be finite seconds >= 0, got {drain_margin!r}",
-        )
-        _check(
-            poll_interval is None or 0 < poll_interval < float("inf"),
-            f"poll_interval must be finite seconds > 0, got {poll_interval!r}",
-        )
-        _check(max_cores is None or max_cores >= 1, f"max_cores must be >= 1 or None, got {max_cores!r}")
-        unknown = set(pool_options) - _POOL_OPTIONS
-        _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(_POOL_OPTIONS))}")
         self._strategy = resolve_strategy(strategy)
         self._closed = threading.Event()
         self._poke = threading.Event()
@@ -206,7 +198,7 @@ class Elastic(concurrent.futures.Executor):
             )
             self._knowledge = Knowledge(
                 self._demand.plan,
-                waits=ASAEstimator(policy=learner),
+                waits=_wait_learner(learner),
                 history=self._store if self._store is not None else MemoryHistory(),
                 wait_store=self._store,
                 backend=self._backend.name,
@@ -383,6 +375,11 @@ class Elastic(concurrent.futures.Executor):
         """The pool (its address, secret file, events)."""
         return self._pool
 
+    @property
+    def outstanding(self) -> int:
+        """Tasks submitted and not finished yet (held for their inputs, queued or running)."""
+        return len(self._outstanding)
+
     # -- allocation control ----------------------------------------------------------------------------
 
     def _record(self, event: Event) -> None:
@@ -527,3 +524,51 @@ _POOL_OPTIONS = frozenset(
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(f"Elastic: {message}")
+
+
+def check_settings(
+    *,
+    learner: object = "tuned",
+    idle_timeout: float = 300.0,
+    drain_margin: float = 30.0,
+    poll_interval: float | None = None,
+    max_cores: int | None = None,
+    pool_options: Mapping[str, Any] | None = None,
+) -> None:
+    """Refuse the settings :class:`Elastic` would refuse, without starting anything (front-ends check early).
+
+    Raises
+    ------
+    ConfigError
+        The first bad setting, named with its value and what is allowed.
+    """
+    from learners.asa import POLICIES
+
+    if isinstance(learner, str):
+        _check(learner in POLICIES, f"learner must be one of {', '.join(POLICIES)}, got {learner!r}")
+    else:
+        _check(
+            callable(getattr(learner, "predict", None)) and callable(getattr(learner, "observe", None)),
+            f"learner must be a policy name or have predict(key) and observe(key, wait), got {learner!r}",
+        )
+    _check(
+        0 <= idle_timeout < float("inf"),
+        f"idle_timeout must be finite seconds >= 0, got {idle_timeout!r}",
+    )
+    _check(
+        0 <= drain_margin < float("inf"),
+        f"drain_margin must be finite seconds >= 0, got {drain_margin!r}",
+    )
+    _check(
+        poll_interval is None or 0 < poll_interval < float("inf"),
+        f"poll_interval must be finite seconds > 0, got {poll_interval!r}",
+    )
+    _check(max_cores is None or max_cores >= 1, f"max_cores must be >= 1 or None, got {max_cores!r}")
+    unknown = set(pool_options or {}) - _POOL_OPTIONS
+    _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(_POOL_OPTIONS))}")
+
+
+def _wait_learner(learner: str | WaitPredictor) -> Any:
+    from learners.asa import ASAEstimator
+
+    return ASAEstimator(policy=learner) if isinstance(learner, str) else learner

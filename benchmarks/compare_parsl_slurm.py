@@ -1,0 +1,329 @@
+"""A staged Parsl workflow on a busy local Slurm cluster: HTEX + SlurmProvider beside ElasticExecutor.
+
+On demand, not in CI (about 4 minutes per run). The script starts its own Slurm cluster on this machine
+(``tests/fixtures/slurm_cluster.py``: 4 nodes x 4 cores, partition ``debug``, Slurm's default priority
+plugin ``priority/basic``: jobs are ranked by submission order, and a job held by a dependency keeps the rank
+of its submission once it becomes eligible), keeps its queue busy with background sleep jobs it submits
+(``--load`` offered load, Poisson arrivals, 1-8 cores, log-normal runtimes of tens of seconds; the same
+sequence for every configuration of one repetition), and runs the same Montage-shaped Parsl workflow
+(``--stages``: name:tasks:seconds, each stage's tasks wait for every task of the previous one) under
+
+- ``htex-bigjob``: HTEX + SlurmProvider, one block sized for the widest stage (``nodes_per_block`` nodes,
+  ``init_blocks=1``, ``max_blocks=1``, ``Config(strategy="none")``);
+- ``htex-auto``: HTEX + SlurmProvider with Parsl's own scaling (``init_blocks=0``, one-node blocks,
+  ``max_blocks`` = the nodes of the widest stage, ``Config(strategy="htex_auto_scale")``, Parsl's default
+  ``max_idletime`` of 120 s);
+- ``elastic-bigjob``, ``elastic-perstage``, ``elastic-asa``: ``ElasticExecutor`` with that strategy, on
+  ``SlurmBackend``, apps annotated with ``parsl_resource_specification={"runtime": seconds}``; the runs of one
+  invocation share a store, so later repetitions start from the waits and runtimes earlier ones saw.
+
+HTEX workers are told the node has ``cores_per_node`` cores (``PARSL_CORES``): the local cluster's nodes all
+live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where
+HTEX submits its first block, to the last result), core-hours charged (from Slurm's own job records:
+cores x (end - start) of every batch job of the run), idle core-hours (charged - the tasks' own
+core-seconds), and per-stage waits (from the last task end of the previous stage, or ``parsl.load``, to
+the first task start of the stage), all measured by the tasks themselves and by Slurm, whatever the
+executor.
+
+    .venv/bin/python benchmarks/compare_parsl_slurm.py [--reps 3] [--configs htex-bigjob,...] [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import parsl
+from parsl.config import Config
+from rich.console import Console
+from rich.table import Table
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from elastic.backends.slurm import SlurmBackend  # noqa: E402
+from elastic.simulator.synthetic import synthetic_workload  # noqa: E402
+from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
+
+CONFIGS = ("htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "elastic-asa")
+MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    config: str
+    rep: int
+    makespan: float
+    charged: float  # core-hours
+    used: float
+    waits: tuple[float, ...]  # per stage, seconds
+    jobs: int
+
+    @property
+    def idle(self) -> float:
+        return self.charged - self.used
+
+
+def parse_stages(text: str) -> list[tuple[str, int, float]]:
+    stages = []
+    for part in text.split(","):
+        name, tasks, seconds = part.split(":")
+        stages.append((name, int(tasks), float(seconds)))
+    return stages
+
+
+def _stage_app(name: str) -> Any:
+    def run(seconds: float, *after: Any, parsl_resource_specification: Any = None) -> tuple[float, float]:
+        import time
+
+        start = time.time()
+        time.sleep(seconds)
+        return start, time.time()
+
+    run.__name__ = run.__qualname__ = name  # the app's name is its stage
+    return parsl.python_app(run)
+
+
+def run_workflow(stages: Sequence[tuple[str, int, float]], annotate: bool) -> list[list[Any]]:
+    """Invoke every app at once (each stage after all of the previous one); return per-stage results."""
+    previous: list[Any] = []
+    futures = []
+    for name, tasks, seconds in stages:
+        app = _stage_app(name)
+        spec = {"runtime": seconds} if annotate else {}
+        previous = [app(seconds, *previous, parsl_resource_specification=spec) for _ in range(tasks)]
+        futures.append(previous)
+    return [[f.result(timeout=3600) for f in stage] for stage in futures]
+
+
+class Background:
+    """Sleep jobs submitted to the cluster at their (Poisson) arrival times, from a thread."""
+
+    def __init__(self, cluster: LocalSlurmCluster, load: float, seed: int) -> None:
+        self.workload = synthetic_workload(
+            jobs=2000 if load > 0 else 0, processors=cluster.total_cores, utilisation=load or 1.0,
+            max_cores=cluster.total_cores // 2, runtime_median=40.0, runtime_sigma=0.6, max_runtime=240.0,
+            estimate_ratio=2.0, seed=seed,
+        )  # fmt: skip
+        self.cluster = cluster
+        self.ids: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._submit, daemon=True)
+
+    def start(self) -> None:
+        if len(self.workload.submit):
+            self._thread.start()
+
+    def _submit(self) -> None:
+        w, t0 = self.workload, time.time()
+        for at, cores, runtime, walltime in zip(w.submit, w.cores, w.runtime, w.walltime, strict=True):
+            if self._stop.wait(max(0.0, t0 + at - time.time())):
+                return
+            minutes = max(1, math.ceil(walltime / 60))
+            out = self.cluster.run(
+                ["sbatch", "--parsable", f"--ntasks={cores}", f"--time={minutes}", "--job-name=background",
+                 "--output=/dev/null", f"--wrap=sleep {runtime:.1f}"],
+                check=False,
+            )  # fmt: skip
+            if out.returncode == 0:
+                self.ids.add(out.stdout.strip().split(";")[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
+def make_executor(config: str, cluster: LocalSlurmCluster, widest: int, run_dir: Path, store: str) -> Any:
+    if config.startswith("elastic-"):
+        from executors.parsl_executor import ElasticExecutor
+
+        backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
+        strategy = config.removeprefix("elastic-")
+        return ElasticExecutor(
+            backend=backend, strategy=strategy, store=store, workflow="compare-montage", poll_interval=2.0
+        )
+    from parsl.executors import HighThroughputExecutor
+    from parsl.launchers import SingleNodeLauncher, SrunLauncher
+    from parsl.providers import SlurmProvider
+
+    nodes = math.ceil(widest / cluster.cores_per_node)
+    big = config == "htex-bigjob"
+    provider = SlurmProvider(
+        partition="debug", nodes_per_block=nodes if big else 1, init_blocks=1 if big else 0, min_blocks=0,
+        max_blocks=1 if big else nodes, walltime="00:30:00", cmd_timeout=30,
+        worker_init=f"export PARSL_CORES={cluster.cores_per_node}",
+        launcher=SrunLauncher() if big and nodes > 1 else SingleNodeLauncher(),
+    )  # fmt: skip
+    return HighThroughputExecutor(
+        label="htex", address="127.0.0.1", max_workers_per_node=cluster.cores_per_node, provider=provider
+    )
+
+
+Stages = list[tuple[str, int, float]]
+
+
+def one_run(
+    config: str, rep: int, cluster: LocalSlurmCluster, stages: Stages, args: argparse.Namespace, out_dir: Path
+) -> Outcome:
+    cluster.cancel_all(wait=30)
+    run_dir = out_dir / f"{config}-{rep}"
+    first_id = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
+    cluster.run(["scancel", str(first_id)])
+    background = Background(cluster, args.load, seed=rep)
+    background.start()
+    time.sleep(args.warmup)  # the queue is busy before the workflow comes
+    widest = max(t for _, t, _ in stages)
+    executor = make_executor(config, cluster, widest, run_dir, f"sqlite:///{out_dir / 'store.db'}")
+    strategy = "htex_auto_scale" if config == "htex-auto" else "none"
+    t0 = time.time()  # before parsl.load: HTEX submits its first block there
+    dfk = parsl.load(
+        Config(
+            executors=[executor],
+            run_dir=str(run_dir),
+            strategy=strategy,
+            initialize_logging=args.workdir is not None,  # parsl.log in each kept run directory
+        )
+    )
+    try:
+        results = run_workflow(stages, annotate=config.startswith("elastic-"))
+    finally:
+        dfk.cleanup()
+        parsl.clear()
+        background.stop()
+    end = max(e for stage in results for _, e in stage)
+    waits, previous_end = [], t0
+    for stage in results:
+        waits.append(min(s for s, _ in stage) - previous_end)
+        previous_end = max(e for _, e in stage)
+    used = sum(e - s for stage in results for s, e in stage) / 3600
+    last_id = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
+    cluster.run(["scancel", str(last_id)])
+    cluster.cancel_all(wait=30)
+    slurm = SlurmBackend(env=cluster.env)
+    charged, jobs = 0.0, 0
+    for job in range(first_id + 1, last_id):
+        if str(job) in background.ids:
+            continue
+        try:
+            info = slurm.state(str(job))
+        except Exception:  # an id sbatch --test-only used up: never a job
+            continue
+        if info.start_time is not None and info.end_time is not None and info.name != "background":
+            charged += info.cores * (info.end_time - info.start_time) / 3600
+            jobs += 1
+    return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs)
+
+
+def summarise(outcomes: list[Outcome], stages: list[tuple[str, int, float]], console: Console) -> None:
+    table = Table(title="staged Parsl workflow on the busy local Slurm cluster (mean ± sd over repetitions)")
+    for col in ("configuration", "runs", "makespan (s)", "core-h charged", "idle core-h", "batch jobs"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for name, *_ in stages:
+        table.add_column(f"wait {name} (s)", justify="right")
+
+    def ms(values: list[float], fmt: str = ".0f") -> str:
+        sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+        return f"{np.mean(values):{fmt}} ± {sd:{fmt}}"
+
+    for config in CONFIGS:
+        rows = [o for o in outcomes if o.config == config]
+        if not rows:
+            continue
+        waits = [ms([o.waits[i] for o in rows]) for i in range(len(stages))]
+        table.add_row(
+            config, str(len(rows)), ms([o.makespan for o in rows]), ms([o.charged for o in rows], ".3f"),
+            ms([o.idle for o in rows], ".3f"), ms([float(o.jobs) for o in rows], ".1f"), *waits,
+        )  # fmt: skip
+    console.print(table)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of every configuration (3)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, in order")
+    parser.add_argument("--stages", default=MONTAGE, help=f"name:tasks:seconds,... (default {MONTAGE})")
+    parser.add_argument("--load", type=float, default=0.7, help="background offered load (0.7; 0 = none)")
+    parser.add_argument(
+        "--warmup", type=float, default=60.0, help="seconds of background before the workflow"
+    )
+    parser.add_argument("--csv", type=Path, help="also write one row per run here")
+    parser.add_argument("--workdir", type=Path, help="keep the cluster, run directories and store here")
+    args = parser.parse_args(argv)
+    configs = args.configs.split(",")
+    if bad := set(configs) - set(CONFIGS):
+        parser.error(f"--configs: unknown {sorted(bad)}; allowed: {', '.join(CONFIGS)}")
+    if args.reps < 1:
+        parser.error(f"--reps must be >= 1, got {args.reps}")
+    try:
+        stages = parse_stages(args.stages)
+    except ValueError:
+        parser.error(f"--stages must be name:tasks:seconds,..., got {args.stages!r}")
+    if args.csv is not None and not args.csv.parent.is_dir():
+        parser.error(f"--csv: directory {args.csv.parent} does not exist")
+    if args.load < 0 or args.warmup < 0:
+        parser.error("--load and --warmup must be >= 0")
+    # HTEX starts interchange.py and process_worker_pool.py from PATH; workers inherit this environment
+    os.environ["PATH"] = os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]
+    os.environ["PYTHONPATH"] = str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    console = Console(width=160)
+    outcomes: list[Outcome] = []
+    with (
+        (
+            tempfile.TemporaryDirectory(prefix="compare-parsl-")
+            if args.workdir is None
+            else contextlib.nullcontext(str(args.workdir))
+        ) as tmp,
+        LocalSlurmCluster(Path(tmp) / "slurm") as cluster,
+    ):
+        os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+        os.environ["PATH"] = cluster.env["PATH"]
+        priority = [
+            line for line in cluster.run(["scontrol", "show", "config"]).stdout.splitlines()
+            if line.startswith(("PriorityType", "SchedulerType"))
+        ]  # fmt: skip
+        console.print(
+            f"cluster: {cluster.nodes} x {cluster.cores_per_node} cores; "
+            + "; ".join(" ".join(p.split()) for p in priority)
+        )
+        for rep in range(args.reps):
+            order = (
+                configs[rep % len(configs) :] + configs[: rep % len(configs)]
+            )  # rotate: no config always first
+            for config in order:
+                started = time.time()
+                outcome = one_run(config, rep, cluster, stages, args, Path(tmp))
+                outcomes.append(outcome)
+                waits = [round(w) for w in outcome.waits]
+                console.print(
+                    f"rep {rep} {config}: makespan {outcome.makespan:.0f} s, "
+                    f"charged {outcome.charged:.3f} core-h, idle {outcome.idle:.3f}, waits {waits} "
+                    f"({time.time() - started:.0f} s)"
+                )
+    summarise(outcomes, stages, console)
+    if args.csv is not None:
+        with args.csv.open("w", newline="") as fh:
+            writer = csv.writer(fh)
+            head = ["config", "rep", "makespan_s", "core_h_charged", "core_h_used", "core_h_idle", "jobs"]
+            writer.writerow([*head, *[f"wait_{n}_s" for n, *_ in stages]])
+            for o in outcomes:
+                writer.writerow([o.config, o.rep, f"{o.makespan:.1f}", f"{o.charged:.4f}", f"{o.used:.4f}",
+                                 f"{o.idle:.4f}", o.jobs, *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()
