@@ -147,7 +147,7 @@ class Simulation:
             if c.workflow.max_width > self.background.processors:
                 raise ConfigError(
                     f"workflow {c.base!r} at {c.cores} peak cores needs {c.workflow.max_width} cores but "
-                    f"the partition has {self.background.processors}; use smaller --cores, a larger "
+                    f"the partition has {self.background.processors}; use smaller --peak-cores, a larger "
                     "trace or --processors"
                 )
 
