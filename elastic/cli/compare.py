@@ -97,6 +97,14 @@ def register(subparsers: Any) -> None:
         help="with --peak-cores: keep a parallel stage's total work (strong, default) or its task runtimes",
     )
     parser.add_argument(
+        "--runtimes",
+        choices=("model", "store"),
+        default="model",
+        help="report mode: stage runtimes from the workflow model (default) or from what the store "
+        "recorded of real runs of the workflow (stages with fewer than 2 records keep their model)",
+    )
+    parser.add_argument("--store", metavar="URL", help="with --runtimes store: the store's SQLAlchemy URL")
+    parser.add_argument(
         "--out",
         metavar="DIR",
         help="write the report there: Table 1, figures (PNG), every run (CSV), one offline HTML page",

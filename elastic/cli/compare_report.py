@@ -27,6 +27,7 @@ from rich.progress import (
 )
 
 from elastic.cli.arguments import BackgroundSetup, load_background
+from elastic.errors import ConfigError
 from elastic.report.experiment import Cell, ExperimentPlan, Simulation, run_experiment
 from elastic.report.records import RunRecord
 from elastic.workflow import Workflow
@@ -39,7 +40,9 @@ __all__ = ["run_report", "settings"]
 _FIGURES_PER_WORKFLOW = 2  # breakdown and Gantt chart; plus one convergence figure
 
 
-def settings(plan: ExperimentPlan, setup: BackgroundSetup) -> list[tuple[str, str]]:
+def settings(
+    plan: ExperimentPlan, setup: BackgroundSetup, runtimes: str = "workflow model"
+) -> list[tuple[str, str]]:
     """Return how the runs were made, for the report's header."""
     peaks = ", ".join(map(str, plan.cores)) if plan.cores else "each workflow's own width"
     return [
@@ -47,7 +50,7 @@ def settings(plan: ExperimentPlan, setup: BackgroundSetup) -> list[tuple[str, st
         ("peak cores", f"{peaks} ({plan.scaling} scaling)"),
         ("strategies", ", ".join(plan.strategies)),
         ("runs per cell", str(plan.runs)),
-        ("execution", "pure simulation: mock backend, virtual clock, task runtimes from the workflow model"),
+        ("execution", f"pure simulation: mock backend, virtual clock, task runtimes from the {runtimes}"),
         ("partition", f"{setup.workload.processors} cores"),
         ("background", setup.describe()),
         ("learner", f"ASA policy {plan.learner}, one per strategy, kept across all its runs in order"),
@@ -71,6 +74,15 @@ def run_report(
     out : Path or None
         Report directory, or None to print the table only.
     """
+    if args.runtimes == "store":
+        from elastic.report.scaling import runtimes_from_store
+        from elastic.store import Store
+
+        with Store(args.store) as store:
+            source = f"the store {store.url}"
+            workflows = [runtimes_from_store(w, store, source=source) for w in workflows]
+    elif args.store is not None:
+        raise ConfigError("--store is read with --runtimes store only")
     plan = ExperimentPlan(
         tuple(workflows),
         tuple(args.strategies),
@@ -118,7 +130,9 @@ def run_report(
                 result,
                 out,
                 title=title,
-                settings=settings(plan, setup),
+                settings=settings(
+                    plan, setup, "store (recorded runs)" if args.runtimes == "store" else "workflow model"
+                ),
                 notes=[f"{total} runs simulated in {result.elapsed:.1f} s."],
                 on_figure=lambda name: progress.update(drawing, advance=1, description=f"drawing {name}"),
             )

@@ -145,3 +145,23 @@ def test_simulation_compares_strategies_on_the_same_queue_states() -> None:
     assert [r.metrics["makespan"] for r in first] == [r.metrics["makespan"] for r in second]
     kept = [r for r in result.records if r.busy is not None]
     assert [r.index for r in kept] == [2, 2]
+
+
+def test_runtimes_from_the_store_replace_the_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from elastic.cli import main
+    from elastic.store import Store
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    with Store(url) as store:
+        for _ in range(3):
+            store.add_stage_runtime("blast", "search", 60.0)
+            store.add_stage_runtime("blast", "merge", 30.0)
+    out = tmp_path / "out"
+    argv = ["compare", "--workflow", "blast", "--peak-cores", "8", "--strategies", "bigjob", "--runs", "2"]
+    argv += ["--processors", "32", "--runtimes", "store", "--store", url, "--out", str(out)]
+    assert main(argv) == 0
+    runs = pd.read_csv(out / "runs.csv")
+    # 28 tasks of 60 s (the recorded stage) strongly scaled to 8 tasks: 210 s each; the merge 30 s
+    np.testing.assert_allclose(runs["search.execution_time"], 60.0 * 28 / 8, rtol=0.01)
+    np.testing.assert_allclose(runs["merge.execution_time"], 30.0, rtol=0.01)
+    assert "task runtimes from the store (recorded runs)" in (out / "report.html").read_text()
