@@ -115,8 +115,15 @@ def run_report(
     with Progress(*columns, console=console, transient=True) as progress:
         runs = progress.add_task("simulating", total=total)
 
+        done = [0]
+
         def advance(cell: Cell, record: RunRecord) -> None:
+            done[0] += 1
             progress.update(runs, advance=1, description=f"{cell.workflow.name} {cell.strategy}")
+            if not console.is_terminal and record.index == plan.runs - 1:  # no live bar in a file
+                console.print(
+                    f"{done[0]}/{total} runs: {cell.workflow.name} {cell.strategy} done", highlight=False
+                )
 
         result = run_experiment(plan, runner, on_run=advance)
         files = None
