@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ARGV
 
 from elastic.cli import main
+from tests.report.report_case import ARGV
 
 
 def refused(capsys: pytest.CaptureFixture[str], argv: list[str]) -> str:

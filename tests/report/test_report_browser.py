@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import STRATEGIES, WORKFLOWS
 from matplotlib.image import imread
+
+from tests.report.report_case import STRATEGIES, WORKFLOWS
 
 CHROMIUM = shutil.which("chromium")
 

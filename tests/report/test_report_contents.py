@@ -9,10 +9,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from conftest import PEAKS, RUNS, STRATEGIES, WORKFLOWS
 from matplotlib.image import imread
 
 from elastic.report.tables import METRICS
+from tests.report.report_case import PEAKS, RUNS, STRATEGIES, WORKFLOWS
 
 FILES = (
     {"runs.csv", "table1.csv", "report.html", "convergence.png"}
