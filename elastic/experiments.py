@@ -8,7 +8,7 @@ for every strategy), builds a mock backend on the virtual clock for each run and
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -115,6 +115,7 @@ def simulate_runs(
     history: RuntimeHistory | None = None,
     wait_store: WaitStore | None = None,
     shared: LearnerStateStore | None = None,
+    on_run: Callable[[int, RunResult], None] | None = None,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -160,6 +161,8 @@ def simulate_runs(
         ASA learner (policy ``learner``) and an in-memory history.
     shared : LearnerStateStore or None
         Where the learner's state is shared with other runs, updated atomically on every observation.
+    on_run : callable or None, default None
+        Called with ``(index, result)`` after each run (progress bars, reports).
 
     Returns
     -------
@@ -209,7 +212,10 @@ def simulate_runs(
             max_duration=horizon,
         )
         try:
-            results.append(runner.run())
+            result = runner.run()
         finally:
             backend.close()
+        results.append(result)
+        if on_run is not None:
+            on_run(i, result)
     return results

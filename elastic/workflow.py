@@ -264,10 +264,21 @@ BUILTIN_WORKFLOWS: dict[str, Workflow] = {
             Stage("add", tasks=1, cores=1, runtime=1200.0, runtime_cv=0.2),
         ),
     ),
+    "statistics": Workflow(
+        "statistics",
+        (
+            Stage("split", tasks=1, cores=1, runtime=600.0, runtime_cv=0.2),
+            Stage("chunks", tasks=28, cores=1, runtime=1800.0, runtime_cv=0.3),
+            Stage("merge", tasks=1, cores=1, runtime=900.0, runtime_cv=0.2),
+            Stage("periods", tasks=28, cores=1, runtime=1800.0, runtime_cv=0.3),
+        ),
+    ),
 }
 """Built-in workflows by name. ``demo3`` is the issue's 3-stage demo: 1 task x 1 core, then 8 tasks x 1
-core, then 1 task x 1 core. ``blast`` and ``montage`` mimic the shapes of the ASA paper's workflows
-(a wide stage then a sequential one; alternating wide and sequential stages) at 28 cores."""
+core, then 1 task x 1 core. ``blast``, ``montage`` and ``statistics`` mimic the shapes of the ASA paper's
+workflows at 28 cores: a wide stage then a sequential one; alternating wide and sequential stages; two
+narrow and two wide stages interleaved, each long (split, per-chunk statistics, merge, per-period
+statistics)."""
 
 
 def builtin_workflow(name: str) -> Workflow:

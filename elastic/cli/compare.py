@@ -7,6 +7,10 @@ sampled from the stages' runtime distributions), each run at a different point o
 (the same points for every strategy), and prints the mean of each metric with its 95 % confidence
 interval (Student t). The title names the background, the queue policy and the priority model
 (:mod:`elastic.simulator.priority`) the runs used.
+
+With ``--out DIR``, several workflows (``--workflow montage,blast,statistics``) or ``--peak-cores
+28,56,112`` it runs the ASA paper's experiment instead and prints its Table 1, writing the report to
+``DIR`` (:mod:`elastic.cli.compare_report`).
 Background: an SWF trace (``--trace``), else the synthetic load of
 :func:`elastic.control.sim_execution.default_background`.
 """
@@ -27,11 +31,12 @@ from rich.table import Table
 from scipy import stats
 
 from elastic.cli.arguments import add_background_arguments, load_background
-from elastic.cli.outputs import check_output, write_output
-from elastic.cli.values import int_in_range, parse_seed
+from elastic.cli.outputs import check_output, check_output_dir, write_output
+from elastic.cli.values import int_in_range, parse_peaks, parse_seed
 from elastic.control.execution import RunResult
-from elastic.errors import UnknownNameError
+from elastic.errors import ConfigError, UnknownNameError
 from elastic.experiments import MAX_RUNS, simulate_runs
+from elastic.report.scaling import SCALINGS
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
 from learners.asa import POLICIES as LEARNER_POLICIES
@@ -75,7 +80,34 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "--workflow", default="demo3", help="built-in name or .toml/.json file (default: demo3)"
+        "--workflow",
+        default="demo3",
+        help="built-in name or .toml/.json file, or several comma-separated (default: demo3)",
+    )
+    parser.add_argument(
+        "--peak-cores",
+        type=parse_peaks,
+        metavar="N,N,...",
+        help="scale each workflow's widest stage to these core counts, e.g. 28,56,112 (report mode)",
+    )
+    parser.add_argument(
+        "--scaling",
+        choices=SCALINGS,
+        default="strong",
+        help="with --peak-cores: keep a parallel stage's total work (strong, default) or its task runtimes",
+    )
+    parser.add_argument(
+        "--runtimes",
+        choices=("model", "store"),
+        default="model",
+        help="report mode: stage runtimes from the workflow model (default) or from what the store "
+        "recorded of real runs of the workflow (stages with fewer than 2 records keep their model)",
+    )
+    parser.add_argument("--store", metavar="URL", help="with --runtimes store: the store's SQLAlchemy URL")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="write the report there: Table 1, figures (PNG), every run (CSV), one offline HTML page",
     )
     parser.add_argument(
         "--runs",
@@ -143,10 +175,20 @@ def _run(args: argparse.Namespace) -> int:
     if args.backend != "mock":
         raise UnknownNameError("backend for compare (pure simulation)", args.backend, ["mock"])
     csv = check_output(args.csv, "--csv")
-    workflow = resolve_workflow(args.workflow)
+    out = check_output_dir(args.out, "--out")
+    workflows = [resolve_workflow(name.strip()) for name in args.workflow.split(",") if name.strip()]
+    if not workflows:
+        raise ConfigError(f"--workflow names no workflow: {args.workflow!r}")
     console = Console()
     if not console.is_terminal and console.width < 200:  # pipes and files get the whole table
         console = Console(width=200)
+    if out is not None or len(workflows) > 1 or args.peak_cores:
+        if csv is not None:
+            raise ConfigError("--csv is the single-workflow table's; with --out, runs.csv is in the report")
+        from elastic.cli.compare_report import run_report
+
+        return run_report(args, workflows, console, out)
+    (workflow,) = workflows
     setup = load_background(args)
     background = setup.workload
     results: dict[str, list[RunResult]] = {}

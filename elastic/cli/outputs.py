@@ -16,7 +16,7 @@ from pathlib import Path
 
 from elastic.errors import ConfigError
 
-__all__ = ["check_output", "write_output"]
+__all__ = ["check_output", "check_output_dir", "write_output"]
 
 
 def check_output(path: str | None, option: str, suffixes: Sequence[str] = ()) -> Path | None:
@@ -80,6 +80,66 @@ def check_output(path: str | None, option: str, suffixes: Sequence[str] = ()) ->
         raise ConfigError(
             f"{option} {path!r}: cannot write this file ({reason}); choose a path you can write to"
         ) from None
+    return out
+
+
+def check_output_dir(path: str | None, option: str) -> Path | None:
+    """Check that files can be written in directory ``path``, leaving it as it was.
+
+    The directory may exist (files in it are then overwritten) or not, if its parent does (it is
+    created when the report is written). Whether a file can really be created there is tried: a
+    missing directory is created and removed, a probe file created and removed.
+
+    Parameters
+    ----------
+    path : str or None
+        The option's value; None (option not given) is accepted and returned as None.
+    option : str
+        The option's name, e.g. ``"--out"``, for the message.
+
+    Returns
+    -------
+    Path or None
+
+    Raises
+    ------
+    ConfigError
+        The path is a file, its parent does not exist, or nothing can be written there; the message
+        names the option, the path and what to do.
+
+    Examples
+    --------
+    >>> check_output_dir(None, "--out") is None
+    True
+    """
+    if path is None:
+        return None
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"{option} {path!r} is a file, not a directory; give a directory (new or existing)")
+    created = False
+    try:
+        if not out.exists():
+            parent = out.parent
+            if not parent.is_dir():
+                what = "is not a directory" if parent.exists() else "does not exist"
+                raise ConfigError(
+                    f"{option} {path!r}: {str(parent)!r} {what}; create it first or choose another directory"
+                )
+            out.mkdir()
+            created = True
+        fd, probe = tempfile.mkstemp(prefix=".elastic-probe-", dir=out)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        reason = exc.strerror or str(exc)
+        raise ConfigError(
+            f"{option} {path!r}: cannot write in this directory ({reason}); "
+            "choose a directory you can write to"
+        ) from None
+    finally:
+        if created:
+            out.rmdir()
     return out
 
 

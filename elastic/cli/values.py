@@ -19,6 +19,7 @@ __all__ = [
     "parse_cores",
     "parse_duration",
     "parse_modes",
+    "parse_peaks",
     "parse_reserve",
     "parse_seed",
     "parse_window",
@@ -186,6 +187,25 @@ def parse_cores(text: str) -> tuple[int, int]:
     if not 1 <= low <= high:
         raise argparse.ArgumentTypeError(f"core range needs 1 <= LO <= HI; got {text!r}")
     return low, high
+
+
+def parse_peaks(text: str) -> tuple[int, ...]:
+    """Parse a comma-separated list of peak core counts, e.g. ``"28,56,112"`` (each >= 1, no repeats).
+
+    Examples
+    --------
+    >>> parse_peaks("28, 56,112")
+    (28, 56, 112)
+    """
+    items = [t.strip() for t in text.split(",")]
+    if not all(t.isdigit() and int(t) >= 1 for t in items):
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers of cores >= 1, like 28,56,112; got {text!r}"
+        )
+    peaks = tuple(int(t) for t in items)
+    if len(set(peaks)) != len(peaks):
+        raise argparse.ArgumentTypeError(f"a peak core count is repeated in {text!r}")
+    return peaks
 
 
 def parse_modes(text: str) -> tuple[str, ...]:
