@@ -21,7 +21,7 @@ Prefect needs its API: ``PREFECT_API_URL``, else Prefect starts a temporary loca
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from elastic.errors import ConfigError
 from elastic.front.tasks import options_of
@@ -97,24 +97,45 @@ def run_parsl(
 class PrefectSubmitter:
     """A :class:`~workflows.dataflow.Submitter` that submits each stage function as a Prefect task.
 
-    Must be used inside a flow run (:func:`run_prefect` makes one).
+    Must be used inside a flow run (:func:`run_prefect` makes one). Prefect leaves a task whose input
+    failed Pending (its result raises ``UnfinishedRun``); the handles returned here raise the failed
+    input's own error instead, as the other systems do.
     """
 
     def __init__(self) -> None:
         self._tasks: dict[Callable[..., Any], Any] = {}
 
     def submit(self, fn: Callable[..., T], /, *args: Any) -> Handle[T]:
-        """Submit ``fn``'s task on ``args`` to the flow's task runner (PrefectFutures are dependencies)."""
+        """Submit ``fn``'s task on ``args`` to the flow's task runner (futures among them are its inputs)."""
         from prefect import task
         from prefect.cache_policies import NO_CACHE
 
         prefect_task = self._tasks.get(fn)
         if prefect_task is None:
             make = task(name=options_of(fn).stage, cache_policy=NO_CACHE, persist_result=False)
-            prefect_task = make(fn)
-            self._tasks[fn] = prefect_task
-        future: Handle[T] = prefect_task.submit(*args)
-        return future
+            prefect_task = self._tasks[fn] = make(fn)
+        inputs = [a for a in args if isinstance(a, _PrefectHandle)]
+        future = prefect_task.submit(*(a.future if isinstance(a, _PrefectHandle) else a for a in args))
+        return _PrefectHandle(future, inputs)
+
+
+class _PrefectHandle(Generic[T]):
+    """A PrefectFuture whose result, when an input failed, raises that input's error."""
+
+    def __init__(self, future: Any, inputs: list[_PrefectHandle[Any]]) -> None:
+        self.future = future
+        self.inputs = inputs
+
+    def result(self, timeout: float | None = None) -> T:
+        from prefect.exceptions import UnfinishedRun
+
+        try:
+            value: T = self.future.result(timeout=timeout)
+        except UnfinishedRun:
+            for handle in self.inputs:  # the task never ran: raise the error of the input that failed
+                handle.result(timeout=timeout)
+            raise
+        return value
 
 
 def run_prefect(

@@ -56,7 +56,7 @@ def write_household(path: Path, weeks: int, seed: int) -> int:
     n = weeks * MINUTES_PER_WEEK
     when = pd.date_range(START, periods=n, freq="min")
     hour = when.hour.to_numpy() + when.minute.to_numpy() / 60.0
-    weekend = when.dayofweek.to_numpy() >= 5
+    weekend = when.day_of_week.to_numpy() >= 5
     daily = 0.35 * np.exp(-((hour - 7.5) ** 2) / 2.0) + 0.9 * np.exp(-((hour - 20.0) ** 2) / 4.0)
     noise = lfilter([1.0], [1.0, -0.98], rng.normal(0.0, 0.04, size=n))  # AR(1) wander of the base load
     base = np.clip(0.25 + daily * np.where(weekend, 1.3, 1.0) + noise, 0.08, None)
@@ -70,7 +70,7 @@ def write_household(path: Path, weeks: int, seed: int) -> int:
     voltage = 241.0 + 1.5 * np.sin(hour / 24.0 * 2 * np.pi) - 1.1 * active + rng.normal(0.0, 0.8, size=n)
     intensity = np.round(np.hypot(active, reactive) * 1000.0 / voltage / 0.2) * 0.2
     values = np.column_stack([active, reactive, voltage, intensity, sub])
-    missing = _runs(rng, n, 0.06, (5, 600)).astype(bool)  # about 1.25 % of the minutes, in blocks
+    missing = _runs(rng, n, 0.3, (5, 120)).astype(bool)  # about 1.25 % of the minutes, in blocks
     frame = pd.DataFrame(values, columns=list(MEASURES))
     frame[missing] = np.nan
     day = when.day.astype(str) + "/" + when.month.astype(str) + "/" + when.year.astype(str)

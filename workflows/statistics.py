@@ -214,7 +214,7 @@ def merge(inp: StatisticsInput, *parts: Moments) -> tuple[PeriodStats, tuple[Per
         corr.tolist(),
     )
     Path(inp.folder, "overall.json").write_text(json.dumps(_jsonable(overall)))
-    first_monday = total.first.normalize() - pd.Timedelta(days=total.first.dayofweek)
+    first_monday = total.first.normalize() - pd.Timedelta(days=total.first.day_of_week)
     periods = []
     for start in pd.date_range(first_monday, total.last, freq="7D"):
         end = start + pd.Timedelta(days=7)

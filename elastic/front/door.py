@@ -421,7 +421,12 @@ class Elastic(concurrent.futures.Executor):
     # -- ending ----------------------------------------------------------------------------------------
 
     def shutdown(
-        self, wait: bool = True, *, cancel_futures: bool = False, cancel_pending: bool = False
+        self,
+        wait: bool = True,
+        *,
+        cancel_futures: bool = False,
+        cancel_pending: bool = False,
+        status: str | None = None,
     ) -> None:
         """Stop taking tasks, release every allocation and record the run (:attr:`result`).
 
@@ -432,9 +437,15 @@ class Elastic(concurrent.futures.Executor):
         cancel_pending, cancel_futures : bool, default False
             Cancel the tasks that have not started (both names mean the same; the second is
             :meth:`concurrent.futures.Executor.shutdown`'s).
+        status : {"completed", "cancelled", "failed", "interrupted"} or None, default None
+            How the run is recorded (default: ``"cancelled"`` when cancelling, else ``"completed"``), e.g.
+            ``"failed"`` when the program stops because a task failed.
         """
         cancel = cancel_pending or cancel_futures
-        self._end("cancelled" if cancel else "completed", wait=wait, cancel=cancel)
+        if status is None:
+            status = "cancelled" if cancel else "completed"
+        _check(status in _END_STATUSES, f"status must be one of {', '.join(_END_STATUSES)}, got {status!r}")
+        self._end(status, wait=wait, cancel=cancel)
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
@@ -503,6 +514,9 @@ class Elastic(concurrent.futures.Executor):
                 logger.exception("front door: closing %r failed", close)
         self._cleanup.clear()
 
+
+_END_STATUSES = ("completed", "cancelled", "failed", "interrupted")
+"""How a run may end (the store's run statuses)."""
 
 _POOL_OPTIONS = frozenset(
     {
