@@ -156,11 +156,12 @@ def run_prefect(
 # --- Elastic's executor and task runner -----------------------------------------------------------
 
 
-def elastic_parsl_config(label: str = "elastic", **settings: Any) -> Config:
+def elastic_parsl_config(label: str = "elastic", *, run_dir: str = "runinfo", **settings: Any) -> Config:
     """Return a Parsl ``Config`` with one ``ElasticExecutor`` (``executors/parsl_executor.py``), no scaling.
 
-    ``settings`` are the executor's (``backend``, ``strategy``, ``workflow``, ``store``, ``poll_interval``,
-    ...; the front door's settings).
+    ``run_dir`` is where Parsl writes its log (``parsl.log``) and run information. ``settings`` are the
+    executor's (``backend``, ``strategy``, ``workflow``, ``store``, ``poll_interval``, ...; the front
+    door's settings).
 
     Raises
     ------
@@ -176,7 +177,7 @@ def elastic_parsl_config(label: str = "elastic", **settings: Any) -> Config:
             "--frontend parsl runs Parsl apps on Elastic's ElasticExecutor (executors/parsl_executor.py), "
             f"which this installation lacks ({exc}); use --frontend elastic"
         ) from exc
-    return Config(executors=[ElasticExecutor(label=label, **settings)], strategy="none")
+    return Config(executors=[ElasticExecutor(label=label, **settings)], strategy="none", run_dir=run_dir)
 
 
 def elastic_prefect_runner(**settings: Any) -> Any:

@@ -20,6 +20,8 @@ input planted (:mod:`workflows`). Every argument is checked before anything is g
 from __future__ import annotations
 
 import argparse
+import logging
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,6 +117,9 @@ def check_demo_arguments(args: argparse.Namespace) -> None:
         import importlib
 
         module = {"parsl": "executors.parsl_executor", "prefect": "executors.prefect_runner"}[args.frontend]
+        if args.frontend == "prefect":  # without PREFECT_API_URL Prefect starts a temporary server, which
+            # took over its default 20 s to start on a busy 2-core machine: give it 3 minutes unless set
+            os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
         try:
             importlib.import_module(module)
         except ImportError as exc:
@@ -196,7 +201,8 @@ def run_demo(args: argparse.Namespace, store: Store | None) -> DemoOutcome:
         if frontend == "elastic":
             status, detail, output, result = _through_elastic(demo, inputs, settings)
         else:
-            status, detail, output, result = _through_workflow_system(frontend, demo, inputs, settings)
+            through = _through_workflow_system(frontend, demo, folder, inputs, settings)
+            status, detail, output, result = through
     finally:
         close = getattr(backend, "close", None)
         if close is not None:
@@ -230,14 +236,16 @@ def _through_elastic(demo: Any, inputs: Any, settings: dict[str, Any]) -> tuple[
 
 
 def _through_workflow_system(
-    frontend: str, demo: Any, inputs: Any, settings: dict[str, Any]
+    frontend: str, demo: Any, folder: Path, inputs: Any, settings: dict[str, Any]
 ) -> tuple[str, str, Any, Any]:
     from workflows.frontends import elastic_parsl_config, elastic_prefect_runner, run_parsl, run_prefect
 
     status, detail, output = "completed", "", None
     if frontend == "parsl":
-        config = elastic_parsl_config(label="elastic", **settings)
+        config = elastic_parsl_config(label="elastic", run_dir=str(folder / "runinfo"), **settings)
         executor: Any = config.executors[0]
+        # Parsl sets its loggers to DEBUG and writes them to runinfo/*/parsl.log; keep them off the terminal
+        logging.getLogger("parsl").propagate = False
     else:
         runner = elastic_prefect_runner(**settings)
     try:
