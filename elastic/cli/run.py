@@ -10,6 +10,10 @@
 - ``--backend slurm``: real allocations on Slurm (``--partition``, ``--account``, ``--qos``), agents started
   by the job scripts connect back to this process (``--bind``).
 
+``elastic run montage|blast|statistics --strategy ... [--frontend elastic|parsl|prefect] [--size N]
+[--workdir DIR]`` runs a demo workflow with the real tools instead and checks its output
+(:mod:`elastic.cli.run_demo`).
+
 While a real run goes on, a live view shows the stages' progress and the allocations. At the end the
 run's metrics are printed. Unless ``--no-store``, the store (``--store URL``, else ``ELASTIC_STORE_URL``,
 else a SQLite file in the user data directory) keeps stage runtimes, every observed queue wait, the ASA
