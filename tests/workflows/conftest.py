@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import importlib.util
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -49,37 +50,41 @@ def store(tmp_path: Path) -> Iterator[Store]:
         yield s
 
 
-@pytest.fixture(scope="session")
-def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """A temporary Prefect API server for the session (Prefect runs no flow without one)."""
-    home = tmp_path_factory.mktemp("prefect")
-    saved = {k: os.environ.get(k) for k in _PREFECT_ENV}
-    os.environ.update(
-        {
-            "PREFECT_HOME": str(home),
-            "DO_NOT_TRACK": "1",
-            "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-            "PREFECT_LOGGING_LEVEL": "WARNING",
-            "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
-        }
+if importlib.util.find_spec("tests.fixtures.prefect_server") is None:
+    # No session Prefect server among the test plugins: the tests here start their own. Where
+    # tests/fixtures/prefect_server.py exists, its ``prefect_api`` fixture (same use) serves them instead,
+    # so one session never runs two Prefect servers.
+
+    @pytest.fixture(scope="session")
+    def prefect_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+        """A temporary Prefect API server for the session (Prefect runs no flow without one)."""
+        home = tmp_path_factory.mktemp("prefect")
+        saved = {k: os.environ.get(k) for k in _PREFECT_ENV}
+        os.environ.update(
+            {
+                "PREFECT_HOME": str(home),
+                "DO_NOT_TRACK": "1",
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "PREFECT_LOGGING_LEVEL": "WARNING",
+                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+            }
+        )
+        from prefect.testing.utilities import prefect_test_harness
+
+        try:
+            with prefect_test_harness(server_startup_timeout=180):
+                yield
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+    _PREFECT_ENV = (
+        "PREFECT_HOME",
+        "DO_NOT_TRACK",
+        "PREFECT_SERVER_ANALYTICS_ENABLED",
+        "PREFECT_LOGGING_LEVEL",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
     )
-    from prefect.testing.utilities import prefect_test_harness
-
-    try:
-        with prefect_test_harness(server_startup_timeout=180):
-            yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
-_PREFECT_ENV = (
-    "PREFECT_HOME",
-    "DO_NOT_TRACK",
-    "PREFECT_SERVER_ANALYTICS_ENABLED",
-    "PREFECT_LOGGING_LEVEL",
-    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS",
-)
