@@ -24,6 +24,9 @@ log() { printf '\033[1m[bootstrap]\033[0m %s\n' "$*" >&2; }
 
 # --- Debian packages -------------------------------------------------------------------------
 apt_pkgs=(ca-certificates)
+# The demo workflows' scientific programs (workflows/): Montage (mProject, mAdd, ...; mConcatFit is in
+# montage-gridtools) and NCBI BLAST+ (makeblastdb, blastn).
+apt_pkgs+=(montage montage-gridtools ncbi-blast+)
 "$python" -c 'import ensurepip, venv' 2>/dev/null || apt_pkgs+=(python3-venv)
 command -v gcc >/dev/null 2>&1 || apt_pkgs+=(gcc)
 "$python" - <<'PY' 2>/dev/null || apt_pkgs+=(python3-dev)

@@ -16,6 +16,7 @@ from elastic.cli.values import parse_cores, parse_reserve, positive_duration, po
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
+    from elastic.backends.mock import MockBackend
     from elastic.simulator.trace import SwfReading
     from elastic.simulator.workload import Workload
 
@@ -30,6 +31,7 @@ __all__ = [
     "capacity_window",
     "check_background_arguments",
     "load_background",
+    "mock_backend",
     "mode_engine_from_args",
     "read_trace",
 ]
@@ -325,3 +327,31 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
 
             reserve = calibrate_reserve(workload, order=policy)
     return BackgroundSetup(workload, policy, mode, reserve, priority)
+
+
+def mock_backend(args: argparse.Namespace) -> MockBackend:
+    """Return the mock backend of a real run (``elastic run``): the background, on the scaled clock.
+
+    One day of the background runs before the run starts (warm-up), at a start point drawn with
+    ``--seed``; four days of it after. The clock runs ``--speedup`` times faster than real time.
+    """
+    from elastic.backends.mock import MockBackend
+    from elastic.experiments import start_points, window
+
+    if not args.speedup > 0:
+        raise ConfigError(f"--speedup must be > 0, got {args.speedup}")
+    setup = load_background(args)
+    background = setup.workload
+    warmup, horizon = 86400.0, 4 * 86400.0
+    (start,) = start_points(background, 1, seed=args.seed, warmup=warmup, horizon=horizon)
+    return MockBackend(
+        nodes=background.processors,
+        policy=setup.policy,
+        mode=setup.mode,
+        reserve=setup.reserve,
+        workload=window(background, start - warmup, start + horizon),
+        clock="scaled",
+        speedup=args.speedup,
+        start=warmup,
+        priority=setup.priority,
+    )

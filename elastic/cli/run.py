@@ -10,6 +10,10 @@
 - ``--backend slurm``: real allocations on Slurm (``--partition``, ``--account``, ``--qos``), agents started
   by the job scripts connect back to this process (``--bind``).
 
+``elastic run montage|blast|statistics --strategy ... [--frontend elastic|parsl|prefect] [--size N]
+[--workdir DIR]`` runs a demo workflow with the real tools instead and checks its output
+(:mod:`elastic.cli.run_demo`).
+
 While a real run goes on, a live view shows the stages' progress and the allocations. At the end the
 run's metrics are printed. Unless ``--no-store``, the store (``--store URL``, else ``ELASTIC_STORE_URL``,
 else a SQLite file in the user data directory) keeps stage runtimes, every observed queue wait, the ASA
@@ -24,27 +28,29 @@ metrics of what ran (exit codes 130 and 1).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
-import signal
 import time
-from collections.abc import Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console, Group
+from rich.console import Console
 from rich.live import Live
-from rich.table import Table
 
-from elastic.cli.arguments import add_background_arguments, check_background_arguments, load_background
-from elastic.cli.outputs import check_output, write_output
+from elastic.cli.arguments import (
+    add_background_arguments,
+    check_background_arguments,
+    load_background,
+    mock_backend,
+)
+from elastic.cli.outputs import check_output
+from elastic.cli.run_demo import add_demo_arguments, check_demo_arguments, print_outcome, run_demo
+from elastic.cli.run_view import live_view, metrics_table, sigterm_interrupts, write_events
 from elastic.cli.values import parse_seed, positive_float
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.metrics import RunMetrics
 from elastic.simulator.priority import DEFAULT_PRIORITY, describe_priority
-from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
+from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
 from learners.asa import POLICIES as LEARNER_POLICIES
 from learners.asa import ASAEstimator
@@ -66,9 +72,12 @@ def register(subparsers: Any) -> None:
         help="run a workflow under one strategy (mock or Slurm) and print its metrics",
         description="Run a workflow on pilot allocations chosen by a strategy; print the run's metrics.",
     )
-    parser.add_argument("--workflow", required=True, help="built-in name (e.g. demo3) or .toml/.json file")
+    add_demo_arguments(parser)
+    parser.add_argument("--workflow", help="built-in name (e.g. demo3) or .toml/.json file (or a DEMO)")
     parser.add_argument("--strategy", required=True, choices=STRATEGY_NAMES)
-    parser.add_argument("--backend", default="mock", help="mock or slurm (default: mock)")
+    parser.add_argument(
+        "--backend", default="mock", help="mock or slurm, or local for a DEMO (default: mock)"
+    )
     parser.add_argument(
         "--simulate", action="store_true", help="pure simulation: virtual clock, no processes"
     )
@@ -96,97 +105,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--events", metavar="OUT.csv", help="write the run's event timeline as CSV")
     add_background_arguments(parser)
     parser.set_defaults(func=_run)
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt while a run goes on, so it ends as cleanly as on Ctrl-C."""
-
-    def interrupt(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt(f"got signal {signum}")
-
-    try:
-        old = signal.signal(signal.SIGTERM, interrupt)
-    except ValueError:  # not the main thread: leave signals alone
-        yield
-        return
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, old)
-
-
-def _live_view(view: RunView) -> Group:
-    stages = Table(title=f"{view.workflow.name} at t={view.now:.0f} s")
-    for col in ("stage", "done", "running", "tasks", "ready", "started", "ended"):
-        stages.add_column(col, justify="left" if col == "stage" else "right")
-
-    def t(x: float | None) -> str:
-        return "-" if x is None else f"{x:.0f}"
-
-    for s in view.stages:
-        stages.add_row(
-            s.name, str(s.done), str(s.running), str(s.tasks), t(s.ready_time), t(s.start_time), t(s.end_time)
-        )
-    allocs = Table(title="allocations")
-    for col in (
-        "id",
-        "stage",
-        "cores",
-        "phase",
-        "submitted",
-        "started",
-        "ended",
-        "walltime",
-        "busy",
-        "reason",
-    ):
-        allocs.add_column(col, justify="left" if col in ("id", "stage", "phase", "reason") else "right")
-    for a in view.allocations[-12:]:
-        allocs.add_row(
-            a.alloc_id,
-            a.stage or "",
-            str(a.cores),
-            a.state.value,
-            t(a.submit_time),
-            t(a.start_time),
-            t(a.end_time),
-            f"{a.walltime:.0f}",
-            str(view.busy_cores(a.alloc_id)),
-            a.reason,
-        )
-    return Group(stages, allocs)
-
-
-def metrics_table(metrics: RunMetrics, title: str) -> Table:
-    """Rich table of one run's metrics: totals, then one row per stage."""
-    out = Table(title=title)
-    out.add_column("metric")
-    out.add_column("value", justify="right")
-    rows = [
-        ("makespan (s)", f"{metrics.makespan:.0f}"),
-        ("queue wait (s)", f"{metrics.queue_wait:.0f}"),
-        ("perceived wait (s)", f"{metrics.perceived_wait:.0f}"),
-        ("core-hours charged", f"{metrics.core_hours_charged:.3f}"),
-        ("core-hours used", f"{metrics.core_hours_used:.3f}"),
-        ("overhead core-hours (idle)", f"{metrics.overhead_core_hours:.3f}"),
-        ("allocations / resubmissions", f"{metrics.allocations} / {metrics.resubmissions}"),
-        ("lost task attempts", str(metrics.lost_tasks)),
-        (
-            "wait predictions hit / over / under",
-            f"{metrics.predictions.hits} / {metrics.predictions.over} / {metrics.predictions.under}",
-        ),
-    ]
-    for s in metrics.stages:
-        rows.append(
-            (
-                f"stage {s.name}: execution / queue wait / perceived wait (s)",
-                f"{s.execution_time:.0f} / {s.queue_wait:.0f} / {s.perceived_wait:.0f}",
-            )
-        )
-    for name, value in rows:
-        out.add_row(name, value)
-    return out
 
 
 def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:
@@ -228,27 +146,8 @@ def _real(
     backend: BatchBackend
     speedup = 1.0
     if args.backend == "mock":
-        from elastic.backends.mock import MockBackend
-        from elastic.experiments import start_points, window
-
-        if not args.speedup > 0:
-            raise ConfigError(f"--speedup must be > 0, got {args.speedup}")
         speedup = args.speedup
-        setup = load_background(args)
-        background = setup.workload
-        warmup, horizon = 86400.0, 4 * 86400.0
-        (start,) = start_points(background, 1, seed=args.seed, warmup=warmup, horizon=horizon)
-        backend = MockBackend(
-            nodes=background.processors,
-            policy=setup.policy,
-            mode=setup.mode,
-            reserve=setup.reserve,
-            workload=window(background, start - warmup, start + horizon),
-            clock="scaled",
-            speedup=speedup,
-            start=warmup,
-            priority=setup.priority,
-        )
+        backend = mock_backend(args)
         poll = args.poll or 30.0
     elif args.backend == "slurm":
         from elastic.backends.slurm import SlurmBackend
@@ -279,7 +178,7 @@ def _real(
                 knowledge,
                 seed=args.seed,
                 poll_interval=poll,
-                on_iteration=lambda view: live.update(_live_view(view)),
+                on_iteration=lambda view: live.update(live_view(view)),
             )
             return runner.run()
     finally:
@@ -291,13 +190,41 @@ def _real(
 
 def _check_arguments(args: argparse.Namespace) -> None:
     """Refuse what cannot work before the store is opened and the run recorded."""
-    if args.backend not in ("mock", "slurm"):
-        raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
-    if args.simulate and args.backend != "mock":
-        raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
+    if (args.demo is None) == (args.workflow is None):
+        raise ConfigError(
+            "give either a demo (elastic run montage|blast|statistics ...) or --workflow FILE_OR_NAME"
+            + (", not both" if args.demo is not None else "")
+        )
+    if args.demo is not None:
+        check_demo_arguments(args)
+    else:
+        for option, value in (
+            ("--frontend", args.frontend),
+            ("--size", args.size),
+            ("--workdir", args.workdir),
+        ):
+            if value is not None:
+                raise ConfigError(
+                    f"{option} applies to the demos (elastic run montage|blast|statistics), not --workflow"
+                )
+        if args.backend not in ("mock", "slurm"):
+            raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
+        if args.simulate and args.backend != "mock":
+            raise ConfigError(f"--simulate needs --backend mock, got --backend {args.backend}")
     if args.backend == "mock":
         check_background_arguments(args)
+    else:
+        given = [o for o in _BACKGROUND_OPTIONS if getattr(args, o.lstrip("-").replace("-", "_")) is not None]
+        if given or args.mode != "replay":
+            raise ConfigError(
+                f"{(given or ['--mode'])[0]} sets the mock backend's background load; "
+                f"--backend {args.backend} has its own queue: drop it"
+            )
     check_output(args.events, "--events")
+
+
+_BACKGROUND_OPTIONS = ("--trace", "--load", "--processors", "--policy", "--reserve")
+"""Options of the mock backend's background (with ``--mode`` and ``--priority``, checked apart)."""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -307,6 +234,8 @@ def _run(args: argparse.Namespace) -> int:
             "--priority sets the mock backend's queue model; a Slurm queue ranks jobs as the site "
             "configured it (read it with: scontrol show config | grep -i -E 'PriorityType|PriorityFlags')"
         )
+    if args.demo is not None:
+        return _run_demo(args)
     workflow = resolve_workflow(args.workflow)
     console = Console()
     store: Store | None = None
@@ -331,7 +260,7 @@ def _run(args: argparse.Namespace) -> int:
             )
         began = time.perf_counter()
         try:
-            with _sigterm_interrupts():
+            with sigterm_interrupts():
                 if args.simulate:
                     result = _simulate(args, workflow, learner, store)
                 else:
@@ -354,28 +283,30 @@ def _run(args: argparse.Namespace) -> int:
             console.print(f"mock queue: {priority}", highlight=False)
         console.print(f"run took {elapsed:.1f} s of real time", highlight=False)
         if args.events:
-            import pandas as pd
-
-            events = pd.DataFrame([_event_row(e) for e in result.events])
-            write_output(Path(args.events), "--events", lambda path: events.to_csv(path, index=False))
-            console.print(f"event timeline written to {args.events}", highlight=False)
+            write_events(args.events, result, console)
     finally:
         if store is not None:
             store.close()
     return {"completed": 0, "interrupted": 130}.get(result.status, 1)
 
 
-def _event_row(e: Any) -> dict[str, Any]:
-    return {
-        "time": e.time,
-        "kind": e.kind.value,
-        "stage": e.stage,
-        "allocation": e.allocation,
-        "task": e.task,
-        "cores": e.cores,
-        "walltime": e.walltime,
-        "predicted_wait": e.predicted_wait,
-        "eligible": e.eligible,
-        "job_id": e.job_id,
-        "note": e.note,
-    }
+def _run_demo(args: argparse.Namespace) -> int:
+    """Run a demo (:mod:`elastic.cli.run_demo`), print its checks and metrics; 1 if a check failed."""
+    console = Console()
+    store: Store | None = None
+    if not args.no_store:
+        from elastic.store import Store
+
+        store = Store(args.store)
+    try:
+        with sigterm_interrupts():
+            outcome = run_demo(args, store)
+        print_outcome(console, outcome, args, store)
+        if args.events and outcome.result is not None:
+            write_events(args.events, outcome.result, console)
+    finally:
+        if store is not None:
+            store.close()
+    if outcome.status != "completed":
+        return 130 if outcome.status == "interrupted" else 1
+    return 0 if outcome.verification is not None and outcome.verification.ok else 1

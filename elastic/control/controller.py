@@ -183,7 +183,14 @@ class AllocationController:
     def view(self, now: float) -> RunView:
         """Return what the strategy sees at ``now``."""
         busy = {a.alloc_id: self.execution.busy_cores(a.alloc_id) for a in self._allocs.values() if a.running}
-        return RunView(now, self.demand.plan, self.demand.stages(), self.allocations, self.knowledge, busy)
+        # A live demand's plan grows while the user submits: take it once, show only its stages (a stage
+        # that became known after it waits for the next step; later stages come last, so the indexes hold)
+        # and let the knowledge estimate from that same plan.
+        plan = self.demand.plan
+        known = {s.name for s in plan.stages}
+        stages = tuple(s for s in self.demand.stages() if s.name in known)
+        self.knowledge.workflow = plan
+        return RunView(now, plan, stages, self.allocations, self.knowledge, busy)
 
     def shutdown(self, now: float, *, settle: float = 30.0) -> None:
         """Cancel every allocation still open and record its end.

@@ -395,7 +395,6 @@ class Elastic(concurrent.futures.Executor):
             try:
                 with self._ctl_lock:
                     now = self._backend.now()
-                    self._knowledge.workflow = self._demand.plan
                     wake = self._controller.step(now)
                 failures = 0
             except Exception as exc:  # a backend hiccup (sbatch timed out...): try again, then give up
@@ -421,7 +420,12 @@ class Elastic(concurrent.futures.Executor):
     # -- ending ----------------------------------------------------------------------------------------
 
     def shutdown(
-        self, wait: bool = True, *, cancel_futures: bool = False, cancel_pending: bool = False
+        self,
+        wait: bool = True,
+        *,
+        cancel_futures: bool = False,
+        cancel_pending: bool = False,
+        status: str | None = None,
     ) -> None:
         """Stop taking tasks, release every allocation and record the run (:attr:`result`).
 
@@ -432,9 +436,15 @@ class Elastic(concurrent.futures.Executor):
         cancel_pending, cancel_futures : bool, default False
             Cancel the tasks that have not started (both names mean the same; the second is
             :meth:`concurrent.futures.Executor.shutdown`'s).
+        status : {"completed", "cancelled", "failed", "interrupted"} or None, default None
+            How the run is recorded (default: ``"cancelled"`` when cancelling, else ``"completed"``), e.g.
+            ``"failed"`` when the program stops because a task failed.
         """
         cancel = cancel_pending or cancel_futures
-        self._end("cancelled" if cancel else "completed", wait=wait, cancel=cancel)
+        if status is None:
+            status = "cancelled" if cancel else "completed"
+        _check(status in _END_STATUSES, f"status must be one of {', '.join(_END_STATUSES)}, got {status!r}")
+        self._end(status, wait=wait, cancel=cancel)
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
@@ -504,6 +514,9 @@ class Elastic(concurrent.futures.Executor):
                 logger.exception("front door: closing %r failed", close)
         self._cleanup.clear()
 
+
+_END_STATUSES = ("completed", "cancelled", "failed", "interrupted")
+"""How a run may end (the store's run statuses)."""
 
 _POOL_OPTIONS = frozenset(
     {

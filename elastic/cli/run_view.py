@@ -1,0 +1,142 @@
+"""What ``elastic run`` shows: the live view of a run, its metrics, its event timeline; and its signals.
+
+Shared by the declared-workflow runs (:mod:`elastic.cli.run`) and the demos (:mod:`elastic.cli.run_demo`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console, Group
+from rich.table import Table
+
+from elastic.cli.outputs import write_output
+from elastic.metrics import RunMetrics
+
+if TYPE_CHECKING:
+    from elastic.control.execution import RunResult
+    from elastic.strategies import RunView
+
+__all__ = ["event_row", "live_view", "metrics_table", "sigterm_interrupts", "write_events"]
+
+
+@contextlib.contextmanager
+def sigterm_interrupts() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while a run goes on, so it ends as cleanly as on Ctrl-C."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"got signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def live_view(view: RunView) -> Group:
+    """Tables of a running workflow: its stages' progress and its newest allocations."""
+    stages = Table(title=f"{view.workflow.name} at t={view.now:.0f} s")
+    for col in ("stage", "done", "running", "tasks", "ready", "started", "ended"):
+        stages.add_column(col, justify="left" if col == "stage" else "right")
+
+    def t(x: float | None) -> str:
+        return "-" if x is None else f"{x:.0f}"
+
+    for s in view.stages:
+        stages.add_row(
+            s.name, str(s.done), str(s.running), str(s.tasks), t(s.ready_time), t(s.start_time), t(s.end_time)
+        )
+    allocs = Table(title="allocations")
+    for col in (
+        "id",
+        "stage",
+        "cores",
+        "phase",
+        "submitted",
+        "started",
+        "ended",
+        "walltime",
+        "busy",
+        "reason",
+    ):
+        allocs.add_column(col, justify="left" if col in ("id", "stage", "phase", "reason") else "right")
+    for a in view.allocations[-12:]:
+        allocs.add_row(
+            a.alloc_id,
+            a.stage or "",
+            str(a.cores),
+            a.state.value,
+            t(a.submit_time),
+            t(a.start_time),
+            t(a.end_time),
+            f"{a.walltime:.0f}",
+            str(view.busy_cores(a.alloc_id)),
+            a.reason,
+        )
+    return Group(stages, allocs)
+
+
+def metrics_table(metrics: RunMetrics, title: str) -> Table:
+    """Rich table of one run's metrics: totals, then one row per stage."""
+    out = Table(title=title)
+    out.add_column("metric")
+    out.add_column("value", justify="right")
+    rows = [
+        ("makespan (s)", f"{metrics.makespan:.0f}"),
+        ("queue wait (s)", f"{metrics.queue_wait:.0f}"),
+        ("perceived wait (s)", f"{metrics.perceived_wait:.0f}"),
+        ("core-hours charged", f"{metrics.core_hours_charged:.3f}"),
+        ("core-hours used", f"{metrics.core_hours_used:.3f}"),
+        ("overhead core-hours (idle)", f"{metrics.overhead_core_hours:.3f}"),
+        ("allocations / resubmissions", f"{metrics.allocations} / {metrics.resubmissions}"),
+        ("lost task attempts", str(metrics.lost_tasks)),
+        (
+            "wait predictions hit / over / under",
+            f"{metrics.predictions.hits} / {metrics.predictions.over} / {metrics.predictions.under}",
+        ),
+    ]
+    for s in metrics.stages:
+        rows.append(
+            (
+                f"stage {s.name}: execution / queue wait / perceived wait (s)",
+                f"{s.execution_time:.0f} / {s.queue_wait:.0f} / {s.perceived_wait:.0f}",
+            )
+        )
+    for name, value in rows:
+        out.add_row(name, value)
+    return out
+
+
+def event_row(e: Any) -> dict[str, Any]:
+    """One event of a run's timeline as a CSV row."""
+    return {
+        "time": e.time,
+        "kind": e.kind.value,
+        "stage": e.stage,
+        "allocation": e.allocation,
+        "task": e.task,
+        "cores": e.cores,
+        "walltime": e.walltime,
+        "predicted_wait": e.predicted_wait,
+        "eligible": e.eligible,
+        "job_id": e.job_id,
+        "note": e.note,
+    }
+
+
+def write_events(path: str, result: RunResult, console: Console) -> None:
+    """Write the run's event timeline as CSV (``--events``)."""
+    import pandas as pd
+
+    events = pd.DataFrame([event_row(e) for e in result.events])
+    write_output(Path(path), "--events", lambda out: events.to_csv(out, index=False))
+    console.print(f"event timeline written to {path}", highlight=False)
