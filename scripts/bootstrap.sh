@@ -91,10 +91,20 @@ if [ "$mode" = demo ]; then
   if [ "$#" -gt 0 ]; then
     exec elastic "$@"
   fi
-  # The main job: Big-Job, Per-Stage and ASA on the Montage-shaped workflow, 30 runs each, in pure
-  # simulation on the mock backend (a busy synthetic 64-core queue; no trace or cluster needed).
-  log "running the main job: elastic compare --workflow montage --runs 30 --processors 64"
-  exec elastic compare --workflow montage --runs 30 --processors 64 --seed 1
+  # The main job: the three demo workflows for real (Montage, BLAST+, pandas; small inputs, checked
+  # outputs) under ASA on the mock queue, then Big-Job, Per-Stage and ASA on the Montage-shaped workflow,
+  # 30 runs each, in pure simulation (a busy synthetic 64-core queue; no trace or cluster needed), written
+  # as an HTML report.
+  for demo in montage blast statistics; do
+    log "running the demo: elastic run $demo --strategy asa"
+    elastic run "$demo" --strategy asa
+  done
+  report="$root/out/report"
+  mkdir -p "$report"
+  log "running the comparison: elastic compare --workflow montage --runs 30 --processors 64 --seed 1 --out $report"
+  elastic compare --workflow montage --runs 30 --processors 64 --seed 1 --out "$report"
+  log "the report: $report/report.html"
+  exit 0
 fi
 
 log "ruff"
