@@ -66,7 +66,9 @@ def check_framework_run(
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
 def test_a_pymesos_framework_runs_on_allocations_the_strategy_chooses(strategy: str) -> None:
     with (
-        MockBackend(nodes=8, clock="scaled", speedup=20.0) as backend,
+        # 5x: at 20x a first walltime (1.5 x the estimate + 60 s, scaled) is 3 s, less than an agent can take
+        # to start on a loaded machine
+        MockBackend(nodes=8, clock="scaled", speedup=5.0) as backend,
         Elastic(backend, strategy, store=False, poll_interval=5.0, max_cores=3, idle_timeout=20.0) as el,
         MesosServer(el) as server,
     ):
