@@ -35,6 +35,7 @@ Examples
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -54,6 +55,7 @@ __all__ = [
     "builtin_workflow",
     "load_workflow",
     "resolve_workflow",
+    "scale_workflow",
     "workflow_from_mapping",
 ]
 
@@ -264,10 +266,58 @@ BUILTIN_WORKFLOWS: dict[str, Workflow] = {
             Stage("add", tasks=1, cores=1, runtime=1200.0, runtime_cv=0.2),
         ),
     ),
+    "statistics": Workflow(
+        "statistics",
+        (
+            Stage("split", tasks=1, cores=1, runtime=600.0, runtime_cv=0.2),
+            Stage("chunk_stats", tasks=28, cores=1, runtime=1800.0, runtime_cv=0.3),
+            Stage("merge", tasks=1, cores=1, runtime=600.0, runtime_cv=0.2),
+            Stage("period_stats", tasks=28, cores=1, runtime=1800.0, runtime_cv=0.3),
+        ),
+    ),
 }
 """Built-in workflows by name. ``demo3`` is the issue's 3-stage demo: 1 task x 1 core, then 8 tasks x 1
-core, then 1 task x 1 core. ``blast`` and ``montage`` mimic the shapes of the ASA paper's workflows
-(a wide stage then a sequential one; alternating wide and sequential stages) at 28 cores."""
+core, then 1 task x 1 core. ``blast``, ``montage`` and ``statistics`` mimic the shapes of the ASA paper's
+workflows at its smallest HPC2N scale, 28 cores: a wide stage then a sequential one (BLAST); alternating
+wide and sequential stages (Montage); two sequential and two wide stages interleaved (Statistics: split
+the data set, statistics per chunk, merge, statistics and correlations per period). :func:`scale_workflow`
+widens them to the paper's other scales (56 and 112 cores)."""
+
+
+def scale_workflow(workflow: Workflow, peak: int) -> Workflow:
+    """Return ``workflow`` with its parallel stages resized so that its widest stage is ``peak`` cores.
+
+    Every stage of more than one task gets its task count multiplied by ``peak / workflow.max_width``
+    (rounded, at least 2); task runtimes are unchanged (weak scaling: the paper's larger scales process
+    proportionally more data). Sequential stages (one task) are unchanged. The result is named
+    ``"{name}-{peak}"`` so its runtime history is kept apart, unless ``peak`` is already the widest
+    stage's width (then ``workflow`` itself is returned).
+
+    Raises
+    ------
+    ConfigError
+        ``peak`` is not an integer >= 1, or the workflow has no stage of several tasks to widen.
+
+    Examples
+    --------
+    >>> wf = scale_workflow(builtin_workflow("montage"), 112)
+    >>> wf.name, [s.tasks for s in wf.stages], wf.max_width
+    ('montage-112', [112, 112, 1, 112, 1], 112)
+    """
+    if isinstance(peak, bool) or not isinstance(peak, int) or peak < 1:
+        raise ConfigError(f"scale_workflow: peak must be an integer number of cores >= 1, got {peak!r}")
+    if peak == workflow.max_width:
+        return workflow
+    if not any(s.tasks > 1 for s in workflow.stages):
+        raise ConfigError(
+            f"workflow {workflow.name!r} has no stage of several tasks to widen to {peak} cores"
+        )
+    factor = peak / workflow.max_width
+    stages = tuple(
+        dataclasses.replace(s, tasks=max(2, round(s.tasks * factor))) if s.tasks > 1 else s
+        for s in workflow.stages
+    )
+    return Workflow(f"{workflow.name}-{peak}", stages)
 
 
 def builtin_workflow(name: str) -> Workflow:

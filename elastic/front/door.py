@@ -69,8 +69,6 @@ Fut = concurrent.futures.Future
 _MIN_STEP = 0.02
 """Real seconds between two allocation-control steps at least (task events come by thousands)."""
 
-_LEARNER = "asa"
-"""Name the wait learner's state is shared under in the store (as ``elastic run``)."""
 
 _TASK_KINDS = frozenset(
     {
@@ -111,8 +109,9 @@ class Elastic(concurrent.futures.Executor):
         of its stages (runtimes optional, seconds).
     store : None, False, str or Store, default None
         Where runs, runtimes, waits and learner state are kept: the default store, none, a URL, a store.
-    learner : {"default", "tuned", "greedy"}, default "tuned"
-        Policy of the ASA wait learner.
+    learner : str or None, default None
+        Wait learner (:data:`learners.choice.WAIT_LEARNERS`); None = the strategy's own
+        (:func:`~elastic.strategies.base.strategy_learner`; ``ewma`` for a strategy object).
     max_cores : int or None, default None
         No allocation wider (default: the backend's partition).
     idle_timeout : float, default 300.0
@@ -141,7 +140,7 @@ class Elastic(concurrent.futures.Executor):
         *,
         workflow: str | Workflow = "default",
         store: Store | str | bool | None = None,
-        learner: str = "tuned",
+        learner: str | None = None,
         max_cores: int | None = None,
         idle_timeout: float = 300.0,
         poll_interval: float | None = None,
@@ -152,9 +151,16 @@ class Elastic(concurrent.futures.Executor):
         user: str | None = None,
         **pool_options: Any,
     ) -> None:
-        from learners.asa import POLICIES, ASAEstimator
+        from elastic.strategies import STRATEGY_NAMES, strategy_learner
+        from learners.choice import DEFAULT_WAIT_LEARNER, WAIT_LEARNERS, make_wait_learner, shared_name
 
-        _check(learner in POLICIES, f"learner must be one of {', '.join(POLICIES)}, got {learner!r}")
+        _check(
+            learner is None or learner in WAIT_LEARNERS,
+            f"learner must be None or one of {', '.join(WAIT_LEARNERS)}, got {learner!r}",
+        )
+        if learner is None:
+            named = strategy if isinstance(strategy, str) and strategy in STRATEGY_NAMES else None
+            learner = strategy_learner(named) if named is not None else DEFAULT_WAIT_LEARNER
         _check(
             0 <= idle_timeout < float("inf"),
             f"idle_timeout must be finite seconds >= 0, got {idle_timeout!r}",
@@ -206,13 +212,13 @@ class Elastic(concurrent.futures.Executor):
             )
             self._knowledge = Knowledge(
                 self._demand.plan,
-                waits=ASAEstimator(policy=learner),
+                waits=make_wait_learner(learner),
                 history=self._store if self._store is not None else MemoryHistory(),
                 wait_store=self._store,
                 backend=self._backend.name,
                 max_walltime=self._backend.partition().max_walltime,
                 shared=self._store,
-                learner_name=_LEARNER,
+                learner_name=shared_name(learner),
             )
             self._pool = Pool(
                 max_retries=max_retries, drain_margin=drain_margin / self._speedup, **pool_options
