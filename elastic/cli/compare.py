@@ -1,7 +1,8 @@
 """``elastic compare``: Big-Job, Per-Stage and ASA side by side, many runs each, in pure simulation.
 
 ``elastic compare --workflow demo3|FILE --runs N --backend mock [--trace PATH] [--load F] [--seed S]
-[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner ewma] [--csv OUT]``
+[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner ewma] [--peak CORES]
+[--csv OUT]``
 runs every strategy ``N`` times on the mock backend's virtual clock (no processes: task durations are
 sampled from the stages' runtime distributions), each run at a different point of the background load
 (the same points for every strategy), and prints the mean of each metric with its 95 % confidence
@@ -28,12 +29,12 @@ from scipy import stats
 
 from elastic.cli.arguments import add_background_arguments, load_background
 from elastic.cli.outputs import check_output, write_output
-from elastic.cli.values import int_in_range, parse_seed
+from elastic.cli.values import int_in_range, parse_seed, positive_int
 from elastic.control.execution import RunResult
 from elastic.errors import UnknownNameError
 from elastic.experiments import MAX_RUNS, simulate_runs
 from elastic.strategies import STRATEGY_NAMES
-from elastic.workflow import resolve_workflow
+from elastic.workflow import resolve_workflow, scale_workflow
 from learners.choice import WAIT_LEARNERS
 
 __all__ = [
@@ -99,6 +100,13 @@ def register(subparsers: Any) -> None:
         default=None,
         help="wait learner for every strategy (default: each its own: ewma; tuned for the paper's ASA)",
     )
+    parser.add_argument(
+        "--peak",
+        type=positive_int,
+        default=None,
+        metavar="CORES",
+        help="widen the workflow's parallel stages so its widest is CORES (the paper's 28, 56, 112)",
+    )
     parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
     add_background_arguments(parser)
     parser.set_defaults(func=_run)
@@ -147,6 +155,8 @@ def _run(args: argparse.Namespace) -> int:
         raise UnknownNameError("backend for compare (pure simulation)", args.backend, ["mock"])
     csv = check_output(args.csv, "--csv")
     workflow = resolve_workflow(args.workflow)
+    if args.peak is not None:
+        workflow = scale_workflow(workflow, args.peak)
     console = Console()
     if not console.is_terminal and console.width < 200:  # pipes and files get the whole table
         console = Console(width=200)

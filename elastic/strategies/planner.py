@@ -58,7 +58,7 @@ from elastic.strategies.base import (
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
 
-__all__ = ["Planner", "StagePlan", "plan"]
+__all__ = ["Acquire", "Planner", "StagePlan", "plan"]
 
 logger = logging.getLogger(__name__)
 
