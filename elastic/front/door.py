@@ -156,7 +156,8 @@ class Elastic(concurrent.futures.Executor):
 
         _check(
             learner is None or learner in WAIT_LEARNERS,
-            f"learner must be None or one of {', '.join(WAIT_LEARNERS)}, got {learner!r}",
+            f"learner must be one of {', '.join(WAIT_LEARNERS)} (or None: the strategy's own), "
+            f"got {learner!r}",
         )
         if learner is None:
             named = strategy if isinstance(strategy, str) and strategy in STRATEGY_NAMES else None
