@@ -9,6 +9,7 @@ for every strategy), builds a mock backend on the virtual clock for each run and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -53,17 +54,8 @@ def window(workload: Workload, start: float, end: float) -> Workload:
     windows of many runs without reading it again.
     """
     keep = (workload.submit >= start) & (workload.submit < end)
-    return Workload(
-        job_id=workload.job_id[keep],
-        submit=workload.submit[keep] - start,
-        cores=workload.cores[keep],
-        runtime=workload.runtime[keep],
-        walltime=workload.walltime[keep],
-        user=workload.user[keep],
-        recorded_wait=workload.recorded_wait[keep],
-        processors=workload.processors,
-        source=f"{workload.source} [{start:.0f}, {end:.0f})",
-    )
+    part = workload.select(keep)
+    return replace(part, submit=part.submit - start, source=f"{workload.source} [{start:.0f}, {end:.0f})")
 
 
 def default_background(processors: int = DEFAULT_PROCESSORS, *, seed: int = 0) -> Workload:
@@ -85,7 +77,10 @@ def _check_runs(runs: int) -> None:
 def start_points(
     background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = 4 * 86400.0
 ) -> npt.NDArray[np.float64]:
-    """Draw where in the background each run starts: uniform, after ``warmup``, ``horizon`` before its end.
+    """Draw run starts: uniform, ``warmup`` after the first background job, ``horizon`` before the last.
+
+    Times are on the background's clock, counted from its first job, not from 0: a trace whose first
+    job comes a year into its clock would otherwise put most runs before any background.
 
     Raises
     ------
@@ -94,8 +89,10 @@ def start_points(
     """
     _check_runs(runs)
     rng = np.random.default_rng(seed)
+    first = float(background.submit[0]) if len(background) else 0.0
     last = float(background.submit[-1]) if len(background) else 0.0
-    return rng.uniform(warmup, max(warmup, last - horizon), size=runs)
+    low = first + warmup
+    return rng.uniform(low, max(low, last - horizon), size=runs)
 
 
 def simulate_runs(

@@ -101,8 +101,8 @@ class MockBackend:
     fidelity_cores : tuple of (int, int), default (16, 128)
         Recorded modes: size class (cores, inclusive) of the trace jobs that stay queued.
     capacity_window : float or None, default None
-        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None:
-        :data:`~elastic.simulator.fidelity.DEFAULT_WINDOW` (12 h).
+        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None derives it from
+        the trace (:func:`~elastic.simulator.recorded.capacity_window`).
     priority : {"age", "basic", "accrue-always"}, default "age"
         How a job held by a dependency or ``begin`` ranks once eligible
         (:mod:`elastic.simulator.priority`): ``age`` behind every job already waiting (Slurm's
@@ -153,7 +153,7 @@ class MockBackend:
         self._user_chain: dict[int, int] | None = None
         self._last_of_user: dict[str, int] = {}
         if mode != "replay":
-            from elastic.simulator.fidelity import DEFAULT_WINDOW, backend_setup
+            from elastic.simulator.fidelity import backend_setup
 
             if policy not in PINNED_ORDERS or speculative:
                 raise ConfigError(
@@ -168,7 +168,7 @@ class MockBackend:
                 order=policy,
                 reserve=reserve,
                 cores=fidelity_cores,
-                window=DEFAULT_WINDOW if capacity_window is None else capacity_window,
+                window=capacity_window,
             )
             pol: QueuePolicy = pinned_policy
             pinned, workload = (pins, starts), queued

@@ -16,6 +16,7 @@ from elastic.cli.values import parse_cores, parse_reserve, positive_duration, po
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
+    from elastic.simulator.trace import SwfReading
     from elastic.simulator.workload import Workload
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "check_background_arguments",
     "load_background",
     "mode_engine_from_args",
+    "read_trace",
 ]
 
 MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
@@ -41,6 +43,39 @@ PRIORITIES: tuple[str, ...] = ("age", "basic", "accrue-always")
 so ``--help`` stays light; a test pins them equal."""
 
 
+def read_trace(path: str, command: str, *, needs_waits: str | None = None, **options: Any) -> SwfReading:
+    """Read an SWF trace for a subcommand and print, on stderr, every assumption the reader made.
+
+    Parameters
+    ----------
+    path : str
+        The ``--trace`` argument.
+    command : str
+        Subcommand name, for the warning prefix (``elastic simulate: warning: ...``).
+    needs_waits : str or None
+        When the command compares with recorded waits, what it does with them: a trace without any
+        raises :class:`~elastic.errors.TraceError` saying so (before any simulation).
+    **options
+        Keyword arguments of :func:`~elastic.simulator.trace.read_swf`.
+
+    Returns
+    -------
+    SwfReading
+    """
+    import sys
+
+    from elastic.simulator.trace import read_swf_report, require_recorded_waits
+
+    reading = read_swf_report(path, **options)
+    for message in reading.warnings:
+        if needs_waits is not None and "no recorded waits" in message:
+            continue  # the error below says it
+        print(f"elastic {command}: warning: {message}", file=sys.stderr)
+    if needs_waits is not None:
+        require_recorded_waits(reading.workload, needs_waits)
+    return reading
+
+
 def add_capacity_window(parser: argparse.ArgumentParser) -> None:
     """Add ``--capacity-window`` (the capacity mode's look-back, e.g. ``12h``)."""
     parser.add_argument(
@@ -48,7 +83,8 @@ def add_capacity_window(parser: argparse.ArgumentParser) -> None:
         type=positive_duration,
         default=None,
         metavar="DURATION",
-        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
+        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 3 x the trace's "
+        "median requested walltime)",
     )
 
 
@@ -96,11 +132,9 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     add_capacity_window(parser)
 
 
-def capacity_window(args: argparse.Namespace) -> float:
-    """Return ``--capacity-window`` in seconds, or the capacity mode's default."""
-    from elastic.simulator.fidelity import DEFAULT_WINDOW
-
-    return DEFAULT_WINDOW if args.capacity_window is None else float(args.capacity_window)
+def capacity_window(args: argparse.Namespace) -> float | None:
+    """Return ``--capacity-window`` in seconds, or None (derived from the trace)."""
+    return None if args.capacity_window is None else float(args.capacity_window)
 
 
 def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
@@ -122,6 +156,10 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
     if args.capacity_window is not None and args.mode != "capacity":
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
     window = capacity_window(args)
+    if args.mode == "capacity" and window is None:
+        from elastic.simulator.recorded import capacity_window as derived_window
+
+        window = derived_window(workload)
     engine, evaluated = mode_engine(
         workload,
         args.mode,
@@ -136,7 +174,13 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
         f"{len(engine.pinned):,} pinned at their recorded start"
         + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
-        + (f", usable cores from the last {window / 3600:g} h" if args.mode == "capacity" else "")
+        + (f", usable cores from the last {(window or 0) / 3600:g} h" if args.mode == "capacity" else "")
+        + (
+            f", {len(first):,} of fast queues planned first"
+            if (first := getattr(engine.policy, "priority", None))
+            else ""
+        ),
+        highlight=False,
     )
     return engine
 
@@ -260,11 +304,15 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
     priority = check_priority(args.priority or PRIORITIES[0])
     mode = args.mode
     policy = args.policy or ("easy" if mode == "replay" else "conservative")
+    if args.processors is not None and args.processors < 1:
+        raise ConfigError(f"--processors must be >= 1 cores, got {args.processors}")
     if args.trace is not None:
-        from elastic.simulator.trace import read_swf
-
+        command = getattr(args, "command", None) or "run"
+        needs = None if mode == "replay" else f"--mode {mode} pins the recorded schedule"
         load = 1.0 if args.load is None else args.load
-        workload = read_swf(args.trace, load=load, processors=args.processors)
+        workload = read_trace(
+            args.trace, command, needs_waits=needs, load=load, processors=args.processors
+        ).workload
     else:
         processors = DEFAULT_PROCESSORS if args.processors is None else args.processors
         workload = default_background(processors, seed=args.seed)

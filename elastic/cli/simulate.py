@@ -114,15 +114,18 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     t0 = time.perf_counter()
     if args.trace:
-        from elastic.simulator.trace import read_swf
+        from elastic.cli.arguments import read_trace
 
-        workload = read_swf(
+        needs = None if args.mode == "replay" else f"--mode {args.mode} pins the recorded schedule"
+        workload = read_trace(
             args.trace,
+            "simulate",
+            needs_waits=needs,
             window=args.window,
             load=args.load,
             processors=args.processors,
             estimate_ratio=args.estimate_ratio or 1.0,
-        )
+        ).workload
     else:
         if args.window is not None:
             raise ConfigError("--window needs --trace (synthetic load has no clock to cut)")
