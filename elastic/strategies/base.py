@@ -17,7 +17,7 @@ queue wait; replace allocations that ended under us).
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -270,7 +270,13 @@ def _known(view: RunView, label: str) -> bool:
     return label == TOTAL or any(s.name == label for s in view.stages)
 
 
-def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float = 60.0) -> Decision:
+def walltime_follow_ups(
+    view: RunView,
+    labels: Sequence[str],
+    *,
+    margin: float = 60.0,
+    lead: Callable[[int], float] | None = None,
+) -> Decision:
     """Follow-up requests for allocations that run out of walltime, or ended under us, with work left.
 
     For each ``label`` that already had an allocation kept for it (:meth:`RunView.allocations_serving`),
@@ -280,8 +286,16 @@ def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float =
       ``scancel`` from outside, failure): request the next walltime of the sequence now (``"walltime"``
       after a TIMEOUT, else ``"lost"``);
     - the running allocation ends (``start + walltime``) before the expected remaining work: submit the
-      next walltime of the sequence at ``walltime_end - predicted wait - margin``, so the new allocation
-      is there when the old one is killed (lost tasks re-run on it).
+      next walltime of the sequence at ``walltime_end - lead - margin``, so the new allocation is there
+      when the old one is killed (lost tasks re-run on it).
+
+    A follow-up of an allocation kept for several stages (:attr:`Allocation.labels`) is kept for those
+    of them not done yet, from ``label`` on, as wide as the widest of them, its walltime the sum of
+    their requests: it replaces the allocation, not one stage of it.
+
+    ``lead(cores)`` is how long ahead of its need an allocation of ``cores`` is requested; default the
+    predicted wait (:meth:`~elastic.strategies.knowledge.Knowledge.predict_wait`). The planner passes the
+    timing rule's lead for a follow-up (:func:`elastic.strategies.timing.lead_time`).
     """
     actions: list[Action] = []
     wake: float | None = None
@@ -302,25 +316,48 @@ def walltime_follow_ups(view: RunView, labels: Sequence[str], *, margin: float =
             if last.cancelled:
                 continue
             reason = "walltime" if last.state is AllocationState.TIMEOUT else "lost"
+            rest = _serving_from(view, last, label)
             wait = k.predict_wait(cores)
-            actions.append(
-                Submit(label, cores, k.walltime(label, previous), reason=reason, predicted_wait=wait)
-            )
+            actions.append(_follow_up(view, label, rest, previous, reason, wait))
             continue
         current = max(running, key=lambda a: a.walltime_end or 0.0)
         end = current.walltime_end
         assert end is not None, "a running allocation has a start time"
-        if remaining_work(view, label) <= end - view.now:
+        rest = _serving_from(view, current, label)
+        if sum(remaining_work(view, x) for x in rest) <= end - view.now:
             continue
-        wait = k.predict_wait(cores)
+        width = max(view.label_width(x) for x in rest)
+        wait = k.predict_wait(width) if lead is None else lead(width)
         at = end - wait - margin
         if view.now >= at:
-            actions.append(
-                Submit(label, cores, k.walltime(label, previous), reason="walltime", predicted_wait=wait)
-            )
+            actions.append(_follow_up(view, label, rest, previous, "walltime", wait))
         else:
             wake = at if wake is None else min(wake, at)
     return Decision(tuple(actions), wake)
+
+
+def _serving_from(view: RunView, a: Allocation, label: str) -> tuple[str, ...]:
+    """Return the stages ``a`` is kept for from ``label`` on that are not done (``(label,)`` at least)."""
+    labels = a.labels
+    if label not in labels:
+        return (label,)
+    rest = [
+        x for x in labels[labels.index(label) :] if x == label or (_known(view, x) and not view.label_done(x))
+    ]
+    return tuple(rest)
+
+
+def _follow_up(
+    view: RunView, label: str, rest: tuple[str, ...], previous: Sequence[float], reason: str, wait: float
+) -> Submit:
+    """Return the request that replaces an allocation kept for ``rest`` (``label`` first)."""
+    k = view.knowledge
+    walltime = k.walltime(label, previous) + sum(k.walltime(x) for x in rest[1:])
+    if k.max_walltime is not None:
+        walltime = min(walltime, k.max_walltime)
+    width = max(view.label_width(x) for x in rest)
+    serves = rest if len(rest) > 1 else ()
+    return Submit(label, width, walltime, reason=reason, predicted_wait=wait, serves=serves)
 
 
 def _min(a: float | None, b: float | None) -> float | None:

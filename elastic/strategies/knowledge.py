@@ -232,12 +232,21 @@ class Knowledge:
             self._loaded[key] = time.monotonic()
 
     def predict_wait(self, cores: int) -> float:
-        """Predicted queue wait in seconds for ``cores`` cores, every phase together (0 without a learner)."""
+        """Predicted queue wait in seconds for ``cores`` cores, every phase together.
+
+        0 without a learner, and while the learner has seen no wait of this geometry (a learner that
+        predicts only what it has seen, such as :class:`~learners.ewma.LogEWMA`, has nothing to say yet).
+        """
+        from learners.base import NotFittedError
+
         if self.waits is None:
             return 0.0
         key = self.wait_key(cores)
         self._fresh(key)
-        return max(0.0, float(self.waits.predict(key)))
+        try:
+            return max(0.0, float(self.waits.predict(key)))
+        except NotFittedError:
+            return 0.0
 
     def wait_quantiles(
         self, cores: int, probs: Sequence[float], *, follow_up: bool | None = None

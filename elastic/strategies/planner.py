@@ -23,7 +23,10 @@ What :meth:`Planner.decide` does, each time it is asked:
    walltime for the group only) when the timing rule says: at once with ``afterany`` on the allocation
    before it where held jobs keep their queue place, else at *need - lead* without a dependency.
 3. Release allocations whose stages are all done; walltime follow-ups as every strategy
-   (:func:`~elastic.strategies.base.walltime_follow_ups`).
+   (:func:`~elastic.strategies.base.walltime_follow_ups`), requested ahead of the expiry by the timing
+   rule's lead for a follow-up wait (its newsvendor quantile), not by the mean wait of every phase: on a
+   queue whose follow-ups start at once, a follow-up requested hours early idles beside the allocation
+   it replaces.
 
 With a live demand (the front door) the plan is whatever is known: a stage that appears late is planned
 when it does (requested at once once ready), and a stage that grows past its allocation runs in waves,
@@ -256,7 +259,11 @@ class Planner:
             Decision(tuple(release_idle(view))),
             Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
-            walltime_follow_ups(view, [s.name for s in view.stages]),
+            walltime_follow_ups(
+                view,
+                [s.name for s in view.stages],
+                lead=lambda cores: timing.lead_time(self._waits(view, cores, True), cores, prices),
+            ),
         )
 
     def _holds(

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from elastic.allocations import AllocationState
 from elastic.strategies import Knowledge, RunView, Serve, StageView, Submit, make_strategy
+from elastic.strategies.base import walltime_follow_ups
 from elastic.strategies.hold import hold_through
 from elastic.strategies.merge import Choice, groups
 from elastic.strategies.planner import Acquire, Planner, StagePlan, plan
@@ -170,3 +171,41 @@ def test_the_planner_never_holds_more_cores_than_the_widest_remaining_stage_need
         if not c.new:
             assert c.cores == width  # a kept allocation is the one held, unchanged
         width = c.cores
+
+
+# -- regressions found while measuring issue 9's grid ----------------------------------------------------
+
+
+def test_a_learner_that_saw_no_wait_of_a_geometry_predicts_zero_regression_9() -> None:
+    # LogEWMA predicts only keys it has seen; Big-Job's follow-ups asked it for 1-core waits and the run
+    # ended with "releasing every allocation"
+    k = Knowledge(WF, waits=LogEWMA())
+    assert k.predict_wait(1) == 0.0
+    k.observe_wait(1, 600.0)
+    assert k.predict_wait(1) == pytest.approx(600.0)
+
+
+def test_a_follow_up_replaces_every_stage_its_allocation_was_kept_for_regression_9() -> None:
+    # a1 is kept for wide1 and narrow; at 1800 s wide1 has outlived its estimate (180 s more expected),
+    # narrow needs 600 s: 3000 s of walltime suffice; with 1850 s it does not, and the follow-up (due at
+    # once: the queue waits 0 s, 60 s of margin) is kept for both stages, as wide as the wider
+    stages = (
+        StageView("wide1", 0, 28, 1, (), done=20, running=8, ready_time=0.0, start_time=0.0),
+        StageView("narrow", 1, 1, 1, ("wide1",)),
+        StageView("wide2", 2, 28, 1, ("narrow",)),
+    )
+    k = _knowledge(0.0)
+    for walltime, follow_up in ((3000.0, False), (1850.0, True)):
+        a1 = alloc(
+            "a1", "wide1", 28, walltime, AllocationState.RUNNING, 0.0, 0.0, busy=8, serves=("wide1", "narrow")
+        )
+        records, busy = split((a1,))
+        decision = walltime_follow_ups(
+            RunView(1800.0, WF, stages, records, k, busy), ["wide1", "narrow", "wide2"]
+        )
+        submits = [a for a in decision.actions if isinstance(a, Submit)]
+        if not follow_up:
+            assert not submits
+            continue
+        (s,) = submits
+        assert (s.stage, s.cores, s.serves, s.reason) == ("wide1", 28, ("wide1", "narrow"), "walltime")
