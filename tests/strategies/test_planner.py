@@ -185,27 +185,17 @@ def test_a_learner_that_saw_no_wait_of_a_geometry_predicts_zero_regression_9() -
     assert k.predict_wait(1) == pytest.approx(600.0)
 
 
-def test_a_follow_up_replaces_every_stage_its_allocation_was_kept_for_regression_9() -> None:
-    # a1 is kept for wide1 and narrow; at 1800 s wide1 has outlived its estimate (180 s more expected),
-    # narrow needs 600 s: 3000 s of walltime suffice; with 1850 s it does not, and the follow-up (due at
-    # once: the queue waits 0 s, 60 s of margin) is kept for both stages, as wide as the wider
+def test_a_walltime_follow_up_is_requested_ahead_by_the_lead_the_strategy_gives_regression_9() -> None:
+    # at 1600 s wide1 has ~200 s left and a1 runs out at 1750 s; the learner's wait is an hour: by default
+    # the follow-up is due an hour + 60 s ahead (now), with a lead of 0 s only at 1690 s
     stages = (
         StageView("wide1", 0, 28, 1, (), done=20, running=8, ready_time=0.0, start_time=0.0),
         StageView("narrow", 1, 1, 1, ("wide1",)),
         StageView("wide2", 2, 28, 1, ("narrow",)),
     )
-    k = _knowledge(0.0)
-    for walltime, follow_up in ((3000.0, False), (1850.0, True)):
-        a1 = alloc(
-            "a1", "wide1", 28, walltime, AllocationState.RUNNING, 0.0, 0.0, busy=8, serves=("wide1", "narrow")
-        )
-        records, busy = split((a1,))
-        decision = walltime_follow_ups(
-            RunView(1800.0, WF, stages, records, k, busy), ["wide1", "narrow", "wide2"]
-        )
-        submits = [a for a in decision.actions if isinstance(a, Submit)]
-        if not follow_up:
-            assert not submits
-            continue
-        (s,) = submits
-        assert (s.stage, s.cores, s.serves, s.reason) == ("wide1", 28, ("wide1", "narrow"), "walltime")
+    records, busy = split((alloc("a1", "wide1", 28, 1750.0, AllocationState.RUNNING, 0.0, 0.0, busy=8),))
+    view = RunView(1600.0, WF, stages, records, _knowledge(3600.0), busy)
+    (s,) = walltime_follow_ups(view, ["wide1"]).actions
+    assert isinstance(s, Submit) and (s.stage, s.reason) == ("wide1", "walltime")
+    later = walltime_follow_ups(view, ["wide1"], lead=lambda cores: 0.0)
+    assert not later.actions and later.wake_at == pytest.approx(1690.0)
