@@ -155,6 +155,12 @@ class Allocation:
         Not to start before this time (``--begin``).
     cancelled : bool, default False
         We cancelled it (as opposed to the backend ending it: walltime, failure, ``scancel`` by someone).
+    serves : tuple of str, default ()
+        The stages it is kept for (run control: a planner may let one allocation serve several
+        consecutive stages); ``()`` means its ``stage`` only. See :attr:`labels`.
+    eligible_time : float or None, default None
+        When its dependencies and begin time were satisfied, once they are (run control); its queue
+        wait counts from then.
 
     Examples
     --------
@@ -179,6 +185,8 @@ class Allocation:
     dependencies: tuple[tuple[str, DependencyKind], ...] = ()
     begin: float | None = None
     cancelled: bool = False
+    serves: tuple[str, ...] = ()
+    eligible_time: float | None = None
 
     def __post_init__(self) -> None:
         if not self.alloc_id:
@@ -189,6 +197,13 @@ class Allocation:
             raise ConfigError(f"Allocation.walltime must be > 0 seconds, got {self.walltime}")
         if self.nodes is not None and not 1 <= self.nodes <= self.cores:
             raise ConfigError(f"Allocation.nodes must be None or 1..cores={self.cores}, got {self.nodes}")
+
+    @property
+    def labels(self) -> tuple[str, ...]:
+        """The stages it is kept for: :attr:`serves`, else its ``stage`` (none without one)."""
+        if self.serves:
+            return self.serves
+        return () if self.stage is None else (self.stage,)
 
     @property
     def pending(self) -> bool:

@@ -106,7 +106,7 @@ def simulate_runs(
     mode: str = "replay",
     reserve: int = 0,
     priority: str = DEFAULT_PRIORITY,
-    learner: str = "tuned",
+    learner: str | None = None,
     warmup: float = 86400.0,
     horizon: float = 4 * 86400.0,
     poll_interval: float = 30.0,
@@ -121,7 +121,7 @@ def simulate_runs(
 
     Run ``i`` starts at a point of the background load drawn from ``seed`` (the same points for every
     strategy, so strategies are compared on the same queue states), after ``warmup`` seconds of
-    background so the queue is busy. One ASA learner and one runtime history are shared by the runs, in
+    background so the queue is busy. One wait learner and one runtime history are shared by the runs, in
     order, as in the paper (the strategy learns across runs). Same arguments, same results.
 
     Parameters
@@ -148,8 +148,9 @@ def simulate_runs(
     reserve : int, default 0
         ``mode="calibrated"``: cores withheld from queued jobs (fit it once with
         :func:`~elastic.simulator.fidelity.calibrate_reserve`).
-    learner : {"default", "tuned", "greedy"}, default "tuned"
-        Policy of the ASA wait learner.
+    learner : str or None, default None
+        Wait learner (:data:`learners.choice.WAIT_LEARNERS`); None = the strategy's own
+        (:func:`~elastic.strategies.base.strategy_learner`: ``ewma``, the paper's learner for ``asa-paper``).
     warmup, horizon : float
         Background seconds simulated before each run starts, and kept after it.
     poll_interval : float, default 30.0
@@ -158,7 +159,8 @@ def simulate_runs(
         Extra keyword arguments for the strategy.
     waits, history, wait_store : optional
         Wait learner, runtime history and wait store to use (e.g. the project's store); default a fresh
-        ASA learner (policy ``learner``) and an in-memory history.
+        ``learner`` and an in-memory history. A given ``waits`` must be a ``learner`` (its state is
+        shared under :func:`learners.choice.shared_name` of it).
     shared : LearnerStateStore or None
         Where the learner's state is shared with other runs, updated atomically on every observation.
     on_run : callable or None, default None
@@ -170,8 +172,8 @@ def simulate_runs(
     """
     from elastic.backends.mock import MockBackend
     from elastic.control.runner import Runner
-    from elastic.strategies import Knowledge, MemoryHistory, make_strategy
-    from learners.asa import ASAEstimator
+    from elastic.strategies import Knowledge, MemoryHistory, make_strategy, strategy_learner
+    from learners.choice import make_wait_learner, shared_name
 
     _check_runs(runs)
     if background is None:
@@ -182,8 +184,9 @@ def simulate_runs(
             f"{background.processors}; use a larger trace or --processors"
         )
     starts = start_points(background, runs, seed=seed, warmup=warmup, horizon=horizon)
+    learner = learner or strategy_learner(strategy)
     if waits is None:
-        waits = ASAEstimator(policy=learner, random_state=seed)
+        waits = make_wait_learner(learner, seed=seed)
     if history is None:
         history = MemoryHistory()
     results = []
@@ -199,7 +202,13 @@ def simulate_runs(
             priority=priority,
         )
         knowledge = Knowledge(
-            workflow, waits=waits, history=history, wait_store=wait_store, backend="mock", shared=shared
+            workflow,
+            waits=waits,
+            history=history,
+            wait_store=wait_store,
+            backend="mock",
+            shared=shared,
+            learner_name=shared_name(learner),
         )
         runner = Runner(
             workflow,

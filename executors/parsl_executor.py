@@ -98,8 +98,9 @@ class ElasticExecutor(ParslExecutor):
     store : None, False, str or Store, default None
         Where runs, runtimes, waits and learner state are kept: the default store, none, a SQLAlchemy URL,
         a store.
-    learner : str or WaitPredictor, default "tuned"
-        Policy of the ASA wait learner (``"default"``, ``"tuned"``, ``"greedy"``), or a learner object.
+    learner : str, WaitPredictor or None, default None
+        Wait learner by name (``"ewma"``, or the paper's learner's policy ``"tuned"``, ``"default"``,
+        ``"greedy"``), or a learner object; None: the strategy's own.
     max_cores : int or None, default None
         No allocation wider.
     idle_timeout : float, default 300.0
@@ -140,7 +141,7 @@ class ElasticExecutor(ParslExecutor):
         *,
         workflow: str | Workflow | None = None,
         store: Store | str | bool | None = None,
-        learner: Any = "tuned",
+        learner: Any = None,
         max_cores: int | None = None,
         idle_timeout: float = 300.0,
         poll_interval: float | None = None,

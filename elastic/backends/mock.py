@@ -224,6 +224,10 @@ class MockBackend:
         """The priority model held jobs are ranked by (see :mod:`elastic.simulator.priority`)."""
         return self._engine.ranking.name
 
+    def priority_model(self) -> str:
+        """Return :attr:`priority`, as :meth:`elastic.backends.slurm.SlurmBackend.priority_model` does."""
+        return self.priority
+
     @property
     def engine(self) -> Engine:
         """The simulation engine (for records and metrics; do not drive it directly in scaled mode)."""

@@ -1,7 +1,7 @@
 """``elastic compare``: Big-Job, Per-Stage and ASA side by side, many runs each, in pure simulation.
 
 ``elastic compare --workflow demo3|FILE --runs N --backend mock [--trace PATH] [--load F] [--seed S]
-[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner tuned] [--csv OUT]``
+[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner ewma] [--csv OUT]``
 runs every strategy ``N`` times on the mock backend's virtual clock (no processes: task durations are
 sampled from the stages' runtime distributions), each run at a different point of the background load
 (the same points for every strategy), and prints the mean of each metric with its 95 % confidence
@@ -39,7 +39,7 @@ from elastic.experiments import MAX_RUNS, simulate_runs
 from elastic.report.scaling import SCALINGS
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
-from learners.asa import POLICIES as LEARNER_POLICIES
+from learners.choice import WAIT_LEARNERS
 
 __all__ = [
     "COLUMNS",
@@ -126,7 +126,10 @@ def register(subparsers: Any) -> None:
         help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default: bigjob,perstage,asa)",
     )
     parser.add_argument(
-        "--learner", choices=LEARNER_POLICIES, default="tuned", help="ASA learner policy (default: tuned)"
+        "--learner",
+        choices=WAIT_LEARNERS,
+        default=None,
+        help="wait learner for every strategy (default: each its own: ewma; tuned for the paper's ASA)",
     )
     parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
     add_background_arguments(parser)

@@ -45,6 +45,7 @@ def settings(
 ) -> list[tuple[str, str]]:
     """Return how the runs were made, for the report's header."""
     peaks = ", ".join(map(str, plan.cores)) if plan.cores else "each workflow's own width"
+    learner = f"wait learner {plan.learner}" if plan.learner else "each strategy's own wait learner"
     return [
         ("workflows", ", ".join(w.name for w in plan.workflows)),
         ("peak cores", f"{peaks} ({plan.scaling} scaling)"),
@@ -53,7 +54,7 @@ def settings(
         ("execution", f"pure simulation: mock backend, virtual clock, task runtimes from the {runtimes}"),
         ("partition", f"{setup.workload.processors} cores"),
         ("background", setup.describe()),
-        ("learner", f"ASA policy {plan.learner}, one per strategy, kept across all its runs in order"),
+        ("learner", f"{learner}, one per strategy, kept across all its runs in order"),
         ("seed", str(plan.seed)),
     ]
 

@@ -50,19 +50,22 @@ from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.metrics import RunMetrics
 from elastic.simulator.priority import DEFAULT_PRIORITY, describe_priority
-from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, make_strategy
+from elastic.strategies import (
+    STRATEGY_NAMES,
+    Knowledge,
+    MemoryHistory,
+    make_strategy,
+    strategy_learner,
+)
 from elastic.workflow import Workflow, resolve_workflow
-from learners.asa import POLICIES as LEARNER_POLICIES
-from learners.asa import ASAEstimator
+from learners.base import WaitPredictor
+from learners.choice import WAIT_LEARNERS, make_wait_learner, shared_name
 
 if TYPE_CHECKING:
     from elastic.backends.base import BatchBackend
     from elastic.store import Store
 
 __all__ = ["register"]
-
-_LEARNER = "asa"
-"""Name the ASA learner's state is kept under in the store."""
 
 
 def register(subparsers: Any) -> None:
@@ -94,7 +97,10 @@ def register(subparsers: Any) -> None:
         help="poll interval, backend seconds (default: 30 on the mock backend, 10 on Slurm)",
     )
     parser.add_argument(
-        "--learner", choices=LEARNER_POLICIES, default="tuned", help="ASA learner policy (default: tuned)"
+        "--learner",
+        choices=WAIT_LEARNERS,
+        default=None,
+        help="wait learner (default: the strategy's own: ewma, tuned for the paper's ASA)",
     )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
@@ -112,7 +118,7 @@ def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:
 
 
 def _simulate(
-    args: argparse.Namespace, workflow: Workflow, learner: ASAEstimator, store: Store | None
+    args: argparse.Namespace, workflow: Workflow, learner: WaitPredictor, store: Store | None
 ) -> RunResult:
     from elastic.experiments import simulate_runs
 
@@ -129,6 +135,7 @@ def _simulate(
         mode=setup.mode,
         reserve=setup.reserve,
         priority=setup.priority,
+        learner=args.learner,
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,
@@ -139,7 +146,11 @@ def _simulate(
 
 
 def _real(
-    args: argparse.Namespace, workflow: Workflow, learner: ASAEstimator, store: Store | None, console: Console
+    args: argparse.Namespace,
+    workflow: Workflow,
+    learner: WaitPredictor,
+    store: Store | None,
+    console: Console,
 ) -> RunResult:
     from elastic.control.pool_execution import PoolExecution
 
@@ -166,7 +177,7 @@ def _real(
         backend=backend.name,
         max_walltime=backend.partition().max_walltime,
         shared=store,
-        learner_name=_LEARNER,
+        learner_name=shared_name(args.learner or strategy_learner(args.strategy)),
     )
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:
@@ -244,7 +255,7 @@ def _run(args: argparse.Namespace) -> int:
 
         store = Store(args.store)
     try:
-        learner = ASAEstimator(policy=args.learner, random_state=args.seed)
+        learner = make_wait_learner(args.learner or strategy_learner(args.strategy), seed=args.seed)
         run_id = None
         if store is not None:
             run_id = store.record_run(

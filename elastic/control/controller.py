@@ -18,13 +18,18 @@ Each :meth:`AllocationController.step`
    eligible: its dependencies and begin time satisfied) is fed to the learner;
 2. hands the task events of the execution to the event sink and to the demand, which updates its stages;
 3. asks the strategy with a :class:`~elastic.strategies.base.RunView` and carries out its actions
-   (:class:`~elastic.strategies.base.Submit`, :class:`~elastic.strategies.base.Cancel`): walltime
-   follow-ups and replacements of lost allocations are strategy actions like any other;
+   (:class:`~elastic.strategies.base.Submit`, :class:`~elastic.strategies.base.Cancel`,
+   :class:`~elastic.strategies.base.Serve`): walltime follow-ups and replacements of lost allocations are
+   strategy actions like any other;
 4. lets the demand hand newly ready work to the execution, and says when to step again at the latest.
 
-Allocations are kept as :class:`~elastic.allocations.Allocation` records on the backend's clock; the
-backend's :class:`~elastic.batch.JobState` is translated to :class:`~elastic.allocations.AllocationState`
-here, at the edge.
+Allocations are kept as :class:`~elastic.allocations.Allocation` records on the backend's clock, with
+the stages each is kept for (``serves``) and when it became eligible (``eligible_time``); the backend's
+:class:`~elastic.batch.JobState` is translated to :class:`~elastic.allocations.AllocationState` here, at
+the edge. A wait is learned as a *follow-up* when another allocation of the run had started by the time
+this one became eligible, else as a *first* wait (:meth:`~elastic.strategies.knowledge.Knowledge.wait_key`).
+The backend's priority model (``priority_model()``, where the backend has one) is read once and shown to
+strategies in the view.
 """
 
 from __future__ import annotations
@@ -32,16 +37,17 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Protocol
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
-from elastic.errors import ConfigError
+from elastic.control.history import learn_runtimes
+from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.strategies.base import Cancel, Decision, RunView, StageView, Strategy, Submit
+from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Strategy, Submit
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
@@ -141,6 +147,8 @@ class AllocationController:
         self._record = record
         self._allocs: dict[str, Allocation] = {}
         self._job_ids: dict[str, str] = {}
+        self.priority = _priority_model(backend)
+        """The backend's priority model for held jobs (None when it does not say)."""
 
     # -- the step ------------------------------------------------------------------------------------
 
@@ -177,6 +185,8 @@ class AllocationController:
         for action in decision.actions:
             if isinstance(action, Submit):
                 self._submit(action, now)
+            elif isinstance(action, Serve):
+                self._serve(action)
             else:
                 self._cancel(action, now)
 
@@ -190,7 +200,7 @@ class AllocationController:
         known = {s.name for s in plan.stages}
         stages = tuple(s for s in self.demand.stages() if s.name in known)
         self.knowledge.workflow = plan
-        return RunView(now, plan, stages, self.allocations, self.knowledge, busy)
+        return RunView(now, plan, stages, self.allocations, self.knowledge, busy, self.priority)
 
     def shutdown(self, now: float, *, settle: float = 30.0) -> None:
         """Cancel every allocation still open and record its end.
@@ -256,6 +266,25 @@ class AllocationController:
                 self._started(a, at)
             else:
                 self._ended(a, AllocationState.from_job_state(info.state), at)
+        for a in list(self._allocs.values()):
+            if a.pending and a.eligible_time is None:
+                since = self._eligible_since(a, now)
+                if since is not None:
+                    self._allocs[a.alloc_id] = dataclasses.replace(a, eligible_time=since)
+
+    def _eligible_since(self, a: Allocation, now: float) -> float | None:
+        """When ``a``'s dependencies and begin time were all satisfied, or None if they are not yet."""
+        submitted = a.submit_time if a.submit_time is not None else now
+        since = max(submitted, a.begin if a.begin is not None else submitted)
+        if since > now:
+            return None
+        for dep_id, kind in a.dependencies:
+            dep = self._allocs[dep_id]
+            released = dep.start_time if kind is DependencyKind.AFTER else dep.end_time
+            if released is None:
+                return None
+            since = max(since, released)
+        return since
 
     def _eligible(self, a: Allocation, at: float) -> float:
         """When ``a`` could start as far as its dependencies and begin time go (never after ``at``)."""
@@ -268,8 +297,14 @@ class AllocationController:
         return min(eligible, at)
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True) -> None:
-        a = self._allocs[a.alloc_id] = a.transition(AllocationState.RUNNING, at)
         eligible = self._eligible(a, at)
+        a = self._allocs[a.alloc_id] = dataclasses.replace(
+            a.transition(AllocationState.RUNNING, at), eligible_time=eligible
+        )
+        follow_up = any(
+            b.alloc_id != a.alloc_id and b.start_time is not None and b.start_time <= eligible
+            for b in self._allocs.values()
+        )
         self._record(
             Event(
                 at,
@@ -280,7 +315,7 @@ class AllocationController:
                 eligible=eligible,
             )
         )
-        self.knowledge.observe_wait(a.cores, at - eligible, submit_time=a.submit_time)
+        self.knowledge.observe_wait(a.cores, at - eligible, submit_time=a.submit_time, follow_up=follow_up)
         if offer:
             self.execution.add_allocation(a.alloc_id, a.cores, at + a.walltime, at)
         logger.info(
@@ -340,6 +375,7 @@ class AllocationController:
             predicted_wait=action.predicted_wait,
             dependencies=tuple(dep_ids),
             begin=action.begin,
+            serves=action.serves,
         )
         self._record(
             Event(
@@ -366,6 +402,20 @@ class AllocationController:
             action.reason,
         )
 
+    def _serve(self, action: Serve) -> None:
+        a = self._allocs.get(action.alloc_id)
+        if a is None or a.ended:
+            return
+        logger.info(
+            "%s: %s kept for %s (was %s): %s",
+            self.strategy.name,
+            a.alloc_id,
+            ", ".join(action.stages),
+            ", ".join(a.labels),
+            action.reason,
+        )
+        self._allocs[a.alloc_id] = dataclasses.replace(a, serves=action.stages)
+
     def _cancel(self, action: Cancel, now: float) -> None:
         a = self._allocs.get(action.alloc_id)
         if a is None or a.ended:
@@ -383,40 +433,14 @@ class AllocationController:
             self._ended(a, AllocationState.from_job_state(info.state), now)
 
 
-def learn_runtimes(
-    knowledge: Knowledge, stages: Sequence[StageView], *, status: str, end: float, width: int
-) -> None:
-    """Add a run's stage runtimes (first task start to last task end) to the history.
-
-    A stage cut short by the end of the run is recorded as censored: it ran at least that long. A runtime
-    includes work re-run after a walltime kill, which errs on the long side. The total (label ``"*"``,
-    what a Big-Job allocation must hold) is the sum of the stage runtimes, so waits between stages under
-    other strategies do not inflate it.
-
-    Parameters
-    ----------
-    knowledge : Knowledge
-        Where the history goes.
-    stages : sequence of StageView
-        The run's stages at its end.
-    status : str
-        ``"completed"`` or why not (then the total is censored).
-    end : float
-        When the run ended (backend seconds).
-    width : int
-        Cores of the widest stage (recorded with the total).
-    """
-    total = 0.0
-    censored = status != "completed"
-    for s in stages:
-        if s.start_time is None:
-            continue
-        if s.end_time is not None:
-            runtime = s.end_time - s.start_time
-            knowledge.record_runtime(s.name, runtime, cores=s.width)
-        else:
-            runtime = end - s.start_time
-            knowledge.record_runtime(s.name, runtime, censored=True, cores=s.width)
-        total += runtime
-    if total > 0:
-        knowledge.record_runtime(TOTAL, total, censored=censored, cores=width)
+def _priority_model(backend: BatchBackend) -> str | None:
+    """Return the backend's priority model for held jobs (None if it has no ``priority_model()``)."""
+    read = getattr(backend, "priority_model", None)
+    if not callable(read):
+        return None
+    try:
+        model = read()
+    except ElasticError as exc:  # e.g. scontrol failed: plan as if holding bought nothing
+        logger.warning("cannot read the backend's priority setting (%s); planning as under 'age'", exc)
+        return None
+    return model if isinstance(model, str) else None

@@ -70,8 +70,6 @@ Fut = concurrent.futures.Future
 _MIN_STEP = 0.02
 """Real seconds between two allocation-control steps at least (task events come by thousands)."""
 
-_LEARNER = "asa"
-"""Name the wait learner's state is shared under in the store (as ``elastic run``)."""
 
 _TASK_KINDS = frozenset(
     {
@@ -112,9 +110,11 @@ class Elastic(concurrent.futures.Executor):
         of its stages (runtimes optional, seconds).
     store : None, False, str or Store, default None
         Where runs, runtimes, waits and learner state are kept: the default store, none, a URL, a store.
-    learner : {"default", "tuned", "greedy"} or WaitPredictor, default "tuned"
-        Policy of the ASA wait learner, or a wait learner object (e.g. ``ASAEstimator(grid=..., ...)``:
-        anything with ``predict(key)`` and ``observe(key, wait)``).
+    learner : str, WaitPredictor or None, default None
+        Wait learner by name (:data:`learners.choice.WAIT_LEARNERS`), or a wait learner object (e.g.
+        ``ASAEstimator(grid=..., ...)``: anything with ``predict(key)`` and ``observe(key, wait)``); None =
+        the strategy's own (:func:`~elastic.strategies.base.strategy_learner`; ``ewma`` for a strategy
+        object).
     max_cores : int or None, default None
         No allocation wider (default: the backend's partition).
     idle_timeout : float, default 300.0
@@ -143,7 +143,7 @@ class Elastic(concurrent.futures.Executor):
         *,
         workflow: str | Workflow = "default",
         store: Store | str | bool | None = None,
-        learner: str | WaitPredictor = "tuned",
+        learner: str | WaitPredictor | None = None,
         max_cores: int | None = None,
         idle_timeout: float = 300.0,
         poll_interval: float | None = None,
@@ -162,6 +162,18 @@ class Elastic(concurrent.futures.Executor):
             max_cores=max_cores,
             pool_options=pool_options,
         )
+        from elastic.strategies import STRATEGY_NAMES, strategy_learner
+        from learners.choice import DEFAULT_WAIT_LEARNER, make_wait_learner, shared_name
+
+        if learner is None:
+            named = strategy if isinstance(strategy, str) and strategy in STRATEGY_NAMES else None
+            learner = strategy_learner(named) if named is not None else DEFAULT_WAIT_LEARNER
+        if isinstance(learner, str):
+            waits, learner_name = make_wait_learner(learner), shared_name(learner)
+        else:  # a learner object: its state is shared under its kind's name
+            from learners.ewma import LogEWMA
+
+            waits, learner_name = learner, "ewma" if isinstance(learner, LogEWMA) else "asa"
         self._strategy = resolve_strategy(strategy)
         self._closed = threading.Event()
         self._poke = threading.Event()
@@ -198,13 +210,13 @@ class Elastic(concurrent.futures.Executor):
             )
             self._knowledge = Knowledge(
                 self._demand.plan,
-                waits=_wait_learner(learner),
+                waits=waits,
                 history=self._store if self._store is not None else MemoryHistory(),
                 wait_store=self._store,
                 backend=self._backend.name,
                 max_walltime=self._backend.partition().max_walltime,
                 shared=self._store,
-                learner_name=_LEARNER,
+                learner_name=learner_name,
             )
             self._pool = Pool(
                 max_retries=max_retries, drain_margin=drain_margin / self._speedup, **pool_options
@@ -541,7 +553,7 @@ def _check(ok: bool, message: str) -> None:
 
 def check_settings(
     *,
-    learner: object = "tuned",
+    learner: object = None,
     idle_timeout: float = 300.0,
     drain_margin: float = 30.0,
     poll_interval: float | None = None,
@@ -555,11 +567,15 @@ def check_settings(
     ConfigError
         The first bad setting, named with its value and what is allowed.
     """
-    from learners.asa import POLICIES
+    from learners.choice import WAIT_LEARNERS
 
     if isinstance(learner, str):
-        _check(learner in POLICIES, f"learner must be one of {', '.join(POLICIES)}, got {learner!r}")
-    else:
+        _check(
+            learner in WAIT_LEARNERS,
+            f"learner must be one of {', '.join(WAIT_LEARNERS)} (or None: the strategy's own), "
+            f"got {learner!r}",
+        )
+    elif learner is not None:  # None: the strategy's own
         _check(
             callable(getattr(learner, "predict", None)) and callable(getattr(learner, "observe", None)),
             f"learner must be a policy name or have predict(key) and observe(key, wait), got {learner!r}",
@@ -579,9 +595,3 @@ def check_settings(
     _check(max_cores is None or max_cores >= 1, f"max_cores must be >= 1 or None, got {max_cores!r}")
     unknown = set(pool_options or {}) - _POOL_OPTIONS
     _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(_POOL_OPTIONS))}")
-
-
-def _wait_learner(learner: str | WaitPredictor) -> Any:
-    from learners.asa import ASAEstimator
-
-    return ASAEstimator(policy=learner) if isinstance(learner, str) else learner

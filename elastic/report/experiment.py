@@ -219,8 +219,9 @@ class ExperimentPlan:
         How workflows are scaled (:func:`~elastic.report.scaling.scale_workflow`).
     seed : int, default 0
         Seeds the learners.
-    learner : str, default "tuned"
-        ASA learner policy.
+    learner : str or None, default None
+        Wait learner for every strategy (:data:`learners.choice.WAIT_LEARNERS`); None: each strategy's
+        own (:func:`~elastic.strategies.base.strategy_learner`).
     gantt_run : int or None, default None
         Run index whose busy cores are kept for the Gantt chart (default: the last run).
     """
@@ -231,7 +232,7 @@ class ExperimentPlan:
     cores: tuple[int, ...] = ()
     scaling: str = "strong"
     seed: int = 0
-    learner: str = "tuned"
+    learner: str | None = None
     gantt_run: int | None = None
 
     def cells(self) -> list[Cell]:
@@ -306,13 +307,14 @@ def run_experiment(
     -------
     ExperimentResult
     """
-    from learners.asa import ASAEstimator
+    from elastic.strategies import strategy_learner
+    from learners.choice import make_wait_learner
 
     cells = plan.cells()
     runner.check(cells)
     gantt = plan.runs - 1 if plan.gantt_run is None else plan.gantt_run
     learners: dict[str, WaitPredictor] = {
-        s: ASAEstimator(policy=plan.learner, random_state=plan.seed) for s in plan.strategies
+        s: make_wait_learner(plan.learner or strategy_learner(s), seed=plan.seed) for s in plan.strategies
     }
     seen: dict[str, int] = dict.fromkeys(plan.strategies, 0)
     records: list[RunRecord] = []

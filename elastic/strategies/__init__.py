@@ -1,4 +1,4 @@
-"""Allocation strategies: Big-Job, Per-Stage and ASA, behind one :class:`Strategy` contract."""
+"""Allocation strategies: Big-Job, Per-Stage, the planner ``asa`` and the paper's ASA, behind one contract."""
 
 from __future__ import annotations
 
@@ -9,14 +9,17 @@ from elastic.strategies.base import (
     Cancel,
     Decision,
     RunView,
+    Serve,
     StageView,
     Strategy,
     Submit,
     make_strategy,
+    strategy_learner,
 )
 from elastic.strategies.bigjob import BigJob
 from elastic.strategies.knowledge import TOTAL, Knowledge, MemoryHistory
 from elastic.strategies.perstage import PerStage
+from elastic.strategies.planner import Planner
 
 __all__ = [
     "ASA",
@@ -29,9 +32,12 @@ __all__ = [
     "Knowledge",
     "MemoryHistory",
     "PerStage",
+    "Planner",
     "RunView",
+    "Serve",
     "StageView",
     "Strategy",
     "Submit",
     "make_strategy",
+    "strategy_learner",
 ]

@@ -81,7 +81,7 @@ class ASA:
     Examples
     --------
     >>> ASA().name, ASA(dependency=None, naive=True).name
-    ('asa', 'asa-naive')
+    ('asa-paper', 'asa-naive')
     """
 
     def __init__(
@@ -101,10 +101,10 @@ class ASA:
 
     @property
     def name(self) -> str:
-        """``"asa"``; ``"asa-after"`` with ``after`` dependencies; ``"asa-naive"`` without, cancelling."""
+        """``"asa-paper"``; ``"asa-after"`` with ``after`` dependencies; ``"asa-naive"`` without, cancels."""
         if self.naive and self.dependency is None:
             return "asa-naive"
-        return "asa-after" if self.dependency == "after" else "asa"
+        return "asa-after" if self.dependency == "after" else "asa-paper"
 
     # -- predictions ---------------------------------------------------------------------------------
 

@@ -2,8 +2,12 @@
 
 :class:`Knowledge` is the one place strategies ask
 
-- how long an allocation of ``c`` cores will wait (the ASA learner, or any
-  :class:`~learners.base.WaitPredictor`, keyed by :func:`learners.asa_grid.geometry_key`);
+- how long an allocation of ``c`` cores will wait: one value (:meth:`Knowledge.predict_wait`) or the
+  distribution (:meth:`Knowledge.wait_quantiles`), from any :class:`~learners.base.WaitPredictor` keyed by
+  :func:`learners.asa_grid.geometry_key`. Waits are also kept apart by *phase*: the first allocation of a
+  run (nothing of the run holds cores when it becomes eligible) and follow-ups (another allocation of the
+  run holds, or held, cores by then), which differ by hours on a queue whose cores, once released by a
+  run, go back to it first (HPC2N's capacity mode: first waits of hours, follow-ups of minutes);
 - how long a stage (or, with label ``"*"``, the whole workflow) will run, given how long it has run already
   ("its runtime history and its progress so far");
 - which walltime to request next for a stage: the next value of its speculative reservation sequence
@@ -148,7 +152,7 @@ class Knowledge:
         starts from its latest state (read at most every ``refresh`` seconds per geometry), so concurrent
         runs never lose each other's observations.
     learner_name : str, default "asa"
-        Name the learner's state is shared under.
+        Name the learner's state is shared under (:func:`learners.choice.shared_name` of the learner).
     refresh : float, default 60.0
         Real seconds a shared state read for a prediction is reused.
     """
@@ -196,34 +200,107 @@ class Knowledge:
 
     # -- queue waits ------------------------------------------------------------------------------
 
-    def wait_key(self, cores: int) -> str:
-        """Return the learner key of an allocation of ``cores`` cores."""
+    def wait_key(self, cores: int | None, follow_up: bool | None = None) -> str:
+        """Return the learner key of an allocation of ``cores`` cores (of one phase, if ``follow_up`` is set).
+
+        ``cores=None`` is every geometry together (a phase's waits of all widths).
+
+        Examples
+        --------
+        >>> from elastic.workflow import builtin_workflow
+        >>> k = Knowledge(builtin_workflow("demo3"))
+        >>> k.wait_key(28), k.wait_key(28, follow_up=True), k.wait_key(None, follow_up=False)
+        ('cores=17-32', 'cores=17-32/follow-up', 'cores=any/first')
+        """
         from learners.asa_grid import geometry_key
 
-        return geometry_key(cores, self.partition, self.user)
+        key = geometry_key(1 if cores is None else cores, self.partition, self.user)
+        if cores is None:
+            key = "cores=any" + key[key.index("/") :] if "/" in key else "cores=any"
+        if follow_up is None:
+            return key
+        return f"{key}/{'follow-up' if follow_up else 'first'}"
 
-    def predict_wait(self, cores: int) -> float:
-        """Predicted queue wait in seconds for ``cores`` cores (0 without a learner)."""
-        if self.waits is None:
-            return 0.0
-        key = self.wait_key(cores)
-        if self.shared is not None and time.monotonic() - self._loaded.get(key, -math.inf) >= self.refresh:
+    def _fresh(self, key: str) -> None:
+        """Load the shared state of ``key`` into the predictor if our copy is older than ``refresh``."""
+        if self.waits is None or self.shared is None:
+            return
+        if time.monotonic() - self._loaded.get(key, -math.inf) >= self.refresh:
             from learners.base import load_shared
 
             load_shared(self.waits, self.shared, self.learner_name, key)  # type: ignore[type-var]
             self._loaded[key] = time.monotonic()
-        return max(0.0, float(self.waits.predict(key)))
 
-    def observe_wait(self, cores: int, wait: float, *, submit_time: float | None = None) -> None:
-        """Feed one real queue wait to the learner (and the wait store)."""
+    def predict_wait(self, cores: int) -> float:
+        """Predicted queue wait in seconds for ``cores`` cores, every phase together.
+
+        0 without a learner, and while the learner has seen no wait of this geometry (a learner that
+        predicts only what it has seen, such as :class:`~learners.ewma.LogEWMA`, has nothing to say yet).
+        """
+        from learners.base import NotFittedError
+
+        if self.waits is None:
+            return 0.0
         key = self.wait_key(cores)
-        if self.waits is not None and self.shared is not None:
-            from learners.base import observe_shared
+        self._fresh(key)
+        try:
+            return max(0.0, float(self.waits.predict(key)))
+        except NotFittedError:
+            return 0.0
 
-            observe_shared(self.waits, self.shared, self.learner_name, key, max(0.0, wait))  # type: ignore[type-var]
-            self._loaded[key] = time.monotonic()  # the predictor now holds the latest shared state
-        elif self.waits is not None:
-            self.waits.observe(key, max(0.0, wait))
+    def wait_quantiles(
+        self, cores: int, probs: Sequence[float], *, follow_up: bool | None = None
+    ) -> FloatArray:
+        """Return quantiles (``probs`` in (0, 1)) of the queue wait of an allocation of ``cores`` cores.
+
+        From the first of these the learner has seen a wait of: this geometry in this phase
+        (``follow_up`` True or False), every geometry in this phase, this geometry in every phase; else 0
+        s everywhere (nothing known: acquiring cores is taken as free, so a planner behaves like
+        Per-Stage until it has seen the queue). A learner that gives one value only (not a
+        :class:`~learners.base.WaitDistribution`) gives it for every quantile.
+        """
+        from learners.base import NotFittedError
+
+        p = np.asarray(probs, dtype=np.float64)
+        if self.waits is None:
+            return np.zeros_like(p)
+        keys = [self.wait_key(cores)]
+        if follow_up is not None:
+            keys[:0] = [self.wait_key(cores, follow_up), self.wait_key(None, follow_up)]
+        for key in keys:
+            self._fresh(key)
+            try:
+                quantiles = getattr(self.waits, "quantiles", None)
+                if quantiles is not None:
+                    out = np.asarray(quantiles(key, p), dtype=np.float64)
+                else:
+                    out = np.full_like(p, float(self.waits.predict(key)))
+            except NotFittedError:
+                continue
+            return np.maximum(out, 0.0)
+        return np.zeros_like(p)
+
+    def observe_wait(
+        self, cores: int, wait: float, *, submit_time: float | None = None, follow_up: bool | None = None
+    ) -> None:
+        """Feed one real queue wait to the learner (and the wait store).
+
+        It is learned under the geometry's key and, when ``follow_up`` is given, under the phase's keys
+        too (this geometry's and every geometry's, :meth:`wait_key`); the wait store keeps it once, under
+        the geometry's key.
+        """
+        keys = [self.wait_key(cores)]
+        if follow_up is not None:
+            keys += [self.wait_key(cores, follow_up), self.wait_key(None, follow_up)]
+        for key in keys:
+            if self.waits is not None and self.shared is not None:
+                from learners.base import observe_shared
+
+                observe_shared(self.waits, self.shared, self.learner_name, key, max(0.0, wait))  # type: ignore[type-var]
+                self._loaded[key] = time.monotonic()  # the predictor now holds the latest shared state
+            elif self.waits is not None:
+                self.waits.observe(key, max(0.0, wait))
+        key = keys[0]
         if self.wait_store is not None:
             self.wait_store.add_wait(
                 key,

@@ -1,0 +1,133 @@
+"""Issue 9's grid: Big-Job, Per-Stage and ``asa`` (the planner) per workflow x peak x queue x priority.
+
+Each cell is ``elastic compare`` of the same runs (same seed, same start points for every strategy); a
+row gives mean and median makespan and core-hours charged, the share of the Per-Stage - Big-Job
+makespan gap ``asa`` closes (on means), ``asa``'s core-hours over Per-Stage's, and the goal's verdict:
+
+- where Per-Stage's mean makespan is >= 1.3x Big-Job's ("hard"): ``asa`` closes >= 80 % of the gap at
+  <= 1.10x Per-Stage's core-hours;
+- elsewhere ("easy"): ``asa`` is within 5 % of the better of the two on makespan and on core-hours.
+
+Baselines (Big-Job, Per-Stage) are measured in the same run as ``asa``. Queues: ``synthetic`` (busy
+synthetic load, 90 % offered, on ``max(64, 2 x peak)`` cores), ``replay`` (the HPC2N trace replayed
+with EASY), ``capacity`` (HPC2N, ``--mode capacity``: the centre's recorded waits). Each finished cell
+is appended to ``--csv`` at once, so a long grid can be stopped and its finished cells kept.
+
+Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows montage,blast,statistics]
+[--peaks 28,56,112] [--queues synthetic,replay,capacity] [--priorities age,basic,accrue-always]
+[--runs 30] [--seed 1] [--csv OUT]
+The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import functools
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from elastic.experiments import default_background, simulate_runs
+from elastic.simulator.trace import read_swf
+from elastic.simulator.workload import Workload
+from elastic.report.scaling import scale_workflow
+from elastic.workflow import builtin_workflow
+
+TRACE = (
+    Path(os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"))
+    / "HPC2N-2002-2.2-cln.swf.gz"
+)
+STRATEGIES = ("bigjob", "perstage", "asa")
+HARD = 1.3
+GAP_GOAL = 0.80
+CORE_H_GOAL = 1.10
+TOLERANCE = 1.05
+
+
+@functools.cache
+def _trace() -> Workload:
+    return read_swf(TRACE)
+
+
+def cell(workflow: str, peak: int, queue: str, priority: str, runs: int, seed: int) -> dict[str, object]:
+    """Simulate one cell and return its row."""
+    wf = scale_workflow(builtin_workflow(workflow), peak)
+    if queue == "synthetic":
+        background = default_background(max(64, 2 * peak), seed=seed)
+        mode, policy = "replay", "easy"
+    else:
+        background = _trace()
+        mode, policy = ("capacity", "conservative") if queue == "capacity" else ("replay", "easy")
+    row: dict[str, object] = {"workflow": workflow, "peak": peak, "queue": queue, "priority": priority}
+    began = time.perf_counter()
+    for name in STRATEGIES:
+        results = simulate_runs(
+            wf, name, runs=runs, seed=seed, background=background, policy=policy, mode=mode, priority=priority
+        )
+        span = np.array([r.metrics.makespan for r in results]) / 3600.0
+        core_h = np.array([r.metrics.core_hours_charged for r in results])
+        row[f"{name}_completed"] = sum(r.status == "completed" for r in results)
+        row[f"{name}_h"], row[f"{name}_h_med"] = float(span.mean()), float(np.median(span))
+        row[f"{name}_ch"], row[f"{name}_ch_med"] = float(core_h.mean()), float(np.median(core_h))
+    row["seconds"] = time.perf_counter() - began
+    return verdict(row)
+
+
+def verdict(row: dict[str, object]) -> dict[str, object]:
+    """Add the gap closed, the core-hour ratio and the goal's verdict to a cell's row."""
+    big, per, asa = (float(row[f"{s}_h"]) for s in STRATEGIES)  # type: ignore[arg-type]
+    big_ch, per_ch, asa_ch = (float(row[f"{s}_ch"]) for s in STRATEGIES)  # type: ignore[arg-type]
+    hard = per >= HARD * big
+    gap = (per - asa) / (per - big) if per > big else float("nan")
+    ratio = asa_ch / per_ch
+    if hard:
+        met = gap >= GAP_GOAL and ratio <= CORE_H_GOAL
+    else:
+        met = asa <= TOLERANCE * min(big, per) and asa_ch <= TOLERANCE * min(big_ch, per_ch)
+    row.update(hard=hard, gap_closed=gap, core_h_ratio=ratio, goal_met=met)
+    return row
+
+
+def main() -> None:
+    """Run the grid, printing one line per cell as it finishes."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workflows", default="montage,blast,statistics")
+    parser.add_argument("--peaks", default="28,56,112")
+    parser.add_argument("--queues", default="synthetic,replay,capacity")
+    parser.add_argument("--priorities", default="age,basic,accrue-always")
+    parser.add_argument("--runs", type=int, default=30)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--csv", type=Path, default=None)
+    args = parser.parse_args()
+    print(
+        "workflow peak queue priority | makespan h mean (median): bigjob perstage asa | "
+        "core-h mean (median): bigjob perstage asa | gap closed, asa/perstage core-h, goal"
+    )
+    for queue in args.queues.split(","):
+        for priority in args.priorities.split(","):
+            for workflow in args.workflows.split(","):
+                for peak in (int(p) for p in args.peaks.split(",")):
+                    row = cell(workflow, peak, queue, priority, args.runs, args.seed)
+                    spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in STRATEGIES)
+                    hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in STRATEGIES)
+                    print(
+                        f"{workflow} {peak} {queue} {priority} | {spans} | {hours} | "
+                        f"{row['gap_closed']:.0%} {row['core_h_ratio']:.2f}x "
+                        f"{'hard' if row['hard'] else 'easy'} {'met' if row['goal_met'] else 'MISSED'} "
+                        f"[{row['seconds']:.0f} s]",
+                        flush=True,
+                    )
+                    if args.csv is not None:
+                        new = not args.csv.exists()
+                        with args.csv.open("a", newline="") as f:
+                            writer = csv.DictWriter(f, fieldnames=list(row))
+                            if new:
+                                writer.writeheader()
+                            writer.writerow(row)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""The hold rule: keep a running allocation across the next stages, or release it.
+
+When a stage ends, its allocation's cores can be given back (and the next wide stage must wait in the
+queue for cores again) or kept for the stages that follow (they run on it at once, and every core the
+narrower ones do not use is charged idle). Holding a width ``H`` through a stage of ``c`` cores and
+expected ``d`` seconds costs ``alpha x H x d`` (:func:`keep_cost`), against ``alpha x c x d`` plus the
+expected cost of getting new cores (:func:`elastic.strategies.timing.acquire_cost`, which prices the
+wait to get the cores back). The planner (:mod:`elastic.strategies.planner`) weighs the two over all the
+remaining stages at every stage boundary, with the waits this run and the runs before it just saw.
+
+Limits that apply whatever the prices say:
+
+- **Walltime.** An allocation is kept for *more* stages than it was requested for only while its
+  remaining walltime covers ``cover`` (default :data:`COVER` = 1.3) times the expected work it is kept
+  for (:func:`hold_through`): an allocation killed at its walltime mid-stage loses its running tasks.
+  The stages it was requested for are covered by its request (:func:`merge.group_walltime`).
+- **Too early.** An idle allocation that started so early that its stage cannot end before its walltime
+  is released (:func:`expires_idle`): it would only idle until it is killed.
+- **Width.** No allocation is kept wider than the widest stage left needs (the planner never plans
+  it; a property test checks it).
+
+Examples
+--------
+>>> keep_cost(28, 600.0, alpha=1.0)  # 28 cores held through 600 s
+16800.0
+>>> # 1000 s of walltime left, 100 s left of the current stage, then three stages of 300 s
+>>> hold_through(1000.0, 100.0, ["b", "c", "d"], [300.0, 300.0, 300.0])
+('b', 'c')
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from elastic.errors import ConfigError
+
+__all__ = ["COVER", "expires_idle", "hold_through", "keep_cost"]
+
+COVER = 1.3
+"""Remaining walltime / expected work an allocation must have to be kept for more stages."""
+
+
+def keep_cost(held: int, work: float, *, alpha: float = 1.0) -> float:
+    """Return what running ``work`` seconds on an allocation of ``held`` cores charges: ``alpha H d``."""
+    return alpha * held * max(work, 0.0)
+
+
+def hold_through(
+    remaining: float,
+    current: float,
+    stages: Sequence[str],
+    works: Sequence[float],
+    *,
+    cover: float = COVER,
+) -> tuple[str, ...]:
+    """Return the leading ``stages`` an allocation can be kept for within its walltime.
+
+    Parameters
+    ----------
+    remaining : float
+        Seconds of walltime the allocation has left.
+    current : float
+        Expected seconds of work left on it before ``stages`` (its current stage's).
+    stages : sequence of str
+        The stages the planner would keep it for, in order.
+    works : sequence of float
+        Their expected seconds of work.
+    cover : float, default COVER
+        Walltime needed per second of expected work, >= 1.
+
+    Returns
+    -------
+    tuple of str
+        The longest prefix of ``stages`` with ``cover x (current + their work) <= remaining``.
+
+    Raises
+    ------
+    ConfigError
+        ``stages`` and ``works`` differ in length, or ``cover`` < 1.
+    """
+    if len(stages) != len(works):
+        raise ConfigError(f"hold_through: {len(stages)} stages but {len(works)} works")
+    if not cover >= 1.0:
+        raise ConfigError(f"hold_through: cover must be >= 1, got {cover!r}")
+    need = max(current, 0.0)
+    kept: list[str] = []
+    for name, work in zip(stages, works, strict=True):
+        need += max(work, 0.0)
+        if cover * need > remaining:
+            break
+        kept.append(name)
+    return tuple(kept)
+
+
+def expires_idle(walltime_end: float, need: float, work: float) -> bool:
+    """Return whether an idle allocation's walltime ends before its stage can end on it.
+
+    The stage can start at ``need`` and is expected to take ``work`` seconds; the allocation is killed at
+    ``walltime_end``.
+
+    Examples
+    --------
+    >>> expires_idle(1000.0, need=900.0, work=300.0), expires_idle(1000.0, need=600.0, work=300.0)
+    (True, False)
+    """
+    return need + max(work, 0.0) > walltime_end

@@ -1,0 +1,431 @@
+"""``asa``: plan allocations across the whole remaining workflow, re-planned at every stage boundary.
+
+For the stages still to run, the planner chooses where each one runs: on the allocation it follows (the
+one held now, or the one the stage before it runs on: :mod:`~elastic.strategies.hold`,
+:mod:`~elastic.strategies.merge`), or on a new allocation of some width, requested at a time the timing
+rule sets (:mod:`~elastic.strategies.timing`). Each choice is priced in core-seconds charged plus
+``beta`` per second of makespan (``beta = weight x`` the widest stage's cores), and the cheapest
+sequence of choices is found by a small dynamic programme (:func:`plan`) whose state is the width held
+when a stage starts: ``O(stages^2 x widths)`` steps.
+
+The wait of a new allocation is a distribution (quantiles from
+:meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`: the first allocation of a run and the
+follow-ups are learned apart), updated by every wait this run and the runs sharing its learner see.
+
+What :meth:`Planner.decide` does, each time it is asked:
+
+1. **At a stage boundary of a running allocation** (it started, or its current stage changed): plan the
+   stages after the current one that no other allocation is kept for, with this allocation held; keep it
+   for the leading stages the plan runs on it, as far as its walltime covers them
+   (:func:`~elastic.strategies.hold.hold_through`), and no further (:class:`~elastic.strategies.base.Serve`).
+2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
+   predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`,
+   walltime for the group only) when the timing rule says: at once with ``afterany`` on the allocation
+   before it where held jobs keep their queue place, else at *need - lead* without a dependency.
+3. Release allocations whose stages are all done; walltime follow-ups as every strategy
+   (:func:`~elastic.strategies.base.walltime_follow_ups`), requested ahead of the expiry by the timing
+   rule's lead for a follow-up wait (its newsvendor quantile), not by the mean wait of every phase: on a
+   queue whose follow-ups start at once, a follow-up requested hours early idles beside the allocation
+   it replaces.
+
+With a live demand (the front door) the plan is whatever is known: a stage that appears late is planned
+when it does (requested at once once ready), and a stage that grows past its allocation runs in waves,
+as under Per-Stage. Before any wait is known, getting cores is taken as free: stages of equal width share
+an allocation, every other stage gets its own when it is needed (Per-Stage's behaviour).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from elastic.allocations import Allocation
+from elastic.batch import DependencyKind
+from elastic.errors import ConfigError
+from elastic.strategies import hold, merge, timing
+from elastic.strategies.base import (
+    Action,
+    Cancel,
+    Decision,
+    RunView,
+    Serve,
+    StageView,
+    Submit,
+    release_idle,
+    walltime_follow_ups,
+)
+from elastic.strategies.base import merge as merge_decisions
+from elastic.strategies.merge import Choice
+
+__all__ = ["Acquire", "Planner", "StagePlan", "plan"]
+
+logger = logging.getLogger(__name__)
+
+Acquire = Callable[[int, float, bool], float]
+"""``acquire(cores, lead, follow_up)``: expected cost of new ``cores`` needed ``lead`` seconds ahead."""
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """A stage as the planner sees it: its width and its expected seconds of work left."""
+
+    name: str
+    cores: int
+    work: float
+
+
+def plan(
+    stages: Sequence[StagePlan], *, held: int, lead: float, acquire: Acquire, follow_up: bool = True
+) -> tuple[float, tuple[Choice, ...]]:
+    """Return the cheapest way to run ``stages`` in order, and its expected cost.
+
+    Parameters
+    ----------
+    stages : sequence of StagePlan
+        The stages, in the order they run.
+    held : int
+        Cores of the allocation held when the first stage starts (0: none).
+    lead : float
+        Seconds from now until the first stage starts.
+    acquire : callable
+        ``acquire(cores, lead, follow_up)``: cost of a new allocation (:func:`timing.acquire_cost`).
+    follow_up : bool, default True
+        Whether a first new allocation (with nothing held) is a follow-up wait; later ones always are.
+
+    Returns
+    -------
+    cost : float
+        Expected core-seconds charged plus priced delay.
+    choices : tuple of Choice
+        Per stage: the width it runs on and whether that allocation is new. A stage runs on the
+        allocation before it only if that one is at least as wide and no wider than the widest stage
+        left; a new allocation is as wide as one of the stages left, at least the stage's own width.
+        Ties go to keeping (no wait), then to the narrower allocation.
+    """
+    n = len(stages)
+    starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
+    widest_left = [max(s.cores for s in stages[m:]) for m in range(n)]
+    memo: dict[tuple[int, int], tuple[float, Choice | None]] = {}
+
+    def go(m: int, h: int) -> float:
+        if m == n:
+            return 0.0
+        if (m, h) in memo:
+            return memo[m, h][0]
+        s = stages[m]
+        best, choice = math.inf, None
+        if h > 0 and s.cores <= h <= widest_left[m]:
+            best, choice = hold.keep_cost(h, s.work) + go(m + 1, h), Choice(s.name, h, new=False)
+        for c in sorted({t.cores for t in stages[m:] if t.cores >= s.cores}):
+            fu = follow_up or h > 0
+            cost = c * s.work + acquire(c, starts[m], fu) + go(m + 1, c)
+            if cost < best:
+                best, choice = cost, Choice(s.name, c, new=True)
+        memo[m, h] = (best, choice)
+        return best
+
+    total = go(0, held)
+    out: list[Choice] = []
+    h = held
+    for m in range(n):
+        go(m, h)
+        c = memo[m, h][1]
+        assert c is not None, "every stage has a new-allocation option"
+        out.append(c)
+        h = c.cores
+    return total, tuple(out)
+
+
+class Planner:
+    """The ``asa`` strategy: allocation planning across the remaining workflow (module docstring).
+
+    Parameters
+    ----------
+    weight : float, default 1.0
+        Seconds of makespan are priced at ``weight x`` the widest stage's cores per second (core-seconds
+        per second), > 0: larger favours makespan (holding, merging, early requests), smaller
+        core-hours.
+    cover : float, default hold.COVER
+        Walltime per second of expected work an allocation needs to be kept for more stages.
+
+    Examples
+    --------
+    >>> Planner().name
+    'asa'
+    """
+
+    name = "asa"
+
+    def __init__(self, *, weight: float = 1.0, cover: float = hold.COVER) -> None:
+        if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
+            raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
+        if not cover >= 1.0:
+            raise ConfigError(f"asa: cover must be >= 1, got {cover!r}")
+        self.weight = float(weight)
+        self.cover = float(cover)
+        self._boundaries: set[tuple[str, str]] = set()
+
+    # -- what the view says ------------------------------------------------------------------------------
+
+    def _prices(self, view: RunView) -> timing.Prices:
+        return timing.Prices(beta=self.weight * max((s.width for s in view.stages), default=1))
+
+    def _waits(self, view: RunView, cores: int, follow_up: bool) -> np.ndarray:
+        return view.knowledge.wait_quantiles(cores, timing.PROBS, follow_up=follow_up)
+
+    def _work(self, view: RunView, s: StageView) -> float:
+        k = view.knowledge
+        if s.complete:
+            return 0.0
+        if s.start_time is None:
+            return k.expected_duration(s.name)
+        elapsed = view.now - s.start_time
+        return max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
+
+    def _end(self, view: RunView, name: str, seen: dict[str, float | None]) -> float | None:
+        """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""
+        if name in seen:
+            return seen[name]
+        seen[name] = None  # guards against cycles in a malformed live plan
+        s = view.stage(name)
+        if s.end_time is not None:
+            end: float | None = s.end_time
+        elif s.start_time is not None:
+            end = view.now + self._work(view, s)
+        else:
+            start: float | None = view.now
+            for dep in s.depends_on:
+                e = self._end(view, dep, seen)
+                start = None if e is None or start is None else max(start, e)
+            live = view.allocations_serving(name, live_only=True)
+            if start is not None and live:
+                start = max(start, min(self._ready(view, a, seen) for a in live))
+            end = None if start is None or not live else start + self._work(view, s)
+        seen[name] = end
+        return end
+
+    def _ready(self, view: RunView, a: Allocation, seen: dict[str, float | None]) -> float:
+        """Predicted start of allocation ``a`` (now if it runs)."""
+        if a.running:
+            return view.now
+        eligible = a.eligible_time
+        if eligible is None:
+            eligible = a.submit_time if a.submit_time is not None else view.now
+            for dep_id, _ in a.dependencies:
+                dep = next((b for b in view.allocations if b.alloc_id == dep_id), None)
+                if dep is None or dep.end_time is not None:
+                    continue
+                ends = [self._end(view, x, seen) for x in dep.labels if _known(view, x)]
+                eligible = max([eligible, *(e for e in ends if e is not None)])
+        waited = max(0.0, view.now - eligible)
+        q = self._waits(view, a.cores, True)
+        tail = q[q > waited]
+        return max(view.now, eligible + (float(tail.mean()) if len(tail) else waited))
+
+    def _acquire(self, view: RunView, prices: timing.Prices) -> Acquire:
+        cache: dict[tuple[int, bool], np.ndarray] = {}
+
+        def acquire(cores: int, lead: float, follow_up: bool) -> float:
+            key = (cores, follow_up)
+            if key not in cache:
+                cache[key] = self._waits(view, cores, follow_up)
+            return timing.acquire_cost(cache[key], cores, prices, lead=lead, model=view.priority)
+
+        return acquire
+
+    def _need(self, view: RunView, s: StageView, seen: dict[str, float | None]) -> float | None:
+        """When stage ``s`` can start: now if ready, else its predecessors' predicted end (None: unknown)."""
+        if s.ready:
+            return view.now
+        ends = [self._end(view, d, seen) for d in s.depends_on]
+        if not ends or any(e is None for e in ends):
+            return None
+        return max(view.now, *(e for e in ends if e is not None))
+
+    # -- the decision ----------------------------------------------------------------------------------
+
+    def decide(self, view: RunView) -> Decision:
+        """Re-plan holds at stage boundaries, request planned allocations, release, follow up."""
+        prices = self._prices(view)
+        acquire = self._acquire(view, prices)
+        seen: dict[str, float | None] = {}
+        held_actions, kept = self._holds(view, acquire, seen)
+        submits, wake = self._requests(view, prices, acquire, kept, seen)
+        return merge_decisions(
+            Decision(tuple(release_idle(view))),
+            Decision(tuple(held_actions)),
+            Decision(tuple(submits), wake),
+            walltime_follow_ups(
+                view,
+                [s.name for s in view.stages],
+                lead=lambda cores: timing.lead_time(self._waits(view, cores, True), cores, prices),
+            ),
+        )
+
+    def _holds(
+        self, view: RunView, acquire: Acquire, seen: dict[str, float | None]
+    ) -> tuple[list[Action], dict[str, tuple[str, ...]]]:
+        """Step 1: at each running allocation's stage boundary, choose the stages it is kept for."""
+        actions: list[Action] = []
+        kept = {a.alloc_id: a.labels for a in view.allocations if not a.ended}
+        order = {s.name: s.index for s in view.stages}
+        for a in view.allocations:
+            if not a.running:
+                continue
+            open_labels = sorted(
+                (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
+            )
+            if not open_labels:
+                continue
+            current = view.stage(open_labels[0])
+            need = self._need(view, current, seen)
+            current_work = self._work(view, current)
+            idle = not current.ready and view.busy_cores(a.alloc_id) == 0 and need is not None
+            if idle and hold.expires_idle(a.walltime_end or 0.0, need or 0.0, current_work):
+                actions.append(Cancel(a.alloc_id, f"started too early: {current.name} cannot end on it"))
+                kept.pop(a.alloc_id)
+                continue
+            if (a.alloc_id, current.name) in self._boundaries:
+                continue
+            self._boundaries.add((a.alloc_id, current.name))
+            others = {x for b, labels in kept.items() if b != a.alloc_id for x in labels}
+            after: list[StageView] = []
+            for s in view.stages[current.index + 1 :]:
+                if s.complete:
+                    continue
+                if s.name in others:
+                    break
+                after.append(s)
+            if not after:
+                continue
+            plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in after]
+            until = current_work + (0.0 if need is None else need - view.now)
+            cost, choices = plan(plans, held=a.cores, lead=until, acquire=acquire)
+            logger.debug(
+                "asa: boundary %s at %s (held %d): %s, cost %.0f",
+                a.alloc_id,
+                current.name,
+                a.cores,
+                [(c.stage, c.cores, c.new) for c in choices],
+                cost,
+            )
+            wanted = merge.groups(choices)[0]
+            names = wanted.stages if wanted.held else ()
+            # stages it was requested for are covered by its walltime; more must fit in what is left
+            planned = [x for x in names if x in a.labels]
+            extra = names[len(planned) :] if tuple(planned) == names[: len(planned)] else names
+            base = until + sum(p.work for p in plans if p.name in planned)
+            works = [p.work for p in plans if p.name in extra]
+            added = hold.hold_through(a.remaining(view.now), base, extra, works, cover=self.cover)
+            names = (*names[: len(names) - len(extra)], *added)
+            serves = tuple(x for x in a.labels if x not in {s.name for s in after}) + names
+            if set(serves) != set(a.labels):
+                held = ", ".join(names) or "nothing more"
+                reason = f"stage boundary at {current.name}: keep for {held}"
+                actions.append(Serve(a.alloc_id, serves, reason))
+                kept[a.alloc_id] = serves
+        return actions, kept
+
+    def _requests(
+        self,
+        view: RunView,
+        prices: timing.Prices,
+        acquire: Acquire,
+        kept: dict[str, tuple[str, ...]],
+        seen: dict[str, float | None],
+    ) -> tuple[list[Submit], float | None]:
+        """Step 2: plan the stages no allocation is kept for, and request what is due."""
+        covered = {x for labels in kept.values() for x in labels}
+        segments: list[list[StageView]] = [[]]
+        for s in view.stages:
+            if s.complete or s.name in covered:
+                segments.append([])
+            else:
+                segments[-1].append(s)
+        caps = _lead_caps(view)
+        submits: list[Submit] = []
+        wake: float | None = None
+        follow_up = bool(view.allocations)
+        for segment in (seg for seg in segments if seg):
+            first = segment[0]
+            need = self._need(view, first, seen)
+            if need is None:
+                continue
+            plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in segment]
+            cost, choices = plan(plans, held=0, lead=need - view.now, acquire=acquire, follow_up=follow_up)
+            logger.debug(
+                "asa: plan from %s needed in %.0f s: %s, cost %.0f",
+                first.name,
+                need - view.now,
+                [(c.stage, c.cores, c.new) for c in choices],
+                cost,
+            )
+            before = _predecessor_label(view, first)
+            work = {p.name: p.work for p in plans}
+            for i, g in enumerate(merge.groups(choices)):
+                waits = self._waits(view, g.cores, follow_up or i > 0)
+                ready = view.stage(g.stages[0]).ready
+                chain = timing.keeps_place(view.priority) and not ready
+                if chain and before is None:
+                    break  # the allocation before it is not requested yet: chain it then
+                lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
+                at = view.now if ready or chain else need - lead
+                if at <= view.now:
+                    early = 0.0 if chain else max(0.0, need - view.now)
+                    submits.append(
+                        Submit(
+                            g.stages[0],
+                            g.cores,
+                            math.ceil(merge.group_walltime(view.knowledge, g.stages) + early),
+                            after=(before,) if chain and before is not None else (),
+                            dependency=DependencyKind.AFTERANY,
+                            predicted_wait=None if chain else early,
+                            serves=g.stages,
+                        )
+                    )
+                    before = g.stages[0]
+                else:
+                    wake = at if wake is None else min(wake, at)
+                    before = None
+                lead_left = max(0.0, need - max(at, view.now))
+                need = max(need, view.now) + timing.expected_delay(waits, 0.0 if chain else lead_left)
+                need += sum(work[x] for x in g.stages)
+        return submits, wake
+
+
+def _lead_caps(view: RunView) -> dict[str, float]:
+    """Per stage, the wait of an allocation of its that started too early and ended unused (the lead cap).
+
+    After such an allocation, the stage is requested at most that wait ahead of its need, as the paper's
+    naive ASA re-plans with the wait it just saw: a wait distribution with a long tail cannot make the
+    planner request, idle and release over and over.
+    """
+    caps: dict[str, float] = {}
+    for a in view.allocations:
+        if not a.ended or a.start_time is None or a.submit_time is None or a.end_time is None:
+            continue
+        first = next(iter(a.labels), None)
+        if first is None or not _known(view, first):
+            continue
+        s = view.stage(first)
+        if s.start_time is None or s.start_time > a.end_time:
+            wait = a.start_time - a.submit_time
+            caps[first] = min(caps.get(first, math.inf), wait)
+    return caps
+
+
+def _known(view: RunView, label: str) -> bool:
+    return any(s.name == label for s in view.stages)
+
+
+def _predecessor_label(view: RunView, s: StageView) -> str | None:
+    """Label of the live allocation kept for ``s``'s predecessors (what a chained request depends on)."""
+    for dep in s.depends_on:
+        for a in reversed(view.allocations_serving(dep, live_only=True)):
+            if a.stage is not None:
+                return a.stage
+    return None

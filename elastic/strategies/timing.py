@@ -1,0 +1,153 @@
+"""The timing rule: when to request a stage's cores, and what getting them is expected to cost.
+
+An allocation requested too early idles (every core is charged from its start); one requested too late
+delays the run. Both are priced in one currency (:class:`Prices`): ``alpha`` per core-second charged and
+``beta`` per second of makespan, with ``beta = weight x`` the widest stage's cores (a second of makespan
+is worth ``weight`` seconds of the whole workflow's peak allocation; the user sets ``weight``). This is
+the trade :class:`learners.walltime_cost.CostModel` prices a walltime request with (reserved seconds
+against seconds of delay), applied to queue waits.
+
+The queue wait ``W`` of a new allocation is a distribution, given as quantiles at :data:`PROBS`
+(:meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`); an expectation over ``W`` is the mean
+over those quantiles. What the rule can do depends on how the queue ranks a held job (the backend's
+priority model, :mod:`elastic.simulator.priority`):
+
+- **Held jobs keep their place** (``"basic"``, ``"accrue-always"``; :func:`keeps_place`): request the
+  allocation at once with a batch dependency ``afterany`` on the allocation before it. It is charged
+  nothing before it is eligible and gains queue position meanwhile, so no wait prediction is needed to
+  time it; what is left is the wait after it became eligible, :func:`acquire_cost` ``= beta E[W]`` with
+  ``W`` learned from such waits (follow-ups).
+- **Held jobs are ranked when they become eligible** (``"age"``, Slurm's multifactor default; also
+  assumed when the backend does not say): a dependency or a ``--begin`` time buys nothing, so the
+  allocation is requested without one, ``L`` seconds before it is needed. The best ``L`` is the
+  newsvendor quantile (:func:`lead_time`): ``P(W <= L) = beta / (beta + alpha x cores)``; an early start
+  idles ``cores`` per second, a late one costs ``beta`` per second. When the need is closer than ``L``,
+  the best is to request at once (``L`` = the time left): :func:`acquire_cost` is the expected cost at
+  the best ``L`` the time left allows.
+
+Examples
+--------
+>>> import numpy as np
+>>> waits = np.full(len(PROBS), 3600.0)  # the queue always waits an hour
+>>> prices = Prices(beta=28.0)
+>>> lead_time(waits, 28, prices)  # request an hour ahead
+3600.0
+>>> acquire_cost(waits, 28, prices, lead=7200.0, model="age")  # two hours' notice: no idle, no delay
+0.0
+>>> acquire_cost(waits, 28, prices, lead=0.0, model="age")  # needed now: an hour of delay at beta = 28
+100800.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from elastic.errors import ConfigError
+
+__all__ = [
+    "KEEPS_PLACE",
+    "PROBS",
+    "Prices",
+    "acquire_cost",
+    "expected_delay",
+    "keeps_place",
+    "lead_time",
+]
+
+FloatArray = npt.NDArray[np.float64]
+
+PROBS: tuple[float, ...] = tuple((i + 0.5) / 20 for i in range(20))
+"""Probabilities the wait distribution is read at: midpoints of 20 equal slices, so the mean of the
+quantiles is the expectation (a 20-point quadrature)."""
+
+KEEPS_PLACE = frozenset({"basic", "accrue-always"})
+"""Priority models under which a held job keeps the queue place its submission gave it."""
+
+
+def keeps_place(model: str | None) -> bool:
+    """Whether a job held by a dependency keeps its submit place under ``model`` (None: assume not)."""
+    return model in KEEPS_PLACE
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """What a core-second and a second of makespan cost.
+
+    Parameters
+    ----------
+    beta : float
+        Cost of one second of makespan (in core-seconds when ``alpha`` is 1), > 0.
+    alpha : float, default 1.0
+        Cost of one core-second charged, > 0.
+
+    Raises
+    ------
+    ConfigError
+        A price is not a finite number > 0.
+    """
+
+    beta: float
+    alpha: float = 1.0
+
+    def __post_init__(self) -> None:
+        for name in ("alpha", "beta"):
+            value = getattr(self, name)
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+                raise ConfigError(f"Prices: {name} must be a finite number > 0, got {value!r}")
+
+    def critical_ratio(self, cores: int) -> float:
+        """Return ``beta / (beta + alpha x cores)``: the wait quantile to request ``cores`` ahead by."""
+        return self.beta / (self.beta + self.alpha * cores)
+
+
+def _quantile(waits: FloatArray, tau: float) -> float:
+    """Return the ``tau`` quantile of the distribution whose quantiles at :data:`PROBS` are ``waits``."""
+    return float(np.interp(tau, PROBS, np.sort(waits)))
+
+
+def lead_time(waits: FloatArray, cores: int, prices: Prices) -> float:
+    """Return how long before its need an allocation of ``cores`` is best requested, with no dependency.
+
+    The ``critical_ratio(cores)`` quantile of the wait (interpolated between the quantiles given, clamped
+    to the first and last): the lead that minimises ``alpha x cores x E[(L - W)+] + beta x E[(W - L)+]``.
+    """
+    return _quantile(waits, prices.critical_ratio(cores))
+
+
+def expected_delay(waits: FloatArray, lead: float) -> float:
+    """Return ``E[(W - lead)+]``: the expected seconds an allocation requested ``lead`` ahead comes late."""
+    return float(np.maximum(waits - lead, 0.0).mean())
+
+
+def acquire_cost(waits: FloatArray, cores: int, prices: Prices, *, lead: float, model: str | None) -> float:
+    """Return the expected cost, beyond the work itself, of new ``cores`` needed ``lead`` seconds from now.
+
+    Parameters
+    ----------
+    waits : ndarray
+        The wait's quantiles at :data:`PROBS`, seconds.
+    cores : int
+        Width of the allocation.
+    prices : Prices
+        Core-second and makespan prices.
+    lead : float
+        Seconds until the cores are needed (0: now).
+    model : str or None
+        Priority model of the queue (see the module docstring); None is taken as ``"age"``.
+
+    Returns
+    -------
+    float
+        ``beta E[W]`` when held jobs keep their place (requested at once, with a dependency; ``W`` is
+        the wait after it became eligible); otherwise the least of ``alpha x cores x E[(L - W)+] +
+        beta x E[(W - L)+]`` over ``0 <= L <= lead`` (requested ``L`` before the need, without one).
+    """
+    if keeps_place(model):
+        return prices.beta * float(waits.mean())
+    best = min(lead_time(waits, cores, prices), max(lead, 0.0))
+    idle = float(np.maximum(best - waits, 0.0).mean())
+    return prices.alpha * cores * idle + prices.beta * expected_delay(waits, best)
