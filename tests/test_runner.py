@@ -79,7 +79,7 @@ def test_every_strategy_completes_demo3_under_load(strategy: str) -> None:
 
 
 def test_asa_submits_stage_two_before_stage_one_ends() -> None:
-    result = _run("asa")
+    result = _run("asa-paper")
     _check_complete(result, DEMO3)
     (stage1_end,) = _of(result.events, K.STAGE_END, stage="prepare")
     process = _of(result.events, K.ALLOC_SUBMIT, stage="process")[0]
@@ -94,7 +94,7 @@ def test_asa_submits_stage_two_before_stage_one_ends() -> None:
 
 
 def test_asa_after_dependency_lets_the_allocation_start_early_and_idle() -> None:
-    result = _run("asa", dependency="after")
+    result = _run("asa-paper", dependency="after")
     process = _of(result.events, K.ALLOC_SUBMIT, stage="process")[0]
     start = _of(result.events, K.ALLOC_START, allocation=process.allocation)[0]
     (stage1_end,) = _of(result.events, K.STAGE_END, stage="prepare")
@@ -288,14 +288,14 @@ def test_asa_beats_perstage_on_a_busy_queue_only_where_a_held_job_keeps_its_plac
     )
     results = {}
     for priority in ("basic", "age"):
-        for strategy in ("perstage", "asa"):
+        for strategy in ("perstage", "asa-paper"):
             backend = MockBackend(nodes=16, workload=background, policy="fcfs", priority=priority)
             knowledge = Knowledge(wf, waits=_fixed_wait(3000.0))
             results[priority, strategy] = _run(strategy, wf, backend=backend, knowledge=knowledge)
             _check_complete(results[priority, strategy], wf)
-    per, asa = results["basic", "perstage"].metrics, results["basic", "asa"].metrics
+    per, asa = results["basic", "perstage"].metrics, results["basic", "asa-paper"].metrics
     assert asa.makespan < 0.5 * per.makespan  # 3500 s vs 8500 s
     assert asa.perceived_wait < per.perceived_wait
     assert asa.core_seconds_charged == pytest.approx(per.core_seconds_charged)
     assert results["age", "perstage"].metrics.makespan == per.makespan  # Per-Stage never holds a job
-    assert results["age", "asa"].metrics.makespan == per.makespan  # early submission bought nothing
+    assert results["age", "asa-paper"].metrics.makespan == per.makespan  # early submission bought nothing
