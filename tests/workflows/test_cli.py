@@ -72,8 +72,10 @@ def test_each_demo_on_the_scaled_mock_queue_is_checked_and_recorded(
     # The default busy synthetic queue, its clock 60 times real time, as `elastic run DEMO` runs it.
     url = f"sqlite:///{tmp_path / 'store.db'}"
     args = ["run", name, "--strategy", "asa", "--backend", "mock", "--size", str(SMALL[name])]
-    assert main([*args, "--workdir", str(tmp_path), "--store", url]) == 0
-    out = " ".join(capsys.readouterr().out.split())
+    code = main([*args, "--workdir", str(tmp_path), "--store", url])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    out = " ".join(captured.out.split())
     assert f"{name}: every check passed" in out and "mock queue: priority age" in out
     assert f"{name} under asa on mock through elastic: completed" in out
     with Store(url) as store:
