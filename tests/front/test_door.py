@@ -194,9 +194,12 @@ def test_the_learned_waits_of_concurrent_front_doors_are_all_kept(tmp_path: Path
     with concurrent.futures.ThreadPoolExecutor(3) as pool:
         list(pool.map(one_run, range(3)))
     with Store(url) as store:
-        ((key, state),) = store.learner_states("asa").items()
-        assert len(store.waits(key)) == 3
-        assert state["observations"] == 3  # every run's observation is in the shared state
+        # Per-Stage's learner is the default one; a first allocation's wait is learned per geometry, as a
+        # first wait, and as a first wait of any geometry
+        states = store.learner_states("ewma")
+        assert set(states) == {"cores=1-1", "cores=1-1/first", "cores=any/first"}
+        assert len(store.waits("cores=1-1")) == 3
+        assert all(state["n"] == 3 for state in states.values())  # every run's observation is kept
 
 
 @pytest.mark.skipif(os.cpu_count() is None, reason="needs to know the machine's cores")
