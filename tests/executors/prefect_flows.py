@@ -117,16 +117,19 @@ def staged(width: int) -> int:
 
 @task
 def where(marker: str, seconds: float) -> str:
-    """Record the allocation it runs on (a file per attempt), then sleep; return the allocation."""
+    """Record the allocation it runs on (a file per attempt); the first attempt then sleeps ``seconds``."""
     job = os.environ.get("SLURM_JOB_ID") or os.environ["ELASTIC_JOB_ID"]
-    Path(marker, f"attempt-{len(list(Path(marker).iterdir())) + 1}").write_text(job)
-    time.sleep(seconds)
+    attempt = len(list(Path(marker).iterdir())) + 1
+    Path(marker, f"attempt-{attempt}").write_text(job)
+    if attempt == 1:
+        time.sleep(seconds)
     return job
 
 
-def killed_allocation(marker: str, retries: int) -> State[Any]:
-    """One long task (retried ``retries`` times after a crash): its first attempt's allocation is killed."""
-    return where.with_options(retries=retries).submit(marker, 60.0, return_state=True)
+def killed_allocation(marker: str, retries: int) -> tuple[str, str, str]:
+    """One task whose first attempt sleeps (its allocation is killed meanwhile); retried ``retries`` times."""
+    state = where.with_options(retries=retries).submit(marker, 120.0, return_state=True)
+    return state.type.value, str(state.message), str(state.state_details.task_run_id)
 
 
 @task

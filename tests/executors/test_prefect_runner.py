@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -110,3 +112,46 @@ def test_staged_flow_on_the_scaled_mock_queue(strategy: str, api: PrefectServer,
     assert 0 < m.core_seconds_used <= m.core_seconds_charged
     ends = {e.stage for e in result.events if e.kind is EventKind.STAGE_END}
     assert ends == {"prepare", "process", "merge"}
+
+
+def _run_in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, list[Any]]:
+    out: list[Any] = []
+    thread = threading.Thread(target=lambda: out.append(fn(*args)), daemon=True)
+    thread.start()
+    return thread, out
+
+
+def _wait_for(path: Path, timeout: float = 120.0) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+    time.sleep(0.2)
+    return path.read_text()
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+def test_a_killed_allocation_is_retried_on_another_one_or_crashes(
+    retries: int, api: PrefectServer, local: LocalBackend, tmp_path: Path
+) -> None:
+    runner = ElasticTaskRunner(local, "bigjob", store=False, poll_interval=1.0)
+    body = flow(name=f"killed-{retries}", task_runner=runner)(flows.killed_allocation)
+    thread, out = _run_in_thread(body, str(tmp_path), retries)
+    first = _wait_for(tmp_path / "attempt-1")
+    local.cancel(first)  # from outside, as `scancel` or a node failure
+    thread.join(timeout=180)
+    [(state, message, task_run_id)] = out
+    if retries:
+        assert state == "COMPLETED"
+        second = (tmp_path / "attempt-2").read_text()
+        assert second != first, "the retry ran on another allocation"
+        names = states_of(task_run_id)
+        assert "AwaitingRetry" in names and names[-1] == "Completed"
+    else:
+        assert state == "CRASHED" and "TaskLostError" in message
+        assert not (tmp_path / "attempt-2").exists()
+        assert states_of(task_run_id)[-1] == "Crashed"
+    [result] = runner.results
+    assert not local.queue(), "an allocation outlived the flow run"
+    submitted = [e for e in result.events if e.kind is EventKind.ALLOC_SUBMIT]
+    assert len(submitted) >= 1 + retries, "the killed allocation was replaced for the retry"
