@@ -79,7 +79,7 @@ class _Run:
     task_run: Any
     parameters: dict[str, Any]
     wait_for: list[Any] | None
-    context: dict[str, Any]
+    context: bytes
     env: dict[str, str]
     placement: Placement
     outer: concurrent.futures.Future[Any] = field(default_factory=concurrent.futures.Future)
@@ -124,12 +124,12 @@ class FlowRunDispatch:
         wait_for: Any,
         dependencies: Any,
         placement: Placement,
-        context: dict[str, Any],
+        context: bytes,
         env: dict[str, str],
     ) -> ElasticPrefectFuture:
         """Create the task run, then send it to the pool now or hold it until its inputs are done.
 
-        ``context`` is Prefect's serialised context, ``env`` the Prefect settings for the worker.
+        ``context`` is Prefect's serialised context (pickled), ``env`` the Prefect settings for the worker.
         """
         wait_for = list(wait_for) if wait_for else None
         task_run = new_task_run(task, parameters, wait_for, dependencies)

@@ -55,7 +55,7 @@ from elastic.front.door import Elastic
 from elastic.front.setup import BACKENDS, resolve_strategy
 from elastic.pool.pool import Pool
 from executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
-from executors.prefect_runs import placement_of, run_context
+from executors.prefect_runs import RunContext, placement_of
 
 __all__ = ["ElasticPrefectFuture", "ElasticTaskRunner"]
 
@@ -114,6 +114,7 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
         self._children: weakref.WeakSet[ElasticTaskRunner] = weakref.WeakSet()
         self._dispatch: FlowRunDispatch | None = None
         self._nested: ThreadPoolTaskRunner[Any] | None = None
+        self._context = RunContext()
         self._start_lock = threading.Lock()
         self._watch_stop = threading.Event()
         self._parent: weakref.ref[ElasticTaskRunner] | None = None
@@ -167,7 +168,7 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
             self._env, self._env_for = worker_env(settings), settings
         # Workers take the settings from ``env`` (applied once per worker) instead of rebuilding a
         # Settings object for every task run from the context.
-        context = run_context()
+        context = self._context.pickled()
         return dispatch.submit(task, parameters, wait_for, dependencies, placement, context, self._env)
 
     def cancel_all(self) -> None:
@@ -238,6 +239,7 @@ def _remote_copy(cls: type[ElasticTaskRunner]) -> Any:
     runner._children = weakref.WeakSet()
     runner._dispatch = None
     runner._nested = None
+    runner._context = RunContext()
     runner._start_lock = threading.Lock()
     runner._watch_stop = threading.Event()
     runner._parent = None

@@ -16,6 +16,7 @@ Helpers of :class:`~executors.prefect_runner.ElasticTaskRunner`, kept apart from
   states), for the worker's engine to resolve.
 - :func:`retry_delay`: the delay before the next attempt, as Prefect's engine computes it
   (``prefect/task_engine.py:693-735``).
+- :class:`RunContext`: the serialised Prefect context sent with each task run, pickled once per flow run.
 """
 
 from __future__ import annotations
@@ -32,12 +33,12 @@ from elastic.front.tasks import declared_options
 
 __all__ = [
     "Placement",
+    "RunContext",
     "final_state",
     "new_task_run",
     "pickle_annotations_by_value",
     "placement_of",
     "retry_delay",
-    "run_context",
     "set_state",
     "upstream_futures",
     "with_final_states",
@@ -211,30 +212,55 @@ def _reduce_annotation(annotation: Any) -> tuple[Any, tuple[Any]]:
     return type(annotation), (annotation.unwrap(),)
 
 
-def run_context() -> dict[str, Any]:
-    """``prefect.context.serialize_context()`` without the settings (``prefect/context.py:115-146``).
+class RunContext:
+    """The Prefect context a worker needs, serialised and pickled once per set of live context objects.
 
-    Serialising the settings is most of the flow thread's time per submission (a full Settings dump with
-    secrets handling); workers take the flow's settings from the environment they are given instead.
+    ``prefect.context.serialize_context()`` without the settings (``prefect/context.py:115-146``): workers
+    take the flow's settings from the environment they are given instead. Serialising the flow run's
+    context (a result store dumped with its secrets check, ``prefect/blocks/core.py:440``) and pickling it
+    was most of the flow thread's time per submission (about 4 ms of 6 under load, measured with
+    ``py-spy record --subprocesses`` on ``benchmarks/bench_prefect.py``); within one flow run the context
+    objects stay the same, so :meth:`pickled` redoes it only when one of them is replaced (a ``tags(...)``
+    block entered or left, another flow run).
     """
-    from prefect.context import (
-        EngineContext,
-        TagsContext,
-        TaskRunContext,
-        _deployment_id,
-        _deployment_parameters,
-    )
 
-    flow_run_context = EngineContext.get()
-    task_run_context = TaskRunContext.get()
-    tags_context = TagsContext.get()
-    deployment_id = _deployment_id.get()
-    return {
-        "flow_run_context": flow_run_context.serialize() if flow_run_context else {},
-        "task_run_context": task_run_context.serialize() if task_run_context else {},
-        "tags_context": tags_context.serialize() if tags_context else {},
-        "settings_context": {},
-        "asset_context": {},
-        "deployment_id": str(deployment_id) if deployment_id else None,
-        "deployment_parameters": _deployment_parameters.get(),
-    }
+    __slots__ = ("_last",)
+
+    def __init__(self) -> None:
+        self._last: tuple[tuple[Any, ...], bytes] | None = None
+
+    def pickled(self) -> bytes:
+        """Return the current context as ``cloudpickle`` bytes (a dict, as ``serialize_context`` gives)."""
+        import cloudpickle
+        from prefect.context import (
+            EngineContext,
+            TagsContext,
+            TaskRunContext,
+            _deployment_id,
+            _deployment_parameters,
+        )
+
+        key = (
+            EngineContext.get(),
+            TaskRunContext.get(),
+            TagsContext.__var__.get(None),  # TagsContext.get() makes a new empty one each time when unset
+            _deployment_id.get(),
+            _deployment_parameters.get(),
+        )
+        last = self._last  # one read: another thread may replace it meanwhile
+        if last is not None and all(a is b for a, b in zip(last[0], key, strict=True)):
+            return last[1]
+        flow_run_context, task_run_context, tags_context, deployment_id, parameters = key
+        blob: bytes = cloudpickle.dumps(
+            {
+                "flow_run_context": flow_run_context.serialize() if flow_run_context else {},
+                "task_run_context": task_run_context.serialize() if task_run_context else {},
+                "tags_context": (tags_context or TagsContext()).serialize(),
+                "settings_context": {},
+                "asset_context": {},
+                "deployment_id": str(deployment_id) if deployment_id else None,
+                "deployment_parameters": parameters,
+            }
+        )
+        self._last = (key, blob)
+        return blob

@@ -46,8 +46,9 @@ class TaskRunRequest:
         (so ``allow_failure`` and upstream failures behave as with Prefect's own runners).
     wait_for : list of State or None
         Final states of the ``wait_for`` futures.
-    context : dict
-        ``prefect.context.serialize_context()`` from the flow thread at submission.
+    context : bytes
+        ``prefect.context.serialize_context()`` from the flow thread at submission, pickled with
+        ``cloudpickle`` (once per flow run, see :class:`executors.prefect_runs.RunContext`).
     env : dict
         Prefect settings as environment variables, applied to the worker process.
     """
@@ -56,7 +57,7 @@ class TaskRunRequest:
     task_run: Any
     parameters: dict[str, Any]
     wait_for: list[Any] | None
-    context: dict[str, Any]
+    context: bytes
     env: dict[str, str] = field(default_factory=dict)
 
 
@@ -123,6 +124,7 @@ def run_task_run(request: TaskRunRequest) -> TaskRunReply:
     _apply_env(request.env)
     _capture_logs()
     _client_context()
+    import cloudpickle
     from prefect.task_engine import run_task_async, run_task_sync
 
     _logs.clear()
@@ -132,7 +134,7 @@ def run_task_run(request: TaskRunRequest) -> TaskRunReply:
         parameters=request.parameters,
         wait_for=request.wait_for,
         return_type="state",
-        context=request.context,
+        context=cloudpickle.loads(request.context),
     )
     try:
         state = asyncio.run(run_task_async(**kwargs)) if request.task.isasync else run_task_sync(**kwargs)
