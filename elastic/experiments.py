@@ -9,6 +9,7 @@ for every strategy), builds a mock backend on the virtual clock for each run and
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -17,12 +18,13 @@ import numpy.typing as npt
 from elastic.control.execution import RunResult
 from elastic.control.sim_execution import SimExecution
 from elastic.errors import ConfigError
+from elastic.simulator.priority import DEFAULT_PRIORITY
 from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
     from elastic.strategies.knowledge import RuntimeHistory, WaitStore
-    from learners.base import WaitPredictor
+    from learners.base import LearnerStateStore, WaitPredictor
 
 __all__ = [
     "DEFAULT_PROCESSORS",
@@ -52,17 +54,8 @@ def window(workload: Workload, start: float, end: float) -> Workload:
     windows of many runs without reading it again.
     """
     keep = (workload.submit >= start) & (workload.submit < end)
-    return Workload(
-        job_id=workload.job_id[keep],
-        submit=workload.submit[keep] - start,
-        cores=workload.cores[keep],
-        runtime=workload.runtime[keep],
-        walltime=workload.walltime[keep],
-        user=workload.user[keep],
-        recorded_wait=workload.recorded_wait[keep],
-        processors=workload.processors,
-        source=f"{workload.source} [{start:.0f}, {end:.0f})",
-    )
+    part = workload.select(keep)
+    return replace(part, submit=part.submit - start, source=f"{workload.source} [{start:.0f}, {end:.0f})")
 
 
 def default_background(processors: int = DEFAULT_PROCESSORS, *, seed: int = 0) -> Workload:
@@ -84,7 +77,10 @@ def _check_runs(runs: int) -> None:
 def start_points(
     background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = 4 * 86400.0
 ) -> npt.NDArray[np.float64]:
-    """Draw where in the background each run starts: uniform, after ``warmup``, ``horizon`` before its end.
+    """Draw run starts: uniform, ``warmup`` after the first background job, ``horizon`` before the last.
+
+    Times are on the background's clock, counted from its first job, not from 0: a trace whose first
+    job comes a year into its clock would otherwise put most runs before any background.
 
     Raises
     ------
@@ -93,8 +89,10 @@ def start_points(
     """
     _check_runs(runs)
     rng = np.random.default_rng(seed)
+    first = float(background.submit[0]) if len(background) else 0.0
     last = float(background.submit[-1]) if len(background) else 0.0
-    return rng.uniform(warmup, max(warmup, last - horizon), size=runs)
+    low = first + warmup
+    return rng.uniform(low, max(low, last - horizon), size=runs)
 
 
 def simulate_runs(
@@ -107,6 +105,7 @@ def simulate_runs(
     policy: str = "easy",
     mode: str = "replay",
     reserve: int = 0,
+    priority: str = DEFAULT_PRIORITY,
     learner: str = "tuned",
     warmup: float = 86400.0,
     horizon: float = 4 * 86400.0,
@@ -115,6 +114,7 @@ def simulate_runs(
     waits: WaitPredictor | None = None,
     history: RuntimeHistory | None = None,
     wait_store: WaitStore | None = None,
+    shared: LearnerStateStore | None = None,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -141,6 +141,9 @@ def simulate_runs(
     mode : {"replay", "recorded", "recorded-chain", "calibrated", "capacity"}, default "replay"
         How the background loads the queue (:class:`~elastic.backends.mock.MockBackend` ``mode``):
         the recorded modes need a trace and give waits like the traced centre's.
+    priority : {"age", "basic", "accrue-always"}, default "age"
+        How the mock queue ranks a dependency- or begin-held job once eligible
+        (:mod:`elastic.simulator.priority`).
     reserve : int, default 0
         ``mode="calibrated"``: cores withheld from queued jobs (fit it once with
         :func:`~elastic.simulator.fidelity.calibrate_reserve`).
@@ -155,6 +158,8 @@ def simulate_runs(
     waits, history, wait_store : optional
         Wait learner, runtime history and wait store to use (e.g. the project's store); default a fresh
         ASA learner (policy ``learner``) and an in-memory history.
+    shared : LearnerStateStore or None
+        Where the learner's state is shared with other runs, updated atomically on every observation.
 
     Returns
     -------
@@ -188,8 +193,11 @@ def simulate_runs(
             start=warmup,
             mode=mode,
             reserve=reserve,
+            priority=priority,
         )
-        knowledge = Knowledge(workflow, waits=waits, history=history, wait_store=wait_store, backend="mock")
+        knowledge = Knowledge(
+            workflow, waits=waits, history=history, wait_store=wait_store, backend="mock", shared=shared
+        )
         runner = Runner(
             workflow,
             make_strategy(strategy, **(strategy_options or {})),

@@ -473,7 +473,9 @@ def prediction_outcomes(
     return _fold(events).prediction_outcomes(tolerance=tolerance, relative=relative)
 
 
-def compute_metrics(events: Sequence[Event], *, stages: Sequence[str] | None = None) -> RunMetrics:
+def compute_metrics(
+    events: Sequence[Event], *, stages: Sequence[str] | None = None, ended: float | None = None
+) -> RunMetrics:
     """Compute every metric of one run from its timeline.
 
     Parameters
@@ -482,6 +484,9 @@ def compute_metrics(events: Sequence[Event], *, stages: Sequence[str] | None = N
         The timeline, with exactly one RUN_START and one RUN_END (sorted by time here).
     stages : sequence of str or None, default None
         Stage names in workflow order (default: in order of their first appearance).
+    ended : float or None, default None
+        A run that was stopped (interrupted, failed): task attempts still running then count as lost at
+        this time. None: every attempt must have ended.
 
     Returns
     -------
@@ -493,4 +498,10 @@ def compute_metrics(events: Sequence[Event], *, stages: Sequence[str] | None = N
         The timeline is inconsistent (e.g. an allocation starts that was never submitted, a task ends that
         never started); the message names the event.
     """
-    return _fold(events).metrics(stages)
+    recorder = _fold(e for e in events if e.kind is not EventKind.RUN_END)
+    if ended is not None:
+        recorder.end_running(ended)
+    for e in events:
+        if e.kind is EventKind.RUN_END:
+            recorder.add(e)
+    return recorder.metrics(stages)

@@ -13,7 +13,9 @@ from learners.base import (
     load_shared,
     observe_shared,
 )
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate
+from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from learners.ewma import LogEWMA
+from learners.reference import AlwaysZero, SchedulerEstimate
 
 # ``toptimal`` the function is not re-exported: it would shadow the ``learners.toptimal`` module.
 from learners.toptimal import ReservationSequence, atoptimal, toptimal_policy
@@ -39,6 +41,9 @@ __all__: list[str] = [
     "QBETSUpperBound",
     "RunningMean",
     "RunningMedian",
+    "RunningQuantile",
+    "LogEWMA",
+    "AlwaysZero",
     "SchedulerEstimate",
     "WaitPredictor",
     "clone",

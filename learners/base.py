@@ -14,11 +14,15 @@ from __future__ import annotations
 
 import inspect
 import math
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeVar, runtime_checkable
 
 from elastic.errors import ConfigError, ElasticError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 __all__ = [
     "BaseLearner",
@@ -31,6 +35,7 @@ __all__ = [
     "NotFittedError",
     "Options",
     "PredictionUnavailableError",
+    "WaitDistribution",
     "WaitPredictor",
     "LearnerStateStore",
     "clone",
@@ -316,6 +321,25 @@ class WaitPredictor(Learner, Protocol):
 
     def set_state(self: _W, key: Key, state: Mapping[str, Any]) -> _W:
         """Replace the learned state for ``key`` with one from :meth:`get_state`; return ``self``."""
+        ...
+
+
+@runtime_checkable
+class WaitDistribution(WaitPredictor, Protocol):
+    """A wait predictor that also gives quantiles of the wait it expects, not one value.
+
+    What an allocation planner prices its choices with (an early allocation idles its cores, a late
+    one delays the run; the cost of each choice is an expectation over the wait).
+    """
+
+    def quantiles(self, key: Key, probs: Sequence[float]) -> npt.NDArray[np.float64]:
+        """Return the wait quantiles (seconds) at ``probs`` for an allocation of this key.
+
+        Raises
+        ------
+        NotFittedError
+            Nothing was observed for ``key`` yet.
+        """
         ...
 
 

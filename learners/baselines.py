@@ -1,15 +1,16 @@
 """Baseline queue-wait predictors with the same interface as :class:`learners.asa.ASAEstimator`.
 
 - :class:`LastWait`: the last wait observed for the key.
-- :class:`RunningMean`, :class:`RunningMedian`: mean / median of the last ``window`` waits.
+- :class:`RunningMean`, :class:`RunningMedian`, :class:`RunningQuantile`: mean / median / a quantile of
+  the last ``window`` waits (:class:`RunningQuantile` also gives the empirical quantiles, see
+  :class:`~learners.base.WaitDistribution`).
 - :class:`QBETSUpperBound`: QBETS-style upper confidence bound on a quantile of recent waits
   (Nurmi, Brevik and Wolski, *QBETS: queue bounds estimation from time series*, JSSPP 2007).
-- :class:`SchedulerEstimate`: "ask the scheduler": the backend's expected start for a job like ours
-  (``sbatch --test-only``), minus now.
 
 All are keyed (independent history per key), learn with ``observe(key, wait)`` (alias ``partial_fit``),
-raise :class:`~learners.base.NotFittedError` from ``predict`` before the first observation of a key
-(except :class:`SchedulerEstimate`, which needs none), and keep their state as JSON-able dicts.
+raise :class:`~learners.base.NotFittedError` from ``predict`` before the first observation of a key, and
+keep their state as JSON-able dicts. The predictors that learn nothing (0 s, ask the scheduler) are in
+:mod:`learners.reference`.
 """
 
 from __future__ import annotations
@@ -17,34 +18,28 @@ from __future__ import annotations
 import functools
 import math
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
+import numpy.typing as npt
 from scipy import stats
 
-from elastic.backends.base import BatchBackend
-from elastic.batch import JobSpec
 from elastic.errors import ConfigError
-from learners.base import (
-    BaseLearner,
-    InstanceOf,
-    Interval,
-    Key,
-    NotFittedError,
-    PredictionUnavailableError,
-)
+from learners.base import BaseLearner, Interval, Key, NotFittedError
 
 __all__ = [
     "LastWait",
     "QBETSUpperBound",
     "RunningMean",
     "RunningMedian",
-    "SchedulerEstimate",
+    "RunningQuantile",
+    "check_wait",
 ]
 
 
-def _check_wait(owner: str, wait: float) -> float:
+def check_wait(owner: str, wait: float) -> float:
+    """Return ``wait`` as a float, or raise ConfigError naming ``owner`` unless it is finite and >= 0."""
     ok = isinstance(wait, (int, float, np.integer, np.floating)) and not isinstance(wait, bool)
     if not ok or not math.isfinite(wait) or wait < 0:
         raise ConfigError(f"{owner}.observe: 'wait' must be a finite number >= 0 seconds; got {wait!r}")
@@ -80,7 +75,7 @@ class _HistoryPredictor(BaseLearner):
             ``wait`` is negative or not finite, or a hyperparameter is invalid.
         """
         self._initialise()
-        self._history(key).append(_check_wait(type(self).__name__, wait))
+        self._history(key).append(check_wait(type(self).__name__, wait))
         return self
 
     def partial_fit(self, key: Key, wait: float) -> Any:
@@ -126,7 +121,7 @@ class _HistoryPredictor(BaseLearner):
                 f"{name}.set_state(key={key!r}): 'format' must be {name + '/1'!r}; "
                 f"got {state.get('format')!r}"
             )
-        waits = [_check_wait(name, w) for w in state.get("waits", [])]
+        waits = [check_wait(name, w) for w in state.get("waits", [])]
         history = self.history_[key] = deque(maxlen=self._maxlen())
         history.extend(waits)
         return self
@@ -196,8 +191,78 @@ class RunningMean(_WindowPredictor):
         return float(np.mean(waits))
 
 
-class RunningMedian(_WindowPredictor):
-    """Predict the median of the last ``window`` waits of the key.
+def _quantile(ordered: Sequence[float], q: float) -> float:
+    """Return the ``q`` quantile of sorted values, interpolated linearly as ``numpy.quantile`` does.
+
+    Written out because a predictor asks for one quantile of about ten values per call, where the
+    overhead of a numpy call is about 20 times the cost of sorting and interpolating in Python (it made
+    ``elastic waits`` spend a second per such predictor on HPC2N); a test checks it against numpy.
+    """
+    h = (len(ordered) - 1) * q
+    lo = math.floor(h)
+    if lo + 1 >= len(ordered):
+        return float(ordered[-1])
+    return float(ordered[lo] + (h - lo) * (ordered[lo + 1] - ordered[lo]))
+
+
+class RunningQuantile(_WindowPredictor):
+    """Predict a quantile of the last ``window`` waits of the key.
+
+    A low quantile errs short: where an early start idles every core of an allocation and a late one
+    delays only the run, the cheaper error (see :class:`~learners.walltime_cost.CostModel`). Also a
+    :class:`~learners.base.WaitDistribution`: :meth:`quantiles` gives any quantiles of the same waits.
+
+    Parameters
+    ----------
+    window : int, default 10
+        How many recent waits to take the quantile of (>= 1).
+    quantile : float, default 0.5
+        Which quantile ``predict`` returns, in [0, 1] (linear interpolation, :func:`numpy.quantile`).
+
+    Attributes
+    ----------
+    history_ : dict of str to deque
+        The last ``window`` waits per key.
+
+    Examples
+    --------
+    >>> q = RunningQuantile(window=4, quantile=0.25)
+    >>> for w in (0.0, 100.0, 200.0, 300.0):
+    ...     _ = q.observe("k", w)
+    >>> q.predict("k"), q.quantiles("k", [0.5, 1.0]).tolist()
+    (75.0, [150.0, 300.0])
+    """
+
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "window": [Interval(1, None, integer=True)],
+        "quantile": [Interval(0, 1)],
+    }
+
+    def __init__(self, *, window: int = 10, quantile: float = 0.5) -> None:
+        self.window = window
+        self.quantile = quantile
+
+    def _estimate(self, waits: Sequence[float]) -> float:
+        return _quantile(sorted(waits), self.quantile)
+
+    def quantiles(self, key: Key, probs: Sequence[float]) -> npt.NDArray[np.float64]:
+        """Return the ``probs`` quantiles of the last ``window`` waits of ``key``, seconds.
+
+        Raises
+        ------
+        NotFittedError
+            No wait was observed for ``key`` yet.
+        """
+        self.predict(key)  # validates, raises NotFittedError for an unseen key
+        waits = self.history_[key]
+        out: npt.NDArray[np.float64] = np.quantile(
+            np.fromiter(waits, dtype=np.float64, count=len(waits)), np.asarray(probs, dtype=np.float64)
+        )
+        return out
+
+
+class RunningMedian(RunningQuantile):
+    """Predict the median of the last ``window`` waits of the key (:class:`RunningQuantile` at 0.5).
 
     Parameters
     ----------
@@ -218,8 +283,12 @@ class RunningMedian(_WindowPredictor):
     20.0
     """
 
-    def _estimate(self, waits: Sequence[float]) -> float:
-        return float(np.median(waits))
+    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "window": [Interval(1, None, integer=True)]
+    }
+
+    def __init__(self, *, window: int = 10) -> None:
+        super().__init__(window=window, quantile=0.5)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -311,7 +380,7 @@ class QBETSUpperBound(_HistoryPredictor):
     def observe(self, key: Key, wait: float) -> QBETSUpperBound:
         """Record one observed wait for ``key``, cutting the history at a change point."""
         self._initialise()
-        wait = _check_wait(type(self).__name__, wait)
+        wait = check_wait(type(self).__name__, wait)
         history = self._history(key)
         if self.changepoint_alpha is not None and history:
             misses = self.misses_.get(key, 0) + 1 if wait > self._estimate(history) else 0
@@ -339,99 +408,4 @@ class QBETSUpperBound(_HistoryPredictor):
                 f"QBETSUpperBound.set_state(key={key!r}): 'misses' must be an integer >= 0; got {misses!r}"
             )
         self.misses_[key] = misses
-        return self
-
-
-class SchedulerEstimate(BaseLearner):
-    """Ask the scheduler: predict the backend's expected start of a job like ours, minus now.
-
-    The Slurm backend answers with ``sbatch --test-only``; the mock backend simulates its queue. This
-    predictor learns nothing: :meth:`observe` only counts observations.
-
-    Parameters
-    ----------
-    backend : BatchBackend
-        Backend to ask.
-    spec : JobSpec or callable
-        The job to ask about, or a function ``key -> JobSpec`` (e.g. cores from the key).
-
-    Attributes
-    ----------
-    observations_ : dict of str to int
-        Observations seen per key.
-    """
-
-    _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
-        "backend": [InstanceOf(BatchBackend, "a BatchBackend (mock or Slurm)")],
-    }  # 'spec' (a JobSpec or a callable) is checked in _initialise
-
-    def __init__(self, *, backend: BatchBackend, spec: JobSpec | Callable[[Key], JobSpec]) -> None:
-        self.backend = backend
-        self.spec = spec
-
-    def _initialise(self) -> None:
-        if not hasattr(self, "observations_"):
-            self._validate_params()
-            if not isinstance(self.spec, JobSpec) and not callable(self.spec):
-                raise ConfigError(
-                    f"SchedulerEstimate: parameter 'spec' must be a JobSpec or a callable key -> JobSpec; "
-                    f"got {self.spec!r}"
-                )
-            self.observations_: dict[Key, int] = {}
-
-    def _spec_for(self, key: Key) -> JobSpec:
-        spec = self.spec if isinstance(self.spec, JobSpec) else self.spec(key)
-        if not isinstance(spec, JobSpec):
-            raise ConfigError(f"SchedulerEstimate: 'spec' returned {spec!r} for key {key!r}, not a JobSpec")
-        return spec
-
-    def predict(self, key: Key) -> float:
-        """Return ``max(0, expected_start - now)`` in seconds for a job like ``spec(key)``.
-
-        Raises
-        ------
-        PredictionUnavailableError
-            The backend cannot tell when such a job would start.
-        """
-        self._initialise()
-        now = self.backend.now()
-        start = self.backend.expected_start(self._spec_for(key))
-        if start is None:
-            raise PredictionUnavailableError(
-                f"backend {self.backend.name!r} gave no expected start for key {key!r}; "
-                "use a learning predictor (e.g. ASAEstimator) for this backend",
-                key=key,
-            )
-        return max(0.0, float(start) - now)
-
-    def observe(self, key: Key, wait: float) -> SchedulerEstimate:
-        """Count an observed wait (the scheduler's estimate does not learn); return ``self``."""
-        self._initialise()
-        _check_wait("SchedulerEstimate", wait)
-        self.observations_[key] = self.observations_.get(key, 0) + 1
-        return self
-
-    def partial_fit(self, key: Key, wait: float) -> SchedulerEstimate:
-        """Alias of :meth:`observe`."""
-        return self.observe(key, wait)
-
-    def get_state(self, key: Key) -> dict[str, Any]:
-        """Return ``{"format": "SchedulerEstimate/1", "observations": n}``."""
-        self._initialise()
-        return {"format": "SchedulerEstimate/1", "observations": self.observations_.get(key, 0)}
-
-    def set_state(self, key: Key, state: Mapping[str, Any]) -> SchedulerEstimate:
-        """Restore the observation count of ``key``."""
-        self._initialise()
-        observations = state.get("observations")
-        if (
-            state.get("format") != "SchedulerEstimate/1"
-            or not isinstance(observations, int)
-            or observations < 0
-        ):
-            raise ConfigError(
-                f"SchedulerEstimate.set_state(key={key!r}): expected format 'SchedulerEstimate/1' with "
-                f"'observations' an integer >= 0; got {dict(state)!r}"
-            )
-        self.observations_[key] = observations
         return self

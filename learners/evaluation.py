@@ -14,6 +14,9 @@ the resources are needed (the Per-Stage behaviour); ``coverage`` reports how oft
 
 Metrics per predictor and class, with ``w`` the true wait, ``x`` the prediction, ``c`` the job's cores:
 
+- ``rank_corr``: Spearman rank correlation between ``x`` and ``w`` over the class's jobs: whether the
+  predictor tells a long wait coming from a short one, i.e. follows the queue (NaN when ``x`` or ``w``
+  is constant, e.g. the always-0 predictor);
 - ``hit``/``over``/``under``: share of jobs whose prediction snapped to the grid is the grid value
   closest to ``w`` / a larger one / a smaller one (ASA predictions are grid values already);
 - ``mae``: mean ``|x - w|`` in seconds;
@@ -42,13 +45,16 @@ from pathlib import Path
 import numpy as np
 import numpy.typing as npt
 import pandas as pd
+from scipy import stats
 
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.workload import Workload
 from learners.asa import ASAEstimator
 from learners.asa_grid import DEFAULT_GRID, nearest_index
 from learners.base import NotFittedError, PredictionUnavailableError, WaitPredictor
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian
+from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from learners.ewma import LogEWMA
+from learners.reference import AlwaysZero
 
 __all__ = [
     "DEFAULT_CLASSES",
@@ -81,21 +87,30 @@ PREDICTORS: dict[str, Callable[[int | None], WaitPredictor]] = {
     "mean": lambda seed: RunningMean(),
     "median": lambda seed: RunningMedian(),
     "qbets": lambda seed: QBETSUpperBound(),
+    "zero": lambda seed: AlwaysZero(),
+    "q25": lambda seed: RunningQuantile(window=10, quantile=0.25),
+    "ewma": lambda seed: LogEWMA(alpha=0.3),
 }
 """Predictor names of ``elastic waits --predictors``, each a factory taking a seed.
 
 ``asa-cost`` is ``asa-tuned`` with the cost-aware loss; ``asa-floor`` is ``asa-tuned`` with the
-learning-rate floor ``eta_min=0.1``. The scheduler baseline
-(:class:`~learners.baselines.SchedulerEstimate`) needs a live backend, so it is not replayable here.
+learning-rate floor ``eta_min=0.1``. ``zero`` always predicts 0 s (Per-Stage's behaviour); ``q25`` is the
+0.25 quantile of the last 10 waits; ``ewma`` the median of a log-normal fitted to the recent waits with
+weight 0.3 on the newest (:class:`~learners.ewma.LogEWMA`). The windows and weights of ``q25`` and
+``ewma`` were chosen on the HPC2N trace (README, "Queue-wait learners"). The scheduler baseline
+(:class:`~learners.reference.SchedulerEstimate`) needs a live backend, so it is not replayable here.
 """
 
 DEFAULT_PREDICTORS: tuple[str, ...] = (
+    "zero",
     "asa-default",
     "asa-tuned",
     "asa-greedy",
     "last",
     "mean",
     "median",
+    "q25",
+    "ewma",
     "qbets",
 )
 """Predictors evaluated when none are named."""
@@ -220,8 +235,8 @@ class OnlineEvaluation:
         Returns
         -------
         pandas.DataFrame
-            Columns ``predictor, cores, low, high, jobs, coverage, hit, over, under, mae, idle_core_s,
-            delay_s, cost`` (see the module docstring).
+            Columns ``predictor, cores, low, high, jobs, coverage, rank_corr, hit, over, under, mae,
+            idle_core_s, delay_s, cost`` (see the module docstring).
         """
         wl = self.workload
         names = list(predictors)
@@ -265,6 +280,10 @@ class OnlineEvaluation:
         def share(mask: npt.NDArray[np.bool_]) -> float:
             return float(mask.mean()) if n else math.nan
 
+        rank_corr = math.nan
+        if n > 1 and np.ptp(x) > 0 and np.ptp(truth) > 0:
+            rank_corr = float(stats.spearmanr(x, truth).statistic)
+
         return {
             "predictor": name,
             "cores": gc.target,
@@ -272,6 +291,7 @@ class OnlineEvaluation:
             "high": gc.high,
             "jobs": n,
             "coverage": share(covered),
+            "rank_corr": rank_corr,
             "hit": share(snapped_x == snapped_w),
             "over": share(snapped_x > snapped_w),
             "under": share(snapped_x < snapped_w),

@@ -263,11 +263,14 @@ def test_a_run_cut_short_records_censored_runtimes() -> None:
     assert list(total_censored) == [True]
 
 
-def test_asa_beats_perstage_when_the_queue_is_busy_and_the_wait_is_predicted() -> None:
+def test_asa_beats_perstage_on_a_busy_queue_only_where_a_held_job_keeps_its_place() -> None:
     # Background: a full-machine job (16 cores, 1000 s) arrives every 500 s, FCFS: a queue that only
     # grows. Per-Stage submits each stage when the previous one ends, behind every job that arrived in
     # the meantime; ASA, predicting a 3000 s wait, submits stage 2 at ~30 s and stage 3 at ~630 s and
     # keeps its place in the queue. Same cores for the same time: same core-hours, shorter makespan.
+    # That place is kept only where a dependency-held job keeps its submit rank (priority/basic, or
+    # multifactor with ACCRUE_ALWAYS); under multifactor age from eligibility (the mock's default) the
+    # released allocation queues behind every job that arrived meanwhile, like Per-Stage's (issue 9).
     n = 40
     background = Workload(
         job_id=np.arange(1, n + 1),
@@ -284,12 +287,15 @@ def test_asa_beats_perstage_when_the_queue_is_busy_and_the_wait_is_predicted() -
         "w", (Stage("prepare", 1, 1, 600.0), Stage("process", 8, 1, 600.0), Stage("merge", 1, 1, 300.0))
     )
     results = {}
-    for strategy in ("perstage", "asa"):
-        backend = MockBackend(nodes=16, workload=background, policy="fcfs")
-        knowledge = Knowledge(wf, waits=_fixed_wait(3000.0))
-        results[strategy] = _run(strategy, wf, backend=backend, knowledge=knowledge)
-        _check_complete(results[strategy], wf)
-    per, asa = results["perstage"].metrics, results["asa"].metrics
+    for priority in ("basic", "age"):
+        for strategy in ("perstage", "asa"):
+            backend = MockBackend(nodes=16, workload=background, policy="fcfs", priority=priority)
+            knowledge = Knowledge(wf, waits=_fixed_wait(3000.0))
+            results[priority, strategy] = _run(strategy, wf, backend=backend, knowledge=knowledge)
+            _check_complete(results[priority, strategy], wf)
+    per, asa = results["basic", "perstage"].metrics, results["basic", "asa"].metrics
     assert asa.makespan < 0.5 * per.makespan  # 3500 s vs 8500 s
     assert asa.perceived_wait < per.perceived_wait
     assert asa.core_seconds_charged == pytest.approx(per.core_seconds_charged)
+    assert results["age", "perstage"].metrics.makespan == per.makespan  # Per-Stage never holds a job
+    assert results["age", "asa"].metrics.makespan == per.makespan  # early submission bought nothing

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from elastic.backends._proctrack import process_tree
 from elastic.cli import main
 from elastic.store import Store
 
@@ -66,12 +72,14 @@ def test_run_simulate_stores_the_run_waits_and_learner_state(
         ]
     )
     assert code == 0
-    assert "demo3 under asa: completed" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "demo3 under asa: completed" in out and "mock queue: priority age" in out
     timeline = pd.read_csv(events)
     assert (timeline["kind"] == "task_end").sum() == 10
     with Store(url) as store:
         runs = store.runs()
         assert list(runs["status"]) == ["completed"] and runs["makespan"].iloc[0] > 0
+        assert runs["params"].iloc[0]["priority"] == "age"  # which queue model the run stood for
         assert store.learner_states("asa")
         runtimes, _ = store.stage_runtimes("demo3", "process")
         assert len(runtimes) == 1
@@ -148,7 +156,85 @@ def test_run_with_a_failing_task_stops_with_a_clear_error(
         f'[[stages]]\nname = "b"\ntasks = 1\ncores = 1\nruntime = 20\ncommand = "touch {marker}; exit 3"\n'
     )
     args = ["run", "--workflow", str(wf), "--strategy", "perstage", "--speedup", "40", "--processors", "4"]
-    assert main([*args, "--no-store"]) == 2
-    err = capsys.readouterr().err
-    assert "task 'b.0' failed" in err and "exit" in err.lower() and "the run is stopped" in err
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    assert main([*args, "--store", url]) == 1
+    out = " ".join(capsys.readouterr().out.split())
+    assert "the run failed: task 'b.0' failed" in out and "exited with code 3" in out
     assert marker.exists()  # it really ran, once
+    with Store(url) as store:  # recorded as failed, with what it measured (regression, issue 10)
+        (row,) = store.runs().itertuples()
+        assert row.status == "failed" and row.makespan > 0 and "b.0" in row.params["detail"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_sigterm_ends_the_run_interrupted_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Regression (issue 10): SIGTERM left the run running, orphaned its agent and tasks and its secret."""
+    wf = tmp_path / "long.toml"
+    wf.write_text('name = "long"\n[[stages]]\nname = "a"\ntasks = 4\ncores = 1\nruntime = 600\n')
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    cmd = [sys.executable, "-m", "elastic", "run", "--workflow", str(wf), "--strategy", "bigjob"]
+    cmd += ["--speedup", "10", "--processors", "8", "--store", url, "--poll", "5"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.Popen(
+        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not _tasks_running(proc.pid):
+        time.sleep(0.2)
+    family = [p.pid for p in process_tree(proc.pid) if p.pid != proc.pid]
+    assert family, "no agent or task process started"
+    os.kill(proc.pid, signal.SIGTERM)
+    assert proc.wait(timeout=60) == 130, proc.stderr.read().decode() if proc.stderr else ""
+    time.sleep(1.0)
+    alive = [p for p in family if Path(f"/proc/{p}").exists() and "zombie" not in _status(p)]
+    assert not alive, f"processes outlived the run: {alive}"
+    assert not list(tmp_path.glob("elastic-pool-*/*.secret")), "the secret file was left behind"
+    with Store(url) as store:
+        (row,) = store.runs().itertuples()
+        assert row.status == "interrupted" and row.makespan > 0 and row.allocations >= 1
+
+
+def _tasks_running(pid: int) -> bool:
+    return any("sleep" in _cmdline(p.pid) for p in process_tree(pid))
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text().replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _status(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/status").read_text().lower()
+    except OSError:
+        return "zombie"
+
+
+def test_compare_states_the_priority_model_and_it_changes_only_held_allocations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Issue 9. Per-Stage submits each allocation when it is needed (never held), so the priority model
+    # cannot change its runs; ASA pre-submits with afterany dependencies, so it can.
+    args = ["compare", "--workflow", "montage", "--runs", "3", "--seed", "1", "--processors", "64"]
+    frames = {}
+    for priority in ("age", "basic"):
+        csv = tmp_path / f"{priority}.csv"
+        assert main([*args, "--strategies", "perstage,asa", "--priority", priority, "--csv", str(csv)]) == 0
+        out = capsys.readouterr().out
+        assert f"priority {priority} (priority/" in out
+        frames[priority] = pd.read_csv(csv).set_index(["strategy", "run"])
+    age, basic = frames["age"], frames["basic"]
+    pd.testing.assert_frame_equal(age.loc["perstage"], basic.loc["perstage"])
+    assert not age.loc["asa"]["queue_wait"].equals(basic.loc["asa"]["queue_wait"])
+    assert main([*args, "--runs", "1", "--strategies", "perstage"]) == 0
+    assert "priority age (priority/multifactor, age from eligibility)" in capsys.readouterr().out  # default
+
+
+def test_run_refuses_a_priority_model_for_slurm(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--workflow", "demo3", "--strategy", "asa", "--backend", "slurm", "--priority", "basic"]
+    assert main([*argv, "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert "--priority sets the mock backend's queue model" in err and "scontrol show config" in err

@@ -38,6 +38,7 @@ __all__ = [
     "parse_record",
     "parse_sbatch_job_id",
     "parse_state",
+    "priority_model",
     "parse_test_only",
     "parse_time",
     "walltime_minutes",
@@ -469,3 +470,44 @@ def parse_config(text: str) -> dict[str, str]:
         if sep and key.strip() and " " not in key.strip():
             config[key.strip()] = value.strip()
     return config
+
+
+def priority_model(config: Mapping[str, str]) -> str | None:
+    """Name the mock backend's priority model that a Slurm configuration stands for.
+
+    Parameters
+    ----------
+    config : Mapping[str, str]
+        ``scontrol show config`` output parsed by :func:`parse_config`.
+
+    Returns
+    -------
+    str or None
+        ``"basic"`` for ``PriorityType=priority/basic``. For ``priority/multifactor``:
+        ``"accrue-always"`` when ``PriorityFlags`` has ``ACCRUE_ALWAYS``; ``"basic"`` when age cannot
+        order jobs, i.e. ``PriorityWeightAge`` is 0 (Slurm's default weight) or the accounting
+        database the age factor needs is not configured (``AccountingStorageType`` other than
+        ``accounting_storage/slurmdbd``; slurm.conf(5), PriorityWeightAge: "Requires
+        AccountingStorageType=accounting_storage/slurmdbd"), since equal priorities go by submit time;
+        else ``"age"``. None for another plugin. See :mod:`elastic.simulator.priority`.
+
+    Examples
+    --------
+    >>> priority_model({"PriorityType": "priority/multifactor", "PriorityWeightAge": "1000"})
+    'age'
+    """
+    kind = config.get("PriorityType", "")
+    if kind == "priority/basic":
+        return "basic"
+    if kind != "priority/multifactor":
+        return None
+    flags = {f.strip().upper() for f in config.get("PriorityFlags", "").split(",")}
+    if "ACCRUE_ALWAYS" in flags:
+        return "accrue-always"
+    weight = config.get("PriorityWeightAge", "").split()
+    if weight and weight[0].isdigit() and int(weight[0]) == 0:
+        return "basic"
+    storage = config.get("AccountingStorageType")
+    if storage is not None and storage != "accounting_storage/slurmdbd":
+        return "basic"
+    return "age"

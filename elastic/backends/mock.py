@@ -40,6 +40,7 @@ from elastic.simulator.engine import Engine
 from elastic.simulator.expected import expected_start
 from elastic.simulator.jobs import FUTURE, RUNNING, STATES
 from elastic.simulator.pinned import PINNED_ORDERS
+from elastic.simulator.priority import DEFAULT_MAX_AGE, DEFAULT_PRIORITY, check_priority
 from elastic.simulator.workload import Workload
 
 if TYPE_CHECKING:
@@ -100,8 +101,15 @@ class MockBackend:
     fidelity_cores : tuple of (int, int), default (16, 128)
         Recorded modes: size class (cores, inclusive) of the trace jobs that stay queued.
     capacity_window : float or None, default None
-        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None:
-        :data:`~elastic.simulator.fidelity.DEFAULT_WINDOW` (12 h).
+        ``mode="capacity"``: look-back in seconds of the usable-size estimate; None derives it from
+        the trace (:func:`~elastic.simulator.recorded.capacity_window`).
+    priority : {"age", "basic", "accrue-always"}, default "age"
+        How a job held by a dependency or ``begin`` ranks once eligible
+        (:mod:`elastic.simulator.priority`): ``age`` behind every job already waiting (Slurm's
+        multifactor priority, the common site setting), ``basic`` (FIFO) or ``accrue-always``
+        (multifactor with ``PriorityFlags=ACCRUE_ALWAYS``) at its submit place.
+    priority_max_age : float, default 604800.0
+        ``priority="age"``: Slurm's ``PriorityMaxAge`` in seconds (age factor capped after it).
 
     Examples
     --------
@@ -133,7 +141,10 @@ class MockBackend:
         reserve: int | None = 0,
         fidelity_cores: tuple[int, int] = (16, 128),
         capacity_window: float | None = None,
+        priority: str = DEFAULT_PRIORITY,
+        priority_max_age: float = DEFAULT_MAX_AGE,
     ) -> None:
+        priority = check_priority(priority)
         if clock not in _CLOCKS:
             raise UnknownNameError("clock", clock, _CLOCKS)
         if max_walltime is not None and not max_walltime > 0:
@@ -142,7 +153,7 @@ class MockBackend:
         self._user_chain: dict[int, int] | None = None
         self._last_of_user: dict[str, int] = {}
         if mode != "replay":
-            from elastic.simulator.fidelity import DEFAULT_WINDOW, backend_setup
+            from elastic.simulator.fidelity import backend_setup
 
             if policy not in PINNED_ORDERS or speculative:
                 raise ConfigError(
@@ -157,7 +168,7 @@ class MockBackend:
                 order=policy,
                 reserve=reserve,
                 cores=fidelity_cores,
-                window=DEFAULT_WINDOW if capacity_window is None else capacity_window,
+                window=capacity_window,
             )
             pol: QueuePolicy = pinned_policy
             pinned, workload = (pins, starts), queued
@@ -172,6 +183,8 @@ class MockBackend:
             workload=workload,
             kill_invalid_dep=kill_invalid_dep,
             observer=self,
+            priority=priority,
+            max_age=priority_max_age,
         )
         if pinned is not None:
             self._engine.pin(*pinned)
@@ -205,6 +218,11 @@ class MockBackend:
     def speedup(self) -> float | None:
         """Simulated seconds per real second on the scaled clock; None on the virtual clock."""
         return self._clock.speedup if isinstance(self._clock, ScaledClock) else None
+
+    @property
+    def priority(self) -> str:
+        """The priority model held jobs are ranked by (see :mod:`elastic.simulator.priority`)."""
+        return self._engine.ranking.name
 
     @property
     def engine(self) -> Engine:

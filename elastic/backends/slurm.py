@@ -259,6 +259,26 @@ class SlurmBackend:
             )
         return parse.parse_partition(lines[0])
 
+    def priority_model(self) -> str | None:
+        """Return the mock priority model this cluster's priority setting stands for.
+
+        Reads ``PriorityType``, ``PriorityFlags`` and ``PriorityWeightAge`` from ``scontrol show config``
+        (see :func:`elastic.backends._slurm_parse.priority_model`): ``"age"`` means a job held by a
+        dependency or ``--begin`` queues behind every job already eligible when it is released, so
+        submitting it early buys no queue position; ``"basic"``/``"accrue-always"`` mean it keeps its
+        submit place. None for a priority plugin the mock does not model.
+
+        Raises
+        ------
+        BackendError
+            ``scontrol show config`` failed.
+        """
+        args = ["scontrol", "show", "config"]
+        proc = self._run(args, check=False)
+        if proc.returncode != 0:
+            self._fail(args, proc)
+        return parse.priority_model(parse.parse_config(proc.stdout))
+
     def submit(self, spec: JobSpec) -> str:
         """Submit ``spec`` with ``sbatch --parsable`` (script on stdin) and return the job id.
 

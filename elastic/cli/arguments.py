@@ -1,9 +1,9 @@
 """Option groups shared by several ``elastic`` subcommands.
 
-The fidelity-mode options (``simulate``, ``fidelity``) and the mock backend's background options
-(``compare``, ``run``) are defined once here, so the subcommands agree on spelling, defaults and error
-messages; the types of single values (durations, windows, core ranges, seeds, bounded counts) are in
-:mod:`elastic.cli.values`.
+The fidelity-mode options (``simulate``, ``fidelity``), the priority model (``simulate``, ``compare``,
+``run``) and the mock backend's background options (``compare``, ``run``) are defined once here, so the
+subcommands agree on spelling, defaults and error messages; the types of single values (durations,
+windows, core ranges, seeds, bounded counts) are in :mod:`elastic.cli.values`.
 """
 
 from __future__ import annotations
@@ -16,23 +16,64 @@ from elastic.cli.values import parse_cores, parse_reserve, positive_duration, po
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
+    from elastic.simulator.trace import SwfReading
     from elastic.simulator.workload import Workload
 
 __all__ = [
     "BackgroundSetup",
     "MODES",
+    "PRIORITIES",
     "add_background_arguments",
     "add_capacity_window",
     "add_mode_arguments",
+    "add_priority_argument",
     "capacity_window",
     "check_background_arguments",
     "load_background",
     "mode_engine_from_args",
+    "read_trace",
 ]
 
 MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
 """Mock-backend modes (:class:`~elastic.backends.mock.MockBackend` ``mode=``), kept here so ``--help`` stays
 light; a test pins it equal to :data:`elastic.simulator.fidelity.MODES`."""
+
+PRIORITIES: tuple[str, ...] = ("age", "basic", "accrue-always")
+"""Priority models (:data:`elastic.simulator.priority.PRIORITY_MODELS`, the first the default), kept here
+so ``--help`` stays light; a test pins them equal."""
+
+
+def read_trace(path: str, command: str, *, needs_waits: str | None = None, **options: Any) -> SwfReading:
+    """Read an SWF trace for a subcommand and print, on stderr, every assumption the reader made.
+
+    Parameters
+    ----------
+    path : str
+        The ``--trace`` argument.
+    command : str
+        Subcommand name, for the warning prefix (``elastic simulate: warning: ...``).
+    needs_waits : str or None
+        When the command compares with recorded waits, what it does with them: a trace without any
+        raises :class:`~elastic.errors.TraceError` saying so (before any simulation).
+    **options
+        Keyword arguments of :func:`~elastic.simulator.trace.read_swf`.
+
+    Returns
+    -------
+    SwfReading
+    """
+    import sys
+
+    from elastic.simulator.trace import read_swf_report, require_recorded_waits
+
+    reading = read_swf_report(path, **options)
+    for message in reading.warnings:
+        if needs_waits is not None and "no recorded waits" in message:
+            continue  # the error below says it
+        print(f"elastic {command}: warning: {message}", file=sys.stderr)
+    if needs_waits is not None:
+        require_recorded_waits(reading.workload, needs_waits)
+    return reading
 
 
 def add_capacity_window(parser: argparse.ArgumentParser) -> None:
@@ -42,7 +83,21 @@ def add_capacity_window(parser: argparse.ArgumentParser) -> None:
         type=positive_duration,
         default=None,
         metavar="DURATION",
-        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 12h)",
+        help="capacity mode: look-back of the usable-size estimate, e.g. 12h (default: 3 x the trace's "
+        "median requested walltime)",
+    )
+
+
+def add_priority_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--priority`` (where a dependency- or ``--begin``-held job ranks once eligible)."""
+    parser.add_argument(
+        "--priority",
+        choices=PRIORITIES,
+        default=None,
+        help="how the simulated queue ranks a job held by a dependency or --begin once it is eligible: "
+        "age = Slurm multifactor, age counted from eligibility, behind every job already waiting "
+        "(default); basic = priority/basic, its submit place; accrue-always = multifactor with "
+        "PriorityFlags=ACCRUE_ALWAYS, age from submit (same order as basic when age is the only factor)",
     )
 
 
@@ -77,11 +132,9 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     add_capacity_window(parser)
 
 
-def capacity_window(args: argparse.Namespace) -> float:
-    """Return ``--capacity-window`` in seconds, or the capacity mode's default."""
-    from elastic.simulator.fidelity import DEFAULT_WINDOW
-
-    return DEFAULT_WINDOW if args.capacity_window is None else float(args.capacity_window)
+def capacity_window(args: argparse.Namespace) -> float | None:
+    """Return ``--capacity-window`` in seconds, or None (derived from the trace)."""
+    return None if args.capacity_window is None else float(args.capacity_window)
 
 
 def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
@@ -103,15 +156,31 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
     if args.capacity_window is not None and args.mode != "capacity":
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
     window = capacity_window(args)
+    if args.mode == "capacity" and window is None:
+        from elastic.simulator.recorded import capacity_window as derived_window
+
+        window = derived_window(workload)
     engine, evaluated = mode_engine(
-        workload, args.mode, cores=args.cores, reserve=reserve, order=order, window=window
+        workload,
+        args.mode,
+        cores=args.cores,
+        reserve=reserve,
+        order=order,
+        window=window,
+        priority=args.priority or PRIORITIES[0],
     )
     lo, hi = args.cores
     console.print(
         f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
         f"{len(engine.pinned):,} pinned at their recorded start"
         + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
-        + (f", usable cores from the last {window / 3600:g} h" if args.mode == "capacity" else "")
+        + (f", usable cores from the last {(window or 0) / 3600:g} h" if args.mode == "capacity" else "")
+        + (
+            f", {len(first):,} of fast queues planned first"
+            if (first := getattr(engine.policy, "priority", None))
+            else ""
+        ),
+        highlight=False,
     )
     return engine
 
@@ -119,9 +188,10 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
 def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the mock backend's background options (shared with ``elastic run``).
 
-    ``--trace``, ``--load``, ``--processors``, ``--policy``, and the fidelity options ``--mode`` and
-    ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives allocations the
-    queue waits of the traced centre instead of the much shorter waits of a plain EASY replay.
+    ``--trace``, ``--load``, ``--processors``, ``--policy``, ``--priority``, and the fidelity options
+    ``--mode`` and ``--reserve`` (see ``elastic fidelity``): with a trace, ``--mode capacity`` gives
+    allocations the queue waits of the traced centre instead of the much shorter waits of a plain EASY
+    replay.
     """
     from elastic.experiments import DEFAULT_PROCESSORS
     from elastic.simulator.base import POLICIES
@@ -162,6 +232,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CORES",
         help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
     )
+    add_priority_argument(parser)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,16 +243,19 @@ class BackgroundSetup:
     policy: str
     mode: str
     reserve: int
+    priority: str = PRIORITIES[0]
 
     def describe(self) -> str:
-        """One line for titles: source, mode and reserve."""
+        """One line for titles: source, mode, reserve, queue policy and priority model."""
         source = self.workload.source
         if len(source) > 60:  # e.g. synthetic(jobs=..., ...): keep the name, drop the parameter list
             source = source.split("(", 1)[0] + "(...)" if "(" in source else "..." + source[-57:]
         extra = "" if self.mode == "replay" else f", mode {self.mode}"
         if self.mode == "calibrated":
             extra += f" (reserve {self.reserve} cores)"
-        return f"background {source}{extra}, policy {self.policy}"
+        from elastic.simulator.priority import describe_priority
+
+        return f"background {source}{extra}, policy {self.policy}, {describe_priority(self.priority)}"
 
 
 def check_background_arguments(args: argparse.Namespace) -> None:
@@ -224,15 +298,21 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
     per run.
     """
     from elastic.experiments import DEFAULT_PROCESSORS, default_background
+    from elastic.simulator.priority import check_priority
 
     check_background_arguments(args)
+    priority = check_priority(args.priority or PRIORITIES[0])
     mode = args.mode
     policy = args.policy or ("easy" if mode == "replay" else "conservative")
+    if args.processors is not None and args.processors < 1:
+        raise ConfigError(f"--processors must be >= 1 cores, got {args.processors}")
     if args.trace is not None:
-        from elastic.simulator.trace import read_swf
-
+        command = getattr(args, "command", None) or "run"
+        needs = None if mode == "replay" else f"--mode {mode} pins the recorded schedule"
         load = 1.0 if args.load is None else args.load
-        workload = read_swf(args.trace, load=load, processors=args.processors)
+        workload = read_trace(
+            args.trace, command, needs_waits=needs, load=load, processors=args.processors
+        ).workload
     else:
         processors = DEFAULT_PROCESSORS if args.processors is None else args.processors
         workload = default_background(processors, seed=args.seed)
@@ -244,4 +324,4 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
             from elastic.simulator.fidelity import calibrate_reserve
 
             reserve = calibrate_reserve(workload, order=policy)
-    return BackgroundSetup(workload, policy, mode, reserve)
+    return BackgroundSetup(workload, policy, mode, reserve, priority)

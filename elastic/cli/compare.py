@@ -1,10 +1,12 @@
 """``elastic compare``: Big-Job, Per-Stage and ASA side by side, many runs each, in pure simulation.
 
 ``elastic compare --workflow demo3|FILE --runs N --backend mock [--trace PATH] [--load F] [--seed S]
-[--strategies bigjob,perstage,asa] [--policy easy] [--learner tuned] [--csv OUT]`` runs every strategy
-``N`` times on the mock backend's virtual clock (no processes: task durations are sampled from the stages'
-runtime distributions), each run at a different point of the background load (the same points for every
-strategy), and prints the mean of each metric with its 95 % confidence interval (Student t).
+[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner tuned] [--csv OUT]``
+runs every strategy ``N`` times on the mock backend's virtual clock (no processes: task durations are
+sampled from the stages' runtime distributions), each run at a different point of the background load
+(the same points for every strategy), and prints the mean of each metric with its 95 % confidence
+interval (Student t). The title names the background, the queue policy and the priority model
+(:mod:`elastic.simulator.priority`) the runs used.
 Background: an SWF trace (``--trace``), else the synthetic load of
 :func:`elastic.control.sim_execution.default_background`.
 """
@@ -162,6 +164,7 @@ def _run(args: argparse.Namespace) -> int:
                 policy=setup.policy,
                 mode=setup.mode,
                 reserve=setup.reserve,
+                priority=setup.priority,
                 learner=args.learner,
             )
             progress.advance(task)

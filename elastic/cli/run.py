@@ -13,14 +13,22 @@
 While a real run goes on, a live view shows the stages' progress and the allocations. At the end the
 run's metrics are printed. Unless ``--no-store``, the store (``--store URL``, else ``ELASTIC_STORE_URL``,
 else a SQLite file in the user data directory) keeps stage runtimes, every observed queue wait, the ASA
-learner's state (loaded at the start, saved at the end) and the run with its metrics.
+learner's state (every wait learned into it atomically when it is seen, so concurrent runs lose nothing)
+and the run with its metrics.
+
+Ctrl-C or SIGTERM end the run ``interrupted`` and a failed task ends it ``failed``: every allocation is
+cancelled, every agent and task stopped, the pool's secret removed, and the run is recorded with the
+metrics of what ran (exit codes 130 and 1).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +43,7 @@ from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.metrics import RunMetrics
+from elastic.simulator.priority import DEFAULT_PRIORITY, describe_priority
 from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Workflow, resolve_workflow
 from learners.asa import POLICIES as LEARNER_POLICIES
@@ -89,12 +98,22 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=_run)
 
 
-def _learner(args: argparse.Namespace, store: Store | None) -> ASAEstimator:
-    learner = ASAEstimator(policy=args.learner, random_state=args.seed)
-    if store is not None:
-        for key, state in store.learner_states(_LEARNER).items():
-            learner.set_state(key, state)
-    return learner
+@contextlib.contextmanager
+def _sigterm_interrupts() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt while a run goes on, so it ends as cleanly as on Ctrl-C."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt(f"got signal {signum}")
+
+    try:
+        old = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:  # not the main thread: leave signals alone
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
 
 
 def _live_view(view: RunView) -> Group:
@@ -191,9 +210,11 @@ def _simulate(
         policy=setup.policy,
         mode=setup.mode,
         reserve=setup.reserve,
+        priority=setup.priority,
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,
+        shared=store,
         poll_interval=args.poll or 30.0,
     )
     return result
@@ -226,6 +247,7 @@ def _real(
             clock="scaled",
             speedup=speedup,
             start=warmup,
+            priority=setup.priority,
         )
         poll = args.poll or 30.0
     elif args.backend == "slurm":
@@ -244,6 +266,8 @@ def _real(
         partition=args.partition,
         backend=backend.name,
         max_walltime=backend.partition().max_walltime,
+        shared=store,
+        learner_name=_LEARNER,
     )
     try:
         with Live(console=console, refresh_per_second=4, transient=True) as live:
@@ -278,6 +302,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> int:
     _check_arguments(args)
+    if args.priority is not None and args.backend != "mock":
+        raise ConfigError(
+            "--priority sets the mock backend's queue model; a Slurm queue ranks jobs as the site "
+            "configured it (read it with: scontrol show config | grep -i -E 'PriorityType|PriorityFlags')"
+        )
     workflow = resolve_workflow(args.workflow)
     console = Console()
     store: Store | None = None
@@ -286,24 +315,43 @@ def _run(args: argparse.Namespace) -> int:
 
         store = Store(args.store)
     try:
-        learner = _learner(args, store)
+        learner = ASAEstimator(policy=args.learner, random_state=args.seed)
         run_id = None
         if store is not None:
             run_id = store.record_run(
                 workflow.name,
                 args.strategy,
                 args.backend + ("-sim" if args.simulate else ""),
-                params={"seed": args.seed, "trace": args.trace, "speedup": args.speedup},
+                params={
+                    "seed": args.seed,
+                    "trace": args.trace,
+                    "speedup": args.speedup,
+                    "priority": (args.priority or DEFAULT_PRIORITY) if args.backend == "mock" else None,
+                },
             )
         began = time.perf_counter()
-        if args.simulate:
-            result = _simulate(args, workflow, learner, store)
-        else:
-            result = _real(args, workflow, learner, store, console)
+        try:
+            with _sigterm_interrupts():
+                if args.simulate:
+                    result = _simulate(args, workflow, learner, store)
+                else:
+                    result = _real(args, workflow, learner, store, console)
+        except BaseException:
+            if store is not None and run_id is not None:  # set up failed, or interrupted during it
+                store.finish_run(run_id, "interrupted", {})
+            raise
         elapsed = time.perf_counter() - began
+        if store is not None and run_id is not None:  # before anything else can fail
+            status = "failed" if result.status not in ("completed", "interrupted") else result.status
+            store.finish_run(run_id, status, _json_metrics(result.metrics), params={"detail": result.detail})
         console.print(
             metrics_table(result.metrics, f"{workflow.name} under {result.strategy}: {result.status}")
         )
+        if result.detail and result.status != "completed":
+            console.print(f"the run {result.status}: {result.detail}", highlight=False)
+        if args.backend == "mock":
+            priority = describe_priority(args.priority or DEFAULT_PRIORITY)
+            console.print(f"mock queue: {priority}", highlight=False)
         console.print(f"run took {elapsed:.1f} s of real time", highlight=False)
         if args.events:
             import pandas as pd
@@ -311,15 +359,10 @@ def _run(args: argparse.Namespace) -> int:
             events = pd.DataFrame([_event_row(e) for e in result.events])
             write_output(Path(args.events), "--events", lambda path: events.to_csv(path, index=False))
             console.print(f"event timeline written to {args.events}", highlight=False)
-        if store is not None and run_id is not None:
-            status = "completed" if result.status == "completed" else "failed"
-            store.finish_run(run_id, status, _json_metrics(result.metrics))
-            for key in getattr(learner, "states_", {}):
-                store.save_learner_state(_LEARNER, key, learner.get_state(key))
     finally:
         if store is not None:
             store.close()
-    return 0 if result.status == "completed" else 1
+    return {"completed": 0, "interrupted": 130}.get(result.status, 1)
 
 
 def _event_row(e: Any) -> dict[str, Any]:

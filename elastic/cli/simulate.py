@@ -1,12 +1,14 @@
 """``elastic simulate``: replay a workload on the simulated partition and summarise the schedule.
 
 ``elastic simulate [--trace PATH] [--policy easy|conservative|fcfs|sejf|lejf] [--speculative]
-[--window START:END] [--load FACTOR] [--processors N] [--estimate-ratio R] [--jobs N] [--seed S]
-[--out FILE.csv|FILE.parquet]``
+[--priority age|basic|accrue-always] [--window START:END] [--load FACTOR] [--processors N]
+[--estimate-ratio R] [--jobs N] [--seed S] [--out FILE.csv|FILE.parquet]``
 
 Without ``--trace`` the background load is synthetic (Poisson arrivals, see
 :func:`elastic.simulator.synthetic.synthetic_workload`). Prints a summary table and a table by job size;
-writes the per-job records when ``--out`` is given.
+writes the per-job records when ``--out`` is given. No job of a trace or of the synthetic load waits on
+a dependency or a begin time, so ``--priority`` (printed in the summary) does not change a replay; it
+is there so that the engine is the one the mock backend builds.
 """
 
 from __future__ import annotations
@@ -81,9 +83,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--seed", type=parse_seed, default=0, metavar="S", help="synthetic seed (default: 0)")
     parser.add_argument("--out", metavar="FILE", help="write the per-job table (.csv or .parquet)")
-    from elastic.cli.arguments import add_mode_arguments
+    from elastic.cli.arguments import add_mode_arguments, add_priority_argument
 
     add_mode_arguments(parser)
+    add_priority_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -111,15 +114,18 @@ def run(args: argparse.Namespace) -> int:
     console = Console()
     t0 = time.perf_counter()
     if args.trace:
-        from elastic.simulator.trace import read_swf
+        from elastic.cli.arguments import read_trace
 
-        workload = read_swf(
+        needs = None if args.mode == "replay" else f"--mode {args.mode} pins the recorded schedule"
+        workload = read_trace(
             args.trace,
+            "simulate",
+            needs_waits=needs,
             window=args.window,
             load=args.load,
             processors=args.processors,
             estimate_ratio=args.estimate_ratio or 1.0,
-        )
+        ).workload
     else:
         if args.window is not None:
             raise ConfigError("--window needs --trace (synthetic load has no clock to cut)")
@@ -134,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
         )
     t_read = time.perf_counter()
     if args.mode == "replay":
-        engine = Engine(nodes=workload.processors, policy=policy, workload=workload)
+        engine = Engine(
+            nodes=workload.processors, policy=policy, workload=workload, priority=args.priority or "age"
+        )
     else:
         from elastic.cli.arguments import mode_engine_from_args
 
@@ -193,6 +201,7 @@ def _print_summary(
     table.add_column("value", justify="right")
     rows = [
         ("policy", policy),
+        ("priority model", engine.ranking.name),
         ("partition", f"{processors} cores"),
         ("jobs", f"{len(records):,} ({summary.jobs:,} started)"),
         ("final states", ", ".join(f"{k} {v:,}" for k, v in records["state"].value_counts().items())),

@@ -27,8 +27,9 @@ from rich.progress import (
 from rich.table import Table
 
 from elastic.cli.values import positive_float, positive_int
+from elastic.errors import ConfigError
 from elastic.simulator.download import DEFAULT_BASE_URL, KNOWN_TRACES, download_trace, resolve_trace
-from elastic.simulator.trace import read_swf, read_swf_header
+from elastic.simulator.trace import SwfReading, read_swf_report
 from elastic.simulator.workload import Workload
 
 __all__ = ["register"]
@@ -148,22 +149,57 @@ def _summary(w: Workload) -> list[tuple[str, str]]:
     return rows
 
 
+def _reading_rows(reading: SwfReading) -> list[tuple[str, str]]:
+    """Return what the reader assumed, dropped and found, as table rows."""
+    source = {
+        "MaxProcs": "header MaxProcs",
+        "MaxNodes": "header MaxNodes (no MaxProcs): ASSUMED processors = nodes",
+        "processors": "given with --processors (the header has no size)",
+        "widest job": "ASSUMED: the widest job (the header has no MaxProcs/MaxNodes; give --processors)",
+    }[reading.machine_from]
+    rows = [
+        ("job lines in the file", f"{reading.job_lines:,}"),
+        ("machine size", f"{reading.machine:,} cores, {source}"),
+    ]
+    if reading.dropped:
+        rows.append(("dropped", ", ".join(f"{n:,} {why}" for why, n in reading.dropped.items())))
+    if reading.out_of_order:
+        rows.append(("not in submit order", f"{reading.out_of_order:,} job lines (sorted)"))
+    waits = reading.recorded_waits
+    rows.append(
+        (
+            "recorded waits",
+            f"{waits:,} of {len(reading.workload):,} jobs"
+            if waits
+            else "none (field 3 is -1 everywhere): replay only, no fidelity or waits",
+        )
+    )
+    return rows
+
+
 def _info(args: argparse.Namespace) -> int:
-    workload = read_swf(
+    if args.processors is not None and args.processors < 1:
+        raise ConfigError(f"--processors must be >= 1 cores, got {args.processors}")
+    reading = read_swf_report(
         args.path,
         window=tuple(args.window) if args.window else None,
         load=args.load,
         processors=args.processors,
     )
     console = Console()
+    if not console.is_terminal and console.width < 120:  # pipes and files get whole lines
+        console = Console(width=120)
     table = Table(title=str(args.path), show_header=False)
     table.add_column("what")
     table.add_column("value", justify="right")
-    for what, value in _summary(workload):
+    for what, value in _summary(reading.workload) + _reading_rows(reading):
         table.add_row(what, value)
     console.print(table)
+    for message in reading.warnings:
+        console.print(f"warning: {message}", markup=False, highlight=False, style="yellow")
+    for message in reading.notes:
+        console.print(f"note: {message}", markup=False, highlight=False)
     if not args.no_header:
-        header = read_swf_header(args.path)
-        for line in header.lines:
+        for line in reading.header.lines:
             console.print(line, markup=False, highlight=False, soft_wrap=True)
     return 0

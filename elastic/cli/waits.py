@@ -2,7 +2,8 @@
 
 - ``elastic waits --trace PATH [--cores 28,56,112] [--predictors asa-default,...] [--window START END]
   [--csv OUT.csv]`` replays the jobs of each geometry class online (predict at submit, learn the wait at
-  start) and prints hit / over / under rates, mean absolute error and cost per predictor and class.
+  start) and prints rank correlation with the true waits, hit / over / under rates, mean absolute error
+  and cost per predictor and class.
 - ``elastic waits --convergence OUT.png`` (alias ``--plot-convergence``) runs the paper's Figure 5
   experiment, saves the plot and prints the iterations each policy needed to converge after each change.
 
@@ -20,10 +21,10 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from elastic.cli.arguments import read_trace
 from elastic.cli.outputs import check_output, write_output
 from elastic.cli.values import int_in_range, parse_seed
 from elastic.errors import ConfigError
-from elastic.simulator.trace import read_swf
 from learners.evaluation import (
     DEFAULT_CLASSES,
     DEFAULT_PREDICTORS,
@@ -125,9 +126,21 @@ def _run(args: argparse.Namespace) -> int:
         console = Console(width=150)
     if args.trace is not None:
         window = tuple(args.window) if args.window else None
-        workload = read_swf(args.trace, window=window)
+        workload = read_trace(
+            args.trace,
+            "waits",
+            needs_waits="elastic waits scores each prediction against the recorded wait",
+            window=window,
+        ).workload
         began = time.perf_counter()
         evaluation = OnlineEvaluation(workload, classes=args.cores)
+        if not any(len(jobs) for jobs in evaluation.jobs):
+            sizes = ", ".join(f"{c.low}-{c.high}" for c in evaluation.classes)
+            raise ConfigError(
+                f"no job of {args.trace} with a recorded wait asks for {sizes} cores (the --cores classes); "
+                f"its jobs ask for {int(workload.cores.min())}-{int(workload.cores.max())}: choose --cores "
+                "inside that range"
+            )
         table = evaluation.run({name: make_predictor(name, args.seed) for name in args.predictors})
         elapsed = time.perf_counter() - began
         console.print(_table(table, f"Online wait prediction on {args.trace}"))
@@ -166,6 +179,7 @@ def _table(frame: pd.DataFrame, title: str) -> Table:
         ("jobs", "right"),
         ("predictor", "left"),
         ("cover %", "right"),
+        ("rank corr", "right"),
         ("hit %", "right"),
         ("over %", "right"),
         ("under %", "right"),
@@ -187,6 +201,7 @@ def _table(frame: pd.DataFrame, title: str) -> Table:
             f"{row['jobs']:,}" if first else "",
             str(row["predictor"]),
             _pct(float(row["coverage"])),
+            "-" if math.isnan(float(row["rank_corr"])) else f"{float(row['rank_corr']):.3f}",
             _pct(float(row["hit"])),
             _pct(float(row["over"])),
             _pct(float(row["under"])),

@@ -100,5 +100,8 @@ class RunResult:
     workflow: str
     strategy: str
     status: str
+    """``completed``, ``timeout`` (gave up at ``max_duration``), ``interrupted`` or ``failed``."""
     events: tuple[Event, ...]
     metrics: RunMetrics
+    detail: str = ""
+    """Why a run did not complete, in words."""

@@ -10,7 +10,9 @@ how wide, in which order, after which others) comes from three sources, merged:
   and a task submitted ``after`` futures of other stages makes its stage depend on those;
 - **announcements** by front-ends (:meth:`LiveDemand.expect`): tasks that exist in the user's program but
   wait on their inputs there (Parsl's DataFlowKernel holds them until their dependencies are done), so
-  that the next stage's width is known before its first task is submitted.
+  that the next stage's width is known before its first task is submitted; or tasks that could run now
+  but wait for cores to be offered (``ready=True``: a Mesos framework launches only on offers), which
+  makes their stage ready at once.
 
 A stage is *ready* once one of its tasks can run (queued in the pool). It is *complete* once nothing of it
 is outstanding (held, announced, queued or running) and either a later stage of the plan has work, or it
@@ -46,6 +48,7 @@ class _Stage:
     estimated: int = 0
     held: int = 0
     expected: int = 0
+    expected_ready: bool = False  # the announced tasks could run now (they wait for cores, not inputs)
     queued: int = 0
     running: int = 0
     done: int = 0
@@ -131,14 +134,18 @@ class LiveDemand:
         with self._lock:
             self._queue(self._add(stage, cores, estimate, after))
 
-    def expect(self, stage: str, tasks: int, *, cores: int = 1, after: Iterable[str] = ()) -> None:
+    def expect(
+        self, stage: str, tasks: int, *, cores: int = 1, after: Iterable[str] = (), ready: bool = False
+    ) -> None:
         """Say that ``tasks`` tasks of ``stage`` exist in the user's program but are not submitted yet.
 
         The count replaces the previous one of the stage (front-ends call it with what they see now).
+        ``ready``: they could run now and wait only for cores (the stage is ready once announced so).
         """
         with self._lock:
             st = self._add(stage, cores, None, after)
             st.expected = max(0, tasks)
+            st.expected_ready = ready
 
     def close(self) -> None:
         """Say that the user is done submitting: every stage with nothing outstanding is complete."""
@@ -191,7 +198,8 @@ class LiveDemand:
         with self._lock:
             order = list(self._stages.values())
             for i, st in enumerate(order):
-                if st.ready_time is None and (st.queued or st.running or st.done or st.failed):
+                waiting = st.expected and st.expected_ready
+                if st.ready_time is None and (st.queued or st.running or st.done or st.failed or waiting):
                     st.ready_time = now if st.first_start is None else min(now, st.first_start)
                     self._record(Event(st.ready_time, EventKind.STAGE_READY, stage=st.name))
                 if st.outstanding:

@@ -20,7 +20,7 @@ from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.demand import DeclaredDemand
 from elastic.control.execution import Execution, RunResult
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind, compute_metrics
 from elastic.strategies.base import RunView, Strategy
 from elastic.strategies.knowledge import Knowledge
@@ -106,10 +106,15 @@ class Runner:
         return tuple(self._events)
 
     def run(self) -> RunResult:
-        """Run the workflow to completion (or ``max_duration``); return the result."""
+        """Run the workflow to completion (or ``max_duration``); return the result.
+
+        Ctrl-C (KeyboardInterrupt) and an Elastic error (a task failing under a fail-fast execution, a
+        backend refusing) end the run early, ``interrupted`` or ``failed``: every allocation is released and
+        the result has the metrics of what ran (attempts still running count as lost).
+        """
         start = self.backend.now()
         self._events.append(Event(start, EventKind.RUN_START, note=self.strategy.name))
-        status = "completed"
+        status, detail = "completed", ""
         try:
             while True:
                 now = self.backend.now()
@@ -123,6 +128,12 @@ class Runner:
                 if self.on_iteration is not None:
                     self.on_iteration(self.controller.view(now))
                 self.backend.sleep(max(wake - now, 1e-3))
+        except KeyboardInterrupt:  # Ctrl-C, or SIGTERM turned into it by the command line
+            status, detail = "interrupted", "interrupted"
+            logger.warning("%s: interrupted; releasing every allocation", self.strategy.name)
+        except ElasticError as exc:  # a task failed (fail-fast execution), a backend refused...
+            status, detail = "failed", str(exc)
+            logger.error("%s: %s; releasing every allocation", self.strategy.name, exc)
         finally:
             end = self.backend.now()
             self.controller.shutdown(end)
@@ -130,5 +141,5 @@ class Runner:
         learn_runtimes(
             self.knowledge, self._demand.stages(), status=status, end=end, width=self.workflow.max_width
         )
-        metrics = compute_metrics(self._events, stages=self.workflow.names)
-        return RunResult(self.workflow.name, self.strategy.name, status, tuple(self._events), metrics)
+        metrics = compute_metrics(self._events, stages=self.workflow.names, ended=end)
+        return RunResult(self.workflow.name, self.strategy.name, status, tuple(self._events), metrics, detail)

@@ -118,16 +118,7 @@ class SimExecution:
         if live is None:
             return
         for task_id, (_, task) in sorted(live.running.items()):
-            self._pending.append(
-                Event(
-                    at,
-                    EventKind.TASK_LOST,
-                    stage=task.stage,
-                    allocation=alloc_id,
-                    task=task_id,
-                    cores=task.cores,
-                )
-            )
+            self._pending.append(_event(EventKind.TASK_LOST, at, alloc_id, task_id, task))
             lost_on = self._losses.setdefault(task_id, [])
             lost_on.append(alloc_id)
             if len(lost_on) > self.max_retries:
@@ -177,16 +168,7 @@ class SimExecution:
             _, task = live.running.pop(task_id)
             live.free += task.cores
             self._now = max(self._now, end)
-            self._pending.append(
-                Event(
-                    end,
-                    EventKind.TASK_END,
-                    stage=task.stage,
-                    allocation=alloc_id,
-                    task=task_id,
-                    cores=task.cores,
-                )
-            )
+            self._pending.append(_event(EventKind.TASK_END, end, alloc_id, task_id, task))
             self._dispatch(end)
         self._now = max(self._now, t)
 
@@ -210,16 +192,7 @@ class SimExecution:
             target.free -= task.cores
             target.running[task.task_id] = (t, task)
             heapq.heappush(self._heap, (t + task.duration, next(self._seq), target.alloc_id, task.task_id))
-            self._pending.append(
-                Event(
-                    t,
-                    EventKind.TASK_START,
-                    stage=task.stage,
-                    allocation=target.alloc_id,
-                    task=task.task_id,
-                    cores=task.cores,
-                )
-            )
+            self._pending.append(_event(EventKind.TASK_START, t, target.alloc_id, task.task_id, task))
 
     def _can_wait(self, task: TaskSpec, t: float) -> bool:
         """Whether another allocation, live (not draining) or requested, has the cores and the time."""
@@ -230,3 +203,7 @@ class SimExecution:
 
 def _queue_key(item: tuple[int, int, TaskSpec]) -> tuple[int, int]:
     return item[0], item[1]
+
+
+def _event(kind: EventKind, at: float, alloc_id: str, task_id: str, task: TaskSpec) -> Event:
+    return Event(at, kind, stage=task.stage, allocation=alloc_id, task=task_id, cores=task.cores)

@@ -282,13 +282,16 @@ class Elastic(concurrent.futures.Executor):
             return self._queue(task)
         return self._hold(task.stage, task.cores, task.estimate, deps, lambda: task, ordering_only=True)
 
-    def expect(self, stage: str, tasks: int, *, cores: int = 1, after: Sequence[str] = ()) -> None:
+    def expect(
+        self, stage: str, tasks: int, *, cores: int = 1, after: Sequence[str] = (), ready: bool = False
+    ) -> None:
         """Announce ``tasks`` tasks of ``stage`` that exist but are not submitted yet (front-ends call it).
 
         The count replaces the last one announced for the stage; strategies can then size and pre-submit the
-        stage's allocation before its first task is submitted.
+        stage's allocation before its first task is submitted. ``ready``: the tasks could run now and wait
+        only for cores (a Mesos framework waiting for offers), so the stage is ready at once.
         """
-        self._demand.expect(stage, tasks, cores=cores, after=after)
+        self._demand.expect(stage, tasks, cores=cores, after=after, ready=ready)
         self._poke.set()
 
     def _check_open(self) -> None:
@@ -481,7 +484,8 @@ class Elastic(concurrent.futures.Executor):
             self._timeline.append(Event(end, EventKind.RUN_END, note=status))
         plan = self._demand.plan
         stages = self._demand.stages()
-        learn_runtimes(self._knowledge, stages, status=status, end=end, width=max(s.width for s in stages))
+        width = max((s.width for s in stages), default=1)  # (no stage: nothing was submitted)
+        learn_runtimes(self._knowledge, stages, status=status, end=end, width=width)
         metrics = self._recorder.metrics(stages=plan.names)
         if self._store is not None and self._run_id is not None:
             summary = {k: (None if v != v else v) for k, v in metrics.summary().items()}

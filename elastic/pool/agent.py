@@ -46,6 +46,7 @@ from elastic.pool.messages import (
     Bye,
     Drain,
     Heartbeat,
+    KillTasks,
     Message,
     Register,
     Report,
@@ -107,6 +108,7 @@ class Agent:
         self._started: list[str] = []
         self._unreported_since: float | None = None
         self._lost: list[TaskLost] = []
+        self._killed: set[str] = set()  # tasks the pool asked to kill, not ended yet
         self._poller = zmq.Poller()
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
@@ -212,6 +214,8 @@ class Agent:
                     heard = now
                     if isinstance(msg, RunTasks):
                         self._waiting.extend(msg.tasks)
+                    elif isinstance(msg, KillTasks):
+                        self._kill(sock, msg)
                     elif isinstance(msg, Drain):
                         logger.info("%s draining: %s", self._prefix, msg.reason)
                         draining = True
@@ -326,8 +330,28 @@ class Agent:
             self._poller.unregister(fd)
             self._finished(child.collect(), now, child.task.cores)
 
+    def _kill(self, sock: AgentSocket, msg: KillTasks) -> None:
+        """Kill the tasks the pool names: give back those waiting, kill the process groups of the others."""
+        ids = set(msg.task_ids)
+        logger.info("%s killing tasks %s: %s", self._prefix, sorted(ids), msg.reason)
+        waiting = [t.task_id for t in self._waiting if t.task_id in ids]
+        if waiting:
+            self._waiting = deque(t for t in self._waiting if t.task_id not in ids)
+            sock.send(TasksReturned(tuple(waiting), f"killed: {msg.reason}"))
+        for child in self._children.values():
+            if child.task.task_id in ids:
+                self._killed.add(child.task.task_id)
+                child.stop()
+        for worker in self._workers:
+            if worker.task is not None and worker.task.task_id in ids:
+                self._killed.add(worker.task.task_id)
+                worker.kill()  # it is replaced once its death is collected
+
     def _finished(self, result: TaskResult, now: float, cores: int) -> None:
-        if result.signal is not None:
+        if result.task_id in self._killed:  # killed on request: nothing to wait for
+            self._killed.discard(result.task_id)
+            self._done.append(result)
+        elif result.signal is not None:
             self._held[result.task_id] = (result, now + SIGNAL_GRACE, cores)
         else:
             self._done.append(result)

@@ -16,6 +16,7 @@ __all__ = [
     "Bye",
     "Drain",
     "Heartbeat",
+    "KillTasks",
     "Message",
     "Register",
     "Report",
@@ -60,6 +61,14 @@ class RunTasks:
     """Pool -> agent: run these tasks on your cores (placed on cores that are free)."""
 
     tasks: tuple[Task, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KillTasks:
+    """Pool -> agent: kill these tasks (their process groups) if they run; give them back if they wait."""
+
+    task_ids: tuple[str, ...]
+    reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,11 +124,25 @@ class Bye:
     reason: str = ""
 
 
-Message = Union[Register, Welcome, Heartbeat, RunTasks, Report, TasksReturned, TaskLost, Drain, Stop, Bye]  # noqa: UP007
+Message = Union[  # noqa: UP007
+    Register, Welcome, Heartbeat, RunTasks, KillTasks, Report, TasksReturned, TaskLost, Drain, Stop, Bye
+]
 """Any message of the protocol."""
 
 MESSAGE_TYPES: dict[str, type[Any]] = {
     cls.__name__: cls
-    for cls in (Register, Welcome, Heartbeat, RunTasks, Report, TasksReturned, TaskLost, Drain, Stop, Bye)
+    for cls in (
+        Register,
+        Welcome,
+        Heartbeat,
+        RunTasks,
+        KillTasks,
+        Report,
+        TasksReturned,
+        TaskLost,
+        Drain,
+        Stop,
+        Bye,
+    )
 }
 """Message classes by the type name sent on the wire."""

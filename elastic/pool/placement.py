@@ -6,6 +6,10 @@ started on an agent whose allocation has less walltime left than the estimate wh
 most time left. Among agents with enough time the one with the least time left is chosen, keeping long
 allocations for long tasks.
 
+A task may name the one agent it runs on (``agent``, e.g. a Mesos launch on an offer: see
+:mod:`elastic.front.mesos`): it goes to that agent's offer only (:func:`admits`), and never waits for
+another allocation's walltime, since no other agent may take it.
+
 The same rule places real tasks (:class:`elastic.pool.Pool`, one offer per agent) and simulated ones
 (:class:`~elastic.control.sim_execution.SimExecution`, one offer per allocation), so pure simulation and
 real runs cannot drift apart: both call :func:`plan_placement`, and both leave out allocations within
@@ -18,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-__all__ = ["Offer", "Placeable", "has_room", "plan_placement", "usable"]
+__all__ = ["Offer", "Placeable", "admits", "has_room", "plan_placement", "usable"]
 
 
 class Placeable(Protocol):
@@ -65,6 +69,16 @@ def usable(remaining: float, drain_margin: float) -> bool:
     return remaining > drain_margin
 
 
+def admits(task: Placeable, agent: bytes) -> bool:
+    """Whether the agent with identity ``agent`` may take ``task``: it names no agent, or this one.
+
+    A task names its agent with an ``agent`` attribute (the agent's name, its identity as text; see
+    :class:`elastic.pool.tasks.Task`); tasks without the attribute (simulated ones) go anywhere.
+    """
+    wanted = getattr(task, "agent", None)
+    return wanted is None or wanted.encode() == agent
+
+
 def has_room(task: Placeable, capacities: Iterable[tuple[int, float]]) -> bool:
     """Whether one of ``(cores per agent, walltime left)`` has the cores and the time for ``task``."""
     need = task.estimate or 0.0
@@ -80,7 +94,8 @@ def plan_placement(
     goes to an offer with enough free cores and at least ``task.estimate`` seconds left, choosing the
     least time left (then the most free cores). When no offer has the time, the task waits if
     ``can_wait(task)`` (another allocation, live or requested, could take it), and otherwise goes to the
-    fitting offer with the most time left. ``tasks`` is read lazily and no further than the last
+    fitting offer with the most time left. A task that names its agent considers that agent's offer only
+    (:func:`admits`) and never waits for another. ``tasks`` is read lazily and no further than the last
     placement that can still happen (it stops once every offered core is taken).
 
     Parameters
@@ -111,14 +126,14 @@ def plan_placement(
     if left == 0:
         return plan
     for task in tasks:
-        fits = [o for o in offers if free[o.agent] >= task.cores]
+        fits = [o for o in offers if free[o.agent] >= task.cores and admits(task, o.agent)]
         if not fits:
             continue
         need = task.estimate or 0.0
         in_time = [o for o in fits if o.remaining >= need]
         if in_time:
             offer = min(in_time, key=lambda o: (o.remaining, -free[o.agent]))
-        elif can_wait(task):
+        elif getattr(task, "agent", None) is None and can_wait(task):
             continue
         else:
             offer = max(fits, key=lambda o: o.remaining)

@@ -49,7 +49,7 @@ from elastic.pool.events import PoolEvent
 from elastic.pool.messages import Stop
 from elastic.pool.protocol import AuthenticationError, ProtocolError, new_secret, write_secret_file
 from elastic.pool.sockets import PoolSocket
-from elastic.pool.state import DEFAULT_EVENTS_KEPT, PoolState
+from elastic.pool.state import DEFAULT_EVENTS_KEPT, AgentView, PoolState
 from elastic.pool.tasks import Task
 
 __all__ = ["Pool", "PoolClosedError"]
@@ -299,6 +299,22 @@ class Pool:
             future = self._state.submit(task, future)
         self._wake()
         return future
+
+    def kill(self, task_id: str, reason: str = "") -> bool:
+        """Kill a task: drop it if no agent has it yet, else have its agent kill its processes.
+
+        Its future fails with :class:`~elastic.pool.tasks.TaskKilledError` (unless it finished first).
+        Returns False when the pool does not know the task (it has ended, or was never submitted).
+        """
+        with self._lock:
+            known = self._state.kill(task_id, reason)
+        self._wake()
+        return known
+
+    def agents(self) -> tuple[AgentView, ...]:
+        """Every registered agent: its name, allocation, host, free cores and walltime left."""
+        with self._lock:
+            return self._state.agent_views(self._clock())
 
     def queued(self) -> tuple[Task, ...]:
         """Tasks waiting for cores, oldest first."""

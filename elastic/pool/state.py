@@ -43,6 +43,7 @@ from elastic.pool.messages import (
     Bye,
     Drain,
     Heartbeat,
+    KillTasks,
     Message,
     Register,
     Report,
@@ -52,10 +53,10 @@ from elastic.pool.messages import (
     TasksReturned,
     Welcome,
 )
-from elastic.pool.placement import Offer, has_room, plan_placement, usable
-from elastic.pool.tasks import Task, TaskEvent, TaskLostError, TaskResult, TaskState
+from elastic.pool.placement import Offer, admits, has_room, plan_placement, usable
+from elastic.pool.tasks import Task, TaskEvent, TaskKilledError, TaskLostError, TaskResult, TaskState
 
-__all__ = ["DEFAULT_EVENTS_KEPT", "AgentRecord", "PoolState", "TaskRecord"]
+__all__ = ["DEFAULT_EVENTS_KEPT", "AgentRecord", "AgentView", "PoolState", "TaskRecord"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,8 @@ class TaskRecord:
     agent: bytes | None = None
     alloc_id: str | None = None
     future_running: bool = False
+    killed: str | None = None
+    """Why it is being killed (:meth:`PoolState.kill`), once asked."""
 
 
 @dataclass(slots=True)
@@ -108,6 +111,37 @@ class AgentRecord:
     assigned_cores: int = 0
     assigned_work: float = 0.0
     """Expected seconds of the tasks sent ahead."""
+
+
+@dataclass(frozen=True, slots=True)
+class AgentView:
+    """One agent as :meth:`elastic.pool.Pool.agents` shows it (a read-only copy).
+
+    Attributes
+    ----------
+    name : str
+        Its name, ``"<allocation>/<host>/<pid>"`` (what :attr:`elastic.pool.tasks.Task.agent` names).
+    alloc_id : str
+        Its allocation.
+    hostname : str
+        The host it runs on.
+    cores : int
+        Cores it offered when it joined.
+    free : int
+        Cores running nothing and not promised to a task sent ahead.
+    draining : bool
+        It takes no new task (its allocation drains, is stopping or ended).
+    remaining : float
+        Seconds of walltime its allocation has left.
+    """
+
+    name: str
+    alloc_id: str
+    hostname: str
+    cores: int
+    free: int
+    draining: bool
+    remaining: float
 
 
 class PoolState:
@@ -226,7 +260,10 @@ class PoolState:
             ) from None
 
     def submit(self, task: Task, future: Future[Any] | None = None) -> Future[Any]:
-        """Queue a task (the pool checked it is open); return its future (``future``, or a new one)."""
+        """Queue a task (the pool checked it is open); return its future (``future``, or a new one).
+
+        A task for an agent that has already gone is lost at once (it may run nowhere else).
+        """
         if task.task_id in self.tasks:
             raise ConfigError(f"submit: task id {task.task_id!r} is already used in this pool")
         rec = TaskRecord(task, future if future is not None else Future(), next(self._seq))
@@ -234,7 +271,44 @@ class PoolState:
         self._queue.setdefault(task.cores, {})[task.task_id] = None
         self._dirty = True
         self._task_event(rec, TaskState.QUEUED, "submitted")
+        if task.agent is not None:
+            ident = task.agent.encode()
+            if ident in self._seen and ident not in self.agents:
+                del self._queue[task.cores][task.task_id]
+                self._task_lost(rec, task.agent.rsplit("/", 2)[0], f"agent {task.agent} has gone")
         return rec.future
+
+    def kill(self, task_id: str, reason: str) -> bool:
+        """Kill a task: drop it if no agent has it yet, else tell its agent to kill it.
+
+        Its future fails with :class:`~elastic.pool.tasks.TaskKilledError`; the task ends CANCELLED when
+        it had not started and FAILED when it ran (a task that finishes before its agent hears of the kill
+        keeps its result). Returns False when the pool does not know the task (it ended already).
+        """
+        rec = self.tasks.get(task_id)
+        if rec is None:
+            return False
+        if rec.killed is None:
+            rec.killed = reason or "asked to"
+            if rec.state is TaskState.QUEUED:
+                del self._queue[rec.task.cores][task_id]
+                self._end_killed(rec)
+            elif rec.agent is not None:
+                self.outbox.append((rec.agent, KillTasks((task_id,), rec.killed)))
+        return True
+
+    def agent_views(self, now: float) -> tuple[AgentView, ...]:
+        """Return every registered agent, in the order they joined (see :class:`AgentView`)."""
+        out = []
+        for a in self.agents.values():
+            alloc = self.allocs[a.alloc_id]
+            host = a.name[len(a.alloc_id) + 1 :].rsplit("/", 1)[0]  # the name is checked at registration
+            free = max(0, a.free - a.assigned_cores)
+            stopping = a.draining or alloc.state is not AllocationState.RUNNING
+            out.append(
+                AgentView(a.name, a.alloc_id, host, a.cores, free, stopping, self._remaining(a.alloc_id, now))
+            )
+        return tuple(out)
 
     def queued(self) -> list[str]:
         """Ids of the queued tasks, oldest first."""
@@ -307,6 +381,7 @@ class PoolState:
             self._give_back(agent, why)
             for task_id in list(agent.running):
                 self._task_lost(self.tasks[task_id], agent.alloc_id, why)
+            self._lose_queued_for(agent, why)
             self.emit(AgentEvent(self._clock(), agent.alloc_id, agent.name, AgentEventKind.LEFT, msg.reason))
 
     def tick(self, now: float) -> None:
@@ -389,15 +464,42 @@ class PoolState:
             agent.free += rec.task.cores
         else:
             return
-        self._requeue(rec, f"given back by agent {agent.name}: {reason}")
+        self._back_to_queue(rec, agent.alloc_id, f"given back by agent {agent.name}: {reason}")
 
     def _give_back(self, agent: AgentRecord, why: str) -> None:
         """Queue again the tasks assigned to a gone agent (never started: not lost attempts)."""
         for task_id in list(agent.assigned):
-            self._requeue(self.tasks[task_id], why)
+            self._back_to_queue(self.tasks[task_id], agent.alloc_id, why)
         agent.assigned.clear()
         agent.assigned_cores = 0
         agent.assigned_work = 0.0
+
+    def _back_to_queue(self, rec: TaskRecord, alloc_id: str, detail: str) -> None:
+        """Queue again a task an agent did not start; one being killed ends, one for that agent is lost."""
+        if rec.killed is not None:
+            self._end_killed(rec)
+        elif rec.task.agent is not None:
+            self._task_lost(rec, alloc_id, detail)
+        else:
+            self._requeue(rec, detail)
+
+    def _lose_queued_for(self, agent: AgentRecord, cause: str) -> None:
+        """Lose the queued tasks that name a gone agent: no other agent may run them."""
+        pinned = [t for ids in self._queue.values() for t in ids if self.tasks[t].task.agent == agent.name]
+        for task_id in pinned:
+            del self._queue[self.tasks[task_id].task.cores][task_id]
+            self._task_lost(self.tasks[task_id], agent.alloc_id, cause)
+
+    def _end_killed(self, rec: TaskRecord) -> None:
+        """End a task whose kill was asked for: FAILED if it ran (as the pool's users saw), else CANCELLED."""
+        error = TaskKilledError(rec.task.task_id, rec.killed or "")
+        future = rec.future
+        rec.agent = None
+        if rec.state is TaskState.RUNNING:
+            self._finish(rec, TaskState.FAILED, str(error))
+        else:
+            self._finish(rec, TaskState.CANCELLED, f"{error} before it started")
+        self.resolve.append(lambda: future.set_exception(error))
 
     def _unassign(self, agent: AgentRecord, rec: TaskRecord) -> None:
         agent.assigned_cores -= rec.task.cores
@@ -435,6 +537,9 @@ class PoolState:
     def _task_done(self, agent: AgentRecord, result: TaskResult) -> None:
         rec = self._release(agent, result.task_id)
         if rec is None:
+            return
+        if rec.killed is not None and not result.ok:  # it ran until its agent killed it
+            self._end_killed(rec)
             return
         alloc = self.allocs[agent.alloc_id]
         if result.signal is not None and (agent.draining or alloc.state is not AllocationState.RUNNING):
@@ -490,14 +595,20 @@ class PoolState:
         for task_id in list(agent.running):
             self._task_lost(self.tasks[task_id], agent.alloc_id, cause)
         agent.running.clear()
+        self._lose_queued_for(agent, cause)
         self.emit(AgentEvent(self._clock(), agent.alloc_id, agent.name, AgentEventKind.LOST, cause))
 
     def _task_lost(self, rec: TaskRecord, alloc_id: str, cause: str) -> None:
+        if rec.killed is not None:
+            self._end_killed(rec)
+            return
         rec.losses.append((alloc_id, cause))
         rec.agent = None
-        self._task_event(rec, TaskState.LOST, cause)
-        if len(rec.losses) > self.max_retries:
-            error = TaskLostError(rec.task.task_id, rec.task.stage, tuple(rec.losses), self.max_retries)
+        if rec.state is TaskState.RUNNING:  # a task for a gone agent that never started just fails
+            self._task_event(rec, TaskState.LOST, cause)
+        if len(rec.losses) > self.max_retries or rec.task.agent is not None:  # no other agent may run it
+            limit = 0 if rec.task.agent is not None else self.max_retries
+            error = TaskLostError(rec.task.task_id, rec.task.stage, tuple(rec.losses), limit)
             self._finish(rec, TaskState.FAILED, str(error))
             self.resolve.append(lambda: rec.future.set_exception(error))
             return
@@ -577,6 +688,7 @@ class PoolState:
                 if task.cores <= a.cores
                 and remaining[a.alloc_id] >= need
                 and work[a.ident] + cost <= budget[a.ident]
+                and admits(task, a.ident)
             ]
             if not fits:
                 continue

@@ -37,6 +37,7 @@ __all__ = [
     "Task",
     "TaskCrashedError",
     "TaskEvent",
+    "TaskKilledError",
     "TaskKind",
     "TaskLostError",
     "TaskResult",
@@ -74,7 +75,8 @@ class TaskState(str, enum.Enum):
     FAILED = "FAILED"
     """Raised, exited non-zero, was killed by a signal on a healthy allocation, or was lost too often."""
     CANCELLED = "CANCELLED"
-    """Its future was cancelled before it started, or the pool closed."""
+    """Its future was cancelled, or it was killed (:meth:`elastic.pool.Pool.kill`), before it started; or
+    the pool closed. (A task killed while it runs ends FAILED, with :class:`TaskKilledError`.)"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +105,12 @@ class Task:
     isolate : bool, default False
         CALL only: run it in a fresh interpreter of its own instead of a long-lived worker (for code that
         leaves state behind, changes the process or must not share it; costs ~100 ms more).
+    agent : str or None, default None
+        Run it on this agent only (its name, ``"<allocation>/<host>/<pid>"``, as
+        :meth:`elastic.pool.Pool.agents` lists it); ``None``: on any agent. A task for one agent is never
+        run elsewhere: when that agent is lost or gives it back, the task fails with
+        :class:`TaskLostError` at once, whatever ``max_retries`` says (its submitter chose the agent, so it
+        decides what to do next; see :mod:`elastic.pool.placement`).
 
     Examples
     --------
@@ -119,6 +127,7 @@ class Task:
     stage: str = "default"
     check: bool = True
     isolate: bool = False
+    agent: str | None = None
 
     def __post_init__(self) -> None:
         if not self.task_id:
@@ -129,6 +138,8 @@ class Task:
             raise ConfigError(
                 f"Task.estimate must be >= 0 seconds or None, got {self.estimate} (task {self.task_id!r})"
             )
+        if self.agent is not None and not self.agent:
+            raise ConfigError(f"Task.agent must be an agent's name or None, got '' (task {self.task_id!r})")
 
     @classmethod
     def call(
@@ -173,11 +184,17 @@ class Task:
         stage: str = "default",
         task_id: str | None = None,
         check: bool = True,
+        agent: str | None = None,
     ) -> Task:
-        """Make a task that runs ``bash -c command``; its value is a :class:`ShellResult`."""
+        """Make a task that runs ``bash -c command``; its value is a :class:`ShellResult`.
+
+        ``agent`` names the one agent it may run on (see :class:`Task`).
+        """
         if not command.strip():
             raise ConfigError("Task.shell needs a non-empty command")
-        return cls(_new_id(task_id), TaskKind.SHELL, command.encode(), cores, estimate, stage, check)
+        return cls(
+            _new_id(task_id), TaskKind.SHELL, command.encode(), cores, estimate, stage, check, agent=agent
+        )
 
     @property
     def command(self) -> str:
@@ -387,6 +404,26 @@ class TaskLostError(PoolError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.task_id, self.stage, self.losses, self.max_retries))
+
+
+class TaskKilledError(PoolError):
+    """A running task was killed on request (:meth:`elastic.pool.Pool.kill`).
+
+    Parameters
+    ----------
+    task_id : str
+        The task.
+    reason : str
+        Why it was killed (what the caller said).
+    """
+
+    def __init__(self, task_id: str, reason: str) -> None:
+        self.task_id = task_id
+        self.reason = reason
+        super().__init__(f"task {task_id!r} was killed: {reason}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.task_id, self.reason))
 
 
 @dataclass(frozen=True, slots=True)

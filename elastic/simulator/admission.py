@@ -132,4 +132,30 @@ def check_pins(
             f"pinned job {int(workload.job_id[k])} of {workload.source!r} asks for "
             f"{int(workload.cores[k])} cores but the partition has {total}"
         )
+    _check_overlap(workload, at, total)
     return at
+
+
+def _check_overlap(workload: Workload, at: NDArray[np.float64], total: int) -> None:
+    """Raise ConfigError when the pinned jobs together need more than ``total`` cores at some time.
+
+    Zero-runtime jobs hold no cores. Without this check the engine would find out only when a pinned
+    job cannot start, and blame the policy.
+    """
+    held = np.flatnonzero(workload.runtime > 0)
+    if held.size == 0:
+        return
+    start = at[held]
+    times = np.concatenate([start, start + workload.runtime[held]])
+    cores = workload.cores[held]
+    delta = np.concatenate([cores, -cores])
+    order = np.lexsort((delta, times))  # at equal times, ends (negative) first
+    level = np.cumsum(delta[order])
+    worst = int(np.argmax(level))
+    if level[worst] > total:
+        k = held[int(order[worst]) % held.size]
+        raise ConfigError(
+            f"pinned jobs of {workload.source!r} need {int(level[worst])} cores at {times[order[worst]]:g} s "
+            f"(when job {int(workload.job_id[k])} starts) but the partition has {total}: pin only jobs whose "
+            "recorded schedule fits (elastic.simulator.fidelity.pinnable drops the conflicting ones)"
+        )

@@ -36,7 +36,8 @@ _IntArray = npt.NDArray[np.int64]
 def recorded_occupancy(workload: Workload) -> tuple[_FloatArray, _IntArray]:
     """Cores in use over time in the recorded schedule of ``workload``.
 
-    Every job with a recorded wait holds its cores from ``submit + recorded_wait`` for ``runtime``.
+    Every job with a recorded wait holds its cores from ``submit + recorded_wait`` for ``runtime``;
+    a job that ran for no time holds nothing.
 
     Returns
     -------
@@ -52,7 +53,7 @@ def recorded_occupancy(workload: Workload) -> tuple[_FloatArray, _IntArray]:
     >>> t.tolist(), used.tolist()
     ([0.0, 10.0, 10.0, 20.0], [2, 0, 3, 0])
     """
-    ok = ~np.isnan(workload.recorded_wait)
+    ok = ~np.isnan(workload.recorded_wait) & (workload.runtime > 0)
     start = workload.submit[ok] + workload.recorded_wait[ok]
     cores = workload.cores[ok]
     times = np.concatenate([start, start + workload.runtime[ok]])
@@ -110,6 +111,10 @@ def recorded_capacity(
     full = workload.processors
     if times.size == 0:
         return np.empty(0, dtype=np.float64), np.empty(0, dtype=np.int64)
+    # Events at the same instant: only the level after the last of them was ever in use (two jobs
+    # ending at t leave no moment with one of them still running).
+    last = np.append(times[1:] != times[:-1], True)
+    times, used = times[last], used[last]
     t0 = float(np.floor(times[0] / step) * step)
     k = int(np.ceil(window / step))
     cells = int((times[-1] - t0) // step) + 1

@@ -11,7 +11,8 @@ them (``plans_pins = True``, see :mod:`elastic.simulator.pinned`) may be used wi
 
 Dependency resolution and pending reasons live in :mod:`elastic.simulator.dependencies`; the checks
 that a request, a background workload or pinned jobs fit the partition in
-:mod:`elastic.simulator.admission`. This module keeps the event loop and the jobs' lifecycle.
+:mod:`elastic.simulator.admission`; where a held job ranks once eligible (the priority model) in
+:mod:`elastic.simulator.priority`. This module keeps the event loop and the jobs' lifecycle.
 
 The engine never sleeps: :meth:`Engine.run` processes events as fast as it can up to a given
 simulated time; the mock backend's clocks decide how simulated time relates to real time.
@@ -32,6 +33,7 @@ from elastic.simulator.admission import check_background, check_pins, request_ge
 from elastic.simulator.base import QueuePolicy, make_policy
 from elastic.simulator.cluster import Cluster
 from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT, JobTable
+from elastic.simulator.priority import DEFAULT_MAX_AGE, DEFAULT_PRIORITY, EligibleRanking
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -48,6 +50,7 @@ _END = 0
 _BEGIN = 1
 _PIN = 2
 _WAKE = 3  # a policy asked for a pass at this time (job index -1)
+_AGED = 4  # a re-ranked job has been eligible for max_age: back to its submit rank
 _INF = math.inf
 
 
@@ -81,6 +84,14 @@ class Engine:
         instead of leaving it pending with reason DependencyNeverSatisfied.
     observer : Observer or None, default None
         Told about starts and ends of jobs submitted with ``notify=True``.
+    priority : {"age", "basic", "accrue-always"}, default "age"
+        Where a job held by a dependency or a begin time ranks once eligible
+        (:mod:`elastic.simulator.priority`): ``age`` behind every job already eligible (Slurm's
+        multifactor priority without ``ACCRUE_ALWAYS``), ``basic`` and ``accrue-always`` at its submit
+        place.
+    max_age : float, default 604800.0
+        ``priority="age"``: seconds of eligibility after which the age factor is capped (Slurm's
+        ``PriorityMaxAge``, default 7 days) and the job competes in submit order again; ``inf`` never.
 
     Attributes
     ----------
@@ -98,6 +109,9 @@ class Engine:
     release_count : int
         Bumped whenever cores are released or the queue changes other than by appending; policies
         use it to skip work when only new jobs arrived since their last pass.
+    ranking : EligibleRanking
+        The priority model (``ranking.name``) and when each held job became eligible
+        (``ranking.eligible_at``).
     pinned : list of int
         Indices of pinned jobs (see :meth:`pin`); their pinned start time is ``jobs.begin``.
 
@@ -120,7 +134,10 @@ class Engine:
         workload: Workload | None = None,
         kill_invalid_dep: bool = False,
         observer: Observer | None = None,
+        priority: str = DEFAULT_PRIORITY,
+        max_age: float = DEFAULT_MAX_AGE,
     ) -> None:
+        self.ranking = EligibleRanking(priority, max_age=max_age)
         self.cluster = Cluster(nodes, cores_per_node)
         self.policy: QueuePolicy = make_policy(policy) if isinstance(policy, str) else policy
         self.jobs = JobTable()
@@ -383,8 +400,10 @@ class Engine:
                     self._start_pinned(j)
                 elif kind == _WAKE:
                     self._dirty = True
+                elif kind == _AGED:
+                    self._age_capped(j)
                 elif state[j] == PENDING and self._eligible(j) and j not in queue:
-                    self._insert(j)
+                    self._became_eligible(j)
             while ai < n_pre and sub[ai] <= t:
                 state[ai] = PENDING
                 rank[ai] = next(next_rank)
@@ -600,6 +619,24 @@ class Engine:
     def _eligible(self, j: int) -> bool:
         return _deps.eligible(self.jobs, j, self._now)
 
+    def _became_eligible(self, j: int) -> None:
+        """Held job ``j`` may start from now on: rank it as the priority model says and queue it."""
+        capped = self.ranking.became_eligible(self.jobs, j, self._now, self.queue, lambda: next(self._rank))
+        if capped is not None:
+            heappush(self._heap, (capped, _AGED, next(self._seq), j))
+        self._insert(j)
+
+    def _age_capped(self, j: int) -> None:
+        """Job ``j``'s age factor is capped now: if it still waits, it moves to its submit place."""
+        q = self.queue
+        if self.jobs.state[j] != PENDING or j not in q:
+            return
+        q.remove(j)
+        self.jobs.rank[j] = self.ranking.submit_rank(j)
+        insort(q, j, key=self.jobs.rank.__getitem__)
+        self.release_count += 1
+        self._dirty = True
+
     def _insert(self, j: int) -> None:
         self.held.discard(j)
         if self._in_pass:
@@ -622,7 +659,7 @@ class Engine:
                     logger.info("job %s: dependency can never be satisfied; cancelled", jobs.job_id[child])
                     self._cancel_pending(child, self._now)
             elif self._eligible(child):
-                self._insert(child)
+                self._became_eligible(child)
 
     # -- queries -------------------------------------------------------------------------------------
 

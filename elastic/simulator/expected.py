@@ -5,7 +5,9 @@ end (start + walltime), queued jobs run for their full requested walltime, no fu
 arrives, and the probe job joins the tail of the queue. The copy runs under the same policy (without
 speculation; a policy object can name another through a ``what_if_policy()`` method) until the probe
 starts. Jobs still waiting for a dependency are left out of the copy,
-like Slurm's estimate, which ignores jobs that cannot start yet.
+like Slurm's estimate, which ignores jobs that cannot start yet. The copy ranks held jobs with the
+engine's priority model (:mod:`elastic.simulator.priority`); a queued job keeps its current rank even
+if its age factor would be capped during the copy's horizon.
 
 A policy that plans around pinned jobs (``plans_pins``, e.g.
 :class:`~elastic.simulator.pinned.PinnedBackfill`) already holds a plan of every queued job: its
@@ -68,7 +70,14 @@ def expected_start(
     # otherwise a fresh policy of the same registry name, without speculation.
     factory = getattr(engine.policy, "what_if_policy", None)
     policy = factory() if callable(factory) else make_policy(engine.policy.name.split("+")[0])
-    copy = Engine(nodes=cl.nodes, cores_per_node=cl.cores_per_node, policy=policy)
+    ranking = engine.ranking
+    copy = Engine(
+        nodes=cl.nodes,
+        cores_per_node=cl.cores_per_node,
+        policy=policy,
+        priority=ranking.name,
+        max_age=ranking.max_age,
+    )
     copy._now = engine.now
     cj = copy.jobs
     index: dict[int, int] = {}

@@ -24,13 +24,16 @@ had priorities, limits and fragmentation the trace does not record. The modes he
     also shows the second half, which the fit never saw.
 ``capacity``
     ``recorded-chain`` on a machine whose usable size follows its recorded use: at time t, the most
-    cores the recorded schedule had in use during the preceding ``window`` (12 h by default;
-    :func:`~elastic.simulator.availability.recorded_capacity`). Down or drained nodes and jobs a cleaned
-    trace removed are not offered. Nothing is fitted to the recorded waits when it runs (the default
-    window was chosen on HPC2N; see the README's fidelity section).
+    cores the recorded schedule had in use during the preceding ``window``
+    (:func:`~elastic.simulator.availability.recorded_capacity`); down or drained nodes and jobs a
+    cleaned trace removed are not offered. The window comes from the trace's own time scale, 3 x its
+    median requested walltime (:func:`~elastic.simulator.recorded.capacity_window`: 12 h on HPC2N,
+    where the factor was chosen). Jobs of queues whose other jobs mostly started at once
+    (:func:`~elastic.simulator.recorded.fast_queues`, e.g. an interactive queue) are planned first.
+    Nothing is fitted to the recorded waits of the evaluated jobs.
 
-:func:`fidelity_report` runs the modes on a trace and compares, for the trace's own jobs of a size
-class (16-128 cores by default), simulated and recorded waits.
+:func:`~elastic.simulator.fidelity_report.fidelity_report` runs the modes on a trace and compares, for
+the trace's own jobs of a size class (16-128 cores by default), simulated and recorded waits.
 """
 
 from __future__ import annotations
@@ -47,31 +50,25 @@ from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.availability import recorded_capacity
 from elastic.simulator.engine import Engine
 from elastic.simulator.pinned import PinnedBackfill
+from elastic.simulator.priority import DEFAULT_PRIORITY
+from elastic.simulator.recorded import capacity_window, fast_queues, pinnable, user_chain
 from elastic.simulator.workload import Workload
 
 __all__ = [
-    "DEFAULT_WINDOW",
     "MODES",
     "FidelityResult",
     "backend_setup",
     "calibrate_reserve",
-    "fidelity_report",
-    "fidelity_row",
+    "half_split",
     "mode_engine",
-    "pinnable",
     "simulate_mode",
     "subset",
-    "user_chain",
 ]
 
 logger = logging.getLogger(__name__)
 
 MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
 """Fidelity modes, from the plain simulator to the recorded schedule on the recorded capacity."""
-
-DEFAULT_WINDOW = 43_200.0
-"""Look-back of the ``capacity`` mode's usable-size estimate, in seconds (12 h; the README's fidelity
-section shows 8-24 h on HPC2N)."""
 
 _BoolArray = npt.NDArray[np.bool_]
 _IntArray = npt.NDArray[np.int64]
@@ -90,86 +87,22 @@ class FidelityResult:
         Cores held back from foreground jobs (0 unless ``calibrated``).
     jobs : pandas.DataFrame
         One row per evaluated job: ``job_id, user, cores, submit, recorded_wait, wait``.
+    window : float
+        ``capacity``: look-back of the usable-size estimate in seconds (NaN in the other modes).
+    fast_queues : frozenset of int
+        ``capacity``: the queues planned first (see :func:`~elastic.simulator.recorded.fast_queues`).
     """
 
     mode: str
     reserve: int
     jobs: pd.DataFrame
+    window: float = math.nan
+    fast_queues: frozenset[int] = frozenset()
 
 
 def subset(workload: Workload, mask: _BoolArray) -> Workload:
     """Return the jobs of ``workload`` where ``mask`` is True, as a Workload of the same machine."""
-    return Workload(
-        job_id=workload.job_id[mask],
-        submit=workload.submit[mask],
-        cores=workload.cores[mask],
-        runtime=workload.runtime[mask],
-        walltime=workload.walltime[mask],
-        user=workload.user[mask],
-        recorded_wait=workload.recorded_wait[mask],
-        processors=workload.processors,
-        source=workload.source,
-    )
-
-
-def user_chain(workload: Workload) -> _IntArray:
-    """Index of each job's predecessor: the same user's previous job in submit order (-1: none).
-
-    Jobs of unknown user (-1) have no predecessor.
-
-    Examples
-    --------
-    >>> w = Workload(np.arange(4), np.zeros(4), np.ones(4, dtype=np.int64), np.ones(4), np.ones(4),
-    ...              np.array([7, 8, 7, -1]), np.zeros(4), 4, "doc")
-    >>> user_chain(w).tolist()
-    [-1, -1, 0, -1]
-    """
-    idx = pd.Series(np.arange(len(workload)), dtype=np.int64)
-    prev = idx.groupby(workload.user, sort=False).shift(1)
-    out = prev.fillna(-1).to_numpy(dtype=np.int64)
-    out[workload.user < 0] = -1
-    return out
-
-
-def pinnable(workload: Workload, mask: _BoolArray) -> _BoolArray:
-    """Which of the jobs in ``mask`` can be pinned at their recorded start without over-allocation.
-
-    Jobs are taken in recorded-start order; one that would push the recorded occupancy above the
-    machine (inconsistent traces, or requested > allocated processors) is left out. Jobs without a
-    recorded wait cannot be pinned.
-    """
-    ok = mask & ~np.isnan(workload.recorded_wait)
-    idx = np.flatnonzero(ok)
-    start = workload.submit[idx] + workload.recorded_wait[idx]
-    end = start + workload.runtime[idx]
-    cores = workload.cores[idx]
-    times = np.concatenate([start, end])
-    delta = np.concatenate([cores, -cores])
-    order = np.lexsort((delta, times))  # ends before starts at equal times
-    level = np.cumsum(delta[order])
-    if level.size == 0 or level.max() <= workload.processors:
-        return ok
-    # Rare: drop the offending jobs one at a time, in start order (a plain loop; few conflicts).
-    keep = np.ones(idx.size, dtype=bool)
-    used = 0
-    for k in order.tolist():
-        job = k % idx.size
-        if k < idx.size:
-            if used + int(cores[job]) > workload.processors:
-                keep[job] = False
-                continue
-            used += int(cores[job])
-        elif keep[job]:
-            used -= int(cores[job])
-    logger.warning(
-        "trace %s: %d jobs left unpinned: their recorded schedule exceeds %d cores",
-        workload.source,
-        int((~keep).sum()),
-        workload.processors,
-    )
-    out = np.zeros(len(workload), dtype=bool)
-    out[idx[keep]] = True
-    return out
+    return workload.select(mask)
 
 
 def backend_setup(
@@ -179,7 +112,8 @@ def backend_setup(
     order: str = "conservative",
     reserve: int | None = 0,
     cores: tuple[int, int] = (16, 128),
-    window: float = DEFAULT_WINDOW,
+    window: float | None = None,
+    queues: bool = True,
 ) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
     """Policy, queued and pinned jobs for a mock backend whose queue waits follow a fidelity ``mode``.
 
@@ -201,8 +135,11 @@ def backend_setup(
         ``calibrated`` only: cores held back; None fits them with :func:`calibrate_reserve`.
     cores : tuple of (int, int), default (16, 128)
         Size class of the trace jobs that stay queued (none in the trace: all are pinned).
-    window : float, default DEFAULT_WINDOW
-        ``capacity`` only: look-back of the usable-size estimate in seconds.
+    window : float or None, default None
+        ``capacity`` only: look-back of the usable-size estimate in seconds; None derives it from
+        the trace (:func:`~elastic.simulator.recorded.capacity_window`).
+    queues : bool, default True
+        ``capacity`` only: plan jobs of fast queues first (:func:`~elastic.simulator.recorded.fast_queues`).
 
     Returns
     -------
@@ -218,44 +155,74 @@ def backend_setup(
     """
     if mode not in MODES[1:]:
         raise UnknownNameError("mode", mode, MODES)
-    if workload is None or not (~np.isnan(workload.recorded_wait)).any():
+    if workload is None:
         raise ConfigError(
             f"mode {mode!r} pins the recorded schedule of a trace: give a workload read from an SWF "
             "trace with recorded waits (field 3), or use mode='replay'"
+        )
+    if len(workload) and np.isnan(workload.recorded_wait).all():
+        # An empty workload (a quiet stretch of a trace) is fine: nothing to pin, nothing queued.
+        raise ConfigError(
+            f"mode {mode!r} pins the recorded schedule of a trace, but {workload.source!r} has no recorded "
+            "waits (SWF field 3, wait_time, is -1 on every job); use mode='replay'"
         )
     x = 0
     if mode == "calibrated":
         x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
     evaluated = _evaluated(workload, cores, require=False)
-    return _parts(workload, mode, evaluated, x, order, window)
+    return _parts(workload, mode, evaluated, x, order, window, queues)
 
 
 def _parts(
-    workload: Workload, mode: str, evaluated: _BoolArray, reserve: int, order: str, window: float
+    workload: Workload,
+    mode: str,
+    evaluated: _BoolArray,
+    reserve: int,
+    order: str,
+    window: float | None,
+    queues: bool,
 ) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
     fg = subset(workload, evaluated)
     pins = pinnable(workload, ~evaluated)
     bg = subset(workload, pins)
+    fast: frozenset[int] = frozenset()
+    capacity = None
+    if mode == "capacity":
+        look_back = capacity_window(workload) if window is None else window
+        times, usable = recorded_capacity(workload, window=look_back)
+        capacity = (times.tolist(), usable.tolist())
+        fast = fast_queues(workload, ~evaluated) if queues else frozenset()
+        logger.info(
+            "capacity mode on %s: window %.1f h%s",
+            workload.source,
+            look_back / 3600,
+            f", queues {sorted(fast)} planned first" if fast else "",
+        )
+    in_fast = np.zeros(len(workload), dtype=bool)
+    if fast and workload.queue is not None:
+        in_fast = np.isin(workload.queue, list(fast))
     chain: dict[int, int] | None = None
     if mode != "recorded":
         # Engine indices: queued jobs first (0..F-1, in submit order), then pinned jobs.
         engine_index = np.full(len(workload), -1, dtype=np.int64)
         engine_index[evaluated] = np.arange(len(fg))
         engine_index[pins] = len(fg) + np.arange(len(bg))
-        prev = user_chain(workload)[evaluated]
+        prev = user_chain(workload)
+        # A user's jobs start in submit order within a queue class: an interactive job does not wait
+        # for the same user's batch job.
+        prev = np.where((prev >= 0) & (in_fast[np.maximum(prev, 0)] == in_fast), prev, -1)[evaluated]
         parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
         has = np.flatnonzero(parent >= 0)
         chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
-    capacity = None
-    if mode == "capacity":
-        times, usable = recorded_capacity(workload, window=window)
-        capacity = (times.tolist(), usable.tolist())
+    first = np.flatnonzero(in_fast[evaluated])
+    priority = dict.fromkeys(first.tolist(), -1) if first.size else None  # every other job: class 0
     policy = PinnedBackfill(
         order=order,
         reserve=reserve if mode == "calibrated" else 0,
         chain=chain,
         capacity=capacity,
         trace_jobs=len(fg),
+        priority=priority,
     )
     return policy, fg, bg, bg.submit + bg.recorded_wait
 
@@ -280,7 +247,9 @@ def mode_engine(
     cores: tuple[int, int] = (16, 128),
     reserve: int = 0,
     order: str = "conservative",
-    window: float = DEFAULT_WINDOW,
+    window: float | None = None,
+    queues: bool = True,
+    priority: str = DEFAULT_PRIORITY,
 ) -> tuple[Engine, _BoolArray]:
     """Build (not run) the engine that simulates ``workload`` under one fidelity mode.
 
@@ -300,8 +269,13 @@ def mode_engine(
         Cores never given to queued jobs (``calibrated`` only; ignored otherwise).
     order : {"conservative", "fcfs"}, default "conservative"
         Queue discipline of queued jobs in the recorded modes.
-    window : float, default DEFAULT_WINDOW
-        Look-back in seconds of the ``capacity`` mode's usable-size estimate (ignored otherwise).
+    window : float or None, default None
+        Look-back in seconds of the ``capacity`` mode's usable-size estimate (ignored otherwise);
+        None derives it from the trace (:func:`~elastic.simulator.recorded.capacity_window`).
+    queues : bool, default True
+        ``capacity`` mode: plan the jobs of fast queues first (ignored otherwise).
+    priority : str, default "age"
+        Priority model of the engine (:mod:`elastic.simulator.priority`; no trace job is held).
 
     Returns
     -------
@@ -319,9 +293,10 @@ def mode_engine(
         raise UnknownNameError("mode", mode, MODES)
     evaluated = _evaluated(workload, cores)
     if mode == "replay":
-        return Engine(nodes=workload.processors, policy="easy", workload=workload), evaluated
-    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order, window)
-    engine = Engine(nodes=workload.processors, policy=policy, workload=fg)
+        engine = Engine(nodes=workload.processors, policy="easy", workload=workload, priority=priority)
+        return engine, evaluated
+    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order, window, queues)
+    engine = Engine(nodes=workload.processors, policy=policy, workload=fg, priority=priority)
     engine.pin(bg, starts)
     return engine, evaluated
 
@@ -333,7 +308,8 @@ def simulate_mode(
     cores: tuple[int, int] = (16, 128),
     reserve: int = 0,
     order: str = "conservative",
-    window: float = DEFAULT_WINDOW,
+    window: float | None = None,
+    queues: bool = True,
 ) -> FidelityResult:
     """Simulate ``workload`` under one fidelity mode; return the evaluated jobs' waits.
 
@@ -344,7 +320,9 @@ def simulate_mode(
     -------
     FidelityResult
     """
-    engine, evaluated = mode_engine(workload, mode, cores=cores, reserve=reserve, order=order, window=window)
+    engine, evaluated = mode_engine(
+        workload, mode, cores=cores, reserve=reserve, order=order, window=window, queues=queues
+    )
     engine.run()
     starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
     start = starts[evaluated] if mode == "replay" else starts[: int(evaluated.sum())]
@@ -358,13 +336,15 @@ def simulate_mode(
             "wait": start - workload.submit[evaluated],
         }
     )
-    return FidelityResult(mode, reserve if mode == "calibrated" else 0, jobs)
+    if mode != "capacity":
+        return FidelityResult(mode, reserve if mode == "calibrated" else 0, jobs)
+    fast = fast_queues(workload, ~evaluated) if queues else frozenset()
+    return FidelityResult(mode, 0, jobs, capacity_window(workload) if window is None else window, fast)
 
 
-def _first_half(workload: Workload, cores: tuple[int, int]) -> tuple[Workload, float]:
-    """Return the jobs submitted before the median submit time of the evaluated jobs, and that time."""
-    split = float(np.median(workload.submit[_evaluated(workload, cores)]))
-    return subset(workload, workload.submit < split), split
+def half_split(workload: Workload, cores: tuple[int, int] = (16, 128)) -> float:
+    """Return the median submit time of the evaluated jobs: the first half is submitted before it."""
+    return float(np.median(workload.submit[_evaluated(workload, cores)]))
 
 
 def calibrate_reserve(
@@ -397,7 +377,7 @@ def calibrate_reserve(
     int
         The fitted reserve in cores.
     """
-    half, _ = _first_half(workload, cores)
+    half = subset(workload, workload.submit < half_split(workload, cores))
     widest = int(half.cores[_evaluated(half, cores)].max())
     hi = workload.processors - widest if max_reserve is None else max_reserve
     return _fit_reserve(half, cores=cores, order=order, hi=hi, since=-math.inf)
@@ -444,6 +424,8 @@ def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: in
         lo, x = x, 2 * x
     while hi - lo > 1:  # median(lo) < target <= median(hi)
         mid = (lo + hi) // 2
+        if close(mid):
+            return mid
         if median(mid) < target:
             lo = mid
         else:
@@ -453,92 +435,3 @@ def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: in
         return abs(math.log1p(median(x)) - math.log1p(target))
 
     return lo if distance(lo) < distance(hi) else hi
-
-
-def fidelity_row(
-    label: str, result: FidelityResult, mask: npt.NDArray[np.bool_] | None = None
-) -> dict[str, object]:
-    """Compare simulated and recorded waits of ``result``'s jobs (those in ``mask``, default all).
-
-    Returns one row of :func:`fidelity_report` (see there for the keys), labelled ``label``.
-    """
-    from scipy.stats import spearmanr
-
-    jobs = result.jobs if mask is None else result.jobs.loc[mask]
-    sim = jobs["wait"].to_numpy(dtype=np.float64)
-    rec = jobs["recorded_wait"].to_numpy(dtype=np.float64)
-    if sim.size == 0:  # e.g. a half of a one-job report: every figure is undefined
-        sim = rec = np.full(1, math.nan)
-    # Undefined (NaN) for fewer than two jobs or constant waits.
-    defined = len(sim) > 1 and np.ptp(sim) > 0 and np.ptp(rec) > 0
-    rho = float(spearmanr(sim, rec).statistic) if defined else math.nan
-    med_sim, med_rec = float(np.median(sim)), float(np.median(rec))
-    ratio = (med_sim / med_rec) if med_rec > 0 else math.nan
-    return {
-        "mode": label,
-        "reserve": result.reserve,
-        "jobs": len(jobs),
-        "mean_wait": float(sim.mean()),
-        "recorded_mean_wait": float(rec.mean()),
-        "median_wait": med_sim,
-        "recorded_median_wait": med_rec,
-        "p90_wait": float(np.percentile(sim, 90)),
-        "recorded_p90_wait": float(np.percentile(rec, 90)),
-        "spearman": rho,
-        "started_at_once": float((sim <= 0).mean()),
-        "recorded_started_at_once": float((rec <= 0).mean()),
-        "median_ratio": ratio,
-        "meets_goal": bool(0.5 <= ratio <= 2.0 and rho >= 0.6),
-    }
-
-
-def fidelity_report(
-    workload: Workload,
-    *,
-    cores: tuple[int, int] = (16, 128),
-    modes: tuple[str, ...] = MODES,
-    reserve: int | None = None,
-    order: str = "conservative",
-    window: float = DEFAULT_WINDOW,
-) -> pd.DataFrame:
-    """Compare simulated and recorded waits of the trace's own jobs of one size class, per mode.
-
-    Parameters
-    ----------
-    workload : Workload
-        A trace with recorded waits.
-    cores : tuple of (int, int), default (16, 128)
-        Evaluated jobs: those asking for ``lo`` to ``hi`` cores.
-    modes : tuple of str, default MODES
-        Modes to run, in row order.
-    reserve : int or None, default None
-        Reserve of the ``calibrated`` mode; None fits it with :func:`calibrate_reserve`.
-    order : {"conservative", "fcfs"}, default "conservative"
-        Queue discipline of foreground jobs in the recorded modes.
-    window : float, default DEFAULT_WINDOW
-        Look-back in seconds of the ``capacity`` mode.
-
-    Returns
-    -------
-    pandas.DataFrame
-        One row per mode; ``calibrated`` adds ``calibrated (1st half)`` (the jobs the reserve was
-        fitted on) and ``calibrated (2nd half)`` (the jobs the fit did not see), and ``capacity``
-        its two halves likewise (nothing is fitted there: they show whether it holds over time).
-        Columns: ``mode, reserve, jobs``, simulated and ``recorded_`` ``mean_wait``, ``median_wait``,
-        ``p90_wait``, ``started_at_once`` (share with zero wait), ``spearman`` (rank correlation per job),
-        ``median_ratio`` (simulated / recorded median) and ``meets_goal``
-        (median within 2x and Spearman >= 0.6). Waits in seconds.
-    """
-    rows = []
-    for mode in modes:
-        x = 0
-        if mode == "calibrated":
-            x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
-        result = simulate_mode(workload, mode, cores=cores, reserve=x, order=order, window=window)
-        rows.append(fidelity_row(mode, result))
-        if mode in ("calibrated", "capacity"):
-            _, split = _first_half(workload, cores)
-            second = (result.jobs["submit"] >= split).to_numpy()
-            rows.append(fidelity_row(f"{mode} (1st half)", result, ~second))
-            rows.append(fidelity_row(f"{mode} (2nd half)", result, second))
-    return pd.DataFrame(rows)

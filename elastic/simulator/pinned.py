@@ -10,31 +10,29 @@ queued job is planned again (Slurm rebuilds its backfill plan in the same situat
 events a pass only starts the jobs whose slot has come, so a replay of a long trace stays linear in
 practice.
 
-Three optional constraints model what a trace does not record:
+Four optional constraints model what a trace does not record:
 
 - ``reserve``: cores never available to queued jobs (fragmentation, limits, down nodes);
 - ``capacity``: the machine's usable size as a step function of time (nodes down or drained, jobs
   missing from a cleaned trace); pinned and queued jobs together stay within it;
 - ``chain``: job -> earlier job index; the job may not start before that one has started (a user's
-  jobs start in submit order).
+  jobs start in submit order);
+- ``priority``: job -> class; a better class is planned first (e.g. an interactive queue).
 
-The free-capacity profile covers only the near future: breakpoints of the pinned jobs are loaded from
-sorted numpy arrays as far as planning needs them, and the past is dropped, so the Python lists stay
-short even with hundreds of thousands of pinned jobs. (Hand-written rather than a numpy array because
-the profile is edited one breakpoint at a time in the hot path, where numpy element access is slower.)
+The free-capacity profile (:class:`~elastic.simulator.free_profile.FreeProfile`) covers only the near
+future, so a replay of a long trace stays linear in practice.
 """
 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from elastic.batch import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.simulator.conservative import split_at
+from elastic.simulator.free_profile import FreeProfile
 from elastic.simulator.jobs import COMPLETED, FUTURE, PENDING, RUNNING
 
 if TYPE_CHECKING:
@@ -45,8 +43,20 @@ __all__ = ["PINNED_ORDERS", "PinnedBackfill"]
 #: Queue disciplines of :class:`PinnedBackfill`.
 PINNED_ORDERS: tuple[str, ...] = ("conservative", "fcfs")
 
-_CHUNK = 2048  # pinned breakpoints loaded into the profile at a time
-_PRUNE = 4096  # drop the past once this many breakpoints lie before now
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    """Length of the longest common head of ``a`` and ``b``."""
+    n = min(len(a), len(b))
+    if a[:n] == b[:n]:
+        return n
+    lo, hi = 0, n  # a[:lo] == b[:lo], a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a[:mid] == b[:mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 class PinnedBackfill:
@@ -71,6 +81,12 @@ class PinnedBackfill:
         other queued job is planned for its walltime, as Slurm does. (Against pinned jobs, which the
         real scheduler never knew in advance, a walltime plan refuses gaps the trace's jobs really
         ran in.)
+    priority : Mapping[int, int] or None, default None
+        Job index -> priority class, <= 0 (lower first; jobs not listed: class 0). Queued jobs are planned
+        class by class, in queue order within a class: a job of a better class that arrives later is
+        planned ahead, and the jobs behind it are planned again (unless it can start at once beside
+        their slots, which delays nobody). A job chained after a queued job of a worse class takes that
+        class (it never starts before its parent).
 
     Attributes
     ----------
@@ -104,6 +120,7 @@ class PinnedBackfill:
         chain: Mapping[int, int] | None = None,
         capacity: tuple[Sequence[float], Sequence[int]] | None = None,
         trace_jobs: int = 0,
+        priority: Mapping[int, int] | None = None,
     ) -> None:
         if order not in PINNED_ORDERS:
             raise UnknownNameError("order", order, PINNED_ORDERS)
@@ -120,129 +137,49 @@ class PinnedBackfill:
                 raise ConfigError("PinnedBackfill capacity breakpoints must be strictly increasing")
             if any(c < 0 for c in cores):
                 raise ConfigError("PinnedBackfill capacity must be >= 0 cores at every breakpoint")
+        if priority is not None and any(c > 0 for c in priority.values()):
+            raise ConfigError(
+                "PinnedBackfill priority classes must be <= 0 (negative: planned before the default "
+                f"class 0), got {max(priority.values())}"
+            )
         self.order = order
         self.reserve = reserve
         self.chain = chain
         self.capacity = capacity
         self.trace_jobs = trace_jobs
+        self.priority = priority
+        self._rank = {j: c for j, c in (priority or {}).items() if c != 0} or None
         self.reservations: dict[int, float] = {}
-        self._times: list[float] = []
-        self._free: list[int] = []
-        self._src_t: list[float] = []  # pinned-only profile, not yet loaded part
-        self._src_f: list[int] = []
-        self._src_pos = 0
+        self._profile = FreeProfile([0.0], [0])  # built at the first pass
         self._pins = -1  # pinned jobs seen when the profile was built; -1 = not built
         self._slot: dict[int, float] = {}  # queued job -> planned slot start
         self._held: dict[int, tuple[float, float, int]] = {}  # queued or running job -> (start, end, cores)
         self._snap: list[int] = []  # the queue as planned at the end of the last pass
         self._next = math.inf  # earliest planned slot of a queued job
         self._wake = math.inf  # the last time the engine was asked to wake up for a slot
-
-    # -- the profile ---------------------------------------------------------------------------
+        self._releases = -1  # engine.release_count at the end of the last pass
 
     def _build(self, engine: Engine) -> None:
-        import numpy as np
-
-        jobs = engine.jobs
-        pins = engine.pinned
-        cap = engine.cluster.total - self.reserve
-        at = np.asarray([jobs.begin[j] for j in pins], dtype=np.float64)
-        run = np.asarray([jobs.runtime[j] for j in pins], dtype=np.float64)
-        cores = np.asarray([jobs.cores[j] for j in pins], dtype=np.int64)
-        times = np.concatenate([at, at + run])
-        delta = np.concatenate([-cores, cores])
-        if self.capacity is not None:  # the usable size's steps, as changes of the free level
-            cap_t = np.asarray(self.capacity[0], dtype=np.float64)
-            cap_c = np.minimum(np.asarray(self.capacity[1], dtype=np.int64), engine.cluster.total)
-            steps = np.diff(np.concatenate([[engine.cluster.total], cap_c]))
-            times = np.concatenate([times, cap_t])
-            delta = np.concatenate([delta, steps])
-        order = np.argsort(times, kind="stable")
-        times = times[order]
-        level = cap + np.cumsum(delta[order])
-        uniq, first = np.unique(times, return_index=True)
-        last = np.r_[first[1:] - 1, len(times) - 1] if len(times) else first
-        src_t = uniq.tolist()
-        src_f = level[last].astype(np.int64).tolist()
-        now = engine.now
-        k = bisect_right(src_t, now)
-        self._times = [now]
-        self._free = [src_f[k - 1] if k else cap]
-        self._src_t = src_t
-        self._src_f = src_f
-        self._src_pos = k
-        self._pins = len(pins)
-
-    def _cover(self, until: float) -> None:
-        """Load every pinned breakpoint at or before ``until`` (and a chunk more) into the profile."""
-        src_t = self._src_t
-        pos = self._src_pos
-        n = len(src_t)
-        if pos >= n or src_t[pos] > until:
-            return
-        stop = min(bisect_right(src_t, until, lo=pos) + _CHUNK, n)
-        # Beyond the last loaded breakpoint no queued job holds cores (every hold ends at a loaded
-        # breakpoint), so the pinned-only levels apply unchanged.
-        self._times.extend(src_t[pos:stop])
-        self._free.extend(self._src_f[pos:stop])
-        self._src_pos = stop
-
-    def _split(self, t: float) -> int:
-        return split_at(self._times, self._free, t)
-
-    def _take(self, start: float, end: float, cores: int) -> None:
-        """Add ``cores`` (negative: give back) to the held cores over ``[start, end)``."""
-        self._cover(end)
-        lo = self._times[0]
-        i = self._split(max(start, lo))
-        k = self._split(max(end, lo))
-        free = self._free
-        free[i:k] = [f - cores for f in free[i:k]]
-
-    def _earliest(self, cores: int, duration: float, lb: float) -> float:
-        """Earliest time >= ``lb`` from which ``cores`` stay free for ``duration`` seconds."""
-        times = self._times
-        free = self._free
-        t = lb
-        self._cover(t + duration)
-        i = bisect_right(times, t) - 1
-        while True:
-            # times[i] <= t, and the profile is loaded up to t + duration.
-            k = bisect_left(times, t + duration, i + 1)
-            if min(free[i:k]) >= cores:  # the window check runs in C
-                return t
-            # Any start up to the last too-low breakpoint of the window would include it.
-            v = k - 1
-            while free[v] >= cores:
-                v -= 1
-            i = v + 1
-            while True:
-                n = len(times)
-                while i < n and free[i] < cores:
-                    i += 1
-                if i < n:
-                    break
-                if self._src_pos >= len(self._src_t):
-                    return math.inf
-                self._cover(self._src_t[self._src_pos])
-            t = times[i]
-            self._cover(t + duration)
-
-    def _prune(self, now: float) -> None:
-        times = self._times
-        k = bisect_right(times, now) - 1
-        if k >= _PRUNE:
-            del times[:k]
-            del self._free[:k]
+        self._profile = FreeProfile.of_pins(engine, self.reserve, self.capacity)
+        self._pins = len(engine.pinned)
 
     # -- the policy ------------------------------------------------------------------------------
 
     def schedule(self, engine: Engine) -> None:
         """Start queued jobs whose slot has come; plan new or (after a change) all queued jobs."""
         now = engine.now
+        if (
+            engine.release_count == self._releases
+            and len(engine.queue) == len(self._snap)
+            and self._next > now
+            and self._pins == len(engine.pinned)
+        ):
+            # Nothing was released, nothing queued or removed, no slot is due: the plan stands (most
+            # passes, e.g. each pinned job's start).
+            return
         jobs = engine.jobs
         state = jobs.state
-        q = engine.queue
+        q = self._ordered(engine.queue)
         replan = False
         held = self._held
         slot = self._slot
@@ -252,39 +189,111 @@ class PinnedBackfill:
                 del held[j]
             slot.clear()
             for start, end, cores in held.values():
-                self._take(start, end, cores)
+                self._profile.take(start, end, cores)
             replan = True
         for j in [j for j in held if j not in slot and state[j] != RUNNING]:
             _, end, cores = held.pop(j)
             stop = jobs.end[j]
             stop = now if stop != stop else stop  # NaN: requeued
             if stop < end:  # ended or cancelled before its walltime: give the rest back
-                self._take(max(stop, now), end, -cores)
+                self._profile.take(max(stop, now), end, -cores)
                 replan = True
         snap = self._snap
-        m = len(snap)
-        if len(q) < m or q[:m] != snap:
-            replan = True
         if self._next < now:
             # A slot passed without its job starting (its whole nodes were fragmented): plan every
             # job again from now, so that no slot is left at a time when nothing happens.
             replan = True
+        inserted = False
         if replan:
             for j in slot:
                 start, end, cores = held.pop(j)
-                self._take(start, end, -cores)
+                self._profile.take(start, end, -cores)
             slot.clear()
             new = 0
         else:
-            new = m
-        self._prune(now)
-        if replan or new < len(q) or self._next <= now:
-            self._plan(engine, new)
+            # A job's slot depends only on the jobs planned before it: keep the plan of the queue's
+            # unchanged head, plan the rest again (a new job of higher priority, or a job removed).
+            new = _common_prefix(q, snap)
+            inserted = new < len(snap) and self._start_inserted(engine, q, new, snap)
+            if inserted:
+                new = len(q)  # the new jobs start now around the plan: the plan stands
+            for j in snap[new:]:
+                if j in slot:
+                    start, end, cores = held.pop(j)
+                    self._profile.take(start, end, -cores)
+                    del slot[j]
+        self._profile.prune(now)
+        if replan or inserted or new < len(q) or self._next <= now:
+            q = self._plan(engine, q, new)
         self._snap = list(q)
+        self._releases = engine.release_count
 
-    def _plan(self, engine: Engine, new: int) -> None:
-        """Start due jobs among ``queue[:new]`` and plan ``queue[new:]``."""
-        q = engine.queue
+    def _start_inserted(self, engine: Engine, q: list[int], head: int, snap: list[int]) -> bool:
+        """Give the jobs inserted into the planned queue a slot from now, if each has one.
+
+        ``q[:head]`` is planned as before; the rest of ``q`` is ``snap[head:]`` (planned, same order)
+        with new jobs of higher priority inserted. If every new job fits from now on beside every
+        planned slot, taking those cores delays nobody and the plan stands: the new jobs get a slot
+        at ``now`` and True is returned. Otherwise nothing changes and False is returned (the caller
+        plans the tail again). The common case when a high-priority class starts at once.
+        """
+        slot = self._slot
+        if self.order != "conservative" or [j for j in q[head:] if j in slot] != snap[head:]:
+            return False
+        jobs = engine.jobs
+        now = engine.now
+        chain = self.chain
+        added = [j for j in q[head:] if j not in slot]
+        taken: list[int] = []
+        ok = True
+        for j in added:
+            c = jobs.cores[j]
+            hold = min(jobs.runtime[j], jobs.walltime[j]) if j < self.trace_jobs else jobs.walltime[j]
+            if (chain is not None and j in chain and self._chain_bound(engine, chain[j]) > now) or (
+                self._profile.earliest(c, hold, now) != now
+            ):
+                ok = False
+                break
+            self._profile.take(now, now + hold, c)
+            slot[j] = now
+            self._held[j] = (now, now + hold, c)
+            taken.append(j)
+        if not ok:
+            for j in taken:
+                start, end, cores = self._held.pop(j)
+                self._profile.take(start, end, -cores)
+                del slot[j]
+            return False
+        for j in taken:
+            self.reservations.setdefault(j, now)
+        return True
+
+    def _ordered(self, queue: list[int]) -> list[int]:
+        """Return the queue in planning order: better (negative) classes first, then queue order."""
+        rank = self._rank
+        if rank is None:
+            return queue
+        special = [j for j in queue if j in rank]  # the few jobs of a better class (a C-level test)
+        if not special:
+            return queue
+        chain = self.chain
+        queued = set(queue) if chain else set()
+        eff: dict[int, int] = {}
+        for j in special:  # in queue order: a queued parent comes first
+            c = rank[j]
+            parent = chain.get(j) if chain else None
+            if parent is not None and parent in queued:
+                # Never ahead of a queued job it is chained after: the worse class of the two.
+                c = max(c, eff.get(parent, 0))
+            eff[j] = c
+        head = sorted((j for j in special if eff[j] < 0), key=eff.__getitem__)
+        if not head:
+            return queue
+        ahead = set(head)
+        return head + [j for j in queue if j not in ahead]
+
+    def _plan(self, engine: Engine, q: list[int], new: int) -> list[int]:
+        """Start due jobs among ``q[:new]``, plan ``q[new:]``; return ``q`` without the started jobs."""
         now = engine.now
         jobs = engine.jobs
         cores = jobs.cores
@@ -309,7 +318,7 @@ class PinnedBackfill:
                 if chain is not None and j in chain:
                     lb = max(lb, self._chain_bound(engine, chain[j]))
                 hold = min(run[j], wall[j]) if j < known else wall[j]
-                at = self._earliest(c, hold, lb)
+                at = self._profile.earliest(c, hold, lb)
                 if at == math.inf:
                     raise ConfigError(
                         f"job {jobs.job_id[j]} asks for {c} cores, more than the "
@@ -317,7 +326,7 @@ class PinnedBackfill:
                         f"{' and the capacity' if self.capacity is not None else ''} ever leave free; "
                         "lower reserve or ask for fewer cores"
                     )
-                self._take(at, at + hold, c)
+                self._profile.take(at, at + hold, c)
                 slot[j] = at
                 held[j] = (at, at + hold, c)
                 self.reservations.setdefault(j, at)
@@ -331,13 +340,16 @@ class PinnedBackfill:
                 floor = at
         if started:
             state = jobs.state
-            q[:] = [j for j in q if state[j] == PENDING]
+            eq = engine.queue
+            eq[:] = [j for j in eq if state[j] == PENDING]
+            q = [j for j in q if state[j] == PENDING]
         self._next = nxt
         if nxt != math.inf and nxt != self._wake:
             # A slot can open where no job event happens (the usable capacity steps up): make sure
             # a pass runs then, or the job would start late and overrun the slot it was planned in.
             engine.wake_at(nxt)
             self._wake = nxt
+        return q
 
     def _chain_bound(self, engine: Engine, parent: int) -> float:
         """Earliest start of a job chained after ``parent``.
@@ -401,5 +413,5 @@ class PinnedBackfill:
             else:
                 bound = start + jobs.walltime[parent]
             lb = max(lb, bound)
-        at = self._earliest(cores, walltime, lb)
+        at = self._profile.earliest(cores, walltime, lb)
         return None if at == math.inf else at

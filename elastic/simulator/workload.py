@@ -47,6 +47,9 @@ class Workload:
         Size of the machine the workload was recorded on (or scaled to), in cores.
     source : str
         Where it came from: a file path, or a description of the synthetic generator.
+    queue : ndarray of int64 or None, default None
+        Queue (class) number of each job (SWF field 15, -1 when unknown); None when the source has
+        none (synthetic load).
     """
 
     job_id: IntArray
@@ -58,9 +61,25 @@ class Workload:
     recorded_wait: FloatArray
     processors: int
     source: str
+    queue: IntArray | None = None
 
     def __len__(self) -> int:
         return int(self.job_id.shape[0])
+
+    def select(self, mask: npt.NDArray[np.bool_] | npt.NDArray[np.int64]) -> Workload:
+        """Return the jobs where ``mask`` is True (or at the given indices), on the same machine."""
+        return Workload(
+            job_id=self.job_id[mask],
+            submit=self.submit[mask],
+            cores=self.cores[mask],
+            runtime=self.runtime[mask],
+            walltime=self.walltime[mask],
+            user=self.user[mask],
+            recorded_wait=self.recorded_wait[mask],
+            processors=self.processors,
+            source=self.source,
+            queue=None if self.queue is None else self.queue[mask],
+        )
 
     def to_frame(self) -> pd.DataFrame:
         """Return the jobs as a DataFrame with one column per attribute array."""
@@ -75,5 +94,6 @@ class Workload:
                 "walltime": self.walltime,
                 "user": self.user,
                 "recorded_wait": self.recorded_wait,
+                "queue": np.full(len(self), -1, dtype=np.int64) if self.queue is None else self.queue,
             }
         )

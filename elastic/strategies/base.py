@@ -37,6 +37,7 @@ __all__ = [
     "Submit",
     "make_strategy",
     "merge",
+    "needs_allocation",
     "release_idle",
     "remaining_work",
     "walltime_follow_ups",
@@ -215,6 +216,18 @@ def remaining_work(view: RunView, label: str) -> float:
             elapsed = view.now - s.start_time
             total += max(0.0, k.expected_duration(name, elapsed) - elapsed)
     return total
+
+
+def needs_allocation(view: RunView, label: str) -> bool:
+    """Whether ``label`` needs a first allocation: it has none, or all ended and we released the last.
+
+    The second case is a label whose work was done (its allocation released) and that has work again: a
+    front door's stage that gets new tasks after it completed.
+
+    An allocation that ended under us (walltime, ``scancel``) is replaced by :func:`walltime_follow_ups`.
+    """
+    mine = view.allocations_for(label)
+    return not mine or (all(a.ended for a in mine) and mine[-1].cancelled)
 
 
 def release_idle(view: RunView) -> list[Cancel]:

@@ -7,7 +7,15 @@ sequence is pre-submitted (as wide as the widest stage still to run); lost tasks
 
 from __future__ import annotations
 
-from elastic.strategies.base import Decision, RunView, Submit, merge, release_idle, walltime_follow_ups
+from elastic.strategies.base import (
+    Decision,
+    RunView,
+    Submit,
+    merge,
+    needs_allocation,
+    release_idle,
+    walltime_follow_ups,
+)
 from elastic.strategies.knowledge import TOTAL
 
 __all__ = ["BigJob"]
@@ -26,7 +34,7 @@ class BigJob:
 
     def decide(self, view: RunView) -> Decision:
         """Submit the one big allocation at the start; follow up on walltime; release at the end."""
-        if not view.allocations_for(TOTAL):
+        if needs_allocation(view, TOTAL) and not view.done:
             cores = view.label_width(TOTAL)
             return Decision((Submit(TOTAL, cores, view.knowledge.walltime(TOTAL), reason="initial"),))
         return merge(walltime_follow_ups(view, [TOTAL]), Decision(tuple(release_idle(view))))

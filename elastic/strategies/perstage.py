@@ -7,7 +7,15 @@ done is released at once. Cheapest in core-hours; each stage pays a full queue w
 
 from __future__ import annotations
 
-from elastic.strategies.base import Decision, RunView, Submit, merge, release_idle, walltime_follow_ups
+from elastic.strategies.base import (
+    Decision,
+    RunView,
+    Submit,
+    merge,
+    needs_allocation,
+    release_idle,
+    walltime_follow_ups,
+)
 
 __all__ = ["PerStage"]
 
@@ -28,7 +36,7 @@ class PerStage:
         submits = tuple(
             Submit(s.name, s.width, view.knowledge.walltime(s.name), reason="initial")
             for s in view.stages
-            if s.ready and not s.complete and not view.allocations_for(s.name)
+            if s.ready and not s.complete and needs_allocation(view, s.name)
         )
         return merge(
             Decision(tuple(release_idle(view))),

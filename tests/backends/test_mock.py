@@ -301,3 +301,35 @@ def test_forgotten_close_leaves_no_pilot_behind(tmp_path: Path):
     subprocess.run([sys.executable, "-c", program], check=True, timeout=60)
     pid = _read_pid(pidfile)
     _wait_for(lambda: not _alive(pid))
+
+
+def _held_job_order(backend: MockBackend) -> dict[str, float | None]:
+    """4 cores: A holds them 0-100; H (submitted at 0) waits for A, B arrives at 10 and waits for cores."""
+    a = backend.submit(JobSpec(cores=4, walltime=100.0, runtime=100.0))
+    h = backend.submit(
+        JobSpec(cores=4, walltime=50.0, runtime=50.0, dependencies=(Dependency(DependencyKind.AFTERANY, a),))
+    )
+    backend.sleep(10.0)
+    b = backend.submit(JobSpec(cores=4, walltime=50.0, runtime=50.0))
+    backend.sleep(300.0)
+    return {"H": backend.state(h).start_time, "B": backend.state(b).start_time}
+
+
+def test_priority_model_decides_where_a_released_job_queues():
+    # Issue 9: multifactor age counts from eligibility, so H (eligible at 100) goes behind B (waiting
+    # since 10); FIFO and ACCRUE_ALWAYS keep H's submit place.
+    assert MockBackend(nodes=4).priority == "age"
+    assert _held_job_order(MockBackend(nodes=4)) == {"B": 100.0, "H": 150.0}
+    assert _held_job_order(MockBackend(nodes=4, priority="basic")) == {"H": 100.0, "B": 150.0}
+    assert _held_job_order(MockBackend(nodes=4, priority="accrue-always")) == {"H": 100.0, "B": 150.0}
+    # capped age (PriorityMaxAge 60 s): B has waited 90 s at 100, H 0 s: still B first
+    assert _held_job_order(MockBackend(nodes=4, priority_max_age=60.0)) == {"B": 100.0, "H": 150.0}
+
+
+def test_priority_default_is_age_and_bad_names_are_refused():
+    assert MockBackend(nodes=1).priority == "age"
+    assert MockBackend(nodes=1, priority="basic").priority == "basic"
+    with pytest.raises(ConfigError, match=r"unknown priority model 'fifo'; choose one of: accrue-always"):
+        MockBackend(nodes=1, priority="fifo")
+    with pytest.raises(ConfigError, match="max_age must be > 0"):
+        MockBackend(nodes=1, priority_max_age=-1.0)

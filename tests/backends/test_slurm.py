@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from elastic.backends.base import BatchBackend
+from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo, PendingReason
 from elastic.errors import (
@@ -24,7 +25,7 @@ from elastic.errors import (
     SubmitError,
     UnknownJobError,
 )
-from tests.fixtures.slurm_cluster import LocalSlurmCluster
+from tests.fixtures.slurm_cluster import LocalSlurmCluster, _require_binaries
 
 pytestmark = pytest.mark.slurm
 
@@ -295,3 +296,54 @@ def test_job_past_its_walltime_times_out(backend: SlurmBackend) -> None:
     assert info.state is JobState.TIMEOUT
     assert info.start_time is not None and info.end_time is not None
     assert 60 <= info.end_time - info.start_time <= 100
+
+
+def _held_then_fresh(backend: SlurmBackend, cores: int) -> tuple[float, float]:
+    """A holds every core for ~4 s; H (afterany A) is submitted, then B a second later. Start times."""
+    a = backend.submit(JobSpec(cores=cores, walltime=60, script="sleep 4"))
+    wait_for(backend, a, running)
+    h = backend.submit(
+        JobSpec(
+            cores=cores, walltime=60, script="sleep 1", dependencies=(Dependency(DependencyKind.AFTERANY, a),)
+        )
+    )
+    time.sleep(1.1)
+    b = backend.submit(JobSpec(cores=cores, walltime=60, script="sleep 1"))
+    h_start = wait_for(backend, h, final, 60).start_time
+    b_start = wait_for(backend, b, final, 60).start_time
+    assert h_start is not None and b_start is not None
+    return h_start, b_start
+
+
+def test_the_cluster_reports_its_priority_setting_and_orders_a_released_job_as_the_mock_model(
+    backend: SlurmBackend, slurm_cluster: LocalSlurmCluster
+) -> None:
+    # Issue 9: what `scontrol show config` says decides the mock's --priority; under priority/basic a
+    # job released from its dependency keeps its submit place (before B), as MockBackend(priority="basic").
+    assert slurm_cluster.priority_setting()["PriorityType"] == "priority/basic"
+    assert backend.priority_model() == "basic"
+    h_start, b_start = _held_then_fresh(backend, slurm_cluster.total_cores)
+    assert h_start < b_start
+    mock = MockBackend(nodes=16, priority="basic")  # the same queue, simulated
+    a = mock.submit(JobSpec(cores=16, walltime=60, runtime=4.0))
+    h = mock.submit(
+        JobSpec(cores=16, walltime=60, runtime=1.0, dependencies=(Dependency(DependencyKind.AFTERANY, a),))
+    )
+    mock.sleep(1.1)
+    b = mock.submit(JobSpec(cores=16, walltime=60, runtime=1.0))
+    mock.sleep(60.0)
+    assert (mock.state(h).start_time, mock.state(b).start_time) == (4.0, 5.0)
+
+
+def test_multifactor_without_accounting_database_cannot_age_jobs(tmp_path: Path) -> None:
+    # PriorityWeightAge needs slurmdbd (slurm.conf(5)); without it every priority stays equal and jobs go
+    # in submit order: priority_model() says "basic", and the released job H still goes first.
+    _require_binaries()
+    conf = ["PriorityType=priority/multifactor", "PriorityWeightAge=1000", "PriorityCalcPeriod=1"]
+    with LocalSlurmCluster(tmp_path / "mf", nodes=1, cores_per_node=2, extra_conf=conf) as cluster:
+        setting = cluster.priority_setting()
+        assert setting["PriorityType"] == "priority/multifactor" and setting["PriorityWeightAge"] == "1000"
+        backend = SlurmBackend(env=cluster.env, workdir=tmp_path, command_timeout=20)
+        assert backend.priority_model() == "basic"
+        h_start, b_start = _held_then_fresh(backend, cluster.total_cores)
+        assert h_start < b_start

@@ -228,6 +228,28 @@ def test_partition_and_config() -> None:
         parse.parse_partition(out("scontrol_partition_unknown")["stdout"])
 
 
+def test_priority_model_from_the_site_configuration() -> None:
+    # The captured local cluster runs priority/basic (Slurm 22.05 prints no PriorityFlags then).
+    config = parse.parse_config(out("scontrol_config")["stdout"])
+    assert config["PriorityType"] == "priority/basic" and parse.priority_model(config) == "basic"
+    multifactor = {
+        "PriorityType": "priority/multifactor",
+        "PriorityWeightAge": "1000",
+        "PriorityFlags": "",
+        "AccountingStorageType": "accounting_storage/slurmdbd",
+    }
+    assert parse.priority_model(multifactor) == "age"
+    assert parse.priority_model({**multifactor, "PriorityFlags": "SMALL_RELATIVE_TO_TIME,ACCRUE_ALWAYS"}) == (
+        "accrue-always"
+    )
+    # age cannot order jobs: weight 0 (Slurm's default), or no accounting database to compute it
+    assert parse.priority_model({**multifactor, "PriorityWeightAge": "0"}) == "basic"
+    assert (
+        parse.priority_model({**multifactor, "AccountingStorageType": "accounting_storage/none"}) == "basic"
+    )
+    assert parse.priority_model({"PriorityType": "priority/other"}) is None
+
+
 # ----------------------------------------------------------------------------- tables and formats
 
 

@@ -15,7 +15,9 @@ from elastic.batch import JobSpec
 from elastic.errors import ConfigError
 from learners.asa import ASAEstimator
 from learners.base import NotFittedError, WaitPredictor
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate
+from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from learners.ewma import LogEWMA
+from learners.reference import AlwaysZero, SchedulerEstimate
 
 FACTORIES = {
     "asa-default": lambda: ASAEstimator(policy="default", random_state=0),
@@ -27,12 +29,15 @@ FACTORIES = {
     "mean": lambda: RunningMean(window=4),
     "median": lambda: RunningMedian(window=5),
     "qbets": lambda: QBETSUpperBound(quantile=0.8, confidence=0.9),
+    "quantile": lambda: RunningQuantile(window=6, quantile=0.25),
+    "ewma": lambda: LogEWMA(alpha=0.3),
+    "zero": AlwaysZero,
     "scheduler": lambda: SchedulerEstimate(
         backend=MockBackend(nodes=8), spec=JobSpec(cores=2, walltime=60.0)
     ),
 }
-LEARNS = {name for name in FACTORIES if name != "scheduler"}  # the scheduler baseline learns nothing
-DETERMINISTIC = {"asa-greedy", "last", "mean", "median", "qbets"}  # the others sample or ask a backend
+LEARNS = {name for name in FACTORIES if name not in ("scheduler", "zero")}  # those two learn nothing
+DETERMINISTIC = {"asa-greedy", "last", "mean", "median", "qbets", "quantile", "ewma", "zero"}
 
 waits = st.floats(min_value=0, max_value=200_000, allow_nan=False, allow_infinity=False)
 
@@ -61,8 +66,8 @@ def test_init_is_keyword_only_and_stores_parameters_unchanged(name):
 
 def test_predict_before_any_observation(name):
     predictor = FACTORIES[name]()
-    if name.startswith("asa") or name == "scheduler":
-        assert math.isfinite(predictor.predict("unseen"))  # ASA samples its prior; the scheduler answers
+    if name.startswith("asa") or name in ("scheduler", "zero"):
+        assert math.isfinite(predictor.predict("unseen"))  # ASA samples its prior; those two answer
     else:
         with pytest.raises(NotFittedError):
             predictor.predict("unseen")
@@ -114,7 +119,7 @@ def test_impossible_waits_are_rejected(name, wait):
 
 def test_learners_follow_a_stable_queue(name):
     if name not in LEARNS:
-        pytest.skip("the scheduler baseline does not learn from observations")
+        pytest.skip(f"the {name} baseline does not learn from observations")
     predictor = FACTORIES[name]()
     for _ in range(80):
         predictor.observe("k", 3_000.0)

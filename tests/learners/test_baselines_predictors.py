@@ -14,8 +14,10 @@ from scipy import stats
 from elastic.backends.mock import MockBackend
 from elastic.batch import Dependency, DependencyKind, JobSpec
 from elastic.errors import ConfigError
-from learners.base import InvalidParameterError, NotFittedError, PredictionUnavailableError
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, SchedulerEstimate
+from learners.base import InvalidParameterError, NotFittedError, PredictionUnavailableError, WaitDistribution
+from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from learners.ewma import LogEWMA
+from learners.reference import AlwaysZero, SchedulerEstimate
 
 waits = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 
@@ -195,3 +197,69 @@ def test_scheduler_estimate_counts_observations_and_checks_its_parameters():
     with pytest.raises(ConfigError, match="not a JobSpec"):
         SchedulerEstimate(backend=backend, spec=lambda key: None).predict("k")
     assert math.isfinite(SchedulerEstimate(backend=backend, spec=JobSpec(cores=1, walltime=5.0)).predict("k"))
+
+
+def test_always_zero_predicts_zero_and_counts():
+    zero = AlwaysZero()
+    assert zero.predict("unseen") == 0.0
+    zero.observe("k", 500.0).observe("k", 0.0)
+    assert zero.predict("k") == 0.0 and zero.get_state("k") == {"format": "AlwaysZero/1", "observations": 2}
+    with pytest.raises(ConfigError, match="expected format 'AlwaysZero/1'"):
+        zero.set_state("k", {"format": "LastWait/1", "waits": []})
+
+
+def test_running_quantile_gives_the_window_quantiles_and_the_median_is_its_special_case():
+    q = RunningQuantile(window=3, quantile=0.0)
+    for w in (500.0, 10.0, 20.0, 30.0):  # 500 leaves the window
+        q.observe("k", w)
+    assert q.predict("k") == 10.0
+    assert q.quantiles("k", [0.5, 1.0]).tolist() == [20.0, 30.0]
+    assert isinstance(q, WaitDistribution)
+    m = RunningMedian(window=3)
+    for w in (500.0, 10.0, 20.0, 30.0):
+        m.observe("k", w)
+    assert m.predict("k") == 20.0 and m.get_params() == {"window": 3}
+    assert m.get_state("k")["format"] == "RunningMedian/1"
+    with pytest.raises(InvalidParameterError, match="'quantile' must be a number in \\[0, 1\\]"):
+        RunningQuantile(quantile=1.5).observe("k", 1.0)
+    with pytest.raises(NotFittedError):
+        RunningQuantile().quantiles("unseen", [0.5])
+
+
+def test_log_ewma_follows_the_recent_waits_on_a_log_scale():
+    p = LogEWMA(alpha=0.5)
+    with pytest.raises(NotFittedError, match="call observe"):
+        p.predict("k")
+    p.observe("k", 99.0)
+    assert p.predict("k") == 99.0  # one wait: its own median, exactly
+    p.observe("k", 9999.0)  # log(1 + w): 100 and 10,000 average to 1,000
+    assert p.predict("k") == pytest.approx(999.0)
+    lo, mid, hi = p.quantiles("k", [0.1, 0.5, 0.9])
+    assert lo < mid < hi and mid == pytest.approx(999.0)
+    assert (hi + 1) * (lo + 1) == pytest.approx((mid + 1) ** 2)  # symmetric on the log scale
+    for _ in range(30):  # the queue has moved: a run of 60 s waits
+        p.observe("k", 60.0)
+    assert p.predict("k") == pytest.approx(60.0, rel=1e-6)
+    assert isinstance(p, WaitDistribution)
+    errs_short = LogEWMA(alpha=0.5, quantile=0.25)
+    for w in (99.0, 9999.0):
+        errs_short.observe("k", w)
+    assert errs_short.predict("k") < 999.0
+    with pytest.raises(ConfigError, match="probabilities must be in \\(0, 1\\)"):
+        p.quantiles("k", [0.0])
+    with pytest.raises(InvalidParameterError, match="'alpha' must be a number in \\(0, 1\\]"):
+        LogEWMA(alpha=0.0).observe("k", 1.0)
+    with pytest.raises(ConfigError, match="expected format 'LogEWMA/1'"):
+        LogEWMA().set_state("k", {"format": "LogEWMA/1", "n": 1, "mean": 1.0, "var": -1.0})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    waits=st.lists(st.floats(0, 1e6, allow_nan=False), min_size=1, max_size=30),
+    q=st.floats(0, 1),
+)
+def test_running_quantile_matches_numpy(waits, q):
+    predictor = RunningQuantile(window=30, quantile=q)
+    for w in waits:
+        predictor.observe("k", w)
+    assert predictor.predict("k") == pytest.approx(float(np.quantile(waits, q)), rel=1e-12, abs=1e-9)

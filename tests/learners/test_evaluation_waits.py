@@ -89,6 +89,24 @@ def test_metrics_on_a_hand_made_trace():
     assert row["cost"] == 30 * 70 + 700
 
 
+def test_rank_correlation_says_whether_a_predictor_follows_the_queue():
+    # Waits rise job after job, each known before the next submit: the last wait ranks the next one
+    # exactly (Spearman 1); always-0 ranks nothing (NaN).
+    n = 12
+    wl = workload(np.arange(n) * 10_000.0, (np.arange(n) + 1) * 100.0, [28] * n)
+    table = OnlineEvaluation(wl, classes=[28]).run(
+        {"last": LastWait(), "zero": make_predictor("zero"), "ewma": make_predictor("ewma")}
+    )
+    corr = table.set_index("predictor")["rank_corr"]
+    # The first job is scored as 0 s, the lowest prediction for the shortest wait: still a perfect rank.
+    assert corr["last"] == pytest.approx(1.0) and corr["ewma"] == pytest.approx(1.0)
+    assert np.isnan(corr["zero"])
+    # Waits that alternate long/short: the last wait predicts the opposite of what comes.
+    flip = workload(np.arange(n) * 10_000.0, np.tile([100.0, 5_000.0], n // 2), [28] * n)
+    corr = OnlineEvaluation(flip, classes=[28]).run({"last": LastWait()}).iloc[0]["rank_corr"]
+    assert corr < -0.5
+
+
 def test_hits_are_counted_on_the_grid_for_non_grid_predictors():
     # waits 604, 596, 610: all closest to the grid value 600 -> every prediction after the first is a hit
     wl = workload([0, 1000, 2000, 3000], [604, 596, 610, 600], [28] * 4)
@@ -302,6 +320,7 @@ def test_cli_evaluates_a_trace_and_writes_csv(tmp_path, capsys):
     ]  # fmt: skip
     last28 = table.iloc[0]
     assert last28["coverage"] == pytest.approx(1 / 3)  # job 3 sees job 1's wait (known at 100 <= 400)
+    assert "rank corr" in text and "rank_corr" in table.columns
 
 
 def test_cli_convergence_writes_the_figure_and_prints_iterations(tmp_path, capsys):

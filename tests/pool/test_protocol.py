@@ -19,6 +19,7 @@ from elastic.pool.messages import (
     Bye,
     Drain,
     Heartbeat,
+    KillTasks,
     Register,
     Report,
     RunTasks,
@@ -55,6 +56,7 @@ tasks = st.builds(
     stage=text,
     check=st.booleans(),
     isolate=st.booleans(),
+    agent=st.none() | st.text(min_size=1, max_size=12),
 )
 results = st.builds(
     TaskResult,
@@ -80,6 +82,7 @@ by_type: dict[type[Any], st.SearchStrategy[Any]] = {
         Report, st.lists(text, max_size=3).map(tuple), st.lists(results, max_size=3).map(tuple)
     ),
     TasksReturned: st.builds(TasksReturned, st.lists(text, max_size=3).map(tuple), text),
+    KillTasks: st.builds(KillTasks, st.lists(text, max_size=3).map(tuple), text),
     TaskLost: st.builds(TaskLost, text, text),
     Drain: st.builds(Drain, text),
     Stop: st.builds(Stop, text),

@@ -6,18 +6,21 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from elastic.backends.mock import MockBackend
 from elastic.batch import JobSpec
 from elastic.cli import main
 from elastic.cli.arguments import MODES as CLI_MODES
+from elastic.cli.arguments import PRIORITIES as CLI_PRIORITIES
 from elastic.errors import ConfigError
 from elastic.simulator.availability import recorded_capacity, recorded_occupancy
 from elastic.simulator.engine import Engine
-from elastic.simulator.fidelity import MODES, fidelity_report, simulate_mode
+from elastic.simulator.fidelity import MODES, simulate_mode
+from elastic.simulator.fidelity_report import fidelity_report
 from elastic.simulator.pinned import PinnedBackfill
+from elastic.simulator.priority import DEFAULT_PRIORITY, PRIORITY_MODELS
 from elastic.simulator.workload import Workload
 from tests.simulator.test_fidelity import swf_text, trace
 
@@ -65,6 +68,8 @@ def test_capacity_refuses_bad_parameters_and_handles_traces_without_recorded_wai
     st.sampled_from([100.0, 300.0, 1000.0]),
     st.integers(1, 6),
 )
+@example(rows=[(0, 1, 0, 800), (0, 1, 1, 699), (0, 1, 1, 699)], step=100.0, cells=1)  # ran for no time
+@example(rows=[(0, 1, 1, 499), (0, 1, 1, 499), (0, 1, 101, 499)], step=100.0, cells=1)  # ends at one instant
 def test_capacity_is_the_peak_use_of_the_preceding_window(
     rows: list[tuple[int, int, int, int]], step: float, cells: int
 ) -> None:
@@ -73,6 +78,9 @@ def test_capacity_is_the_peak_use_of_the_preceding_window(
     times, used = recorded_occupancy(w)
     t, c = recorded_capacity(w, window=window, step=step)
     assert np.all(np.diff(t) > 0) and np.all((c >= 0) & (c <= 8))
+    if times.size == 0:  # only jobs that ran for no time: nothing was ever in use, no limit
+        assert t.size == 0 and c.size == 0
+        return
 
     def level(x: float) -> int:  # cores in use at time x (events at x applied)
         k = np.searchsorted(times, x, side="right") - 1
@@ -172,6 +180,7 @@ def test_mock_backend_capacity_mode_offers_only_the_recorded_capacity() -> None:
 
 def test_every_mode_is_offered_by_the_cli() -> None:
     assert CLI_MODES == MODES
+    assert CLI_PRIORITIES == PRIORITY_MODELS and PRIORITY_MODELS[0] == DEFAULT_PRIORITY
 
 
 def test_cli_capacity_window(
@@ -195,7 +204,9 @@ def test_cli_capacity_window(
     assert main([*argv, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "capacity (2nd half)" in text
-    assert out.read_text().splitlines()[1].startswith("capacity,0,1,1100.0")
+    assert (
+        out.read_text().splitlines()[1].startswith("capacity,0,600.0,1,1100.0")
+    )  # mode, reserve, window, jobs
     sim = ["simulate", "--trace", str(swf), "--cores", "2:2"]
     assert main([*sim, "--mode", "capacity", "--capacity-window", "10m"]) == 0
     assert "usable cores from the last 0.166667 h" in capsys.readouterr().out

@@ -16,6 +16,7 @@ def test_synthetic_to_csv(tmp_path, capsys):
     assert main(["simulate", "--jobs", "400", "--processors", "64", "--seed", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "utilisation" in text and "by job size" in text
+    assert "priority model" in text and " age " in text  # the default, printed
     rec = pd.read_csv(out)
     assert len(rec) == 400
     assert (rec["start"] >= rec["submit"]).all()

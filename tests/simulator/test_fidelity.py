@@ -13,14 +13,9 @@ from elastic.backends.mock import MockBackend
 from elastic.batch import JobSpec
 from elastic.cli import main
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.simulator.fidelity import (
-    backend_setup,
-    calibrate_reserve,
-    fidelity_report,
-    pinnable,
-    simulate_mode,
-    user_chain,
-)
+from elastic.simulator.fidelity import backend_setup, calibrate_reserve, simulate_mode
+from elastic.simulator.fidelity_report import fidelity_report
+from elastic.simulator.recorded import pinnable, user_chain
 from elastic.simulator.synthetic import synthetic_workload
 from elastic.simulator.trace import read_swf
 from elastic.simulator.workload import Workload
@@ -197,7 +192,7 @@ def test_cli_fidelity_prints_one_row_per_mode(
     for mode in ("replay", "recorded", "recorded-chain", "calibrated", "calibrated (1st half)", "(2nd half)"):
         assert mode in text
     assert "Spearman" in text and "goal" in text
-    assert out.read_text().splitlines()[0].startswith("mode,reserve,jobs,mean_wait")
+    assert out.read_text().splitlines()[0].startswith("mode,reserve,window,jobs,mean_wait")
 
 
 def test_cli_fidelity_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

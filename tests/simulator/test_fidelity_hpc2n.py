@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from elastic.simulator.fidelity import fidelity_report
+from elastic.simulator.fidelity_report import fidelity_report
+from elastic.simulator.recorded import capacity_window, fast_queues
 from elastic.simulator.trace import read_swf
 
 pytestmark = pytest.mark.slow
@@ -50,6 +51,8 @@ def test_hpc2n_capacity_mode_meets_the_fidelity_goal(hpc2n_trace: Path) -> None:
     for row in ("capacity", "capacity (1st half)", "capacity (2nd half)"):
         assert report.loc[row, "meets_goal"], report.loc[row].to_dict()
     assert rho["capacity"] >= 0.62
+    # The window comes from the trace: 3 x its median request (4 h), the 12 h chosen on HPC2N.
+    assert report.loc["capacity", "window"] == 12 * 3600.0
 
 
 def test_ctc_capacity_mode_ranks_like_the_recorded_waits(traces_dir: Path) -> None:
@@ -60,5 +63,18 @@ def test_ctc_capacity_mode_ranks_like_the_recorded_waits(traces_dir: Path) -> No
     report = fidelity_report(read_swf(path), modes=("replay", "capacity")).set_index("mode")
     rho = report["spearman"]
     assert rho["capacity"] >= rho["replay"] + 0.1
-    assert rho["capacity"] >= 0.6
-    assert 0.5 <= report.loc["capacity", "median_ratio"] <= 2.0
+    assert report.loc["capacity", "window"] == 9 * 3600.0  # 3 x CTC's median request (3 h)
+    for row in ("capacity", "capacity (1st half)", "capacity (2nd half)"):
+        assert report.loc[row, "meets_goal"], report.loc[row].to_dict()
+
+
+def test_sdsc_blue_settings_come_from_the_trace(traces_dir: Path) -> None:
+    # What the capacity mode derives on SDSC Blue, from the jobs it does not evaluate (its figures are in
+    # the README: Spearman about 0.6, median too long).
+    path = traces_dir / "SDSC-BLUE-2000-4.2-cln.swf.gz"
+    if not path.exists():
+        pytest.skip(f"{path} not found")
+    w = read_swf(path)
+    evaluated = (w.cores >= 16) & (w.cores <= 128)
+    assert capacity_window(w) == 3 * 3600.0  # median request 1 h
+    assert fast_queues(w, ~evaluated) == {0, 22}  # interactive, and the one named 'unknown'

@@ -198,6 +198,7 @@ def _feasible_pins(
     st.booleans(),
     cap_st,
     st.booleans(),
+    st.none() | st.lists(st.integers(-2, 0), min_size=12, max_size=12),
 )
 def test_never_over_allocates_and_respects_pins_chain_reserve_and_capacity(
     pin_rows: list[tuple[int, int, int, int]],
@@ -207,6 +208,7 @@ def test_never_over_allocates_and_respects_pins_chain_reserve_and_capacity(
     chained: bool,
     steps: list[tuple[int, int]],
     trace_jobs: bool,
+    classes: list[int] | None,
 ) -> None:
     total = 6
     steps = sorted(steps)
@@ -239,6 +241,7 @@ def test_never_over_allocates_and_respects_pins_chain_reserve_and_capacity(
         chain=chain,
         capacity=(cap_t, cap_c),
         trace_jobs=len(fg) if trace_jobs else 0,  # planned for their runtime
+        priority=None if classes is None else dict(enumerate(classes[: len(fg)])),  # issue 11
     )
     eng = Engine(nodes=total, policy=policy, workload=fg_w)
     if kept:
@@ -268,7 +271,7 @@ def test_never_over_allocates_and_respects_pins_chain_reserve_and_capacity(
     assert all(start[j] >= fg_w.submit[j] for j in fg_idx)
     for child, parent in chain.items():
         assert start[child] >= start[parent]
-    if order == "fcfs":  # fg jobs are in queue order already (sorted by submit)
+    if order == "fcfs" and classes is None:  # fg jobs are in queue order already (sorted by submit)
         assert [start[j] for j in fg_idx] == sorted(start[j] for j in fg_idx)
 
 

@@ -1,6 +1,8 @@
-"""Hypothesis invariants of the engine under every policy, on random small workloads.
+"""Hypothesis invariants of the engine under every policy and priority model, on random small workloads.
 
-Jobs are submitted online (so they may carry dependencies and begin times) and some are cancelled.
+Jobs are submitted online (so they may carry dependencies and begin times) and some are cancelled. Under
+every priority model (:mod:`elastic.simulator.priority`) a held job never starts before its begin time
+and its dependencies allow (issue 9).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from elastic.batch import DependencyKind
 from elastic.simulator.base import POLICIES, QueuePolicy, make_policy
 from elastic.simulator.engine import Engine
 from elastic.simulator.jobs import CANCELLED, COMPLETED, FAILED, PENDING, RUNNING, TIMEOUT
+from elastic.simulator.priority import PRIORITY_MODELS
 from elastic.simulator.speculative import SpeculativeEasy
 
 FINAL = {COMPLETED, FAILED, TIMEOUT, CANCELLED}
@@ -42,12 +45,21 @@ case_st = st.fixed_dictionaries(
 )
 
 
-def drive(policy: str | QueuePolicy, case: dict, *, with_deps: bool = True) -> Engine:
+def drive(
+    policy: str | QueuePolicy,
+    case: dict,
+    *,
+    with_deps: bool = True,
+    priority: str = "age",
+    max_age: float = math.inf,
+) -> Engine:
     eng = Engine(
         nodes=case["nodes"],
         cores_per_node=case["cpn"],
         policy=make_policy(policy) if isinstance(policy, str) else policy,
         kill_invalid_dep=case["kill"],
+        priority=priority,
+        max_age=max_age,
     )
     total = case["nodes"] * case["cpn"]
     t = 0.0
@@ -171,9 +183,18 @@ def check_invariants(eng: Engine) -> pd.DataFrame:
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(case=case_st, policy=st.sampled_from(sorted(POLICIES)))
-def test_invariants_every_policy(case, policy):
-    check_invariants(drive(policy, case))
+@given(
+    case=case_st,
+    policy=st.sampled_from(sorted(POLICIES)),
+    priority=st.sampled_from(PRIORITY_MODELS),
+    max_age=st.sampled_from([math.inf, 604800.0, 20.0]),
+)
+def test_invariants_every_policy(case, policy, priority, max_age):
+    eng = drive(policy, case, priority=priority, max_age=max_age)
+    check_invariants(eng)
+    for j, at in eng.ranking.eligible_at.items():  # held jobs: eligible no earlier than the holds allow
+        assert at >= eng.jobs.begin[j] and at > eng.jobs.submit[j] - 1e-9
+        assert math.isnan(eng.jobs.start[j]) or eng.jobs.start[j] >= at
 
 
 @settings(max_examples=80, deadline=None)
@@ -214,14 +235,14 @@ spec_case_st = st.fixed_dictionaries(
 
 
 @settings(max_examples=150, deadline=None)
-@given(case=spec_case_st, with_deps=st.booleans())
-def test_speculative_invariants(case, with_deps):
+@given(case=spec_case_st, with_deps=st.booleans(), priority=st.sampled_from(PRIORITY_MODELS))
+def test_speculative_invariants(case, with_deps, priority):
     # Speculation from the first ended job on, so small cases exercise kills and requeues.
     if not with_deps:
         case = {**case, "jobs": [{**j, "cancel": None} for j in case["jobs"]]}
     policy = SpeculativeEasy(min_samples=1)
     policy.ratios._refresh = 1
-    eng = drive(policy, case, with_deps=with_deps)
+    eng = drive(policy, case, with_deps=with_deps, priority=priority)
     check_invariants(eng)
     for j, tries in eng.jobs.attempts.items():
         assert eng.jobs.requeues[j] == len(tries) == 1

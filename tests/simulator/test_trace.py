@@ -131,14 +131,17 @@ def test_processors_scaling(small_trace: Path) -> None:
 
 def test_max_jobs(small_trace: Path) -> None:
     assert read_swf(small_trace, max_jobs=2).job_id.tolist() == [1, 2]
-    assert len(read_swf(small_trace, max_jobs=0)) == 0
+    with pytest.raises(ConfigError, match="max_jobs must be >= 1"):
+        read_swf(small_trace, max_jobs=0)
 
 
-def test_no_header_uses_widest_job(tmp_path: Path) -> None:
+def test_no_header_uses_widest_job(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     text = swf_line(1, 0, req_procs=3) + "\n" + swf_line(2, 5, req_procs=12) + "\n"
     path = write(tmp_path / "bare.swf", text)
-    w = read_swf(path)
+    with caplog.at_level(logging.WARNING, logger="elastic.simulator.trace"):
+        w = read_swf(path)
     assert w.processors == 12
+    assert "ASSUMED the machine is as wide as its widest job, 12 cores" in caplog.text
     assert read_swf_header(path).lines == ()
 
 
@@ -160,9 +163,11 @@ def test_unsorted_trace_is_sorted(tmp_path: Path) -> None:
     assert w.submit.tolist() == [10.0, 20.0, 30.0]
 
 
-def test_header_only_gives_empty_workload(tmp_path: Path) -> None:
-    w = read_swf(write(tmp_path / "empty.swf", "; MaxProcs: 64\n"))
-    assert len(w) == 0 and w.processors == 64
+def test_header_only_is_an_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "empty.swf", "; MaxProcs: 64\n")
+    with pytest.raises(TraceError, match="has no job lines") as info:
+        read_swf(path)
+    assert info.value.path == str(path)
 
 
 @pytest.mark.parametrize(
@@ -172,7 +177,7 @@ def test_header_only_gives_empty_workload(tmp_path: Path) -> None:
         (swf_line(9, 9) + " 7", 4, r"found 19"),
         (swf_line(9, 9).replace(" 100 ", " abc ", 1), 4, r"field 4 \(run_time\) is not a finite .*'abc'"),
         (swf_line(9, 9).replace(" 100 ", " nan ", 1), 4, r"field 4 \(run_time\) is not a finite number"),
-        (swf_line(9, -5), 4, r"negative submit time -5"),
+        (swf_line(9, -5), 4, r"field 2 \(submit_time\) is -5"),
     ],
 )
 @pytest.mark.parametrize("name", ["bad.swf", "bad.swf.gz"])
@@ -259,6 +264,10 @@ def _write_jobs(path: Path, jobs: list[tuple[int, int, int, int, int, int]]) -> 
 def test_round_trip(tmp_path: Path, jobs: list[tuple[int, int, int, int, int, int]]) -> None:
     path = tmp_path / "rt.swf"
     submits = _write_jobs(path, jobs)
+    if not jobs:  # nothing to replay: a clear error, never an empty workload
+        with pytest.raises(TraceError, match="no job lines"):
+            read_swf(path)
+        return
     w = read_swf(path)
     assert len(w) == len(jobs)
     assert w.job_id.tolist() == list(range(1, len(jobs) + 1))
@@ -290,9 +299,15 @@ def test_window_load_scale_invariants(
     path = tmp_path / "inv.swf"
     submits = np.array(_write_jobs(path, jobs), dtype=np.float64)
     end = start + length
+    inside = (submits >= start) & (submits < end)
+    if not inside.any():  # an empty window is an error naming the trace's span
+        with pytest.raises(
+            TraceError, match="no job lines" if not jobs else "no job is submitted in the window"
+        ):
+            read_swf(path, window=(start, end), load=load, processors=processors)
+        return
     full = read_swf(path)
     w = read_swf(path, window=(start, end), load=load, processors=processors)
-    inside = (submits >= start) & (submits < end)
     assert w.job_id.tolist() == full.job_id[inside].tolist()
     assert np.all(w.submit >= 0) and np.all(w.submit < length / load + 1e-6)
     np.testing.assert_allclose(w.submit, (submits[inside] - start) / load)

@@ -1,0 +1,135 @@
+"""``elastic mesos``: serve the Mesos scheduler API on a front door until interrupted.
+
+``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--secret-dir DIR]
+[--speedup K] [--partition P] [--account A] [--bind IFACE] [--workflow NAME] [--max-cores N]
+[--idle-timeout S] [--heartbeat S] [--mem-per-core MB] [--store URL | --no-store]``
+
+It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT", principal=any,
+secret=<the secret file's content>)``) and the secret file, then serves frameworks until Ctrl-C or SIGTERM;
+it then ends every framework's stream, releases every allocation and prints the run's makespan and
+core-hours. Every option is checked before anything starts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int
+from elastic.errors import ConfigError
+from elastic.strategies import STRATEGY_NAMES
+
+__all__ = ["register"]
+
+_BACKENDS = ("local", "mock", "slurm")
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``mesos`` subcommand."""
+    parser = subparsers.add_parser(
+        "mesos",
+        help="serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",
+        description="Serve the Mesos v1 scheduler API on pilot allocations chosen by a strategy.",
+    )
+    parser.add_argument("--backend", choices=_BACKENDS, default="local", help="where allocations come from")
+    parser.add_argument("--strategy", choices=STRATEGY_NAMES, default="asa", help="default: asa")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="interface the API listens on (default 127.0.0.1)"
+    )
+    parser.add_argument(
+        "--port", type=int_in_range(0, 65535), default=5050, help="TCP port, 0 for any (default 5050)"
+    )
+    parser.add_argument(
+        "--secret-dir", help="directory of the secret file (default: a private temporary one)"
+    )
+    parser.add_argument("--speedup", type=positive_float, help="mock backend: clock speed-up K (default 60)")
+    parser.add_argument("--partition", help="Slurm partition")
+    parser.add_argument("--account", help="Slurm account")
+    parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on for agents")
+    parser.add_argument("--workflow", default="mesos", help="name runs are kept under (default: mesos)")
+    parser.add_argument("--max-cores", type=positive_int, help="no allocation wider")
+    parser.add_argument(
+        "--idle-timeout", type=nonnegative_float, default=300.0, help="seconds an idle stage keeps its cores"
+    )
+    parser.add_argument("--heartbeat", type=positive_float, default=15.0, help="seconds between HEARTBEATs")
+    parser.add_argument(
+        "--mem-per-core", type=positive_float, default=1024.0, help="mem (MB) offered per core (default 1024)"
+    )
+    parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
+    parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
+    parser.set_defaults(func=_serve)
+
+
+def _check(args: argparse.Namespace) -> None:
+    if args.speedup is not None and args.backend != "mock":
+        raise ConfigError(f"--speedup applies to --backend mock only, got --backend {args.backend}")
+    for option in ("partition", "account"):
+        if getattr(args, option) is not None and args.backend != "slurm":
+            raise ConfigError(f"--{option} applies to --backend slurm only, got --backend {args.backend}")
+    if args.store is not None and args.no_store:
+        raise ConfigError("--store and --no-store contradict each other; give one")
+    if args.secret_dir is not None:
+        path = Path(args.secret_dir)
+        if not path.is_dir():
+            raise ConfigError(f"--secret-dir {path}: not a directory")
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"--secret-dir {path}: cannot write there")
+
+
+def _serve(args: argparse.Namespace) -> int:
+    _check(args)
+    from rich.console import Console
+
+    from elastic import Elastic
+    from elastic.front.mesos import MesosServer
+
+    console = Console(soft_wrap=True)
+    backend: Any = args.backend
+    if args.backend == "slurm":
+        from elastic.backends.slurm import SlurmBackend
+
+        backend = SlurmBackend(partition=args.partition, account=args.account)
+    store = False if args.no_store else args.store
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    with Elastic(
+        backend,
+        args.strategy,
+        workflow=args.workflow,
+        store=store,
+        max_cores=args.max_cores,
+        idle_timeout=args.idle_timeout,
+        speedup=args.speedup,
+        bind=args.bind,
+    ) as el:
+        server = MesosServer(
+            el,
+            host=args.host,
+            port=args.port,
+            secret_dir=args.secret_dir,
+            heartbeat_interval=args.heartbeat,
+            mem_per_core=args.mem_per_core,
+        )
+        console.print(f"Mesos scheduler API at http://{server.address}/api/v1/scheduler", highlight=False)
+        console.print(f"master (for pymesos): {server.address}", highlight=False)
+        console.print(
+            f"secret file (HTTP Basic password, any principal): {server.secret_file}", highlight=False
+        )
+        console.print(
+            f"strategy {args.strategy} on the {args.backend} backend; Ctrl-C to stop", highlight=False
+        )
+        try:
+            stop.wait()
+        finally:
+            server.close()
+    result = el.result
+    if result is not None:
+        m = result.metrics
+        hours = f"core-hours charged {m.core_hours_charged:.3f}, used {m.core_hours_used:.3f}"
+        console.print(f"run {result.status}: makespan {m.makespan:.0f} s, {hours}", highlight=False)
+    return 0

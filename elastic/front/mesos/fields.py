@@ -1,0 +1,189 @@
+"""Reading the JSON of scheduler calls: one helper per field kind, errors that name the field's path.
+
+Every helper takes the raw value and its path in the call (``accept.offer_ids[1]``) and returns the value
+or raises :class:`BadCallError` naming the path, the bad value and what is allowed. The HTTP status of each
+error is its :attr:`CallError.status`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from elastic.errors import ElasticError
+
+__all__ = [
+    "DEFAULT_REFUSE_SECONDS",
+    "MAX_BODY",
+    "BadCallError",
+    "CallError",
+    "NotSubscribedError",
+    "UnsupportedCallError",
+    "id_value",
+    "items",
+    "json_object",
+    "labels",
+    "obj",
+    "offer_ids",
+    "optional_string",
+    "refuse_seconds",
+    "seconds",
+    "shown",
+    "string",
+]
+
+MAX_BODY = 8 * 2**20
+"""Largest call body (bytes) parsed; a larger one is refused (HTTP 413 before reading, else 400)."""
+
+DEFAULT_REFUSE_SECONDS = 5.0
+"""``filters.refuse_seconds`` when a call gives none (Mesos' default)."""
+
+
+class CallError(ElasticError):
+    """A scheduler call that cannot be served; :attr:`status` is the HTTP status to answer with."""
+
+    status = 400
+
+
+class BadCallError(CallError, ValueError):
+    """A malformed call (HTTP 400).
+
+    Parameters
+    ----------
+    field : str
+        Path of the bad field (``""`` for the body as a whole).
+    message : str
+        What is wrong and what is allowed.
+    """
+
+    def __init__(self, field: str, message: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {message}" if field else message)
+
+
+class UnsupportedCallError(CallError):
+    """A Mesos call or operation this front door does not serve (HTTP 501), named in the message."""
+
+    status = 501
+
+    def __init__(self, call: str, supported: tuple[str, ...]) -> None:
+        self.call = call
+        super().__init__(f"{call} is not supported by this front door; supported: {', '.join(supported)}")
+
+
+class NotSubscribedError(CallError):
+    """A call from a framework that is not subscribed on this stream (HTTP 403)."""
+
+    status = 403
+
+
+_RECORDIO = re.compile(rb"\s*\d+\n")
+
+
+def json_object(body: bytes) -> dict[str, Any]:
+    """Return the body as one JSON object (not RecordIO, not another JSON value)."""
+    if len(body) > MAX_BODY:
+        raise BadCallError("", f"the body has {len(body)} bytes, more than {MAX_BODY}")
+    if _RECORDIO.match(body):
+        raise BadCallError(
+            "", "the body is RecordIO-framed (a length, a newline, then data); send one JSON object per call"
+        )
+    try:
+        raw = json.loads(body.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise BadCallError("", f"the body is not UTF-8 JSON: {exc.reason} at byte {exc.start}") from None
+    except json.JSONDecodeError as exc:
+        raise BadCallError(
+            "", f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
+    return obj(raw, "")
+
+
+def shown(value: Any) -> str:
+    """Return ``value`` as JSON for a message, cut to 60 characters."""
+    text = json.dumps(value) if not isinstance(value, bytes) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def obj(value: Any, path: str) -> dict[str, Any]:
+    """Return ``value`` if it is an object (path ``""``: the body)."""
+    if isinstance(value, dict):
+        return value
+    if not path:
+        raise BadCallError("", f"the body must be one JSON object, got {shown(value)}")
+    if value is None:
+        raise BadCallError(path, "required (an object)")
+    raise BadCallError(path, f"expected an object, got {shown(value)}")
+
+
+def items(value: Any, path: str) -> list[Any]:
+    """Return ``value`` if it is a list."""
+    if not isinstance(value, list):
+        raise BadCallError(path, f"expected a list, got {shown(value)}")
+    return value
+
+
+def string(value: Any, path: str) -> str:
+    """Return ``value`` if it is a non-empty string (required)."""
+    if value is None:
+        raise BadCallError(path, "required (a string)")
+    if not isinstance(value, str) or not value:
+        raise BadCallError(path, f"expected a non-empty string, got {shown(value)}")
+    return value
+
+
+def optional_string(value: Any, path: str) -> str | None:
+    """Return ``value`` if it is a non-empty string, None if absent."""
+    return None if value is None else string(value, path)
+
+
+def id_value(value: Any, path: str) -> str:
+    """Return the string in an id object, ``{"value": "..."}``."""
+    return string(obj(value, path).get("value"), f"{path}.value")
+
+
+def seconds(value: Any, path: str) -> float:
+    """Return ``value`` if it is finite seconds >= 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise BadCallError(path, f"expected finite seconds >= 0, got {shown(value)}")
+    return float(value)
+
+
+def labels(value: Any, path: str) -> dict[str, str]:
+    """Return a Mesos ``Labels`` object (``{"labels": [{"key": ..., "value": ...}]}``) as a dict."""
+    if value is None:
+        return {}
+    listed = items(obj(value, path).get("labels", []), f"{path}.labels")
+    out = {}
+    for i, item in enumerate(listed):
+        item = obj(item, f"{path}.labels[{i}]")
+        out[string(item.get("key"), f"{path}.labels[{i}].key")] = string(
+            item.get("value"), f"{path}.labels[{i}].value"
+        )
+    return out
+
+
+def offer_ids(raw: Mapping[str, Any], path: str) -> tuple[str, ...]:
+    """Return ``raw.offer_ids`` (at least one)."""
+    listed = items(raw.get("offer_ids", []), f"{path}.offer_ids")
+    ids = tuple(id_value(o, f"{path}.offer_ids[{i}]") for i, o in enumerate(listed))
+    if not ids:
+        raise BadCallError(f"{path}.offer_ids", "required (at least one offer id)")
+    return ids
+
+
+def refuse_seconds(raw: Mapping[str, Any], path: str) -> float:
+    """Return ``raw.filters.refuse_seconds``, or the default."""
+    filters = raw.get("filters")
+    if filters is None:
+        return DEFAULT_REFUSE_SECONDS
+    value = obj(filters, f"{path}.filters").get("refuse_seconds", DEFAULT_REFUSE_SECONDS)
+    return seconds(value, f"{path}.filters.refuse_seconds")

@@ -1,0 +1,198 @@
+"""What the master keeps of a framework and of each task it launched, and the framework's stage and demand.
+
+A framework's **stage** (the label its tasks and allocations carry) is its label ``elastic.stage``, else its
+role when it has one other than ``*``, else its name. Its **demand**, announced to the front door while it
+is subscribed (or within its failover timeout) and not suppressed, is what is left of its label
+``elastic.tasks`` (tasks it will launch, if it says) and at least one task, of ``elastic.cores`` cores
+each (default 1): enough for every strategy to request an allocation for a framework that waits for offers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from elastic.front.mesos import events as ev
+from elastic.front.mesos.calls import FrameworkInfo
+from elastic.front.mesos.fields import BadCallError
+from elastic.front.mesos.states import TaskStatus, reconciled
+from elastic.front.mesos.updates import UpdateQueue
+from elastic.pool.tasks import Task
+
+__all__ = [
+    "LABELS",
+    "POOL_PREFIX",
+    "Framework",
+    "MesosTask",
+    "Stream",
+    "check_labels",
+    "demand",
+    "held_cores",
+    "stage_of",
+]
+
+POOL_PREFIX = "mesos-"
+"""Prefix of the pool task ids of launched tasks."""
+
+LABELS = ("elastic.stage", "elastic.tasks", "elastic.cores")
+"""Framework labels the front door reads (see the module docstring)."""
+
+
+class Stream(Protocol):
+    """A subscription's event stream (the HTTP layer's): ``send`` one record, ``close`` the stream."""
+
+    def send(self, data: bytes) -> None:
+        """Queue one RecordIO record; never blocks."""
+        ...
+
+    def close(self) -> None:
+        """End the stream (the response completes)."""
+        ...
+
+
+@dataclass(slots=True)
+class MesosTask:
+    """A task a framework launched (mutable: its latest state and pending updates)."""
+
+    task_id: str
+    framework_id: str
+    agent_id: str
+    pool_task: Task
+    updates: UpdateQueue
+    state: str = ""
+    """The latest progress state sent (``TASK_STAGING``, ``TASK_RUNNING``...)."""
+    started: bool = False
+    ended: bool = False
+    """The pool reported it ended; its terminal status is not sent yet (its cores are not offered yet)."""
+    terminal: bool = False
+    latest: TaskStatus | None = None
+
+    @property
+    def cores(self) -> int:
+        """Whole cores it takes on its agent."""
+        return self.pool_task.cores
+
+
+@dataclass(slots=True)
+class Framework:
+    """A subscribed (or disconnected, within its failover timeout) framework (mutable)."""
+
+    framework_id: str
+    info: FrameworkInfo
+    stage: str
+    stream: Stream | None = None
+    """Its event stream; None while disconnected."""
+    stream_id: str | None = None
+    suppressed: bool = False
+    disconnected_at: float | None = None
+    last_heartbeat: float = 0.0
+    tasks: dict[str, MesosTask] = field(default_factory=dict)
+    """Its tasks by id, until their terminal update is acknowledged."""
+    launched: int = 0
+
+    @property
+    def cores(self) -> int:
+        """Cores per task it announces (label ``elastic.cores``, default 1)."""
+        return int(self.info.labels.get("elastic.cores", 1))
+
+    def emit(self, event: dict[str, Any]) -> None:
+        """Send one event on its stream (nothing while it is disconnected)."""
+        if self.stream is not None:
+            self.stream.send(ev.record(event))
+
+    def update(self, task: MesosTask, status: TaskStatus, now: float) -> None:
+        """Record a task's new status and queue it (sent at once if nothing is in flight for the task)."""
+        if task.terminal:
+            return
+        task.latest = task.updates.add(status)
+        self.flush(task, now)
+
+    def flush(self, task: MesosTask, now: float) -> None:
+        """Send the task's update due now; forget the task once its terminal update is acknowledged."""
+        if self.stream is None:
+            return
+        due = task.updates.due(now)
+        if due is not None:
+            self.emit(ev.update(due))
+        elif task.terminal and not task.updates:
+            del self.tasks[task.task_id]
+
+    def reconcile(self, task_ids: Iterable[str], now: float, message: str = "") -> None:
+        """Send the latest status of each task (unknown: TASK_LOST, or TASK_UNKNOWN if partition-aware)."""
+        for task_id in task_ids:
+            task = self.tasks.get(task_id)
+            latest = None if task is None else task.latest
+            self.emit(
+                ev.update(
+                    reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
+                )
+            )
+
+    def chores(self, now: float, heartbeat_interval: float) -> float:
+        """Resend due updates and send a heartbeat if due; return when something is due next."""
+        wake = now + heartbeat_interval
+        for task in list(self.tasks.values()):
+            self.flush(task, now)
+            due = task.updates.next_due()
+            if due is not None:
+                wake = min(wake, due)
+        if now - self.last_heartbeat >= heartbeat_interval:
+            self.emit(ev.heartbeat())
+            self.last_heartbeat = now
+        return min(wake, self.last_heartbeat + heartbeat_interval)
+
+    @property
+    def partition_aware(self) -> bool:
+        """Whether it has the ``PARTITION_AWARE`` capability (TASK_DROPPED, TASK_UNKNOWN, not TASK_LOST)."""
+        return "PARTITION_AWARE" in self.info.capabilities
+
+
+def check_labels(info: FrameworkInfo) -> None:
+    """Check the ``elastic.*`` labels of a subscribing framework.
+
+    Raises
+    ------
+    BadCallError
+        ``elastic.tasks`` is not an integer >= 0, ``elastic.cores`` not an integer >= 1, or an ``elastic.``
+        label is unknown.
+    """
+    path = "subscribe.framework_info.labels"
+    for key, value in info.labels.items():
+        if not key.startswith("elastic."):
+            continue
+        if key not in LABELS:
+            raise BadCallError(f"{path}[{key}]", f"unknown label; the front door reads {', '.join(LABELS)}")
+        low = {"elastic.tasks": 0, "elastic.cores": 1}.get(key)
+        if low is not None and not (value.isdigit() and int(value) >= low):
+            raise BadCallError(f"{path}[{key}]", f"expected an integer >= {low}, got {value!r}")
+
+
+def stage_of(info: FrameworkInfo) -> str:
+    """Return the framework's stage (see the module docstring)."""
+    return info.labels.get("elastic.stage") or (info.role if info.role != "*" else info.name)
+
+
+def demand(frameworks: Iterable[Framework]) -> dict[str, tuple[int, int]]:
+    """Return ``{stage: (tasks wanted and not launched yet, cores per task)}`` (see the module docstring)."""
+    out: dict[str, tuple[int, int]] = {}
+    for fw in frameworks:
+        declared = int(fw.info.labels.get("elastic.tasks", 0))
+        want = 0 if fw.suppressed else max(1, declared - fw.launched)
+        n, cores = out.get(fw.stage, (0, 1))
+        out[fw.stage] = (n + want, max(cores, fw.cores))
+    return out
+
+
+def held_cores(frameworks: Iterable[Framework]) -> dict[str, int]:
+    """Return the cores not to offer, by agent name.
+
+    They are those of launched tasks not started yet, and of tasks ended whose terminal status is not sent
+    yet (a framework hears that its task ended before it is offered its cores).
+    """
+    held: dict[str, int] = {}
+    for fw in frameworks:
+        for task in fw.tasks.values():
+            if (task.ended or not task.started) and not task.terminal:
+                held[task.agent_id] = held.get(task.agent_id, 0) + task.cores
+    return held

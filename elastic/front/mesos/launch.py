@@ -1,0 +1,272 @@
+"""Mesos TaskInfo objects as pool tasks: what a launched task needs, what it may not ask for.
+
+:func:`task_spec` reads one TaskInfo of a LAUNCH or LAUNCH_GROUP operation. A wrong JSON type or a missing
+required field (``name``, ``task_id``, ``agent_id``) is a malformed call (HTTP 400, naming the field); a
+well-formed task this front door cannot run (a custom executor, a container image, resources other than
+``cpus`` and ``mem``, no command) gets a :attr:`TaskSpec.problem`, which the master answers with a
+``TASK_ERROR`` status update (``REASON_TASK_INVALID``), as Mesos does for invalid tasks.
+
+A task runs as a pool shell task (:meth:`elastic.pool.tasks.Task.shell`) on its offer's agent:
+
+- ``command.value`` with ``shell`` true (the default) is the ``bash -c`` script; with ``shell`` false it is
+  the executable and ``arguments[1:]`` its arguments (``arguments[0]`` is argv[0] in Mesos), quoted;
+- ``command.environment.variables`` are exported first, and ``MESOS_TASK_ID`` is set;
+- it takes ``ceil(cpus)`` whole cores (one pool core runs one task); ``mem`` (MB) is checked against the
+  offer, not enforced (the batch system's limits apply);
+- ``labels``, ``data``, ``kill_policy``, ``discovery`` and ``max_completion_time`` are accepted and not
+  used; ``command.user`` is not used either: tasks run as the allocation's user.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from elastic.front.mesos.calls import Launch
+from elastic.front.mesos.fields import BadCallError, id_value, items, obj, optional_string, shown, string
+from elastic.front.mesos.frameworks import Framework, MesosTask
+from elastic.front.mesos.offers import Offer
+from elastic.front.mesos.states import TaskStatus
+from elastic.front.mesos.updates import UpdateQueue
+from elastic.pool.tasks import Task
+
+__all__ = ["OFFERED_RESOURCES", "Launches", "TaskSpec", "plan_launches", "shell_command", "task_spec"]
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+OFFERED_RESOURCES = ("cpus", "mem")
+"""Scalar resources offers carry (and tasks may use)."""
+
+_UNSUPPORTED = {
+    "container": "containers (ContainerInfo) are not supported: commands run in the allocation's environment",
+    "health_check": "health checks are not supported",
+    "check": "task checks are not supported",
+    "resource_limits": "resource limits are not supported",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """One task of a launch, read from its TaskInfo.
+
+    Attributes
+    ----------
+    task_id, name, agent_id : str
+        As the framework gave them.
+    cpus : float
+        ``cpus`` it uses (0 if none).
+    mem : float
+        ``mem`` (MB) it uses (0 if none).
+    command : str
+        The ``bash -c`` script that runs it (``""`` when it has a problem).
+    problem : str or None
+        Why it cannot run here (answered with TASK_ERROR), or None.
+    """
+
+    task_id: str
+    name: str
+    agent_id: str
+    cpus: float
+    mem: float
+    command: str
+    problem: str | None = None
+
+    @property
+    def cores(self) -> int:
+        """Whole cores it takes: ``ceil(cpus)``."""
+        return max(1, math.ceil(self.cpus - 1e-9))
+
+
+def task_spec(raw: Mapping[str, Any], path: str, *, group: bool = False) -> TaskSpec:
+    """Read one TaskInfo (``path`` names it in errors; ``group``: part of a LAUNCH_GROUP).
+
+    Raises
+    ------
+    BadCallError
+        A field of the wrong JSON type, or a required one missing.
+    """
+    name = string(raw.get("name"), f"{path}.name")
+    task_id = id_value(raw.get("task_id"), f"{path}.task_id")
+    agent_id = id_value(raw.get("agent_id"), f"{path}.agent_id")
+    cpus, mem, problem = _resources(raw.get("resources", []), f"{path}.resources")
+    command = ""
+    cmd = raw.get("command")
+    if cmd is not None:
+        command, cmd_problem = shell_command(obj(cmd, f"{path}.command"), f"{path}.command", task_id)
+        problem = problem or cmd_problem
+    executor = raw.get("executor")
+    if executor is not None:
+        kind = obj(executor, f"{path}.executor").get("type", "CUSTOM")
+        if not group or kind != "DEFAULT":
+            problem = problem or "custom executors are not supported: give the task a command (CommandInfo)"
+    for key, why in _UNSUPPORTED.items():
+        if raw.get(key) is not None:
+            problem = problem or why
+    if cmd is None:
+        problem = problem or "the task has no command (CommandInfo): there is nothing to run"
+    if cpus <= 0:
+        problem = problem or "the task uses no cpus: give it a 'cpus' scalar resource > 0"
+    return TaskSpec(task_id, name, agent_id, cpus, mem, command if problem is None else "", problem)
+
+
+def shell_command(raw: Mapping[str, Any], path: str, task_id: str) -> tuple[str, str | None]:
+    """Return ``(the bash -c script of a CommandInfo, problem or None)``."""
+    value = optional_string(raw.get("value"), f"{path}.value")
+    shell = raw.get("shell", True)
+    if not isinstance(shell, bool):
+        raise BadCallError(f"{path}.shell", f"expected true or false, got {shown(shell)}")
+    args = [
+        string(a, f"{path}.arguments[{i}]")
+        for i, a in enumerate(items(raw.get("arguments", []), f"{path}.arguments"))
+    ]
+    exports = [f"export MESOS_TASK_ID={shlex.quote(task_id)}"]
+    env = raw.get("environment")
+    problem = None
+    if env is not None:
+        variables = items(
+            obj(env, f"{path}.environment").get("variables", []), f"{path}.environment.variables"
+        )
+        for i, var in enumerate(variables):
+            vpath = f"{path}.environment.variables[{i}]"
+            var = obj(var, vpath)
+            key = string(var.get("name"), f"{vpath}.name")
+            if var.get("type", "VALUE") != "VALUE":
+                problem = (
+                    problem or f"environment variable {key!r}: only plain values (type VALUE) are supported"
+                )
+                continue
+            text = var.get("value", "")
+            if not isinstance(text, str):
+                raise BadCallError(f"{vpath}.value", f"expected a string, got {shown(text)}")
+            if not _NAME.match(key):
+                raise BadCallError(f"{vpath}.name", f"not a shell variable name: {key!r}")
+            exports.append(f"export {key}={shlex.quote(text)}")
+    if items(raw.get("uris", []), f"{path}.uris"):
+        problem = problem or "fetching URIs (command.uris) is not supported: read the files from the command"
+    if value is None:
+        return "", problem or "command.value is missing: there is nothing to run"
+    script = value if shell else "exec " + shlex.join([value, *args[1:]])
+    return "; ".join(exports) + "\n" + script, problem
+
+
+def _resources(raw: Any, path: str) -> tuple[float, float, str | None]:
+    """Return ``(cpus, mem, problem)`` of a list of Resource objects."""
+    totals = dict.fromkeys(OFFERED_RESOURCES, 0.0)
+    problem = None
+    for i, res in enumerate(items(raw, path)):
+        rpath = f"{path}[{i}]"
+        res = obj(res, rpath)
+        name = string(res.get("name"), f"{rpath}.name")
+        kind = res.get("type", "SCALAR")
+        if name not in totals:
+            problem = (
+                problem
+                or f"resource {name!r} is not offered here (offers have {', '.join(OFFERED_RESOURCES)})"
+            )
+            continue
+        if kind != "SCALAR":
+            raise BadCallError(f"{rpath}.type", f"{name} is a SCALAR resource, got {shown(kind)}")
+        value = obj(res.get("scalar"), f"{rpath}.scalar").get("value")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, (int, float))
+            or not math.isfinite(value)
+            or value < 0
+        ):
+            raise BadCallError(f"{rpath}.scalar.value", f"expected a finite number >= 0, got {shown(value)}")
+        totals[name] += float(value)
+    return totals["cpus"], totals["mem"], problem
+
+
+@dataclass(frozen=True, slots=True)
+class Launches:
+    """What an ACCEPT comes to: statuses of the tasks refused, the tasks to run, the cores left unused."""
+
+    refused: tuple[TaskStatus, ...]
+    tasks: tuple[MesosTask, ...]
+    unused: int
+
+
+def plan_launches(
+    fw: Framework,
+    operations: Sequence[tuple[Launch, Sequence[TaskSpec]]],
+    offers: Sequence[Offer],
+    errors: Sequence[str],
+    *,
+    mem_per_core: float,
+    now: float,
+    new_id: Callable[[], str],
+    retry_min: float,
+) -> Launches:
+    """Decide, as a Mesos master validates an ACCEPT, which launched tasks run and which are refused.
+
+    With an invalid offer among ``offers``/``errors``, every task is refused (TASK_DROPPED for
+    ``PARTITION_AWARE`` frameworks, else TASK_LOST, ``REASON_INVALID_OFFERS``). Otherwise each task runs if
+    it has no problem, names the offer's agent, has an id not in use and fits the cores and ``mem`` left;
+    else TASK_ERROR (``REASON_TASK_INVALID``; for a task group, every task of the group with
+    ``REASON_TASK_GROUP_INVALID``). ``new_id`` gives pool task ids.
+    """
+    refused: list[TaskStatus] = []
+    tasks: list[MesosTask] = []
+
+    def refuse(spec: TaskSpec, state: str, reason: str, message: str) -> None:
+        agent = spec.agent_id
+        refused.append(TaskStatus(spec.task_id, state, "SOURCE_MASTER", message, reason, agent, now))
+
+    if errors or not offers:
+        state = "TASK_DROPPED" if fw.partition_aware else "TASK_LOST"
+        why = "Task launched with invalid offers: " + "; ".join(errors or ["no offer"])
+        for _, specs in operations:
+            for spec in specs:
+                refuse(spec, state, "REASON_INVALID_OFFERS", why)
+        return Launches(tuple(refused), (), 0)
+    agent = offers[0].agent
+    cores = sum(o.cores for o in offers)
+    mem = cores * mem_per_core
+    in_use = {t for t, task in fw.tasks.items() if not task.terminal}
+    where = f"offer{'s' if len(offers) > 1 else ''} {', '.join(o.offer_id for o in offers)}"
+
+    def problem(spec: TaskSpec) -> str | None:
+        if spec.problem is not None:
+            return spec.problem
+        if spec.agent_id != agent.name:
+            return f"Task uses agent {spec.agent_id} but {where} is on agent {agent.name}"
+        if spec.task_id in in_use:
+            return f"Task has duplicate ID: {spec.task_id}"
+        return None
+
+    def too_big(n: int, m: float) -> str | None:
+        if n <= cores and m <= mem + 1e-6:
+            return None
+        have = f"cpus {cores}, mem {mem:g}"
+        return f"Task uses more resources (cpus {n}, mem {m:g}) than available ({have}) in {where}"
+
+    for op, specs in operations:
+        if op.group:
+            found = [problem(s) for s in specs]
+            bad = next((p for p in found if p), None) or too_big(
+                sum(s.cores for s in specs), sum(s.mem for s in specs)
+            )
+            if bad is not None:
+                for spec in specs:
+                    refuse(spec, "TASK_ERROR", "REASON_TASK_GROUP_INVALID", f"Task group is invalid: {bad}")
+                continue
+        for spec in specs:
+            bad = None if op.group else (problem(spec) or too_big(spec.cores, spec.mem))
+            if bad is not None:
+                refuse(spec, "TASK_ERROR", "REASON_TASK_INVALID", bad)
+                continue
+            pool_task = Task.shell(
+                spec.command, cores=spec.cores, stage=fw.stage, task_id=new_id(), agent=agent.name
+            )
+            tasks.append(
+                MesosTask(spec.task_id, fw.framework_id, agent.name, pool_task, UpdateQueue(retry_min))
+            )
+            in_use.add(spec.task_id)
+            cores -= spec.cores
+            mem -= spec.mem
+    return Launches(tuple(refused), tuple(tasks), cores)

@@ -1,0 +1,425 @@
+"""The Mesos master of the front door: frameworks, offers from the pool, launched tasks, status updates.
+
+:class:`MesosMaster` serves scheduler calls (parsed by :mod:`elastic.front.mesos.calls`) for one
+:class:`~elastic.front.door.Elastic`, whose strategy decides the allocations:
+
+- **Demand**: a subscribed framework that is not suppressed wants cores. Its stage is its label
+  ``elastic.stage``, else its role (other than ``*``), else its name; it is announced to the front door as
+  ready tasks (``Elastic.expect(stage, n, ready=True)``), ``n`` being what is left of its label
+  ``elastic.tasks`` (how many tasks it will run, if it says) and at least 1, so Big-Job, Per-Stage or ASA
+  request allocations for it as for any stage. Launched tasks are submitted to the front door
+  (``Elastic.submit_task``) and count like any task; SUPPRESS and TEARDOWN announce 0, so the stage ends
+  once its tasks are done and its allocation is released.
+- **Offers** come from the pool's agents (the rule: :mod:`elastic.front.mesos.offers`), from a
+  background thread woken by every pool event; agents that are lost or leave are reported with FAILURE.
+- **Launches** run as pool shell tasks pinned to the offer's agent; their progress and outcome become
+  status updates (:mod:`elastic.front.mesos.states`), resent until acknowledged
+  (:mod:`elastic.front.mesos.updates`).
+- **Disconnection**: a framework whose stream closes keeps its tasks for ``failover_timeout`` seconds; it
+  may subscribe again with its id (its unacknowledged updates are sent again), else it is torn down.
+
+Every method takes one lock; the pool's callbacks only queue what they saw for the background thread, so
+the pool's lock and this one are never taken in the opposite order.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import functools
+import logging
+import queue
+import secrets
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from elastic.errors import ConfigError
+from elastic.front.mesos import events as ev
+from elastic.front.mesos.calls import (
+    Accept,
+    Acknowledge,
+    Call,
+    Decline,
+    FrameworkInfo,
+    Kill,
+    Reconcile,
+    Revive,
+    Suppress,
+    Teardown,
+)
+from elastic.front.mesos.fields import BadCallError, NotSubscribedError
+from elastic.front.mesos.frameworks import (
+    POOL_PREFIX,
+    Framework,
+    MesosTask,
+    Stream,
+    check_labels,
+    demand,
+    held_cores,
+    stage_of,
+)
+from elastic.front.mesos.launch import plan_launches, task_spec
+from elastic.front.mesos.offers import OfferBook, Wanting
+from elastic.front.mesos.states import outcome_status, progress_status
+from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
+from elastic.pool.tasks import TaskEvent, TaskState
+
+if TYPE_CHECKING:
+    from elastic.front.door import Elastic
+
+__all__ = ["MesosMaster"]
+
+logger = logging.getLogger(__name__)
+
+_ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
+
+_TICK = 1.0
+"""Longest sleep of the background thread (seconds): offers' walltime left is refreshed this often."""
+
+
+class MesosMaster:
+    """Serve the Mesos scheduler API for one front door (see the module docstring).
+
+    Parameters
+    ----------
+    elastic : Elastic
+        The front door: its pool gives offers and runs tasks, its strategy decides allocations.
+    heartbeat_interval : float, default 15.0
+        Seconds between HEARTBEAT events (Mesos' default).
+    mem_per_core : float, default 1024.0
+        ``mem`` (MB) offered per core (checked against launches, not enforced).
+    offer_timeout : float or None, default None
+        Rescind offers unanswered this long (seconds); None: never (Mesos' default).
+    retry_min : float, default 10.0
+        First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
+    clock : callable, default time.time
+        Epoch seconds.
+    """
+
+    def __init__(
+        self,
+        elastic: Elastic,
+        *,
+        heartbeat_interval: float = 15.0,
+        mem_per_core: float = 1024.0,
+        offer_timeout: float | None = None,
+        retry_min: float = 10.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
+                            ("retry_min", retry_min), ("offer_timeout", offer_timeout)):  # fmt: skip
+            if value is not None and not 0 < value < float("inf"):
+                raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
+        self.elastic = elastic
+        self.pool = elastic.pool
+        self.heartbeat_interval = heartbeat_interval
+        self.mem_per_core = mem_per_core
+        self.retry_min = retry_min
+        self.host, self.port = "127.0.0.1", 0
+        self.master_id = secrets.token_hex(4)
+        self._clock = clock
+        self._lock = threading.RLock()
+        self._inbox: queue.SimpleQueue[PoolEvent | tuple[str, concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._wake = threading.Event()
+        self._closing = threading.Event()
+        self._book = OfferBook(self.master_id, offer_timeout=offer_timeout)
+        self.frameworks: dict[str, Framework] = {}
+        self._removed: set[str] = set()
+        self._by_pool_id: dict[str, MesosTask] = {}
+        self._seq = 0
+        self._announced: dict[str, int] = {}
+        self._unsubscribe = self.pool.subscribe(self._on_pool_event)
+        self._thread = threading.Thread(target=self._run, name="elastic-mesos", daemon=True)
+        self._thread.start()
+
+    # -- calls -------------------------------------------------------------------------------------------
+
+    def subscribe(self, info: FrameworkInfo, framework_id: str | None, stream: Stream) -> tuple[str, str]:
+        """Attach a framework's event stream; return ``(framework id, Mesos-Stream-Id)``.
+
+        A framework subscribing with a known id fails over: its previous stream gets an ERROR and closes.
+
+        Raises
+        ------
+        NotSubscribedError
+            The id names a framework that was torn down or removed after its failover timeout.
+        """
+        check_labels(info)
+        with self._lock:
+            if framework_id in self._removed:
+                raise NotSubscribedError(
+                    f"framework {framework_id} was removed (torn down, or not back within its failover "
+                    "timeout); subscribe without an id to start a new one"
+                )
+            fw = self.frameworks.get(framework_id or "")
+            if fw is None:
+                if framework_id is None:
+                    self._seq += 1
+                    framework_id = f"{self.master_id}-{self._seq:04d}"
+                fw = self.frameworks[framework_id] = Framework(framework_id, info, stage_of(info))
+                logger.info(
+                    "mesos: framework %s (%s) subscribed, stage %s", framework_id, info.name, fw.stage
+                )
+            else:
+                if fw.stream is not None:
+                    fw.emit(ev.error("Framework failed over to a new subscription"))
+                    fw.stream.close()
+                fw.info, fw.stage = info, stage_of(info)
+                for task in fw.tasks.values():
+                    task.updates.resend()
+                logger.info("mesos: framework %s subscribed again", framework_id)
+            fw.stream, fw.stream_id, fw.disconnected_at = stream, str(uuid.uuid4()), None
+            fw.last_heartbeat = self._clock()
+            fw.emit(
+                ev.subscribed(fw.framework_id, self.heartbeat_interval, self.host, self.port, self.master_id)
+            )
+            self._announce()
+        self._wake.set()
+        return fw.framework_id, fw.stream_id
+
+    def disconnected(self, framework_id: str, stream_id: str) -> None:
+        """Take note that the framework's event stream ``stream_id`` closed (its failover timeout starts)."""
+        with self._lock:
+            fw = self.frameworks.get(framework_id)
+            if fw is None or fw.stream_id != stream_id:
+                return
+            fw.stream = fw.stream_id = None
+            fw.disconnected_at = self._clock()
+            self._book.drop(framework_id)
+            logger.info("mesos: framework %s disconnected", framework_id)
+        self._wake.set()
+
+    def call(self, framework_id: str, stream_id: str | None, call: Call) -> None:
+        """Serve one call other than SUBSCRIBE (answered 202 when this returns).
+
+        Raises
+        ------
+        BadCallError
+            No ``Mesos-Stream-Id``, or not the framework's current one.
+        NotSubscribedError
+            The framework is not subscribed.
+        """
+        with self._lock:
+            fw = self.frameworks.get(framework_id)
+            if fw is None or fw.stream is None:
+                raise NotSubscribedError(f"framework {framework_id} is not subscribed; send SUBSCRIBE first")
+            if stream_id is None:
+                raise BadCallError("Mesos-Stream-Id", "header required (the one the SUBSCRIBE response gave)")
+            if stream_id != fw.stream_id:
+                raise BadCallError("Mesos-Stream-Id", f"{stream_id!r} is not the framework's current stream")
+            now = self._clock()
+            if isinstance(call, Accept):
+                self._accept(fw, call, now)
+            elif isinstance(call, Decline):
+                offers, _ = self._book.take(framework_id, call.offer_ids)  # unknown ids: nothing to do
+                for offer in offers:
+                    self._book.refuse(framework_id, offer.agent.name, offer.cores, call.refuse_seconds, now)
+            elif isinstance(call, Kill):
+                self._kill(fw, call.task_id, now)
+            elif isinstance(call, Acknowledge):
+                task = fw.tasks.get(call.task_id)
+                if task is not None and task.updates.ack(call.uuid):
+                    fw.flush(task, now)
+            elif isinstance(call, Reconcile):
+                fw.reconcile(call.tasks or [t.task_id for t in fw.tasks.values() if not t.terminal], now)
+            elif isinstance(call, Revive):
+                fw.suppressed = False
+                self._book.revive(framework_id)
+                self._announce()
+            elif isinstance(call, Suppress):
+                fw.suppressed = True
+                self._announce()
+            elif isinstance(call, Teardown):
+                self._remove(fw, "torn down by the framework")
+        self._wake.set()
+
+    def close(self) -> None:
+        """Stop: every stream gets an ERROR and closes, launched tasks still running are killed."""
+        with self._lock:
+            if self._closing.is_set():
+                return
+            self._closing.set()
+            for fw in list(self.frameworks.values()):
+                if fw.stream is not None:
+                    fw.emit(ev.error("the front door is shutting down"))
+                self._remove(fw, "the front door is shutting down")
+        self._wake.set()
+        self._thread.join()
+        self._unsubscribe()
+
+    # -- tasks -------------------------------------------------------------------------------------------
+
+    def _accept(self, fw: Framework, call: Accept, now: float) -> None:
+        # every task is read before any offer is used, so a malformed call (400) changes nothing
+        specs = [
+            (op, [task_spec(t, f"{op.path}[{i}]", group=op.group) for i, t in enumerate(op.tasks)])
+            for op in call.operations
+        ]
+        offers, errors = self._book.take(fw.framework_id, call.offer_ids)
+        plan = plan_launches(
+            fw,
+            specs,
+            offers,
+            errors,
+            mem_per_core=self.mem_per_core,
+            now=now,
+            new_id=self._new_pool_id,
+            retry_min=self.retry_min,
+        )
+        for status in plan.refused:
+            fw.emit(ev.update(status))
+        for task in plan.tasks:
+            fw.tasks[task.task_id] = task
+            fw.launched += 1
+            self._by_pool_id[task.pool_task.task_id] = task
+            try:
+                future = self.elastic.submit_task(task.pool_task)
+            except Exception as exc:  # the front door is closing, or its allocation control failed
+                future = concurrent.futures.Future()
+                future.set_exception(exc)
+            future.add_done_callback(functools.partial(self._task_done, task.pool_task.task_id))
+        if offers and not errors:
+            self._book.refuse(fw.framework_id, offers[0].agent.name, plan.unused, call.refuse_seconds, now)
+        self._announce()
+
+    def _task_done(self, pool_id: str, future: concurrent.futures.Future[Any]) -> None:
+        self._inbox.put((pool_id, future))
+        self._wake.set()
+
+    def _new_pool_id(self) -> str:
+        self._seq += 1
+        return f"{POOL_PREFIX}{self.master_id}-{self._seq}"
+
+    def _kill(self, fw: Framework, task_id: str, now: float) -> None:
+        task = fw.tasks.get(task_id)
+        if task is None:
+            fw.reconcile([task_id], now, message="Attempted to kill an unknown task")
+        elif not task.terminal:
+            self.pool.kill(task.pool_task.task_id, f"KILL from framework {fw.framework_id}")
+
+    def _remove(self, fw: Framework, why: str) -> None:
+        for task in fw.tasks.values():
+            if not task.terminal:
+                self.pool.kill(task.pool_task.task_id, why)
+        self._book.drop(fw.framework_id)
+        if fw.stream is not None:
+            fw.stream.close()
+        fw.stream = fw.stream_id = None
+        del self.frameworks[fw.framework_id]
+        self._removed.add(fw.framework_id)
+        self._announce()
+        logger.info("mesos: framework %s removed: %s", fw.framework_id, why)
+
+    def _announce(self) -> None:
+        """Tell the front door how many tasks each framework stage wants to run now (see the docstring)."""
+        wants = demand(self.frameworks.values())
+        for stage in self._announced.keys() - wants.keys():
+            wants[stage] = (0, 1)
+        for stage, (n, cores) in wants.items():
+            try:
+                self.elastic.expect(stage, n, cores=cores, ready=True)
+            except Exception:  # (the front door may be closing)
+                logger.debug("mesos: could not announce stage %s", stage, exc_info=True)
+            self._announced[stage] = n
+
+    def _on_pool_event(self, event: PoolEvent) -> None:
+        """Queue what matters of a pool event and wake the thread (the pool calls it under its lock)."""
+        if isinstance(event, TaskEvent):
+            if not event.task_id.startswith(POOL_PREFIX):
+                self._wake.set()  # another task started or ended: cores may have freed
+                return
+        elif isinstance(event, AgentEvent) and event.kind is AgentEventKind.REFUSED:
+            return
+        self._inbox.put(event)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while not self._closing.is_set():
+            try:
+                wait = self._step()
+            except Exception:  # a bug must not stop every framework's offers and updates
+                logger.exception("mesos: step failed; continuing")
+                wait = _TICK
+            self._wake.wait(wait)
+            self._wake.clear()
+
+    def _step(self) -> float:
+        """Take the pool's news, rescind and make offers, resend updates, beat hearts; return the sleep."""
+        items = []
+        while True:
+            try:
+                items.append(self._inbox.get_nowait())
+            except queue.Empty:
+                break
+        if not items and not self.frameworks:
+            return _TICK  # nobody to offer to: leave the pool's lock alone
+        agents = self.pool.agents()  # after the news: every event taken is reflected in it
+        allocations = self.pool.allocations()
+        with self._lock:
+            now = self._clock()
+            for item in items:
+                self._take(item, now)
+            if self._closing.is_set():
+                return 0.0
+            held = held_cores(self.frameworks.values())
+            for offer in self._book.invalid(now, agents, held):
+                self.frameworks[offer.framework_id].emit(ev.rescind(offer.offer_id))
+            wanting = [
+                Wanting(fw.framework_id, fw.stage)
+                for fw in self.frameworks.values()
+                if fw.stream is not None and not fw.suppressed
+            ]
+            stages = {a.alloc_id: a.stage or "*" for a in allocations}
+            made = self._book.make(now, agents, wanting, held, stages)
+            job_ids = {a.alloc_id: a.backend_job_id for a in allocations if a.backend_job_id}
+            for framework_id, event in ev.offers(made, self.mem_per_core, job_ids).items():
+                self.frameworks[framework_id].emit(event)
+            return self._chores(now)
+
+    def _take(self, item: PoolEvent | tuple[str, concurrent.futures.Future[Any]], now: float) -> None:
+        """Apply one piece of news from the pool (an event, or a launched task's finished future)."""
+        if isinstance(item, tuple):
+            pool_id, future = item
+            task = self._by_pool_id.pop(pool_id, None)
+            fw = None if task is None else self.frameworks.get(task.framework_id)
+            if task is not None and fw is not None:
+                ended = outcome_status(task.task_id, task.agent_id, future, now, started=task.started)
+                fw.update(task, ended, now)
+                task.terminal = True
+                self._announce()
+        elif isinstance(item, TaskEvent):
+            task = self._by_pool_id.get(item.task_id)
+            fw = None if task is None else self.frameworks.get(task.framework_id)
+            if task is not None and item.state in _ENDED:
+                task.ended = True  # its cores are offered once the framework was told (the future follows)
+            status = progress_status(task.task_id, task.agent_id, item.state, item.time) if task else None
+            if task is not None and fw is not None and status is not None and status.state != task.state:
+                task.state = status.state
+                task.started = task.started or status.state == "TASK_RUNNING"
+                fw.update(task, status, now)
+        elif isinstance(item, AgentEvent) and item.kind in (AgentEventKind.LOST, AgentEventKind.LEFT):
+            for fw in self.frameworks.values():
+                fw.emit(ev.failure(item.agent))
+        # allocation events only wake the thread: the offer rule rescinds offers of draining allocations
+
+    def _chores(self, now: float) -> float:
+        """Resend due updates, send heartbeats, remove frameworks gone too long; return the next sleep."""
+        wake = now + _TICK
+        for fw in list(self.frameworks.values()):
+            if fw.stream is None:
+                assert fw.disconnected_at is not None
+                deadline = fw.disconnected_at + fw.info.failover_timeout
+                if now >= deadline:
+                    self._remove(fw, f"not back within its failover timeout ({fw.info.failover_timeout:g} s)")
+                else:
+                    wake = min(wake, deadline)
+                continue
+            wake = min(wake, fw.chores(now, self.heartbeat_interval))
+        expiry = self._book.next_expiry(now)
+        if expiry is not None:
+            wake = min(wake, expiry)
+        return max(0.0, wake - now)

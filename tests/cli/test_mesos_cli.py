@@ -1,0 +1,61 @@
+"""``elastic mesos``: a pymesos framework runs against the printed address and secret; bad options refused."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.front.mesos.framework import ShellFramework, running
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.mark.timeout(120)
+def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "elastic", "mesos", "--backend", "local", "--strategy", "perstage"]
+    cmd += ["--port", "0", "--no-store", "--idle-timeout", "5", "--secret-dir", str(tmp_path)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
+    try:
+        lines = [proc.stdout.readline() for _ in range(4)]  # type: ignore[union-attr]
+        master = re.search(r"master \(for pymesos\): (\S+)", "".join(lines))
+        secret_file = re.search(r"secret file .*: (\S+)", "".join(lines))
+        assert master and secret_file, lines
+        path = Path(secret_file.group(1))
+        assert path.parent == tmp_path and (path.stat().st_mode & 0o777) == 0o600
+        framework = ShellFramework(3, command="true")
+        with running(framework, master.group(1), path.read_text().strip()):
+            assert framework.all_done.wait(60), framework.errors
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "run completed: makespan" in out
+    assert not path.exists(), "the secret file is removed at the end"
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--speedup", "5"], "--speedup applies to --backend mock only"),
+        (["--partition", "p"], "--partition applies to --backend slurm only"),
+        (["--port", "70000"], "--port"),
+        (["--store", "sqlite://", "--no-store"], "contradict"),
+        (["--secret-dir", "/nonexistent/dir"], "--secret-dir /nonexistent/dir: not a directory"),
+    ],
+)
+def test_bad_options_are_refused_before_anything_starts(options: list[str], message: str) -> None:
+    started = time.monotonic()
+    out = subprocess.run(
+        [sys.executable, "-m", "elastic", "mesos", *options], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 2 and message in out.stderr, out.stderr
+    assert time.monotonic() - started < 30

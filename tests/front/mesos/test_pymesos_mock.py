@@ -1,0 +1,90 @@
+"""Unmodified pymesos frameworks on the front door, with the mock batch queue on its scaled clock.
+
+The framework (``framework.py``) knows nothing of Elastic: it subscribes with pymesos' driver, gets offers,
+launches 20 shell tasks, relaunches those lost. The strategy decides the allocations from its demand; one
+allocation is cancelled from outside mid-task (as ``scancel`` would): its tasks are TASK_LOST, the strategy
+replaces the allocation with a wider one (the stage's width grew with the tasks launched), the framework
+relaunches them there, and every task finishes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import pytest
+
+from elastic import Elastic
+from elastic.allocations import Allocation
+from elastic.backends.mock import MockBackend
+from elastic.front.mesos import MesosServer
+from tests.front.mesos.framework import ShellFramework, running
+
+pytestmark = pytest.mark.slow
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
+        time.sleep(0.05)
+
+
+def check_framework_run(
+    el: Elastic, server: MesosServer, kill: Callable[[Allocation], None]
+) -> ShellFramework:
+    """Run the 20-task framework; cancel its first allocation once a few tasks finished and more run."""
+    framework = ShellFramework(20, command='sleep 0.4; test -n "$MESOS_TASK_ID"')
+    with running(framework, server.address, server.secret, labels={"elastic.tasks": "2"}):
+        wait_until(lambda: len(framework.finished) >= 4, 60, "four tasks to finish")
+        first = el.view().allocations[0]
+        running_there = {
+            u["task_id"]["value"] for u in framework.updates if u["state"] == "TASK_RUNNING"
+        } - framework.finished
+        assert running_there, "tasks are running on the first allocation"
+        kill(first)
+        assert framework.all_done.wait(120), (
+            f"finished {len(framework.finished)}/20; errors {framework.errors}"
+        )
+    assert not framework.errors
+    lost = [u for u in framework.updates if u["state"] == "TASK_LOST"]
+    assert lost, "the cancelled allocation's running tasks were reported lost"
+    assert {u["reason"] for u in lost} <= {"REASON_AGENT_REMOVED", "REASON_AGENT_DISCONNECTED"}
+    for u in lost:  # relaunched, with the same id, and finished
+        assert framework.states(u["task_id"]["value"])[-1] == "TASK_FINISHED"
+    for i in range(20):
+        states = framework.states(f"task-{i}")
+        assert states.count("TASK_FINISHED") == 1
+        assert states[0] == "TASK_STAGING" and "TASK_RUNNING" in states
+    finished = [u for u in framework.updates if u["state"] == "TASK_FINISHED"]
+    assert all(u["message"] == "Command exited with status 0" and "uuid" in u for u in finished)
+    return framework
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
+def test_a_pymesos_framework_runs_on_allocations_the_strategy_chooses(strategy: str) -> None:
+    with (
+        MockBackend(nodes=8, clock="scaled", speedup=20.0) as backend,
+        Elastic(backend, strategy, store=False, poll_interval=5.0, max_cores=3, idle_timeout=20.0) as el,
+        MesosServer(el) as server,
+    ):
+
+        def kill(alloc: Allocation) -> None:
+            assert alloc.backend_job_id is not None
+            backend.cancel(alloc.backend_job_id)
+
+        framework = check_framework_run(el, server, kill)
+        allocations = {a.alloc_id: a for a in el.view().allocations}
+    offered = {o.allocation for o in framework.offers}
+    assert len(offered) >= 2, f"offers came from {offered}"
+    sizes = {allocations[a].cores for a in offered}
+    assert len(sizes) >= 2, f"the allocations offered have sizes {sizes}"
+    first = min(offered)
+    assert allocations[first].cores == 2, "the first allocation is as wide as the framework announced"
+    assert max(o.cpus for o in framework.offers) <= 3
+    for o in framework.offers:
+        assert 0 < o.remaining <= allocations[o.allocation].walltime
+    assert el.result is not None and el.result.status == "completed"
+    assert all(a.ended for a in el.view().allocations), "an allocation outlived shutdown()"

@@ -1,0 +1,117 @@
+"""The layering holds: nothing low imports something high, and no two parts import each other.
+
+Imports are read from the source (every ``import`` statement, inside functions and ``TYPE_CHECKING``
+blocks too), so a lazy import counts as much as a top-level one.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("elastic", "learners", "executors", "workflows")
+
+
+def _part(module: str) -> str:
+    """The part a module belongs to: ``elastic.pool.state`` -> ``elastic.pool``; top-level modules stay."""
+    parts = module.split(".")
+    return parts[0] if parts[0] != "elastic" or len(parts) == 1 else ".".join(parts[:2])
+
+
+def _imports() -> dict[str, set[str]]:
+    """module -> every Elastic module it imports."""
+    out: dict[str, set[str]] = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+            found: set[str] = set()
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    found.update(a.name for a in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    found.add(node.module)
+            out[name] = {m for m in found if m.split(".")[0] in PACKAGES}
+    return out
+
+
+IMPORTS = _imports()
+
+
+def _part_graph() -> dict[str, set[str]]:
+    graph: dict[str, set[str]] = {}
+    for module, targets in IMPORTS.items():
+        src = _part(module)
+        graph.setdefault(src, set()).update(_part(t) for t in targets if _part(t) != src)
+    return graph
+
+
+def test_the_source_was_read() -> None:
+    assert "elastic.pool.state" in IMPORTS and "elastic.front.door" in IMPORTS
+    assert "elastic.control.controller" in IMPORTS["elastic.front.door"]
+
+
+@pytest.mark.parametrize(
+    ("low", "high"),
+    [
+        ("elastic.simulator", "elastic.backends"),
+        ("elastic.simulator", "elastic.control"),
+        ("elastic.simulator", "elastic.pool"),
+        ("elastic.simulator", "elastic.strategies"),
+        ("elastic.pool", "elastic.control"),
+        ("elastic.pool", "elastic.strategies"),
+        ("elastic.pool", "elastic.front"),
+        ("elastic.strategies", "elastic.control"),
+        ("elastic.strategies", "elastic.backends"),
+        ("elastic.control", "elastic.front"),
+        ("elastic.batch", "elastic.backends"),
+        ("learners", "elastic.strategies"),
+        ("learners", "elastic.control"),
+    ],
+)
+def test_nothing_low_imports_something_high(low: str, high: str) -> None:
+    offenders = sorted(
+        f"{m} imports {t}"
+        for m, targets in IMPORTS.items()
+        if _part(m) == low
+        for t in targets
+        if t == high or t.startswith(high + ".")
+    )
+    assert not offenders, offenders
+
+
+def test_no_two_parts_import_each_other() -> None:
+    graph = _part_graph()
+    cycles = []
+    for a, targets in graph.items():
+        for b in targets:
+            if a in graph.get(b, set()) and a < b:
+                cycles.append((a, b))
+    assert not cycles, f"parts importing each other: {cycles}"
+
+
+def test_no_longer_import_cycle_between_parts() -> None:
+    graph = _part_graph()
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return [*stack[stack.index(nxt) :], nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            assert cycle is None, f"import cycle between parts: {' -> '.join(cycle)}"
