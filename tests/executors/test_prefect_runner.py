@@ -86,7 +86,10 @@ def test_a_bad_tag_fails_the_flow_before_its_task_runs(api: PrefectServer, local
 def test_staged_flow_on_the_scaled_mock_queue(strategy: str, api: PrefectServer, tmp_path: Path) -> None:
     width = 6
     store = Store(f"sqlite:///{tmp_path / 'store.db'}")
-    with MockBackend(nodes=8, clock="scaled", speedup=20.0) as backend:
+    # speedup 2: Big-Job's first walltime is 1.5 x prepare's 1 s estimate + 60 s (scaled), 31 s here; at 20x
+    # it was 3 s, less than a worker takes to start and import Prefect on a busy machine: prepare was lost
+    # to the walltime (TaskLostError, no retries: Crashed) and the test failed under load.
+    with MockBackend(nodes=8, clock="scaled", speedup=2.0) as backend:
         runner = ElasticTaskRunner(backend, strategy, store=store, poll_interval=5.0, idle_timeout=30.0)
         state = flow(name=f"staged-{strategy}", task_runner=runner)(flows.staged)(width, return_state=True)
     assert state.is_completed() and state.result() == sum(i * 10 for i in range(width))
