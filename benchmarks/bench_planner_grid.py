@@ -31,9 +31,9 @@ from pathlib import Path
 import numpy as np
 
 from elastic.experiments import default_background, simulate_runs
+from elastic.report.scaling import scale_workflow
 from elastic.simulator.trace import read_swf
 from elastic.simulator.workload import Workload
-from elastic.report.scaling import scale_workflow
 from elastic.workflow import builtin_workflow
 
 TRACE = (

@@ -38,7 +38,6 @@ import math
 import os
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -53,8 +52,8 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.slurm_queue import Background, parse_stages  # noqa: E402
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
-from elastic.simulator.synthetic import synthetic_workload  # noqa: E402
 from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
 CONFIGS = ("htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "elastic-asa")
@@ -74,14 +73,6 @@ class Outcome:
     @property
     def idle(self) -> float:
         return self.charged - self.used
-
-
-def parse_stages(text: str) -> list[tuple[str, int, float]]:
-    stages = []
-    for part in text.split(","):
-        name, tasks, seconds = part.split(":")
-        stages.append((name, int(tasks), float(seconds)))
-    return stages
 
 
 def _stage_app(name: str) -> Any:
@@ -106,44 +97,6 @@ def run_workflow(stages: Sequence[tuple[str, int, float]], annotate: bool) -> li
         previous = [app(seconds, *previous, parsl_resource_specification=spec) for _ in range(tasks)]
         futures.append(previous)
     return [[f.result(timeout=3600) for f in stage] for stage in futures]
-
-
-class Background:
-    """Sleep jobs submitted to the cluster at their (Poisson) arrival times, from a thread."""
-
-    def __init__(self, cluster: LocalSlurmCluster, load: float, seed: int) -> None:
-        self.workload = synthetic_workload(
-            jobs=2000 if load > 0 else 0, processors=cluster.total_cores, utilisation=load or 1.0,
-            max_cores=cluster.total_cores // 2, runtime_median=40.0, runtime_sigma=0.6, max_runtime=240.0,
-            estimate_ratio=2.0, seed=seed,
-        )  # fmt: skip
-        self.cluster = cluster
-        self.ids: set[str] = set()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._submit, daemon=True)
-
-    def start(self) -> None:
-        if len(self.workload.submit):
-            self._thread.start()
-
-    def _submit(self) -> None:
-        w, t0 = self.workload, time.time()
-        for at, cores, runtime, walltime in zip(w.submit, w.cores, w.runtime, w.walltime, strict=True):
-            if self._stop.wait(max(0.0, t0 + at - time.time())):
-                return
-            minutes = max(1, math.ceil(walltime / 60))
-            out = self.cluster.run(
-                ["sbatch", "--parsable", f"--ntasks={cores}", f"--time={minutes}", "--job-name=background",
-                 "--output=/dev/null", f"--wrap=sleep {runtime:.1f}"],
-                check=False,
-            )  # fmt: skip
-            if out.returncode == 0:
-                self.ids.add(out.stdout.strip().split(";")[0])
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join()
 
 
 def make_executor(config: str, cluster: LocalSlurmCluster, widest: int, run_dir: Path, store: str) -> Any:

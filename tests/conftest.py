@@ -1,7 +1,7 @@
 """Shared pytest configuration.
 
-Fixtures that start real services (Slurm daemons, PostgreSQL) live in ``tests/fixtures/`` and are
-loaded as plugins here, so every test directory can use them.
+Fixtures that start real services (Slurm daemons, PostgreSQL, a Prefect server) live in
+``tests/fixtures/`` and are loaded as plugins here, so every test directory can use them.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.slurm_cluster"]
+pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.prefect_server", "tests.fixtures.slurm_cluster"]
 
 #: Real workload traces shipped beside the project (never committed into it).
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 
 from elastic.errors import ConfigError, PoolError
 
-__all__ = ["DependencyError", "TaskOptions", "options_of", "resolve_arguments", "task"]
+__all__ = ["DependencyError", "TaskOptions", "declared_options", "options_of", "resolve_arguments", "task"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -88,6 +88,16 @@ def options_of(fn: Callable[..., Any]) -> TaskOptions:
     """Return the options :func:`task` attached to ``fn``, or the defaults (stage: the function's name)."""
     opts = getattr(fn, _ATTRIBUTE, None)
     return opts if isinstance(opts, TaskOptions) else TaskOptions(_name(fn))
+
+
+def declared_options(obj: object) -> TaskOptions | None:
+    """Return the options :func:`task` attached to ``obj``, or None when it was not marked.
+
+    Front-ends that wrap functions (a Prefect task around its function) use it to tell a declared stage
+    from the default one.
+    """
+    opts = getattr(obj, _ATTRIBUTE, None)
+    return opts if isinstance(opts, TaskOptions) else None
 
 
 def _name(fn: Callable[..., Any]) -> str:

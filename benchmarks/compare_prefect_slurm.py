@@ -1,0 +1,301 @@
+"""A staged Prefect flow on a busy local Slurm cluster: DaskTaskRunner + dask-jobqueue beside Elastic.
+
+On demand, not in CI. The script starts its own Slurm cluster on this machine
+(``tests/fixtures/slurm_cluster.py``: 4 nodes x 4 cores, partition ``debug``) and its own Prefect server on
+127.0.0.1 (``tests/fixtures/prefect_server.py``), keeps the queue busy with background sleep jobs it
+submits (``--load`` offered load, Poisson arrivals, 1-8 cores, log-normal runtimes of tens of seconds; the
+same sequence for every configuration of one repetition), and runs the same staged flow (``--stages``:
+name:tasks:seconds; each stage's tasks ``wait_for`` every task of the previous one, all submitted at once,
+``benchmarks/prefect_stages.py``) under
+
+- ``dask-adapt``: ``DaskTaskRunner(cluster_class=dask_jobqueue.SLURMCluster, adapt_kwargs={"minimum": 0,
+  "maximum": widest stage})``, one single-core worker per batch job (Dask's ``Adaptive`` defaults);
+- ``dask-fixed``: the same cluster with ``n_workers`` = the widest stage (``scale(widest)``) from the start;
+- ``elastic-bigjob``, ``elastic-perstage``, ``elastic-asa``: ``ElasticTaskRunner`` with that strategy on
+  ``SlurmBackend``; the runs of one invocation share a store, so later repetitions start from the waits and
+  runtimes earlier ones saw.
+
+Dask configurations need ``prefect-dask`` and ``dask-jobqueue``; without them they are left out, with the
+reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last
+task end), core-hours charged (from Slurm's job records: cores x (end - start) of every batch job of the
+run), idle core-hours (charged - the tasks' own core-seconds), per-stage waits (from the last task end of
+the previous stage, or the flow call, to the first task start of the stage), batch jobs, *released
+mid-flow* (batch jobs of the run that ended before the last stage's first task started) and *requeued*
+(batch jobs of the run submitted after one of its jobs had been released mid-flow: release-and-requeue).
+
+    .venv/bin/python benchmarks/compare_prefect_slurm.py [--reps 3] [--configs dask-adapt,...] [--csv out.csv]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import dataclasses
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+# first: on import it gives Prefect a private PREFECT_HOME and turns telemetry off, before Prefect is imported
+from tests.fixtures.prefect_server import _HOME, _stop, start_prefect_server  # noqa: E402, I001
+
+import numpy as np  # noqa: E402
+from rich.console import Console  # noqa: E402
+from rich.table import Table  # noqa: E402
+
+from elastic.backends.slurm import SlurmBackend  # noqa: E402
+from benchmarks.slurm_queue import Background, parse_stages  # noqa: E402
+from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
+
+CONFIGS = ("dask-adapt", "dask-fixed", "elastic-bigjob", "elastic-perstage", "elastic-asa")
+MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    config: str
+    rep: int
+    makespan: float
+    charged: float  # core-hours
+    used: float
+    waits: tuple[float, ...]  # per stage, seconds
+    jobs: int
+    released: int  # batch jobs ended before the last stage started
+    requeued: int  # batch jobs submitted after a mid-flow release
+
+    @property
+    def idle(self) -> float:
+        return self.charged - self.used
+
+
+def dask_missing() -> str | None:
+    """Why the Dask configurations cannot run here, or None."""
+    try:
+        import dask_jobqueue  # noqa: F401
+        import prefect_dask  # noqa: F401
+    except ImportError as exc:
+        return f"{exc}; pip install prefect-dask dask-jobqueue to include them"
+    return None
+
+
+def make_runner(config: str, cluster: LocalSlurmCluster, widest: int, run_dir: Path, store: Any) -> Any:
+    if config.startswith("elastic-"):
+        from executors.prefect_runner import ElasticTaskRunner
+
+        backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
+        strategy = config.removeprefix("elastic-")
+        return ElasticTaskRunner(
+            backend, strategy, store=store, workflow="compare-prefect-montage", poll_interval=2.0
+        )
+    from prefect_dask import DaskTaskRunner
+
+    run_dir.mkdir(parents=True, exist_ok=True)
+    kwargs: dict[str, Any] = {
+        "queue": "debug",
+        "cores": 1,
+        "processes": 1,
+        "memory": "1GB",  # required by dask-jobqueue; the test nodes declare no memory, so not requested
+        "job_directives_skip": ["--mem"],
+        "walltime": "00:30:00",
+        "log_directory": str(run_dir / "dask-logs"),
+        "scheduler_options": {"dashboard_address": None},
+    }
+    if config == "dask-fixed":
+        return DaskTaskRunner(
+            cluster_class="dask_jobqueue.SLURMCluster", cluster_kwargs={**kwargs, "n_workers": widest}
+        )
+    return DaskTaskRunner(
+        cluster_class="dask_jobqueue.SLURMCluster",
+        cluster_kwargs=kwargs,
+        adapt_kwargs={"minimum": 0, "maximum": widest},
+    )
+
+
+Stages = list[tuple[str, int, float]]
+
+
+def _marker(cluster: LocalSlurmCluster) -> int:
+    """A job id that orders the run's jobs (held, then cancelled at once)."""
+    job = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
+    cluster.run(["scancel", str(job)])
+    return job
+
+
+def one_run(
+    config: str, rep: int, cluster: LocalSlurmCluster, stages: Stages, args: argparse.Namespace, store: Any
+) -> Outcome:
+    from prefect import flow
+    from prefect_stages import staged_flow
+
+    cluster.cancel_all(wait=30)
+    run_dir = args.out_dir / f"{config}-{rep}"
+    first_id = _marker(cluster)
+    background = Background(cluster, args.load, seed=rep)
+    background.start()
+    time.sleep(args.warmup)  # the queue is busy before the flow comes
+    widest = max(t for _, t, _ in stages)
+    runner = make_runner(config, cluster, widest, run_dir, store)
+    body = flow(name=f"compare-{config}", task_runner=runner, timeout_seconds=args.timeout)(staged_flow)
+    t0 = time.time()  # before the runner starts: the Dask cluster and Elastic's pool start in the flow call
+    try:
+        state = body(stages, return_state=True)
+    finally:
+        background.stop()
+    if not state.is_completed():
+        raise RuntimeError(f"{config} rep {rep}: the flow run ended {state.type.value}: {state.message}")
+    results = state.result()
+    end = max(e for stage in results for _, e in stage)
+    waits, previous_end = [], t0
+    for stage in results:
+        waits.append(min(s for s, _ in stage) - previous_end)
+        previous_end = max(e for _, e in stage)
+    last_stage_start = min(s for s, _ in results[-1])
+    used = sum(e - s for stage in results for s, e in stage) / 3600
+    last_id = _marker(cluster)
+    cluster.cancel_all(wait=30)
+    slurm = SlurmBackend(env=cluster.env)
+    charged, jobs, ends, submits = 0.0, 0, [], []
+    for job in range(first_id + 1, last_id):
+        if str(job) in background.ids:
+            continue
+        try:
+            info = slurm.state(str(job))
+        except Exception:  # an id sbatch --test-only used up: never a job
+            continue
+        if info.name == "background":
+            continue
+        submits.append(info.submit_time)
+        if info.start_time is not None and info.end_time is not None:
+            charged += info.cores * (info.end_time - info.start_time) / 3600
+            jobs += 1
+            if info.end_time < last_stage_start:
+                ends.append(info.end_time)
+    requeued = sum(1 for s in submits if ends and s is not None and s > min(ends))
+    return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs, len(ends), requeued)
+
+
+def summarise(outcomes: list[Outcome], stages: Stages, console: Console) -> None:
+    table = Table(title="staged Prefect flow on the busy local Slurm cluster (mean ± sd over repetitions)")
+    heads = ("configuration", "runs", "makespan (s)", "core-h charged", "idle core-h", "batch jobs")
+    for col in (*heads, "released mid-flow", "requeued"):
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for name, *_ in stages:
+        table.add_column(f"wait {name} (s)", justify="right")
+
+    def ms(values: list[float], fmt: str = ".0f") -> str:
+        sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+        return f"{np.mean(values):{fmt}} ± {sd:{fmt}}"
+
+    for config in CONFIGS:
+        rows = [o for o in outcomes if o.config == config]
+        if not rows:
+            continue
+        waits = [ms([o.waits[i] for o in rows]) for i in range(len(stages))]
+        table.add_row(
+            config, str(len(rows)), ms([o.makespan for o in rows]), ms([o.charged for o in rows], ".3f"),
+            ms([o.idle for o in rows], ".3f"), ms([float(o.jobs) for o in rows], ".1f"),
+            ms([float(o.released) for o in rows], ".1f"), ms([float(o.requeued) for o in rows], ".1f"),
+            *waits,
+        )  # fmt: skip
+    console.print(table)
+
+
+def write_csv(path: Path, outcomes: list[Outcome], stages: Stages) -> None:
+    with path.open("w", newline="") as fh:
+        writer = csv.writer(fh)
+        head = ["config", "rep", "makespan_s", "core_h_charged", "core_h_used", "core_h_idle", "jobs"]
+        writer.writerow([*head, "released", "requeued", *[f"wait_{n}_s" for n, *_ in stages]])
+        for o in outcomes:
+            writer.writerow([o.config, o.rep, f"{o.makespan:.1f}", f"{o.charged:.4f}", f"{o.used:.4f}",
+                             f"{o.idle:.4f}", o.jobs, o.released, o.requeued,
+                             *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of every configuration (3)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, in order")
+    parser.add_argument("--stages", default=MONTAGE, help=f"name:tasks:seconds,... (default {MONTAGE})")
+    parser.add_argument("--load", type=float, default=0.7, help="background offered load (0.7; 0 = none)")
+    parser.add_argument("--warmup", type=float, default=60.0, help="seconds of background before the flow")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a flow run may take")
+    parser.add_argument("--csv", type=Path, help="also write one row per run here")
+    parser.add_argument("--workdir", type=Path, help="keep the cluster, run directories and store here")
+    args = parser.parse_args(argv)
+    configs = args.configs.split(",")
+    if bad := set(configs) - set(CONFIGS):
+        parser.error(f"--configs: unknown {sorted(bad)}; allowed: {', '.join(CONFIGS)}")
+    if args.reps < 1:
+        parser.error(f"--reps must be >= 1, got {args.reps}")
+    try:
+        stages = parse_stages(args.stages)
+    except ValueError:
+        parser.error(f"--stages must be name:tasks:seconds,..., got {args.stages!r}")
+    if args.csv is not None and not args.csv.parent.is_dir():
+        parser.error(f"--csv: directory {args.csv.parent} does not exist")
+    if args.load < 0 or args.warmup < 0 or args.timeout <= 0:
+        parser.error("--load and --warmup must be >= 0, --timeout > 0")
+    console = Console(width=170)
+    if (why := dask_missing()) is not None and any(c.startswith("dask-") for c in configs):
+        console.print(f"dask-adapt, dask-fixed: left out: {why}")
+        configs = [c for c in configs if not c.startswith("dask-")]
+    # batch jobs (Elastic's agents, Dask's workers) inherit this environment: sbatch exports it
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(HERE), str(ROOT), os.environ.get("PYTHONPATH", "")])
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
+    outcomes: list[Outcome] = []
+    server, proc = start_prefect_server(_HOME / "server")
+    os.environ["PREFECT_API_URL"] = server.api_url
+    from prefect.context import refresh_global_settings_context
+
+    from elastic.store import Store
+
+    refresh_global_settings_context()
+    try:
+        with (
+            (
+                tempfile.TemporaryDirectory(prefix="compare-prefect-")
+                if args.workdir is None
+                else contextlib.nullcontext(str(args.workdir))
+            ) as tmp,
+            LocalSlurmCluster(Path(tmp) / "slurm") as cluster,
+        ):
+            os.environ["SLURM_CONF"] = cluster.env["SLURM_CONF"]
+            os.environ["PATH"] = cluster.env["PATH"]
+            args.out_dir = Path(tmp)
+            store = Store(f"sqlite:///{Path(tmp) / 'store.db'}")
+            console.print(
+                f"cluster: {cluster.nodes} x {cluster.cores_per_node} cores; Prefect server {server.api_url}"
+            )
+            for rep in range(args.reps):
+                k = rep % len(configs)
+                for config in configs[k:] + configs[:k]:  # rotate: no configuration always first
+                    started = time.time()
+                    o = one_run(config, rep, cluster, stages, args, store)
+                    outcomes.append(o)
+                    console.print(
+                        f"rep {rep} {config}: makespan {o.makespan:.0f} s, charged {o.charged:.3f} core-h, "
+                        f"idle {o.idle:.3f}, jobs {o.jobs}, released {o.released}, requeued {o.requeued}, "
+                        f"waits {[round(w) for w in o.waits]} ({time.time() - started:.0f} s)"
+                    )
+    finally:
+        _stop(proc.pid)
+        proc.wait(timeout=30)
+    summarise(outcomes, stages, console)
+    if args.csv is not None:
+        write_csv(args.csv, outcomes, stages)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""What the Slurm comparisons share: the busy background queue and the ``--stages`` option.
+
+``benchmarks/compare_parsl_slurm.py`` and ``benchmarks/compare_prefect_slurm.py`` run the same staged
+workflow through two front-ends on the local Slurm cluster (``tests/fixtures/slurm_cluster.py``), beside
+the same background jobs.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+
+from elastic.simulator.synthetic import synthetic_workload
+from tests.fixtures.slurm_cluster import LocalSlurmCluster
+
+__all__ = ["Background", "parse_stages"]
+
+
+def parse_stages(text: str) -> list[tuple[str, int, float]]:
+    """Parse ``--stages``: ``NAME:TASKS:SECONDS,...`` (e.g. ``mProject:4:20,mAdd:1:10``)."""
+    stages = []
+    for part in text.split(","):
+        name, tasks, seconds = part.split(":")
+        stages.append((name, int(tasks), float(seconds)))
+    return stages
+
+
+class Background:
+    """Sleep jobs submitted to the cluster at their (Poisson) arrival times, from a thread."""
+
+    def __init__(self, cluster: LocalSlurmCluster, load: float, seed: int) -> None:
+        self.workload = synthetic_workload(
+            jobs=2000 if load > 0 else 0, processors=cluster.total_cores, utilisation=load or 1.0,
+            max_cores=cluster.total_cores // 2, runtime_median=40.0, runtime_sigma=0.6, max_runtime=240.0,
+            estimate_ratio=2.0, seed=seed,
+        )  # fmt: skip
+        self.cluster = cluster
+        self.ids: set[str] = set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._submit, daemon=True)
+
+    def start(self) -> None:
+        if len(self.workload.submit):
+            self._thread.start()
+
+    def _submit(self) -> None:
+        w, t0 = self.workload, time.time()
+        for at, cores, runtime, walltime in zip(w.submit, w.cores, w.runtime, w.walltime, strict=True):
+            if self._stop.wait(max(0.0, t0 + at - time.time())):
+                return
+            minutes = max(1, math.ceil(walltime / 60))
+            out = self.cluster.run(
+                ["sbatch", "--parsable", f"--ntasks={cores}", f"--time={minutes}", "--job-name=background",
+                 "--output=/dev/null", f"--wrap=sleep {runtime:.1f}"],
+                check=False,
+            )  # fmt: skip
+            if out.returncode == 0:
+                self.ids.add(out.stdout.strip().split(";")[0])
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
