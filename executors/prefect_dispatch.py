@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import contextvars
 import datetime
 import functools
 import logging
@@ -112,7 +113,15 @@ class FlowRunDispatch:
         self._stopped = threading.Event()
         self._closed = False
         self._inbox: queue.SimpleQueue[tuple[str, _Run, Any] | None] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="elastic-prefect", daemon=True)
+        # The states this thread decides (Cancelled, Crashed...) are sent as events, and Prefect's events
+        # worker names an event's flow run from the context of the thread that emits it, else from the
+        # context the worker itself was started in: another flow run's once a process has run one
+        # (prefect/events/worker.py, _prepare_item and _handle). Run it in the flow run's context (this
+        # object is made in the flow's thread), or its task runs end up recorded under that other one.
+        context = contextvars.copy_context()
+        self._thread = threading.Thread(
+            target=context.run, args=(self._serve,), name="elastic-prefect", daemon=True
+        )
         self._thread.start()
 
     # -- from the flow thread --------------------------------------------------------------------------

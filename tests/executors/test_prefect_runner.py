@@ -5,12 +5,16 @@ from __future__ import annotations
 import pickle
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prefect import flow
+from prefect.client.orchestration import get_client
+from prefect.client.schemas.filters import FlowFilter, FlowFilterName
+from prefect.states import Cancelling
 from prefect.task_runners import ThreadPoolTaskRunner
 
 from elastic.backends.local import LocalBackend
@@ -158,3 +162,35 @@ def test_a_killed_allocation_is_retried_on_another_one_or_crashes(
     assert not local.queue(), "an allocation outlived the flow run"
     submitted = [e for e in result.events if e.kind is EventKind.ALLOC_SUBMIT]
     assert len(submitted) >= 1 + retries, "the killed allocation was replaced for the retry"
+
+
+def test_task_runs_the_runner_cancels_stay_under_their_flow_run_after_another_flow_ran(
+    api: PrefectServer, local: LocalBackend
+) -> None:
+    # Runs after another flow run in this process: Prefect's events worker then holds that flow run's
+    # context, which a state event takes when the thread emitting it carries no flow run of its own.
+    before = flow(
+        name="before-the-cancelled-one", task_runner=ElasticTaskRunner(local, "bigjob", store=False)
+    )
+    assert before(flows.staged)(2, return_state=True).is_completed()
+    runner = ElasticTaskRunner(local, "bigjob", store=False, poll_interval=1.0, cancel_poll_interval=1.0)
+    name = f"cancelled-after-another-{uuid.uuid4().hex[:8]}"
+    body = flow(name=name, task_runner=runner)(flows.long_stage)
+    thread, out = _run_in_thread(lambda: body(2, 300.0, return_state=True))
+    with get_client(sync_client=True) as client:
+        deadline = time.monotonic() + 120
+        while not (runs := client.read_flow_runs(flow_filter=FlowFilter(name=FlowFilterName(any_=[name])))):
+            assert time.monotonic() < deadline, "the flow run never appeared"
+            time.sleep(0.2)
+        flow_run_id = runs[0].id
+        running = task_runs(
+            flow_run_id, until=lambda r: sum(x.state_name == "Running" for x in r.values()) == 2
+        )
+        assert sum(r.state_name == "Running" for r in running.values()) == 2, running
+        client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
+    thread.join(timeout=60)
+    assert not thread.is_alive(), "the flow run did not end after its cancellation"
+    assert not out[0].is_completed()
+    runs = task_runs(flow_run_id, until=lambda r: len(r) == 3 and all_final(r))
+    assert {n: r.state_name for n, r in runs.items()} == dict.fromkeys(runs, "Cancelled") and len(runs) == 3
+    assert not local.queue(), "an allocation outlived the flow run"
