@@ -80,7 +80,7 @@ def test_run_simulate_stores_the_run_waits_and_learner_state(
         runs = store.runs()
         assert list(runs["status"]) == ["completed"] and runs["makespan"].iloc[0] > 0
         assert runs["params"].iloc[0]["priority"] == "age"  # which queue model the run stood for
-        assert store.learner_states("asa")
+        assert store.learner_states("ewma")  # the planner learns with the default learner
         runtimes, _ = store.stage_runtimes("demo3", "process")
         assert len(runtimes) == 1
 
