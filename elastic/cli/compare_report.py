@@ -3,7 +3,7 @@
 Run when ``compare`` is given ``--out``, several workflows (``--workflow montage,blast,statistics``) or
 ``--peak-cores 28,56,112``: every workflow at every peak core count (scaled by
 :func:`~elastic.report.scaling.scale_workflow`) under every strategy, ``--runs`` times each, in pure
-simulation over one background (the same start points for every cell), one ASA learner per strategy
+simulation over one background (the same start points for every cell), one wait learner per strategy
 kept across all its runs (:func:`~elastic.report.experiment.run_experiment`). Prints Table 1 and, with
 ``--out``, writes the report there (:func:`~elastic.report.write.write_report`).
 
