@@ -36,13 +36,6 @@ def backend(
     slurm_cluster.cancel_all()
 
 
-def squeue(cluster: LocalSlurmCluster) -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-o", "%i %T"], env=cluster.env, capture_output=True, text=True, check=True
-    )
-    return out.stdout.split("\n")[:-1]
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
 def test_three_stages_of_parsl_apps_on_slurm(
@@ -59,7 +52,7 @@ def test_three_stages_of_parsl_apps_on_slurm(
         assert Path(merged.stdout).read_text() == f"merged {apps.expected_total(6)}\n"
         jobs = [a.backend_job_id for a in ex.view().allocations]
         dfk.cleanup()
-        assert squeue(slurm_cluster) == [], "a job outlived parsl.dfk().cleanup()"
+        assert slurm_cluster.queue() == [], "a job outlived parsl.dfk().cleanup()"
     assert all(jobs), "every allocation is a Slurm job"
     result = ex.front_door.result
     assert result is not None and result.status == "completed"
@@ -102,4 +95,4 @@ def test_a_scancelled_allocation_reruns_its_task_without_a_parsl_retry(
         ]
         assert done[-1].attempt == 2 and done[-1].alloc_id != alloc.alloc_id
         dfk.cleanup()
-        assert squeue(slurm_cluster) == []
+        assert slurm_cluster.queue() == []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -33,13 +32,6 @@ def backend(slurm_cluster: LocalSlurmCluster, api: PrefectServer, tmp_path: Path
     slurm_cluster.cancel_all()
 
 
-def squeue(cluster: LocalSlurmCluster) -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-o", "%i %T"], env=cluster.env, capture_output=True, text=True, check=True
-    )
-    return out.stdout.split("\n")[:-1]
-
-
 @pytest.mark.timeout(400)
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
 def test_staged_flow_on_slurm(strategy: str, backend: SlurmBackend, slurm_cluster: LocalSlurmCluster) -> None:
@@ -53,7 +45,7 @@ def test_staged_flow_on_slurm(strategy: str, backend: SlurmBackend, slurm_cluste
     assert [s.name for s in result.metrics.stages] == ["prepare", "process", "merge"]
     submitted = [e for e in result.events if e.kind is EventKind.ALLOC_SUBMIT]
     assert submitted and all(e.allocation for e in submitted)
-    assert squeue(slurm_cluster) == [], "a job outlived the flow run"
+    assert slurm_cluster.queue() == [], "a job outlived the flow run"
 
 
 def _flow_run_id(name: str, timeout: float = 120.0) -> Any:
@@ -78,15 +70,15 @@ def test_cancelling_the_flow_run_cancels_its_task_runs_and_empties_the_queue(
     thread.start()
     flow_run_id = _flow_run_id("cancel-me")
     deadline = time.monotonic() + 180
-    while not any(line.endswith("RUNNING") for line in squeue(slurm_cluster)):
+    while not any(line.endswith("RUNNING") for line in slurm_cluster.queue()):
         assert time.monotonic() < deadline, "no allocation started"
         time.sleep(0.5)
     time.sleep(3.0)  # the agents join and start the task runs
     with get_client(sync_client=True) as client:
         client.set_flow_run_state(flow_run_id, Cancelling(), force=True)
     cancelled = time.monotonic()
-    while squeue(slurm_cluster):
-        assert time.monotonic() - cancelled < 30, f"jobs left after cancellation: {squeue(slurm_cluster)}"
+    while slurm_cluster.queue():
+        assert time.monotonic() - cancelled < 30, f"jobs left after cancellation: {slurm_cluster.queue()}"
         time.sleep(0.5)
     emptied = time.monotonic() - cancelled
     thread.join(timeout=60)

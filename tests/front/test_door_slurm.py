@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -32,13 +31,6 @@ def backend(
     slurm_cluster.cancel_all()
 
 
-def squeue(cluster: LocalSlurmCluster) -> list[str]:
-    out = subprocess.run(
-        ["squeue", "-h", "-o", "%i %T"], env=cluster.env, capture_output=True, text=True, check=True
-    )
-    return out.stdout.split("\n")[:-1]
-
-
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
 def test_three_stages_submitted_task_by_task_on_slurm(
@@ -55,4 +47,4 @@ def test_three_stages_submitted_task_by_task_on_slurm(
         "process",
         "merge",
     }
-    assert squeue(slurm_cluster) == [], "a job outlived shutdown()"
+    assert slurm_cluster.queue() == [], "a job outlived shutdown()"
