@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import dataclasses
 import math
 import os
 import sys
@@ -52,27 +51,11 @@ from rich.table import Table
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.slurm_queue import Background, parse_stages  # noqa: E402
+from benchmarks.slurm_queue import MONTAGE, Background, Outcome, parse_stages  # noqa: E402
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
 from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
 CONFIGS = ("htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "elastic-asa")
-MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    config: str
-    rep: int
-    makespan: float
-    charged: float  # core-hours
-    used: float
-    waits: tuple[float, ...]  # per stage, seconds
-    jobs: int
-
-    @property
-    def idle(self) -> float:
-        return self.charged - self.used
 
 
 def _stage_app(name: str) -> Any:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import csv
-import dataclasses
 import os
 import sys
 import tempfile
@@ -53,28 +52,10 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
-from benchmarks.slurm_queue import Background, parse_stages  # noqa: E402
+from benchmarks.slurm_queue import MONTAGE, Background, Outcome, parse_stages  # noqa: E402
 from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
 CONFIGS = ("dask-adapt", "dask-fixed", "elastic-bigjob", "elastic-perstage", "elastic-asa")
-MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
-
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    config: str
-    rep: int
-    makespan: float
-    charged: float  # core-hours
-    used: float
-    waits: tuple[float, ...]  # per stage, seconds
-    jobs: int
-    released: int  # batch jobs ended before the last stage started
-    requeued: int  # batch jobs submitted after a mid-flow release
-
-    @property
-    def idle(self) -> float:
-        return self.charged - self.used
 
 
 def dask_missing() -> str | None:

@@ -1,4 +1,4 @@
-"""What the Slurm comparisons share: the busy background queue and the ``--stages`` option.
+"""What the Slurm comparisons share: the busy background queue, the ``--stages`` option and a run's outcome.
 
 ``benchmarks/compare_parsl_slurm.py`` and ``benchmarks/compare_prefect_slurm.py`` run the same staged
 workflow through two front-ends on the local Slurm cluster (``tests/fixtures/slurm_cluster.py``), beside
@@ -7,6 +7,7 @@ the same background jobs.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import threading
 import time
@@ -14,7 +15,29 @@ import time
 from elastic.simulator.synthetic import synthetic_workload
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
-__all__ = ["Background", "parse_stages"]
+__all__ = ["MONTAGE", "Background", "Outcome", "parse_stages"]
+
+MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
+"""The default ``--stages``: Montage's shape, ``name:tasks:seconds`` per stage."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """One configuration's run: makespan and waits in seconds, core-hours from Slurm's records."""
+
+    config: str
+    rep: int
+    makespan: float
+    charged: float  # core-hours
+    used: float
+    waits: tuple[float, ...]  # per stage, seconds
+    jobs: int
+    released: int = 0  # batch jobs ended before the last stage started
+    requeued: int = 0  # batch jobs submitted after a mid-flow release
+
+    @property
+    def idle(self) -> float:
+        return self.charged - self.used
 
 
 def parse_stages(text: str) -> list[tuple[str, int, float]]:
