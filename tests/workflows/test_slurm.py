@@ -10,7 +10,6 @@ outlives the command.
 from __future__ import annotations
 
 import importlib
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -69,9 +68,6 @@ def test_a_demo_on_the_local_slurm_cluster_under_asa(
             assert run.status == "completed" and run.backend == "slurm" and run.allocations >= 2
             for stage in DEMOS[name].stages:
                 assert len(store.stage_runtimes(name, stage)[0]) == 1, stage
-        jobs = subprocess.run(
-            ["squeue", "-h", "-o", "%i %T"], env=slurm_cluster.env, capture_output=True, text=True, check=True
-        )
-        assert jobs.stdout.strip() == "", "a Slurm job outlived the run"
+        assert slurm_cluster.queue() == [], "a Slurm job outlived the run"
     finally:
         slurm_cluster.cancel_all()

@@ -18,7 +18,6 @@ from elastic.backends.slurm import SlurmBackend
 from elastic.front.mesos import MesosServer
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 from tests.front.mesos.test_pymesos_mock import check_framework_run
-from tests.front.test_door_slurm import squeue
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -50,4 +49,4 @@ def test_a_pymesos_framework_runs_on_slurm_allocations_the_strategy_chooses(
     assert len({allocations[a].cores for a in offered}) >= 2, "offers came from allocations of two sizes"
     assert all(allocations[a].backend_job_id for a in offered), "every allocation offered is a Slurm job"
     assert el.result is not None and el.result.status == "completed"
-    assert squeue(slurm_cluster) == [], "a job outlived shutdown()"
+    assert slurm_cluster.queue() == [], "a job outlived shutdown()"
