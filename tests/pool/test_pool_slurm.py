@@ -61,10 +61,16 @@ def _start(pool: Pool, backend: slurm.SlurmBackend, alloc: Allocation) -> str:
     return job
 
 
-def test_scancel_mid_task_requeues_the_task_elsewhere(pool: Pool, backend: slurm.SlurmBackend) -> None:
+def test_scancel_mid_task_requeues_the_task_elsewhere(
+    pool: Pool, backend: slurm.SlurmBackend, tmp_path: Path
+) -> None:
     """scancel SIGTERMs every process of the job, the task's too: the task is LOST, not FAILED (H12)."""
     job = _start(pool, backend, Allocation("a1", cores=1, walltime=120.0))
-    future = pool.submit(Task.shell("sleep 4; echo done", task_id="t"))
+    # The first run sleeps far longer than the cancellation takes to arrive (under load a short task could
+    # finish first); the rerun on a2 finds the marker and ends at once.
+    marker = tmp_path / "started"
+    script = f"if [ -e {marker} ]; then echo done; else touch {marker}; sleep 60; fi"
+    future = pool.submit(Task.shell(script, task_id="t"))
     deadline = time.monotonic() + 20
     while not any(isinstance(e, TaskEvent) and e.state is TaskState.RUNNING for e in pool.events):
         assert time.monotonic() < deadline, pool.events

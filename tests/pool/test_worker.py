@@ -26,6 +26,15 @@ def sleep_then_pid(seconds: float) -> int:
     return os.getpid()
 
 
+def sleep_first_time_then_pid(marker: str, seconds: float) -> int:
+    """Sleep ``seconds`` the first time (leaving ``marker``); return at once when run again."""
+    path = Path(marker)
+    if not path.exists():
+        path.touch()
+        time.sleep(seconds)
+    return os.getpid()
+
+
 def unpicklable() -> object:
     return threading.Lock()
 
@@ -69,11 +78,12 @@ def test_a_worker_killed_mid_task_fails_its_task_and_is_replaced(
 
 
 def test_a_worker_killed_while_its_allocation_drains_loses_the_task_not_fails_it(
-    pool: Pool, start_agent: AgentStarter
+    pool: Pool, start_agent: AgentStarter, tmp_path: Path
 ) -> None:
     start_allocation(pool, start_agent, Allocation("a1", cores=1, walltime=600.0))
     worker = pool.submit(Task.call(pid)).result(timeout=30)
-    task = pool.submit(Task.call(sleep_then_pid, (30.0,), task_id="t"))
+    marker = str(tmp_path / "started")  # the rerun on a2 returns at once
+    task = pool.submit(Task.call(sleep_first_time_then_pid, (marker, 60.0), task_id="t"))
     wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.task_id == "t" and e.state is TaskState.RUNNING)
     pool.drain("a1", "released by the strategy")
     os.kill(worker, signal.SIGKILL)
