@@ -23,7 +23,7 @@ K = EventKind
 # demo3's shape (1 task, then 8 tasks, then 1 task, 1 core each) with seconds-long tasks
 SHORT_DEMO3 = Workflow(
     "demo3-short",
-    (Stage("prepare", 1, 1, 8.0), Stage("process", 8, 1, 5.0, runtime_cv=0.2), Stage("merge", 1, 1, 3.0)),
+    (Stage("prepare", 1, 1, 4.0), Stage("process", 8, 1, 2.0, runtime_cv=0.2), Stage("merge", 1, 1, 1.0)),
 )
 
 
@@ -59,11 +59,12 @@ def test_short_demo3_completes_on_slurm(strategy: str, backend: SlurmBackend) ->
     submits = _of(result.events, K.ALLOC_SUBMIT)
     assert all(e.job_id for e in submits)
     if strategy == "asa":
-        # stage 2's batch job was submitted (by Slurm's own clock) before stage 1 ended
+        # a later stage's batch job was submitted (by Slurm's own clock) before stage 1 ended (with stages
+        # this short the planner may run "process" on the first allocation and pre-submit only "merge")
         (stage1_end,) = _of(result.events, K.STAGE_END, stage="prepare")
-        process = next(e for e in submits if e.stage == "process")
-        assert process.job_id is not None
-        assert backend.state(process.job_id).submit_time < stage1_end.time
+        later = [e.job_id for e in submits if e.stage != "prepare" and e.job_id is not None]
+        assert later, [(e.stage, e.note) for e in submits]
+        assert min(backend.state(job).submit_time for job in later) < stage1_end.time
     # every batch job of the run is over (released or cancelled; Slurm may need a moment to finish them)
     ours = {e.job_id for e in submits}
     for _ in range(30):
