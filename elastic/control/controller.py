@@ -146,6 +146,8 @@ class AllocationController:
         self.user = user
         self._record = record
         self._allocs: dict[str, Allocation] = {}
+        self._retiring: dict[str, Cancel] = {}
+        """Cancelled allocations that still ran a task: the job is cancelled once they are idle."""
         self._job_ids: dict[str, str] = {}
         self.priority = _priority_model(backend)
         """The backend's priority model for held jobs (None when it does not say)."""
@@ -174,6 +176,7 @@ class AllocationController:
         self.apply(decision, now)
         self.demand.dispatch(now)
         self._advance(now)
+        self._retire(now)
         wake = now + self.poll_interval
         for t in (decision.wake_at, self.execution.next_event_time()):
             if t is not None:
@@ -215,7 +218,7 @@ class AllocationController:
         """
         for a in list(self._allocs.values()):
             if not a.ended:
-                self._cancel(Cancel(a.alloc_id, "run over"), now)
+                self._cancel(Cancel(a.alloc_id, "run over"), now, kill=True)
         deadline = time.monotonic() + settle
         for a in list(self._allocs.values()):
             while not a.ended and time.monotonic() < deadline:
@@ -245,6 +248,15 @@ class AllocationController:
         for event in self.execution.advance(at):
             self._record(event)
             self.demand.observe(event)
+
+    def _retire(self, now: float) -> None:
+        """Cancel the drained allocations whose last task has ended (see :meth:`_cancel`)."""
+        for alloc_id, action in list(self._retiring.items()):
+            a = self._allocs[alloc_id]
+            if a.ended:
+                del self._retiring[alloc_id]
+            elif self.execution.busy_cores(alloc_id) == 0:
+                self._cancel(action, now)
 
     def _poll(self, now: float) -> None:
         changes: list[tuple[float, int, str, JobInfo]] = []
@@ -416,13 +428,27 @@ class AllocationController:
         )
         self._allocs[a.alloc_id] = dataclasses.replace(a, serves=action.stages)
 
-    def _cancel(self, action: Cancel, now: float) -> None:
+    def _cancel(self, action: Cancel, now: float, *, kill: bool = False) -> None:
+        """Cancel an allocation; one running tasks is drained first and cancelled once idle.
+
+        A strategy cancels a running allocation only when it saw no task on it, but a live pool places
+        tasks from its own thread: one may have landed between the strategy's view and this call, and
+        cancelling then would kill it (a lost attempt, a failed task where retries are off). So the
+        allocation gets no new task from here on, and the batch job is cancelled when its last task ends
+        (:meth:`_retire`). ``kill`` (the run is over) cancels at once.
+        """
         a = self._allocs.get(action.alloc_id)
         if a is None or a.ended:
             return
-        logger.info("%s: cancel %s: %s", self.strategy.name, a.alloc_id, action.reason)
+        if not a.cancelled:
+            logger.info("%s: cancel %s: %s", self.strategy.name, a.alloc_id, action.reason)
         a = self._allocs[a.alloc_id] = dataclasses.replace(a, cancelled=True)
         self.execution.release(a.alloc_id)
+        if not kill and a.running and self.execution.busy_cores(a.alloc_id) > 0:
+            logger.info("%s: %s still runs a task; cancelled when it ends", self.strategy.name, a.alloc_id)
+            self._retiring[a.alloc_id] = action
+            return
+        self._retiring.pop(a.alloc_id, None)
         job_id = self._job_ids[a.alloc_id]
         self.backend.cancel(job_id)
         info = self.backend.state(job_id)

@@ -18,8 +18,9 @@ from elastic.errors import ConfigError, UnknownNameError
 from elastic.front.tasks import DependencyError
 from elastic.metrics import EventKind
 from elastic.pool.pool import PoolClosedError
-from elastic.pool.tasks import ShellTaskError, Task
+from elastic.pool.tasks import ShellTaskError, Task, TaskEvent, TaskState
 from elastic.store import Store
+from elastic.strategies.base import Cancel, Decision, RunView, Submit
 from elastic.workflow import Stage, Workflow
 
 K = EventKind
@@ -27,6 +28,11 @@ K = EventKind
 
 def square(x: int) -> int:
     time.sleep(0.05)
+    return x * x
+
+
+def square_slowly(x: int, seconds: float) -> int:
+    time.sleep(seconds)
     return x * x
 
 
@@ -82,6 +88,38 @@ def test_dataflow_on_this_machine(local: LocalBackend) -> None:
     assert result is not None and result.status == "completed"
     assert [s.name for s in result.metrics.stages][:2] == ["square", "add_all"]
     assert all(not a.running for a in el.view().allocations)
+
+
+class _CancelsWhileBusy:
+    """A user strategy that cancels its allocation while a task runs on it.
+
+    Built-in strategies cancel only allocations they saw idle, but the pool places tasks from its own
+    thread, so a task can land between the strategy's look and the cancel: this makes that race certain.
+    """
+
+    name = "cancels-while-busy"
+
+    def decide(self, view: RunView) -> Decision:
+        if not view.allocations:
+            return Decision((Submit("*", 1, 600.0),))
+        (a,) = view.allocations
+        if a.running and not a.cancelled and view.busy_cores(a.alloc_id) > 0:
+            return Decision((Cancel(a.alloc_id, "released while busy"),))
+        return Decision()
+
+
+def test_a_cancel_of_a_busy_allocation_drains_it_and_the_task_is_not_lost(local: LocalBackend) -> None:
+    with Elastic(local, _CancelsWhileBusy(), store=False, poll_interval=0.2, max_retries=0) as el:
+        assert el.submit(square_slowly, 6, 2.0).result(timeout=60) == 36  # with no retry, a loss would fail
+        (a,) = el.view().allocations
+        assert a.cancelled  # cancelled by the strategy, still running its task
+        deadline = time.monotonic() + 30
+        while el.view().allocations[0].running and time.monotonic() < deadline:
+            time.sleep(0.1)  # and cancelled once the task ended
+        assert el.view().allocations[0].state is AllocationState.CANCELLED
+        states = [e.state for e in el.pool.events if isinstance(e, TaskEvent)]
+    assert states == [TaskState.QUEUED, TaskState.RUNNING, TaskState.DONE]  # not LOST, not rerun
+    assert el.result is not None and el.result.status == "completed"
 
 
 def test_a_failing_task_fails_its_future_and_what_needs_it_not_the_front_door(local: LocalBackend) -> None:
