@@ -13,6 +13,16 @@ import pytest
 
 pytest_plugins = ["tests.fixtures.postgres", "tests.fixtures.prefect_server", "tests.fixtures.slurm_cluster"]
 
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full-matrix",
+        action="store_true",
+        help="run every demo x strategy x front-end x backend case (tests/workflows/test_matrix.py), "
+        "not only the pairwise subset",
+    )
+
+
 #: Real workload traces shipped beside the project (never committed into it).
 SHARED_TRACES = Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"
 

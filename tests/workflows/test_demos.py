@@ -1,7 +1,7 @@
 """The demos' inputs and checks: deterministic input, correct output, and checks that catch wrong output.
 
 The dataflows run here on a serial submitter (tests/workflows/conftest.py) to get outputs quickly; the
-front-ends and backends are tested in test_frontdoor.py, test_parsl_prefect.py and test_slurm.py.
+front-ends and backends are tested in test_frontdoor.py, test_parsl_prefect.py and test_matrix.py.
 """
 
 from __future__ import annotations

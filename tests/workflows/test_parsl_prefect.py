@@ -8,7 +8,6 @@ Prefect's ThreadPoolTaskRunner run them. A failed program reaches the driver as 
 
 from __future__ import annotations
 
-import importlib
 import os
 import stat
 import sys
@@ -19,8 +18,6 @@ import pytest
 
 from elastic import Elastic
 from elastic.backends.local import LocalBackend
-from elastic.cli import main
-from elastic.store import Store
 from tests.workflows.conftest import SMALL
 from workflows.dataflow import ProgramError
 from workflows.demos import DEMOS, run_demo
@@ -137,45 +134,3 @@ def _chain(exc: BaseException | None) -> Iterator[BaseException]:
         yield e
         todo += [e.__cause__, e.__context__]
         todo += [d for d, _ in getattr(e, "dependent_exceptions_tids", [])]
-
-
-# --- Elastic's executor and task runner: `elastic run DEMO --frontend parsl|prefect` ------------------
-
-
-def _elastic_frontend(module: str) -> None:
-    """Skip, saying why, when Elastic's executor or task runner for this front-end is not installed."""
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        pytest.skip(f"{module} cannot be imported ({exc}): the front-end's Elastic adapter is not installed")
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(600)
-@pytest.mark.parametrize(
-    ("frontend", "module"), [("parsl", "executors.parsl_executor"), ("prefect", "executors.prefect_runner")]
-)
-@pytest.mark.parametrize("strategy", ["bigjob", "asa"])
-def test_a_demo_through_elastics_executor_and_task_runner_on_the_mock_queue(
-    frontend: str,
-    module: str,
-    strategy: str,
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-    request: pytest.FixtureRequest,
-) -> None:
-    _elastic_frontend(module)
-    if frontend == "prefect":
-        request.getfixturevalue("prefect_api")
-    url = f"sqlite:///{tmp_path / 'store.db'}"
-    args = ["run", "blast", "--strategy", strategy, "--backend", "mock", "--frontend", frontend]
-    args += ["--size", str(SMALL["blast"]), "--workdir", str(tmp_path), "--store", url]
-    assert main(args) == 0, capsys.readouterr().out
-    out = " ".join(capsys.readouterr().out.split())
-    assert f"blast under {strategy} on mock through {frontend}: checks" in out
-    assert "planted matches found │ pass" in out and "blast: every check passed" in out
-    with Store(url) as store:
-        runs = store.runs(workflow="blast")
-        assert list(runs["status"]) == ["completed"] and list(runs["strategy"]) == [strategy]
-        for stage in DEMOS["blast"].stages:  # every stage function ran as a task of its stage
-            assert len(store.stage_runtimes("blast", stage)[0]) == 1, stage
