@@ -101,6 +101,8 @@ class PoolExecution:
         self._notify = on_event
         self._running: set[str] = set()
         self._inbox: queue.SimpleQueue[tuple[float, TaskEvent]] = queue.SimpleQueue()
+        self._held: tuple[float, TaskEvent] | None = None
+        """The oldest event taken from the inbox and not handed over yet (stamped after the step's now)."""
         self._unsubscribe = pool.subscribe(self._on_event)
 
     def _on_event(self, event: PoolEvent) -> None:
@@ -161,7 +163,7 @@ class PoolExecution:
         logger.debug("pool executor: submitted %s: %s", task.task_id, command)
 
     def advance(self, now: float) -> list[Event]:
-        """Return the task events the pool reported since the last call.
+        """Return the task events the pool reported since the last call, up to ``now``.
 
         Raises
         ------
@@ -170,10 +172,17 @@ class PoolExecution:
         """
         out: list[Event] = []
         while True:
-            try:
-                at, e = self._inbox.get_nowait()
-            except queue.Empty:
+            if self._held is None:
+                try:
+                    self._held = self._inbox.get_nowait()
+                except queue.Empty:
+                    return out
+            at, e = self._held
+            if at > now:
+                # Stamped after the caller read its clock (the pool's thread runs meanwhile): it belongs
+                # to the next step, so that what a step does at ``now`` never precedes what it has seen.
                 return out
+            self._held = None
             if self.fail_fast and e.state is TaskState.FAILED:
                 raise TaskFailedError(e.task_id, e.detail)
             kind = _KINDS.get(e.state)
@@ -197,8 +206,11 @@ class PoolExecution:
                 )
 
     def next_event_time(self) -> float | None:
-        """Unknown: real tasks end when they end."""
-        return None
+        """When a task event already received but stamped after the last step happened, else None.
+
+        Otherwise unknown: real tasks end when they end.
+        """
+        return None if self._held is None else self._held[0]
 
     def busy_cores(self, alloc_id: str) -> int:
         """Cores of ``alloc_id`` running tasks now."""

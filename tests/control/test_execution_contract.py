@@ -18,6 +18,7 @@ from elastic.control.execution import Execution, TaskSpec
 from elastic.control.pool_execution import PoolExecution
 from elastic.control.sim_execution import SimExecution
 from elastic.metrics import EventKind
+from elastic.pool.tasks import TaskState
 
 SPEEDUP = 60.0
 # (id, cores, walltime in backend seconds); "ending" is within the 30 s drain margin from the start
@@ -69,5 +70,34 @@ def test_real_agents_place_the_scenario_the_same_way() -> None:
                 starts.update(_starts(pool_exec, backend.now()))
                 time.sleep(0.05)
             assert starts == EXPECTED
+        finally:
+            pool_exec.close()
+
+
+@pytest.mark.timeout(120)
+def test_real_task_events_reach_a_step_only_once_its_clock_has_passed_them() -> None:
+    """A step that read its clock at ``now`` sees no event the pool stamped later (it gets the next step's).
+
+    Otherwise a stage could end before it started, or after what the step did at ``now``; the Statistics
+    demo's short stages on the 60x mock queue recorded negative stage runtimes this way.
+    """
+    with MockBackend(nodes=2, clock="scaled", speedup=SPEEDUP) as backend:
+        pool_exec = PoolExecution(backend, speedup=SPEEDUP, drain_margin=30.0)
+        try:
+            script = pool_exec.job_script("a1", 1, 3600.0, "s")
+            backend.submit(JobSpec(cores=1, walltime=3600.0, script=script))
+            before = backend.now()
+            pool_exec.submit(TaskSpec("t", "s", 0, 1, 60.0, 60.0))  # one backend minute: 1 s here
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and "t" not in {
+                e.task_id for e in pool_exec.pool.events if getattr(e, "state", None) is TaskState.DONE
+            }:
+                time.sleep(0.05)
+            assert pool_exec.advance(before) == []  # everything happened after ``before``
+            held = pool_exec.next_event_time()
+            assert held is not None and held > before  # the step is woken for it
+            events = pool_exec.advance(backend.now())
+            assert [e.kind for e in events] == [EventKind.TASK_START, EventKind.TASK_END]
+            assert events[0].time <= events[1].time and pool_exec.next_event_time() is None
         finally:
             pool_exec.close()

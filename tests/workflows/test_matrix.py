@@ -106,8 +106,10 @@ def test_a_demo_under_a_strategy_through_a_front_end_on_a_backend(
     work.mkdir()
     args += ["--size", str(SMALL[name]), "--workdir", str(work), "--store", url]
     try:
-        assert main(args) == 0, capsys.readouterr().out
-        out = " ".join(capsys.readouterr().out.split())
+        code = main(args)
+        printed = capsys.readouterr()
+        assert code == 0, printed.out + printed.err
+        out = " ".join(printed.out.split())
         assert f"{name} under {strategy} on {backend} through {frontend}: checks" in out
         for check in CHECKS[name]:
             assert f"{check} │ pass" in out, check

@@ -37,12 +37,18 @@ def check_framework_run(
     """Run the 20-task framework; cancel its first allocation once a few tasks finished and more run."""
     framework = ShellFramework(20, command='sleep 0.4; test -n "$MESOS_TASK_ID"')
     with running(framework, server.address, server.secret, labels={"elastic.tasks": "2"}):
-        wait_until(lambda: len(framework.finished) >= 4, 60, "four tasks to finish")
+
+        def running_now() -> set[str]:
+            started = {u["task_id"]["value"] for u in framework.updates if u["state"] == "TASK_RUNNING"}
+            return started - framework.finished
+
+        # between two waves of launches no task may be running: wait for one that is
+        wait_until(
+            lambda: len(framework.finished) >= 4 and bool(running_now()),
+            60,
+            "four tasks done and more running",
+        )
         first = el.view().allocations[0]
-        running_there = {
-            u["task_id"]["value"] for u in framework.updates if u["state"] == "TASK_RUNNING"
-        } - framework.finished
-        assert running_there, "tasks are running on the first allocation"
         kill(first)
         assert framework.all_done.wait(120), (
             f"finished {len(framework.finished)}/20; errors {framework.errors}"
