@@ -54,7 +54,7 @@ def _trace() -> Workload:
 
 def cell(workflow: str, peak: int, queue: str, priority: str, runs: int, seed: int) -> dict[str, object]:
     """Simulate one cell and return its row."""
-    wf = scale_workflow(builtin_workflow(workflow), peak)
+    wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
     if queue == "synthetic":
         background = default_background(max(64, 2 * peak), seed=seed)
         mode, policy = "replay", "easy"
