@@ -132,6 +132,19 @@ def register(subparsers: Any) -> None:
         help="wait learner for every strategy (default: each its own: ewma; tuned for the paper's ASA)",
     )
     parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
+    emulate = parser.add_argument_group(
+        "emulation", "run the real demos (montage, blast, statistics) instead of simulating their models"
+    )
+    emulate.add_argument(
+        "--emulate",
+        action="store_true",
+        help="each run is the demo through the front door on the scaled mock queue (report mode)",
+    )
+    emulate.add_argument("--size", type=int, help="with --emulate: every demo's size (default: each its own)")
+    emulate.add_argument(
+        "--speedup", type=float, default=60.0, help="with --emulate: the queue's clock vs real time (60)"
+    )
+    emulate.add_argument("--workdir", help="with --emulate: where the runs' folders go (default: temp)")
     add_background_arguments(parser)
     parser.set_defaults(func=_run)
 
@@ -185,7 +198,7 @@ def _run(args: argparse.Namespace) -> int:
     console = Console()
     if not console.is_terminal and console.width < 200:  # pipes and files get the whole table
         console = Console(width=200)
-    if out is not None or len(workflows) > 1 or args.peak_cores:
+    if out is not None or len(workflows) > 1 or args.peak_cores or args.emulate:
         if csv is not None:
             raise ConfigError("--csv is the single-workflow table's; with --out, runs.csv is in the report")
         from elastic.cli.compare_report import run_report

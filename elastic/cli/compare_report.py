@@ -28,7 +28,7 @@ from rich.progress import (
 
 from elastic.cli.arguments import BackgroundSetup, load_background
 from elastic.errors import ConfigError
-from elastic.report.experiment import Cell, ExperimentPlan, Simulation, run_experiment
+from elastic.report.experiment import Cell, CellRunner, ExperimentPlan, Simulation, emulation, run_experiment
 from elastic.report.records import RunRecord
 from elastic.workflow import Workflow
 
@@ -41,9 +41,12 @@ _FIGURES_PER_WORKFLOW = 2  # breakdown and Gantt chart; plus one convergence fig
 
 
 def settings(
-    plan: ExperimentPlan, setup: BackgroundSetup, runtimes: str = "workflow model"
+    plan: ExperimentPlan,
+    setup: BackgroundSetup,
+    runtimes: str = "workflow model",
+    execution: str | None = None,
 ) -> list[tuple[str, str]]:
-    """Return how the runs were made, for the report's header."""
+    """Return how the runs were made, for the report's header (``execution``: how, if not simulated)."""
     peaks = ", ".join(map(str, plan.cores)) if plan.cores else "each workflow's own width"
     learner = f"wait learner {plan.learner}" if plan.learner else "each strategy's own wait learner"
     return [
@@ -51,7 +54,10 @@ def settings(
         ("peak cores", f"{peaks} ({plan.scaling} scaling)"),
         ("strategies", ", ".join(plan.strategies)),
         ("runs per cell", str(plan.runs)),
-        ("execution", f"pure simulation: mock backend, virtual clock, task runtimes from the {runtimes}"),
+        (
+            "execution",
+            execution or f"pure simulation: mock backend, virtual clock, task runtimes from the {runtimes}",
+        ),
         ("partition", f"{setup.workload.processors} cores"),
         ("background", setup.describe()),
         ("learner", f"{learner}, one per strategy, kept across all its runs in order"),
@@ -84,6 +90,10 @@ def run_report(
             workflows = [runtimes_from_store(w, store, source=source) for w in workflows]
     elif args.store is not None:
         raise ConfigError("--store is read with --runtimes store only")
+    if not args.emulate and (args.size is not None or args.workdir is not None):
+        raise ConfigError("--size and --workdir are --emulate's: the real demos' size and run folders")
+    if args.emulate and args.runtimes == "store":
+        raise ConfigError("--runtimes store is for pure simulation; --emulate runs the real programs")
     plan = ExperimentPlan(
         tuple(workflows),
         tuple(args.strategies),
@@ -95,14 +105,43 @@ def run_report(
     )
     cells = plan.cells()  # every scaling checked before the background is read
     setup = load_background(args)
-    runner = Simulation(
-        setup.workload,
-        policy=setup.policy,
-        mode=setup.mode,
-        reserve=setup.reserve,
-        priority=setup.priority,
-        seed=args.seed,
-    )
+    runner: CellRunner
+    if args.emulate:
+        from workflows.emulate import demo_runner
+
+        run_one = demo_runner(
+            setup.workload,
+            plan.runs,
+            names=[w.name for w in workflows],
+            size=args.size,
+            seed=args.seed,
+            speedup=args.speedup,
+            workdir=args.workdir,
+            policy=setup.policy,
+            mode=setup.mode,
+            reserve=setup.reserve,
+            priority=setup.priority,
+            cap_cores=bool(args.peak_cores),
+        )
+        runner = emulation(run_one, seed=args.seed)
+        size = "each demo's default size" if args.size is None else f"size {args.size}"
+        execution = (
+            f"emulation: the real demos ({size}) through the front door on the mock backend's scaled clock "
+            f"({args.speedup:g}x real time)"
+            + (", allocations capped at the peak cores" if args.peak_cores else "")
+        )
+        verb = "emulated"
+    else:
+        runner = Simulation(
+            setup.workload,
+            policy=setup.policy,
+            mode=setup.mode,
+            reserve=setup.reserve,
+            priority=setup.priority,
+            seed=args.seed,
+        )
+        execution = None
+        verb = "simulated"
     runner.check(cells)
     total = len(cells) * plan.runs
     figures = _FIGURES_PER_WORKFLOW * len(workflows) + 1 if out is not None else 0
@@ -114,7 +153,7 @@ def run_report(
         TimeRemainingColumn(),
     )
     with Progress(*columns, console=console, transient=True) as progress:
-        runs = progress.add_task("simulating", total=total)
+        runs = progress.add_task("emulating" if args.emulate else "simulating", total=total)
 
         done = [0]
 
@@ -139,9 +178,12 @@ def run_report(
                 out,
                 title=title,
                 settings=settings(
-                    plan, setup, "store (recorded runs)" if args.runtimes == "store" else "workflow model"
+                    plan,
+                    setup,
+                    "store (recorded runs)" if args.runtimes == "store" else "workflow model",
+                    execution,
                 ),
-                notes=[f"{total} runs simulated in {result.elapsed:.1f} s."],
+                notes=[f"{total} runs {verb} in {result.elapsed:.1f} s."],
                 on_figure=lambda name: progress.update(drawing, advance=1, description=f"drawing {name}"),
             )
     if files is None:
@@ -154,7 +196,7 @@ def run_report(
     for t in table.rich_tables():
         console.print(t)
     console.print(
-        f"{total} simulated runs in {result.elapsed:.1f} s "
+        f"{total} {verb} runs in {result.elapsed:.1f} s "
         f"({result.elapsed / total * 1000:.0f} ms per run); {setup.describe()}",
         highlight=False,
     )
