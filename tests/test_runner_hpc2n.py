@@ -31,7 +31,7 @@ def hpc2n(hpc2n_trace: Path):
 
 @pytest.mark.slow
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
+@pytest.mark.parametrize("strategy", ["perstage", "asa"])  # the two that differ in when they submit
 def test_demo3_completes_on_the_scaled_mock_with_hpc2n_background(hpc2n, strategy: str) -> None:
     workflow = builtin_workflow("demo3")
     (start,) = start_points(hpc2n, 1, seed=11, warmup=WARMUP, horizon=HORIZON)
@@ -63,12 +63,9 @@ def test_demo3_completes_on_the_scaled_mock_with_hpc2n_background(hpc2n, strateg
     busy = records[records["background"] & (records["start"] < run_end) & (records["end"] > run_start)]
     assert len(busy) > 0
     submits = [e for e in events if e.kind is EventKind.ALLOC_SUBMIT]
-    if strategy == "bigjob":
-        assert len(submits) == 1 and submits[0].cores == 8
-    else:
-        (prepare_end,) = [e for e in events if e.kind is EventKind.STAGE_END and e.stage == "prepare"]
-        process_submit = min(e.time for e in submits if e.stage == "process")
-        if strategy == "asa":  # the ASA timing rule: submitted before its predecessor ended
-            assert process_submit < prepare_end.time
-        else:  # Per-Stage: only once it ended
-            assert process_submit >= prepare_end.time
+    (prepare_end,) = [e for e in events if e.kind is EventKind.STAGE_END and e.stage == "prepare"]
+    process_submit = min(e.time for e in submits if e.stage == "process")
+    if strategy == "asa":  # the ASA timing rule: submitted before its predecessor ended
+        assert process_submit < prepare_end.time
+    else:  # Per-Stage: only once it ended
+        assert process_submit >= prepare_end.time

@@ -26,7 +26,8 @@ def test_the_comparison_runs_every_configuration_and_accounts_for_every_core_hou
     if LocalSlurmCluster.missing_binaries():
         pytest.skip(f"Slurm binaries missing: {LocalSlurmCluster.missing_binaries()}")
     out = tmp_path / "runs.csv"
-    configs = ["htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "elastic-asa"]
+    # Elastic under Per-Stage and ASA (its Big-Job on Slurm: tests/executors/test_parsl_executor_slurm.py)
+    configs = ["htex-bigjob", "htex-auto", "elastic-perstage", "elastic-asa"]
     script = str(ROOT / "benchmarks" / "compare_parsl_slurm.py")
     args = ["--reps", "1", "--stages", "a:2:2,b:5:2", "--load", "0.3", "--warmup", "2", "--csv", str(out)]
     proc = subprocess.run(
