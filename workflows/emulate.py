@@ -9,8 +9,8 @@ the same background as in pure simulation, cut at the same start points (run ``i
 at the ``i``-th point), and the strategy's wait learner is the one the experiment keeps across its runs.
 A cell's peak cores cap every allocation (``max_cores``): a stage wider than that runs in waves.
 
-A run whose checks fail stops the experiment (:class:`DemoCheckError`): a comparison of wrong outputs
-would mean nothing.
+A run whose checks fail (:class:`DemoCheckError`) or whose program fails (:class:`ElasticError` naming
+the run and its folder) stops the experiment: a comparison of wrong outputs would mean nothing.
 """
 
 from __future__ import annotations
@@ -80,8 +80,14 @@ class _DemoRunner:
                 learner=request.waits,
                 max_cores=cell.cores if self.cap else None,
             )
-            with el:
-                output = demo.driver(el, inputs)
+            try:
+                with el:
+                    output = demo.driver(el, inputs)
+            except Exception as exc:  # a program failed (the driver waits for every task): say which run
+                raise ElasticError(
+                    f"{demo.name} run {request.index} under {cell.strategy} at {cell.cores} cores failed: "
+                    f"{type(exc).__name__}: {exc}; files in {folder}"
+                ) from exc
         verification = demo.verify(inputs, output)
         if not verification.ok:
             failed = ", ".join(c.name for c in verification.failed)

@@ -429,7 +429,7 @@ class AllocationController:
         self._allocs[a.alloc_id] = dataclasses.replace(a, serves=action.stages)
 
     def _cancel(self, action: Cancel, now: float, *, kill: bool = False) -> None:
-        """Cancel an allocation; one running tasks is drained first and cancelled once idle.
+        """Cancel an allocation; one that still runs a task is drained first and cancelled once idle.
 
         A strategy cancels a running allocation only when it saw no task on it, but a live pool places
         tasks from its own thread: one may have landed between the strategy's view and this call, and
