@@ -374,6 +374,10 @@ class AllocationController:
             user=self.user,
             script=self.execution.job_script(alloc_id, action.cores, action.walltime, action.stage),
         )
+        # Stamped when the request leaves, not at the step's clock read: a live front door may have seen
+        # the stage become ready after that read (its tasks arrive from other threads), and the stage before
+        # it end after it; on a virtual clock both are the same.
+        now = max(now, self.backend.now())
         job_id = self.backend.submit(spec)
         self._job_ids[alloc_id] = job_id
         self._allocs[alloc_id] = Allocation(
