@@ -42,16 +42,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import parsl
 from parsl.config import Config
 from rich.console import Console
-from rich.table import Table
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.slurm_queue import MONTAGE, Background, Outcome, parse_stages  # noqa: E402
+from benchmarks.slurm_queue import MONTAGE, Background, Outcome, parse_stages, summarise  # noqa: E402
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
 from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
@@ -163,29 +161,6 @@ def one_run(
     return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs)
 
 
-def summarise(outcomes: list[Outcome], stages: list[tuple[str, int, float]], console: Console) -> None:
-    table = Table(title="staged Parsl workflow on the busy local Slurm cluster (mean ± sd over repetitions)")
-    for col in ("configuration", "runs", "makespan (s)", "core-h charged", "idle core-h", "batch jobs"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
-    for name, *_ in stages:
-        table.add_column(f"wait {name} (s)", justify="right")
-
-    def ms(values: list[float], fmt: str = ".0f") -> str:
-        sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-        return f"{np.mean(values):{fmt}} ± {sd:{fmt}}"
-
-    for config in CONFIGS:
-        rows = [o for o in outcomes if o.config == config]
-        if not rows:
-            continue
-        waits = [ms([o.waits[i] for o in rows]) for i in range(len(stages))]
-        table.add_row(
-            config, str(len(rows)), ms([o.makespan for o in rows]), ms([o.charged for o in rows], ".3f"),
-            ms([o.idle for o in rows], ".3f"), ms([float(o.jobs) for o in rows], ".1f"), *waits,
-        )  # fmt: skip
-    console.print(table)
-
-
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -250,7 +225,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     f"charged {outcome.charged:.3f} core-h, idle {outcome.idle:.3f}, waits {waits} "
                     f"({time.time() - started:.0f} s)"
                 )
-    summarise(outcomes, stages, console)
+    summarise(outcomes, stages, CONFIGS, "staged Parsl workflow on the busy local Slurm cluster", console)
     if args.csv is not None:
         with args.csv.open("w", newline="") as fh:
             writer = csv.writer(fh)

@@ -47,12 +47,10 @@ sys.path.insert(0, str(HERE))
 # first: on import it gives Prefect a private PREFECT_HOME and turns telemetry off, before Prefect is imported
 from tests.fixtures.prefect_server import _HOME, _stop, start_prefect_server  # noqa: E402, I001
 
-import numpy as np  # noqa: E402
 from rich.console import Console  # noqa: E402
-from rich.table import Table  # noqa: E402
 
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
-from benchmarks.slurm_queue import MONTAGE, Background, Outcome, parse_stages  # noqa: E402
+from benchmarks.slurm_queue import Background, MONTAGE, Outcome, parse_stages, summarise  # noqa: E402
 from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
 CONFIGS = ("dask-adapt", "dask-fixed", "elastic-bigjob", "elastic-perstage", "elastic-asa")
@@ -164,32 +162,6 @@ def one_run(
     return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs, len(ends), requeued)
 
 
-def summarise(outcomes: list[Outcome], stages: Stages, console: Console) -> None:
-    table = Table(title="staged Prefect flow on the busy local Slurm cluster (mean ± sd over repetitions)")
-    heads = ("configuration", "runs", "makespan (s)", "core-h charged", "idle core-h", "batch jobs")
-    for col in (*heads, "released mid-flow", "requeued"):
-        table.add_column(col, justify="left" if col == "configuration" else "right")
-    for name, *_ in stages:
-        table.add_column(f"wait {name} (s)", justify="right")
-
-    def ms(values: list[float], fmt: str = ".0f") -> str:
-        sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
-        return f"{np.mean(values):{fmt}} ± {sd:{fmt}}"
-
-    for config in CONFIGS:
-        rows = [o for o in outcomes if o.config == config]
-        if not rows:
-            continue
-        waits = [ms([o.waits[i] for o in rows]) for i in range(len(stages))]
-        table.add_row(
-            config, str(len(rows)), ms([o.makespan for o in rows]), ms([o.charged for o in rows], ".3f"),
-            ms([o.idle for o in rows], ".3f"), ms([float(o.jobs) for o in rows], ".1f"),
-            ms([float(o.released) for o in rows], ".1f"), ms([float(o.requeued) for o in rows], ".1f"),
-            *waits,
-        )  # fmt: skip
-    console.print(table)
-
-
 def write_csv(path: Path, outcomes: list[Outcome], stages: Stages) -> None:
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
@@ -273,7 +245,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     finally:
         _stop(proc.pid)
         proc.wait(timeout=30)
-    summarise(outcomes, stages, console)
+    summarise(
+        outcomes,
+        stages,
+        CONFIGS,
+        "staged Prefect flow on the busy local Slurm cluster",
+        console,
+        releases=True,
+    )
     if args.csv is not None:
         write_csv(args.csv, outcomes, stages)
 

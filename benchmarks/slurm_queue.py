@@ -11,6 +11,11 @@ import dataclasses
 import math
 import threading
 import time
+from collections.abc import Sequence
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
 
 from elastic.simulator.synthetic import synthetic_workload
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
@@ -38,6 +43,47 @@ class Outcome:
     @property
     def idle(self) -> float:
         return self.charged - self.used
+
+
+def summarise(
+    outcomes: list[Outcome],
+    stages: list[tuple[str, int, float]],
+    configs: Sequence[str],
+    title: str,
+    console: Console,
+    *,
+    releases: bool = False,
+) -> None:
+    """Print one row per configuration (in ``configs`` order): mean ± sd over its repetitions.
+
+    ``releases`` adds the columns *released mid-flow* and *requeued* (the Prefect comparison counts them).
+    """
+    table = Table(title=f"{title} (mean ± sd over repetitions)")
+    heads = ["configuration", "runs", "makespan (s)", "core-h charged", "idle core-h", "batch jobs"]
+    heads += ["released mid-flow", "requeued"] if releases else []
+    for col in heads:
+        table.add_column(col, justify="left" if col == "configuration" else "right")
+    for name, *_ in stages:
+        table.add_column(f"wait {name} (s)", justify="right")
+
+    def ms(values: list[float], fmt: str = ".0f") -> str:
+        sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+        return f"{np.mean(values):{fmt}} ± {sd:{fmt}}"
+
+    for config in configs:
+        rows = [o for o in outcomes if o.config == config]
+        if not rows:
+            continue
+        cells = [config, str(len(rows)), ms([o.makespan for o in rows]), ms([o.charged for o in rows], ".3f")]
+        cells += [ms([o.idle for o in rows], ".3f"), ms([float(o.jobs) for o in rows], ".1f")]
+        if releases:
+            cells += [
+                ms([float(o.released) for o in rows], ".1f"),
+                ms([float(o.requeued) for o in rows], ".1f"),
+            ]
+        cells += [ms([o.waits[i] for o in rows]) for i in range(len(stages))]
+        table.add_row(*cells)
+    console.print(table)
 
 
 def parse_stages(text: str) -> list[tuple[str, int, float]]:
