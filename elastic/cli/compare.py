@@ -190,6 +190,8 @@ def table(frame: pd.DataFrame, title: str) -> Table:
 def _run(args: argparse.Namespace) -> int:
     if args.backend != "mock":
         raise UnknownNameError("backend for compare (pure simulation)", args.backend, ["mock"])
+    if not args.emulate and (args.size is not None or args.workdir is not None):
+        raise ConfigError("--size and --workdir are --emulate's: the real demos' size and run folders")
     csv = check_output(args.csv, "--csv")
     out = check_output_dir(args.out, "--out")
     workflows = [resolve_workflow(name.strip()) for name in args.workflow.split(",") if name.strip()]

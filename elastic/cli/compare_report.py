@@ -90,8 +90,6 @@ def run_report(
             workflows = [runtimes_from_store(w, store, source=source) for w in workflows]
     elif args.store is not None:
         raise ConfigError("--store is read with --runtimes store only")
-    if not args.emulate and (args.size is not None or args.workdir is not None):
-        raise ConfigError("--size and --workdir are --emulate's: the real demos' size and run folders")
     if args.emulate and args.runtimes == "store":
         raise ConfigError("--runtimes store is for pure simulation; --emulate runs the real programs")
     plan = ExperimentPlan(

@@ -63,3 +63,10 @@ def test_bad_emulation_settings_are_refused_before_any_run(
     assert main(["compare", *extra, "--runs", "1", "--out", str(out)]) == 2
     assert message in " ".join(capsys.readouterr().err.split())
     assert not out.exists() or not any(out.iterdir())
+
+
+def test_emulation_options_without_emulate_are_refused_by_the_single_table_too(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["compare", "--workflow", "blast", "--size", "2", "--runs", "1"]) == 2
+    assert "--size and --workdir are --emulate's" in capsys.readouterr().err
