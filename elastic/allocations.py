@@ -161,6 +161,11 @@ class Allocation:
     eligible_time : float or None, default None
         When its dependencies and begin time were satisfied, once they are (run control); its queue
         wait counts from then.
+    piece_of : str or None, default None
+        Set when run control split one request into several batch jobs (its ``job_cores``): the id of
+        the request's first job, shared by all of them. Each such job is released on its own, idle, once
+        the other running jobs have idle cores for every task of its stages still waiting
+        (:func:`~elastic.strategies.base.release_idle`).
 
     Examples
     --------
@@ -187,6 +192,7 @@ class Allocation:
     cancelled: bool = False
     serves: tuple[str, ...] = ()
     eligible_time: float | None = None
+    piece_of: str | None = None
 
     def __post_init__(self) -> None:
         if not self.alloc_id:

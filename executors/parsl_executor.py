@@ -103,6 +103,9 @@ class ElasticExecutor(ParslExecutor):
         ``"greedy"``), or a learner object; None: the strategy's own.
     max_cores : int or None, default None
         No allocation wider.
+    job_cores : int or None, default None
+        Most cores in one batch job: wider allocations are split into jobs released one by one as their
+        cores stop being needed (see :class:`elastic.Elastic`). None: one job per allocation.
     idle_timeout : float, default 300.0
         Backend seconds a stage with nothing left keeps its allocations when nothing comes after it.
     poll_interval : float or None, default None
@@ -143,6 +146,7 @@ class ElasticExecutor(ParslExecutor):
         store: Store | str | bool | None = None,
         learner: Any = None,
         max_cores: int | None = None,
+        job_cores: int | None = None,
         idle_timeout: float = 300.0,
         poll_interval: float | None = None,
         max_retries: int = 2,
@@ -174,6 +178,7 @@ class ElasticExecutor(ParslExecutor):
             drain_margin=drain_margin,
             poll_interval=poll_interval,
             max_cores=max_cores,
+            job_cores=job_cores,
             pool_options=pool_options,
         )
         self.label = label
@@ -183,6 +188,7 @@ class ElasticExecutor(ParslExecutor):
         self.store = store
         self.learner = learner
         self.max_cores = max_cores
+        self.job_cores = job_cores
         self.idle_timeout = idle_timeout
         self.poll_interval = poll_interval
         self.max_retries = max_retries
@@ -232,6 +238,7 @@ class ElasticExecutor(ParslExecutor):
             store=self.store,
             learner=self.learner,
             max_cores=self.max_cores,
+            job_cores=self.job_cores,
             idle_timeout=self.idle_timeout,
             poll_interval=self.poll_interval,
             max_retries=self.max_retries,

@@ -89,10 +89,10 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
         while the flow runs outside a deployment; None: do not look.
     **options
         Passed to :class:`elastic.Elastic`: ``workflow`` (default: the flow's name, so later runs of the
-        flow know its stages from the store), ``store``, ``learner``, ``max_cores``, ``idle_timeout``,
-        ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user`` and pool options
-        (``workers``, ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run lost with its
-        allocation is retried under the Prefect task's own ``retries``.
+        flow know its stages from the store), ``store``, ``learner``, ``max_cores``, ``job_cores``,
+        ``idle_timeout``, ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user`` and pool
+        options (``workers``, ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run
+        lost with its allocation is retried under the Prefect task's own ``retries``.
 
     Raises
     ------

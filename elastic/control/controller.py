@@ -115,6 +115,11 @@ class AllocationController:
     max_cores : int or None, default None
         No allocation is wider (a stage of many small tasks asks for one core per task; on a smaller
         partition, or under a user's cap, it gets this many and runs in waves).
+    job_cores : int or None, default None
+        Most cores in one batch job: a wider request is submitted as several jobs of at most this many
+        cores (as dask-jobqueue's ``cores`` per worker job, or HyperQueue's workers per allocation), and
+        each job is released on its own once its cores are not needed (a stage's tail, a narrow stage
+        after a wide one). More jobs to queue, fewer idle cores held. None: one job per request.
     """
 
     def __init__(
@@ -130,12 +135,16 @@ class AllocationController:
         name: str = "elastic",
         user: str | None = None,
         max_cores: int | None = None,
+        job_cores: int | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"poll_interval must be > 0 backend seconds, got {poll_interval!r}")
         if max_cores is not None and max_cores < 1:
             raise ConfigError(f"max_cores must be >= 1 or None, got {max_cores!r}")
+        if job_cores is not None and job_cores < 1:
+            raise ConfigError(f"job_cores must be >= 1 or None, got {job_cores!r}")
         self.max_cores = max_cores
+        self.job_cores = job_cores
         self.strategy = strategy
         self.backend = backend
         self.execution = execution
@@ -347,7 +356,6 @@ class AllocationController:
     # -- actions ---------------------------------------------------------------------------------------
 
     def _submit(self, action: Submit, now: float) -> None:
-        alloc_id = f"a{len(self._allocs) + 1}"
         if self.max_cores is not None and action.cores > self.max_cores:
             logger.info(
                 "%s: %s asks for %d cores; requesting the most allowed, %d",
@@ -357,6 +365,16 @@ class AllocationController:
                 self.max_cores,
             )
             action = dataclasses.replace(action, cores=self.max_cores)
+        if self.job_cores is None or action.cores <= self.job_cores:
+            self._submit_job(action, now)
+            return
+        first = f"a{len(self._allocs) + 1}"
+        whole, rest = divmod(action.cores, self.job_cores)
+        for cores in [self.job_cores] * whole + ([rest] if rest else []):
+            self._submit_job(dataclasses.replace(action, cores=cores), now, piece_of=first)
+
+    def _submit_job(self, action: Submit, now: float, *, piece_of: str | None = None) -> None:
+        alloc_id = f"a{len(self._allocs) + 1}"
         deps: list[Dependency] = []
         dep_ids: list[tuple[str, DependencyKind]] = []
         for stage in action.after:
@@ -392,6 +410,7 @@ class AllocationController:
             dependencies=tuple(dep_ids),
             begin=action.begin,
             serves=action.serves,
+            piece_of=piece_of,
         )
         self._record(
             Event(

@@ -58,6 +58,8 @@ class Runner:
         Owner of the jobs (mock backend accounting).
     on_iteration : callable or None, default None
         Called with the :class:`RunView` after every step (the CLI's live view).
+    job_cores : int or None, default None
+        Most cores in one batch job (:class:`~elastic.control.controller.AllocationController`).
     """
 
     def __init__(
@@ -74,6 +76,7 @@ class Runner:
         name: str = "elastic",
         user: str | None = None,
         on_iteration: Callable[[RunView], None] | None = None,
+        job_cores: int | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"Runner: poll_interval must be > 0 seconds, got {poll_interval!r}")
@@ -98,6 +101,7 @@ class Runner:
             poll_interval=poll_interval,
             name=name,
             user=user,
+            job_cores=job_cores,
         )
 
     @property

@@ -117,6 +117,10 @@ class Elastic(concurrent.futures.Executor):
         object).
     max_cores : int or None, default None
         No allocation wider (default: the backend's partition).
+    job_cores : int or None, default None
+        Most cores in one batch job: a wider allocation is requested as several jobs of at most this many
+        cores, each released as soon as its cores are not needed (a stage's straggling tail, a narrow stage
+        after a wide one). Fewer idle core-hours, more jobs to queue. None: one job per allocation.
     idle_timeout : float, default 300.0
         Backend seconds a stage with nothing left to run keeps its allocations when nothing comes after it.
     poll_interval : float or None, default None
@@ -145,6 +149,7 @@ class Elastic(concurrent.futures.Executor):
         store: Store | str | bool | None = None,
         learner: str | WaitPredictor | None = None,
         max_cores: int | None = None,
+        job_cores: int | None = None,
         idle_timeout: float = 300.0,
         poll_interval: float | None = None,
         max_retries: int = 2,
@@ -160,6 +165,7 @@ class Elastic(concurrent.futures.Executor):
             drain_margin=drain_margin,
             poll_interval=poll_interval,
             max_cores=max_cores,
+            job_cores=job_cores,
             pool_options=pool_options,
         )
         from elastic.strategies import STRATEGY_NAMES, strategy_learner
@@ -237,6 +243,7 @@ class Elastic(concurrent.futures.Executor):
                 name=name,
                 user=user,
                 max_cores=min(partition, max_cores or partition),
+                job_cores=job_cores,
             )
             self._run_id = None
             if self._store is not None:
@@ -558,6 +565,7 @@ def check_settings(
     drain_margin: float = 30.0,
     poll_interval: float | None = None,
     max_cores: int | None = None,
+    job_cores: int | None = None,
     pool_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Refuse the settings :class:`Elastic` would refuse, without starting anything (front-ends check early).
@@ -593,5 +601,9 @@ def check_settings(
         f"poll_interval must be finite seconds > 0, got {poll_interval!r}",
     )
     _check(max_cores is None or max_cores >= 1, f"max_cores must be >= 1 or None, got {max_cores!r}")
+    _check(
+        job_cores is None or (isinstance(job_cores, int) and job_cores >= 1),
+        f"job_cores must be a whole number of cores >= 1 or None, got {job_cores!r}",
+    )
     unknown = set(pool_options or {}) - _POOL_OPTIONS
     _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(_POOL_OPTIONS))}")

@@ -41,6 +41,7 @@ __all__ = [
     "strategy_learner",
     "merge",
     "needs_allocation",
+    "cores_waited_for",
     "release_idle",
     "remaining_work",
     "walltime_follow_ups",
@@ -264,19 +265,59 @@ def release_idle(view: RunView) -> list[Cancel]:
     """Cancel allocations whose stages are all complete: pending ones, and running ones with no task left.
 
     An allocation's stages are :attr:`Allocation.labels`: the stages a planner keeps it for, else the
-    stage it was requested for.
+    stage it was requested for. A batch job split from a wider request (:attr:`Allocation.piece_of`) is
+    also released, idle, as soon as the idle cores of the other running jobs kept for its stages can take
+    every task of those stages that waits for cores (:func:`cores_waited_for`): the finished cores of a
+    stage's tail, the cores a narrow stage after a wide one does not use. A job running a task is never
+    released by this rule.
     """
     out: list[Cancel] = []
+    released: set[str] = set()
     for a in view.allocations:
         labels = a.labels
-        if a.ended or not labels or not all(view.label_done(x) for x in labels if _known(view, x)):
+        if a.ended or not labels:
             continue
-        what = "stage " + ", ".join(labels) + (" is" if len(labels) == 1 else " are")
-        if a.pending:
-            out.append(Cancel(a.alloc_id, f"{what} done; not needed any more"))
-        elif view.busy_cores(a.alloc_id) == 0:
-            out.append(Cancel(a.alloc_id, f"{what} done; releasing idle cores"))
+        known = [x for x in labels if _known(view, x)]
+        if all(view.label_done(x) for x in known):
+            what = "stage " + ", ".join(labels) + (" is" if len(labels) == 1 else " are")
+            if a.pending:
+                out.append(Cancel(a.alloc_id, f"{what} done; not needed any more"))
+            elif view.busy_cores(a.alloc_id) == 0:
+                out.append(Cancel(a.alloc_id, f"{what} done; releasing idle cores"))
+                released.add(a.alloc_id)
+            continue
+        if a.piece_of is None or a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
+            continue
+        open_ = {x for x in known if not view.label_done(x)}
+        need = max(cores_waited_for(view, x) for x in open_)
+        idle = sum(
+            b.cores - view.busy_cores(b.alloc_id)
+            for b in view.allocations
+            if b.running
+            and not b.cancelled
+            and b.alloc_id != a.alloc_id
+            and b.alloc_id not in released
+            and open_.intersection(b.labels)
+        )
+        if idle >= need:
+            released.add(a.alloc_id)
+            out.append(
+                Cancel(
+                    a.alloc_id, f"idle; other jobs have idle cores for what {', '.join(sorted(open_))} need"
+                )
+            )
     return out
+
+
+def cores_waited_for(view: RunView, label: str) -> int:
+    """Cores the tasks of ``label`` not running yet need at once (``"*"``: the most of any stage)."""
+    if label == TOTAL:
+        return max((_waiting(s) for s in view.stages), default=0)
+    return _waiting(view.stage(label))
+
+
+def _waiting(stage: StageView) -> int:
+    return 0 if stage.complete else max(0, stage.tasks - stage.done - stage.running) * stage.cores
 
 
 def _known(view: RunView, label: str) -> bool:

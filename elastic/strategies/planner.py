@@ -36,6 +36,7 @@ an allocation, every other stage gets its own when it is needed (Per-Stage's beh
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Callable, Sequence
@@ -256,7 +257,7 @@ class Planner:
         held_actions, kept = self._holds(view, acquire, seen)
         submits, wake = self._requests(view, prices, acquire, kept, seen)
         return merge_decisions(
-            Decision(tuple(release_idle(view))),
+            Decision(tuple(release_idle(_as_planned(view, kept)))),
             Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
             walltime_follow_ups(
@@ -273,9 +274,17 @@ class Planner:
         actions: list[Action] = []
         kept = {a.alloc_id: a.labels for a in view.allocations if not a.ended}
         order = {s.name: s.index for s in view.stages}
+        # the batch jobs split from one request (run control's job_cores) are planned as one allocation
+        units: dict[str, list[Allocation]] = {}
         for a in view.allocations:
-            if not a.running:
+            if not a.ended:
+                units.setdefault(a.piece_of or a.alloc_id, []).append(a)
+        for unit, jobs in units.items():
+            live = [b for b in jobs if b.running]
+            if not live:
                 continue
+            a = live[0]
+            cores = sum(b.cores for b in live)
             open_labels = sorted(
                 (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
             )
@@ -284,15 +293,19 @@ class Planner:
             current = view.stage(open_labels[0])
             need = self._need(view, current, seen)
             current_work = self._work(view, current)
-            idle = not current.ready and view.busy_cores(a.alloc_id) == 0 and need is not None
-            if idle and hold.expires_idle(a.walltime_end or 0.0, need or 0.0, current_work):
-                actions.append(Cancel(a.alloc_id, f"started too early: {current.name} cannot end on it"))
-                kept.pop(a.alloc_id)
+            busy = sum(view.busy_cores(b.alloc_id) for b in live)
+            idle = not current.ready and busy == 0 and need is not None
+            walltime_end = min(b.walltime_end or 0.0 for b in live)
+            if idle and hold.expires_idle(walltime_end, need or 0.0, current_work):
+                for b in jobs:
+                    actions.append(Cancel(b.alloc_id, f"started too early: {current.name} cannot end on it"))
+                    kept.pop(b.alloc_id)
                 continue
-            if (a.alloc_id, current.name) in self._boundaries:
+            if (unit, current.name) in self._boundaries:
                 continue
-            self._boundaries.add((a.alloc_id, current.name))
-            others = {x for b, labels in kept.items() if b != a.alloc_id for x in labels}
+            self._boundaries.add((unit, current.name))
+            mine = {b.alloc_id for b in jobs}
+            others = {x for b, labels in kept.items() if b not in mine for x in labels}
             after: list[StageView] = []
             for s in view.stages[current.index + 1 :]:
                 if s.complete:
@@ -304,12 +317,12 @@ class Planner:
                 continue
             plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in after]
             until = current_work + (0.0 if need is None else need - view.now)
-            cost, choices = plan(plans, held=a.cores, lead=until, acquire=acquire)
+            cost, choices = plan(plans, held=cores, lead=until, acquire=acquire)
             logger.debug(
                 "asa: boundary %s at %s (held %d): %s, cost %.0f",
-                a.alloc_id,
+                unit,
                 current.name,
-                a.cores,
+                cores,
                 [(c.stage, c.cores, c.new) for c in choices],
                 cost,
             )
@@ -320,14 +333,16 @@ class Planner:
             extra = names[len(planned) :] if tuple(planned) == names[: len(planned)] else names
             base = until + sum(p.work for p in plans if p.name in planned)
             works = [p.work for p in plans if p.name in extra]
-            added = hold.hold_through(a.remaining(view.now), base, extra, works, cover=self.cover)
+            left = min(b.remaining(view.now) for b in live)
+            added = hold.hold_through(left, base, extra, works, cover=self.cover)
             names = (*names[: len(names) - len(extra)], *added)
             serves = tuple(x for x in a.labels if x not in {s.name for s in after}) + names
             if set(serves) != set(a.labels):
                 held = ", ".join(names) or "nothing more"
                 reason = f"stage boundary at {current.name}: keep for {held}"
-                actions.append(Serve(a.alloc_id, serves, reason))
-                kept[a.alloc_id] = serves
+                for b in jobs:
+                    actions.append(Serve(b.alloc_id, serves, reason))
+                    kept[b.alloc_id] = serves
         return actions, kept
 
     def _requests(
@@ -416,6 +431,23 @@ def _lead_caps(view: RunView) -> dict[str, float]:
             wait = a.start_time - a.submit_time
             caps[first] = min(caps.get(first, math.inf), wait)
     return caps
+
+
+def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
+    """``view`` with each allocation kept for the stages the holds just chose (``kept``; absent: cancelled).
+
+    Release then goes by what the allocations are kept for from now on: a batch job split from a request
+    that was just kept for the next stages is needed for them (:func:`release_idle`).
+    """
+    allocations = []
+    for a in view.allocations:
+        if a.ended or kept.get(a.alloc_id) == a.labels:
+            allocations.append(a)
+        elif a.alloc_id in kept:
+            allocations.append(dataclasses.replace(a, serves=kept[a.alloc_id]))
+        else:
+            allocations.append(dataclasses.replace(a, cancelled=True))
+    return dataclasses.replace(view, allocations=tuple(allocations))
 
 
 def _known(view: RunView, label: str) -> bool:

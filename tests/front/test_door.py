@@ -122,6 +122,23 @@ def test_a_cancel_of_a_busy_allocation_drains_it_and_the_task_is_not_lost(local:
     assert el.result is not None and el.result.status == "completed"
 
 
+def test_a_wide_stage_split_into_one_core_jobs_gives_back_its_finished_cores(local: LocalBackend) -> None:
+    # 4 tasks, one slow: in one 4-core job 3 cores would idle until it ends; as 1-core jobs, the idle
+    # ones are cancelled while it runs (each is a real agent process in its own job)
+    with Elastic(local, "perstage", store=False, poll_interval=0.2, job_cores=1) as el:
+        futures = [el.submit_task(Task.shell(f"sleep {s}", stage="wide")) for s in (0.2, 0.2, 0.2, 6)]
+        for f in futures:
+            f.result(timeout=120)
+        view = el.view()
+    assert el.result is not None and el.result.status == "completed"
+    jobs = view.allocations
+    assert [a.cores for a in jobs] == [1, 1, 1, 1] and {a.piece_of for a in jobs} == {"a1"}
+    events = el.result.events
+    (stage_end,) = [e.time for e in events if e.kind is K.STAGE_END and e.stage == "wide"]
+    released_early = [a for a in jobs if a.end_time is not None and a.end_time < stage_end]
+    assert len(released_early) >= 2, [(a.alloc_id, a.start_time, a.end_time, stage_end) for a in jobs]
+
+
 def test_a_failing_task_fails_its_future_and_what_needs_it_not_the_front_door(local: LocalBackend) -> None:
     with Elastic(local, "bigjob", store=False, poll_interval=1.0) as el:
         bad = el.submit(boom, 3)
@@ -165,6 +182,8 @@ def test_bad_settings_are_refused_before_anything_starts() -> None:
         Elastic(learner="smart", store=False)
     with pytest.raises(ConfigError, match=r"unknown options \['worker'\]"):
         Elastic(store=False, worker=3)
+    with pytest.raises(ConfigError, match="job_cores must be a whole number of cores >= 1"):
+        Elastic(store=False, job_cores=0)
     with pytest.raises(ConfigError, match="virtual clock, which cannot run real tasks"):
         Elastic(MockBackend(nodes=4), store=False)
 

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.allocations import AllocationState
-from elastic.strategies import Knowledge, RunView, Serve, StageView, Submit, make_strategy
+from elastic.strategies import Cancel, Knowledge, RunView, Serve, StageView, Submit, make_strategy
 from elastic.strategies.base import walltime_follow_ups
 from elastic.strategies.hold import hold_through
 from elastic.strategies.merge import Choice, groups
@@ -199,3 +199,29 @@ def test_a_walltime_follow_up_is_requested_ahead_by_the_lead_the_strategy_gives_
     assert isinstance(s, Submit) and (s.stage, s.reason) == ("wide1", "walltime")
     later = walltime_follow_ups(view, ["wide1"], lead=lambda cores: 0.0)
     assert not later.actions and later.wake_at == pytest.approx(1690.0)
+
+
+def _split_boundary_view(wait: float) -> RunView:
+    # the boundary of _boundary_view, with the 28 cores in 4 batch jobs of 7 split from one request
+    base = _boundary_view(wait)
+    jobs = tuple(
+        alloc(f"a{i + 1}", "wide1", 7, 20000.0, AllocationState.RUNNING, 0.0, 0.0, busy=b, piece_of="a1")
+        for i, b in enumerate((7, 1, 0, 0))
+    )
+    records, busy = split(jobs)
+    return RunView(base.now, base.workflow, base.stages, records, base.knowledge, busy)
+
+
+def test_jobs_split_from_one_request_are_held_together_across_the_narrow_stage() -> None:
+    # a slow queue: all four jobs are kept for the coming stages, none released though two are idle
+    decision = Planner().decide(_split_boundary_view(3600.0))
+    serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
+    assert serves == {f"a{i}": ("wide1", "narrow", "wide2") for i in range(1, 5)}
+    assert not [a for a in decision.actions if isinstance(a, Cancel)]
+
+
+def test_jobs_split_from_one_request_give_back_the_tail_when_nothing_is_held() -> None:
+    # a fast queue: nothing is held, wide1 has no task waiting, so its two idle jobs go now
+    decision = Planner().decide(_split_boundary_view(60.0))
+    assert not [a for a in decision.actions if isinstance(a, Serve)]
+    assert sorted(a.alloc_id for a in decision.actions if isinstance(a, Cancel)) == ["a3", "a4"]

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic.allocations import AllocationState
 from elastic.batch import DependencyKind
@@ -143,3 +145,51 @@ def test_registry() -> None:
         make_strategy("fast")
     with pytest.raises(ConfigError, match="dependency must be one of"):
         ASA(dependency="afterok")
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    done=st.integers(0, 8),
+    jobs=st.lists(st.tuples(st.integers(1, 3), st.integers(0, 3)), min_size=1, max_size=10),
+)
+def test_jobs_split_from_one_request_are_released_down_to_what_the_stage_still_needs(
+    done: int, jobs: list[tuple[int, int]]
+) -> None:
+    # "process" (8 one-core tasks) is running with `done` finished, on jobs split from one request
+    # ((cores, busy cores) each, a busy core runs a task): an idle job goes while the other jobs' idle
+    # cores can take every task still waiting
+    jobs = [(c, min(b, c)) for c, b in jobs]
+    running = min(sum(b for _, b in jobs), 8 - done)
+    complete = {"end_time": 5000.0} if done == 8 else {}
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": done, "running": running, **complete},
+    )
+    allocs = tuple(
+        alloc(f"a{i + 2}", "process", c, 1e4, AllocationState.RUNNING, 600.0, 600.0, busy=b, piece_of="a2")
+        for i, (c, b) in enumerate(jobs)
+    )
+    view = _view(1000.0, stages, allocs, 0.0)
+    released = {c.alloc_id for c in release_idle(view)}
+    assert all(view.busy_cores(a) == 0 for a in released), "a job running a task was released"
+    kept = [(a, b) for a, b in allocs if a.alloc_id not in released]
+    idle_kept = sum(a.cores - b for a, b in kept)
+    waiting = 8 - done - running
+    if done == 8:
+        assert all(b > 0 for _, b in kept)  # the stage is done: every idle job goes
+    else:
+        all_idle = sum(a.cores - b for a, b in allocs)
+        assert idle_kept >= min(waiting, all_idle)  # never below what waiting tasks need
+        for a, b in kept:  # and no idle job kept that the waiting tasks do not need
+            assert b > 0 or idle_kept - a.cores < waiting
+
+
+def test_one_job_per_request_is_kept_whole_until_its_stage_is_done() -> None:
+    # without a split, a running allocation with idle cores is kept: it cannot give back part of itself
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": 7},
+    )
+    whole = alloc("a2", "process", 8, 1e4, AllocationState.RUNNING, 600.0, 600.0, busy=1)
+    idle = alloc("a3", "process", 2, 1e4, AllocationState.RUNNING, 600.0, 600.0)
+    assert release_idle(_view(1000.0, stages, (whole, idle), 0.0)) == []
