@@ -66,14 +66,26 @@ def dask_missing() -> str | None:
     return None
 
 
-def make_runner(config: str, cluster: LocalSlurmCluster, widest: int, run_dir: Path, store: Any) -> Any:
+def make_runner(
+    config: str,
+    cluster: LocalSlurmCluster,
+    widest: int,
+    run_dir: Path,
+    store: Any,
+    job_cores: int | None = None,
+) -> Any:
     if config.startswith("elastic-"):
         from executors.prefect_runner import ElasticTaskRunner
 
         backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
         strategy = config.removeprefix("elastic-")
         return ElasticTaskRunner(
-            backend, strategy, store=store, workflow="compare-prefect-montage", poll_interval=2.0
+            backend,
+            strategy,
+            store=store,
+            workflow="compare-prefect-montage",
+            poll_interval=2.0,
+            job_cores=job_cores,
         )
     from prefect_dask import DaskTaskRunner
 
@@ -110,7 +122,13 @@ def _marker(cluster: LocalSlurmCluster) -> int:
 
 
 def one_run(
-    config: str, rep: int, cluster: LocalSlurmCluster, stages: Stages, args: argparse.Namespace, store: Any
+    config: str,
+    rep: int,
+    cluster: LocalSlurmCluster,
+    stages: Stages,
+    args: argparse.Namespace,
+    store: Any,
+    breakdown: list[str] | None = None,
 ) -> Outcome:
     from prefect import flow
     from prefect_stages import staged_flow
@@ -122,7 +140,7 @@ def one_run(
     background.start()
     time.sleep(args.warmup)  # the queue is busy before the flow comes
     widest = max(t for _, t, _ in stages)
-    runner = make_runner(config, cluster, widest, run_dir, store)
+    runner = make_runner(config, cluster, widest, run_dir, store, args.job_cores)
     body = flow(name=f"compare-{config}", task_runner=runner, timeout_seconds=args.timeout)(staged_flow)
     t0 = time.time()  # before the runner starts: the Dask cluster and Elastic's pool start in the flow call
     try:
@@ -132,13 +150,13 @@ def one_run(
     if not state.is_completed():
         raise RuntimeError(f"{config} rep {rep}: the flow run ended {state.type.value}: {state.message}")
     results = state.result()
-    end = max(e for stage in results for _, e in stage)
+    end = max(task[1] for stage in results for task in stage)
     waits, previous_end = [], t0
     for stage in results:
-        waits.append(min(s for s, _ in stage) - previous_end)
-        previous_end = max(e for _, e in stage)
-    last_stage_start = min(s for s, _ in results[-1])
-    used = sum(e - s for stage in results for s, e in stage) / 3600
+        waits.append(min(task[0] for task in stage) - previous_end)
+        previous_end = max(task[1] for task in stage)
+    last_stage_start = min(task[0] for task in results[-1])
+    used = sum(task[1] - task[0] for stage in results for task in stage) / 3600
     last_id = _marker(cluster)
     cluster.cancel_all(wait=30)
     slurm = SlurmBackend(env=cluster.env)
@@ -158,6 +176,18 @@ def one_run(
             jobs += 1
             if info.end_time < last_stage_start:
                 ends.append(info.end_time)
+            if breakdown is not None:
+                mine = [task for stage in results for task in stage if task[2] == str(job)]
+                busy = sum(task[1] - task[0] for task in mine)
+                held = info.cores * (info.end_time - info.start_time)
+                first = f"{min(t[0] for t in mine) - info.start_time:5.1f}" if mine else "    -"
+                tail = f"{info.end_time - max(t[1] for t in mine):5.1f}" if mine else "    -"
+                breakdown.append(
+                    f"  job {job}: {info.cores} cores, submitted {info.submit_time - t0:6.1f} s, "
+                    f"ran {info.start_time - t0:6.1f}-{info.end_time - t0:6.1f} s, {len(mine)} tasks, "
+                    f"busy {busy:5.0f} of {held:5.0f} core-s, first task after {first} s, "
+                    f"ended {tail} s after its last task"
+                )
     requeued = sum(1 for s in submits if ends and s is not None and s > min(ends))
     return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs, len(ends), requeued)
 
@@ -185,6 +215,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a flow run may take")
     parser.add_argument("--csv", type=Path, help="also write one row per run here")
     parser.add_argument("--workdir", type=Path, help="keep the cluster, run directories and store here")
+    parser.add_argument(
+        "--job-cores",
+        type=int,
+        help="Elastic's configurations: most cores in one batch job (default: one job per allocation)",
+    )
+    parser.add_argument(
+        "--jobs", action="store_true", help="after each run, one line per batch job: when it ran, how busy"
+    )
     args = parser.parse_args(argv)
     configs = args.configs.split(",")
     if bad := set(configs) - set(CONFIGS):
@@ -197,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--stages must be name:tasks:seconds,..., got {args.stages!r}")
     if args.csv is not None and not args.csv.parent.is_dir():
         parser.error(f"--csv: directory {args.csv.parent} does not exist")
+    if args.job_cores is not None and args.job_cores < 1:
+        parser.error(f"--job-cores must be >= 1, got {args.job_cores}")
     if args.load < 0 or args.warmup < 0 or args.timeout <= 0:
         parser.error("--load and --warmup must be >= 0, --timeout > 0")
     console = Console(width=170)
@@ -235,13 +275,16 @@ def main(argv: Sequence[str] | None = None) -> None:
                 k = rep % len(configs)
                 for config in configs[k:] + configs[:k]:  # rotate: no configuration always first
                     started = time.time()
-                    o = one_run(config, rep, cluster, stages, args, store)
+                    lines: list[str] | None = [] if args.jobs else None
+                    o = one_run(config, rep, cluster, stages, args, store, lines)
                     outcomes.append(o)
                     console.print(
                         f"rep {rep} {config}: makespan {o.makespan:.0f} s, charged {o.charged:.3f} core-h, "
                         f"idle {o.idle:.3f}, jobs {o.jobs}, released {o.released}, requeued {o.requeued}, "
                         f"waits {[round(w) for w in o.waits]} ({time.time() - started:.0f} s)"
                     )
+                    for line in lines or []:
+                        console.print(line, highlight=False)
     finally:
         _stop(proc.pid)
         proc.wait(timeout=30)
