@@ -269,7 +269,9 @@ def release_idle(view: RunView) -> list[Cancel]:
     also released, idle, as soon as the idle cores of the other running jobs kept for its stages can take
     every task of those stages that waits for cores (:func:`cores_waited_for`): the finished cores of a
     stage's tail, the cores a narrow stage after a wide one does not use. A job running a task is never
-    released by this rule.
+    released by this rule; but one whose stages are done and that a pending job depends on is drained
+    (cancelled: it takes no new task and ends with its current one), so that the dependent jobs are not
+    held back while it runs the next stage's tasks alone.
     """
     out: list[Cancel] = []
     released: set[str] = set()
@@ -285,6 +287,10 @@ def release_idle(view: RunView) -> list[Cancel]:
             elif view.busy_cores(a.alloc_id) == 0:
                 out.append(Cancel(a.alloc_id, f"{what} done; releasing idle cores"))
                 released.add(a.alloc_id)
+            elif a.piece_of is not None and not a.cancelled and _waited_on(view, a.alloc_id):
+                # it runs a later stage's task (any task may run anywhere), but a pending job waits for it
+                # to end: one job taking that stage's tasks one by one would hold back its whole request
+                out.append(Cancel(a.alloc_id, f"{what} done; a pending job waits for it (drained)"))
             continue
         if a.piece_of is None or a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
             continue
@@ -307,6 +313,11 @@ def release_idle(view: RunView) -> list[Cancel]:
                 )
             )
     return out
+
+
+def _waited_on(view: RunView, alloc_id: str) -> bool:
+    """Whether a pending allocation has a batch dependency on ``alloc_id``."""
+    return any(b.pending and any(d == alloc_id for d, _ in b.dependencies) for b in view.allocations)
 
 
 def cores_waited_for(view: RunView, label: str) -> int:

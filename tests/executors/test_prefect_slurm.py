@@ -33,10 +33,14 @@ def backend(slurm_cluster: LocalSlurmCluster, api: PrefectServer, tmp_path: Path
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
-def test_staged_flow_on_slurm(strategy: str, backend: SlurmBackend, slurm_cluster: LocalSlurmCluster) -> None:
+@pytest.mark.parametrize(
+    ("strategy", "job_cores"), [("bigjob", None), ("perstage", None), ("asa", None), ("asa", 2)]
+)
+def test_staged_flow_on_slurm(
+    strategy: str, job_cores: int | None, backend: SlurmBackend, slurm_cluster: LocalSlurmCluster
+) -> None:
     width = 6
-    runner = ElasticTaskRunner(backend, strategy, store=False, poll_interval=1.0)
+    runner = ElasticTaskRunner(backend, strategy, store=False, poll_interval=1.0, job_cores=job_cores)
     state = flow(name=f"staged-slurm-{strategy}", task_runner=runner)(flows.staged)(width, return_state=True)
     assert state.is_completed() and state.result() == sum(i * 10 for i in range(width))
     runs = task_runs(state.state_details.flow_run_id, until=lambda r: len(r) == width + 2 and all_final(r))
@@ -45,6 +49,8 @@ def test_staged_flow_on_slurm(strategy: str, backend: SlurmBackend, slurm_cluste
     assert [s.name for s in result.metrics.stages] == ["prepare", "process", "merge"]
     submitted = [e for e in result.events if e.kind is EventKind.ALLOC_SUBMIT]
     assert submitted and all(e.allocation for e in submitted)
+    if job_cores is not None:  # process's 6 cores came as batch jobs of at most 2
+        assert max(e.cores or 0 for e in submitted) <= job_cores and len(submitted) >= width // job_cores
     assert slurm_cluster.queue() == [], "a job outlived the flow run"
 
 

@@ -193,3 +193,22 @@ def test_one_job_per_request_is_kept_whole_until_its_stage_is_done() -> None:
     whole = alloc("a2", "process", 8, 1e4, AllocationState.RUNNING, 600.0, 600.0, busy=1)
     idle = alloc("a3", "process", 2, 1e4, AllocationState.RUNNING, 600.0, 600.0)
     assert release_idle(_view(1000.0, stages, (whole, idle), 0.0)) == []
+
+
+@pytest.mark.parametrize("split_job", [True, False])
+@pytest.mark.parametrize("waited_on", [True, False])
+def test_a_split_job_of_a_done_stage_that_a_pending_job_waits_for_is_drained(
+    split_job: bool, waited_on: bool
+) -> None:
+    # prepare is done; its job runs a process task (any task may run anywhere). If process's own job
+    # depends on it, that job would wait while this one takes process's tasks one by one: drain it
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 1},
+    )
+    extra = {"piece_of": "a1"} if split_job else {}
+    old = alloc("a1", "prepare", 1, 1e4, AllocationState.RUNNING, 0.0, 0.0, busy=1, **extra)
+    deps = (("a1", DependencyKind.AFTERANY),) if waited_on else ()
+    new = alloc("a2", "process", 8, 1e4, AllocationState.REQUESTED, 400.0, dependencies=deps)
+    cancels = release_idle(_view(700.0, stages, (old, new), 0.0))
+    assert [c.alloc_id for c in cancels] == (["a1"] if split_job and waited_on else [])
