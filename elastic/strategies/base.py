@@ -17,6 +17,7 @@ queue wait; replace allocations that ended under us).
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -287,10 +288,10 @@ def release_idle(view: RunView) -> list[Cancel]:
             elif view.busy_cores(a.alloc_id) == 0:
                 out.append(Cancel(a.alloc_id, f"{what} done; releasing idle cores"))
                 released.add(a.alloc_id)
-            elif a.piece_of is not None and not a.cancelled and _waited_on(view, a.alloc_id):
-                # it runs a later stage's task (any task may run anywhere), but a pending job waits for it
-                # to end: one job taking that stage's tasks one by one would hold back its whole request
-                out.append(Cancel(a.alloc_id, f"{what} done; a pending job waits for it (drained)"))
+            elif a.piece_of is not None and not a.cancelled and _holds_back(view, a.alloc_id):
+                out.append(
+                    Cancel(a.alloc_id, f"{what} done; the jobs waiting for it would be faster (drained)")
+                )
             continue
         if a.piece_of is None or a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
             continue
@@ -315,9 +316,32 @@ def release_idle(view: RunView) -> list[Cancel]:
     return out
 
 
-def _waited_on(view: RunView, alloc_id: str) -> bool:
-    """Whether a pending allocation has a batch dependency on ``alloc_id``."""
-    return any(b.pending and any(d == alloc_id for d, _ in b.dependencies) for b in view.allocations)
+def _holds_back(view: RunView, alloc_id: str) -> bool:
+    """Whether a job of a done stage, running a later stage's task, holds back pending jobs it should not.
+
+    Any task may run on any allocation, so the jobs of a done stage take the next stage's tasks while
+    that stage's own jobs, submitted with a dependency on them, wait for them to end. With enough of
+    them that is free cores; with one or two, they take the tasks a few at a time, wave after wave, while
+    the jobs that would take them all at once are held back. Drain them (no new task, cancelled when
+    the current one ends) when the waves left on them would take longer than one wave on the dependent
+    jobs after their predicted queue wait.
+    """
+    dependents = [b for b in view.allocations if b.pending and any(d == alloc_id for d, _ in b.dependencies)]
+    if not dependents:
+        return False
+    blockers = {d for b in dependents for d, _ in b.dependencies}
+    held = sum(c.cores for c in view.allocations if c.alloc_id in blockers and c.running and not c.cancelled)
+    for b in dependents:
+        for label in b.labels:
+            if not _known(view, label) or view.label_done(label):
+                continue
+            waiting = cores_waited_for(view, label)
+            if held == 0 or waiting == 0:
+                continue
+            task = view.knowledge.expected_duration(label)
+            if math.ceil(waiting / held) * task > task + view.knowledge.predict_wait(b.cores):
+                return True
+    return False
 
 
 def cores_waited_for(view: RunView, label: str) -> int:

@@ -195,20 +195,28 @@ def test_one_job_per_request_is_kept_whole_until_its_stage_is_done() -> None:
     assert release_idle(_view(1000.0, stages, (whole, idle), 0.0)) == []
 
 
-@pytest.mark.parametrize("split_job", [True, False])
-@pytest.mark.parametrize("waited_on", [True, False])
-def test_a_split_job_of_a_done_stage_that_a_pending_job_waits_for_is_drained(
-    split_job: bool, waited_on: bool
+@pytest.mark.parametrize(
+    ("split_job", "waited_on", "cores", "wait", "drained"),
+    [
+        (True, True, 1, 0.0, True),  # 7 waves of process on 1 core, or 1 on its own job: drain
+        (True, True, 8, 0.0, False),  # 8 cores take the 7 waiting tasks in one wave: keep
+        (True, True, 1, 1e5, False),  # process's job would wait longer than the 7 waves: keep
+        (True, False, 1, 0.0, False),  # nothing waits for it
+        (False, True, 1, 0.0, False),  # an allocation in one job keeps its behaviour
+    ],
+)
+def test_a_job_of_a_done_stage_is_drained_when_the_job_waiting_for_it_would_be_faster(
+    split_job: bool, waited_on: bool, cores: int, wait: float, drained: bool
 ) -> None:
-    # prepare is done; its job runs a process task (any task may run anywhere). If process's own job
-    # depends on it, that job would wait while this one takes process's tasks one by one: drain it
+    # prepare is done; its job runs a process task (any task may run anywhere) while process's own job
+    # depends on it: on 1 core the 7 waiting tasks would run one after the other
     stages = _stages(
         prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
         process={"ready_time": 600.0, "start_time": 600.0, "running": 1},
     )
     extra = {"piece_of": "a1"} if split_job else {}
-    old = alloc("a1", "prepare", 1, 1e4, AllocationState.RUNNING, 0.0, 0.0, busy=1, **extra)
+    old = alloc("a1", "prepare", cores, 1e4, AllocationState.RUNNING, 0.0, 0.0, busy=1, **extra)
     deps = (("a1", DependencyKind.AFTERANY),) if waited_on else ()
-    new = alloc("a2", "process", 8, 1e4, AllocationState.REQUESTED, 400.0, dependencies=deps)
-    cancels = release_idle(_view(700.0, stages, (old, new), 0.0))
-    assert [c.alloc_id for c in cancels] == (["a1"] if split_job and waited_on else [])
+    new = alloc("a2", "process", 1, 1e4, AllocationState.REQUESTED, 400.0, dependencies=deps, piece_of="a2")
+    cancels = release_idle(_view(700.0, stages, (old, new), wait))
+    assert [c.alloc_id for c in cancels] == (["a1"] if drained else [])
