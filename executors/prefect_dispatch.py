@@ -111,6 +111,7 @@ class FlowRunDispatch:
         self._cancelled: str | None = None
         self._stopping = False
         self._stopped = threading.Event()
+        self._stopper: int | None = None  # the thread that shuts down
         self._closed = False
         self._inbox: queue.SimpleQueue[tuple[str, _Run, Any] | None] = queue.SimpleQueue()
         # The states this thread decides (Cancelled, Crashed...) are sent as events, and Prefect's events
@@ -324,11 +325,20 @@ class FlowRunDispatch:
         self._shutdown(cancel=False)
 
     def cancel(self, reason: str) -> None:
-        """Cancel every task run: held and queued ones now, running ones by releasing every allocation."""
+        """Cancel every task run: held and queued ones now, running ones by releasing every allocation.
+
+        Returns once the front door has shut down, also when another thread started the shutdown (the
+        flow run's cancellation watcher, then the runner's exit): the caller reads its result next.
+        """
         with self._lock:
-            if self._cancelled is not None or self._closed:
-                return
-            self._cancelled = reason
+            again = self._cancelled is not None or self._closed
+            if not again:
+                self._cancelled, self._stopper = reason, threading.get_ident()
+        if again:
+            if threading.get_ident() != self._stopper:
+                self._stopped.wait()
+            return
+        with self._lock:
             held = [r for r in self._runs.values() if r.held]
             timers, self._timers = list(self._timers.values()), {}
         for timer in timers:
@@ -340,6 +350,8 @@ class FlowRunDispatch:
     def _shutdown(self, *, cancel: bool) -> None:
         with self._lock:
             first, self._stopping = not self._stopping, True
+            if first and self._stopper is None:
+                self._stopper = threading.get_ident()
         if not first:  # another thread is shutting down: wait until it is done
             self._stopped.wait()
             return
