@@ -208,6 +208,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--reps", type=int, default=3, help="repetitions of every configuration (3)")
+    parser.add_argument(
+        "--first-rep",
+        type=int,
+        default=0,
+        help="number of the first repetition (0); it seeds the background, so later ones add new queues",
+    )
     parser.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, in order")
     parser.add_argument("--stages", default=MONTAGE, help=f"name:tasks:seconds,... (default {MONTAGE})")
     parser.add_argument("--load", type=float, default=0.7, help="background offered load (0.7; 0 = none)")
@@ -229,6 +235,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--configs: unknown {sorted(bad)}; allowed: {', '.join(CONFIGS)}")
     if args.reps < 1:
         parser.error(f"--reps must be >= 1, got {args.reps}")
+    if args.first_rep < 0:
+        parser.error(f"--first-rep must be >= 0, got {args.first_rep}")
     try:
         stages = parse_stages(args.stages)
     except ValueError:
@@ -271,7 +279,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             console.print(
                 f"cluster: {cluster.nodes} x {cluster.cores_per_node} cores; Prefect server {server.api_url}"
             )
-            for rep in range(args.reps):
+            for rep in range(args.first_rep, args.first_rep + args.reps):
                 k = rep % len(configs)
                 for config in configs[k:] + configs[:k]:  # rotate: no configuration always first
                     started = time.time()
