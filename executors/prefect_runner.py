@@ -51,7 +51,7 @@ from typing_extensions import Self
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError
-from elastic.front.door import Elastic
+from elastic.front.door import Elastic, check_settings
 from elastic.front.setup import BACKENDS, resolve_strategy
 from elastic.pool.pool import Pool
 from executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
@@ -65,6 +65,8 @@ _DOOR_OPTIONS = frozenset(
     p.name for p in inspect.signature(Elastic.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY
 ) - {"max_retries"}
 _POOL_OPTIONS = frozenset(inspect.signature(Pool.__init__).parameters) - {"self", "secret", "max_retries"}
+_CHECKED = frozenset(inspect.signature(check_settings).parameters) - {"pool_options"}
+"""The front door's options whose values :func:`check_settings` refuses before anything starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +270,11 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
     if unknown:
         allowed = ", ".join(sorted(_DOOR_OPTIONS | _POOL_OPTIONS))
         raise ConfigError(f"ElasticTaskRunner: unknown options {sorted(unknown)}; allowed: {allowed}")
+    # the values too, as ElasticExecutor does: a bad one is refused here, not when a flow starts
+    check_settings(
+        **{k: v for k, v in options.items() if k in _CHECKED},
+        pool_options={k: v for k, v in options.items() if k in _POOL_OPTIONS},
+    )
     if cancel_poll_interval is not None and not 0 < cancel_poll_interval < float("inf"):
         raise ConfigError(
             f"ElasticTaskRunner: cancel_poll_interval must be finite seconds > 0 or None, "

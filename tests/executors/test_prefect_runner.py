@@ -47,6 +47,10 @@ def test_bad_settings_are_refused_before_any_flow_runs() -> None:
         ElasticTaskRunner(max_retries=3)
     with pytest.raises(ConfigError, match="cancel_poll_interval must be finite seconds > 0"):
         ElasticTaskRunner(cancel_poll_interval=0)
+    with pytest.raises(ConfigError, match="job_cores must be a whole number of cores >= 1"):
+        ElasticTaskRunner(job_cores=0)
+    with pytest.raises(ConfigError, match="idle_timeout must be finite seconds >= 0"):
+        ElasticTaskRunner(idle_timeout=-1.0)
 
 
 def test_a_pickled_runner_keeps_no_backend_and_never_starts_allocations(local: LocalBackend) -> None:
