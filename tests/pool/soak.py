@@ -57,7 +57,7 @@ class SoakReport:
     seconds: float
     rss_start: int
     rss_peak: int
-    refused: int
+    refused: int  # messages and connections refused while the tasks ran
     wrong: list[int] = field(default_factory=list)
     done_events: Counter[str] = field(default_factory=Counter)
     reruns: int = 0
@@ -109,6 +109,11 @@ def soak(
                 stdin=subprocess.PIPE,
             )
             procs.append(attacker)
+            if attacked:  # the tasks start once the attack has begun, so all of them run under it
+                deadline = time.monotonic() + 60
+                while pool.refused < 50 and time.monotonic() < deadline:
+                    time.sleep(0.01)
+            refused_before = pool.refused
             rss_start = peak = resident_bytes()
             stop = threading.Event()
 
@@ -136,12 +141,12 @@ def soak(
                 if not ok:
                     wrong.append(i)
             seconds = time.monotonic() - started
+            refused = pool.refused - refused_before
             stop.set()
             sampler.join()
             assert attacker.stdin is not None
             attacker.stdin.close()  # the attacker stops when its stdin closes
             attacker.wait(timeout=30)
-            refused = pool.refused
         finally:
             for proc in procs:
                 with contextlib.suppress(ProcessLookupError):
@@ -161,7 +166,12 @@ def attack(address: str, secret_file: str) -> None:
     keyed = _dealer(ctx, address, b"evil/h/1", secret)
     forged = Report(done=(TaskResult("t1", ok=True, value=pickle.dumps("forged")),))
     stopped = threading.Event()
-    threading.Thread(target=lambda: (sys.stdin.read(), stopped.set()), daemon=True).start()
+
+    def wait_for_eof() -> None:
+        sys.stdin.read()
+        stopped.set()
+
+    threading.Thread(target=wait_for_eof, daemon=True).start()
     seq, rounds = 1, 0
     while not stopped.is_set():
         rounds += 1
