@@ -36,6 +36,9 @@ class _Stage:
     end_time: float | None = None
     first_start: float | None = None
     last_end: float | None = None
+    started: dict[str, float] = field(default_factory=dict)  # running task -> its attempt's start
+    spent: dict[str, float] = field(default_factory=dict)  # task -> seconds of its lost attempts
+    longest_task: float | None = None
 
     def view(self) -> StageView:
         return StageView(
@@ -49,6 +52,7 @@ class _Stage:
             ready_time=self.ready_time,
             start_time=self.first_start,
             end_time=self.end_time,
+            longest_task=self.longest_task,
         )
 
 
@@ -111,20 +115,31 @@ class DeclaredDemand:
         return all(s.end_time is not None for s in self._stages)
 
     def observe(self, event: Event) -> None:
-        """Count a task start, end or loss in its stage."""
+        """Count a task start, end or loss in its stage, and the seconds each task ran.
+
+        The stage's runtime for the history is its longest task (attempts summed), not first start to last
+        end: all its tasks are released together, so that is its runtime on its own width, whereas tasks
+        that waited for cores (on a narrower allocation that started early, or for one still queued) would
+        stretch first start to last end by hours and make every later walltime and estimate that long.
+        """
         s = self._by_name.get(event.stage or "")
         if s is None or event.task is None:
             return
+        task = event.task
         if event.kind is EventKind.TASK_START:
-            s.running.add(event.task)
+            s.running.add(task)
+            s.started[task] = event.time
             if s.first_start is None:
                 s.first_start = event.time
         elif event.kind is EventKind.TASK_END:
-            s.running.discard(event.task)
-            s.done.add(event.task)
+            s.running.discard(task)
+            s.done.add(task)
             s.last_end = event.time if s.last_end is None else max(s.last_end, event.time)
+            ran = s.spent.pop(task, 0.0) + event.time - s.started.pop(task, event.time)
+            s.longest_task = ran if s.longest_task is None else max(s.longest_task, ran)
         elif event.kind is EventKind.TASK_LOST:
-            s.running.discard(event.task)
+            s.running.discard(task)
+            s.spent[task] = s.spent.get(task, 0.0) + event.time - s.started.pop(task, event.time)
 
     def update(self, now: float) -> None:
         """Complete stages whose tasks are all done; make ready the stages whose dependencies are done."""

@@ -18,12 +18,14 @@ __all__ = ["learn_runtimes"]
 def learn_runtimes(
     knowledge: Knowledge, stages: Sequence[StageView], *, status: str, end: float, width: int
 ) -> None:
-    """Add a run's stage runtimes (first task start to last task end) to the history.
+    """Add a run's stage runtimes to the history.
 
-    A stage cut short by the end of the run is recorded as censored: it ran at least that long. A runtime
-    includes work re-run after a walltime kill, which errs on the long side. The total (label ``"*"``,
-    what a Big-Job allocation must hold) is the sum of the stage runtimes, so waits between stages under
-    other strategies do not inflate it.
+    A completed stage's runtime is :attr:`StageView.longest_task` where known (a declared workflow: the
+    runtime on its own width, whatever cores its tasks waited for), else first task start to last task
+    end. A stage cut short by the end of the run is recorded as censored: it ran at least first start to
+    the end. A runtime includes work re-run after a walltime kill, which errs on the long side. The total
+    (label ``"*"``, what a Big-Job allocation must hold) is the sum of the stage runtimes, so waits
+    between stages under other strategies do not inflate it.
 
     Parameters
     ----------
@@ -44,7 +46,7 @@ def learn_runtimes(
         if s.start_time is None:
             continue
         if s.end_time is not None:
-            runtime = s.end_time - s.start_time
+            runtime = s.longest_task if s.longest_task is not None else s.end_time - s.start_time
             knowledge.record_runtime(s.name, runtime, cores=s.width)
         else:
             runtime = end - s.start_time

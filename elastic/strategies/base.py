@@ -135,6 +135,10 @@ class StageView:
     ready_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None
+    longest_task: float | None = None
+    """Seconds its longest finished task ran, that task's attempts summed: the stage's runtime when every
+    task has its cores from the start (its width). ``None`` where tasks are not all released together (the
+    front door's dataflow), where the runtime is first start to last end."""
 
     @property
     def width(self) -> int:

@@ -1,0 +1,111 @@
+"""What a declared run leaves in the runtime history: each stage's runtime on its own width."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic.control.demand import DeclaredDemand
+from elastic.control.history import learn_runtimes
+from elastic.control.sim_execution import SimExecution
+from elastic.metrics import Event, EventKind
+from elastic.strategies import Knowledge, MemoryHistory
+from elastic.workflow import Stage, Workflow
+from learners.asa import ASAEstimator
+
+WIDE = Workflow("wide", (Stage("s", tasks=3, cores=1, runtime=100.0, runtime_cv=0.0),))
+
+
+def _demand(ex: SimExecution, knowledge: Knowledge) -> DeclaredDemand:
+    events: list[Event] = []
+    demand = DeclaredDemand(WIDE, ex, knowledge, events.append, np.random.default_rng(0))
+    demand.update(0.0)
+    demand.dispatch(0.0)
+    return demand
+
+
+def _feed(demand: DeclaredDemand, ex: SimExecution, now: float) -> None:
+    for event in ex.advance(now):
+        demand.observe(event)
+    demand.update(now)
+
+
+def test_a_stage_run_one_task_after_another_on_a_narrow_allocation_records_its_longest_task() -> None:
+    # Regression: HPC2N capacity, montage at 56 cores, `asa`: a wide stage ran its 56 tasks one after
+    # another on the 1-core allocation of a later stage that started first. First start to last end
+    # (14 h) went into the history; the next runs asked for walltimes that long, and a 56-core
+    # allocation that started at once took no task because its walltime was "too short".
+    history = MemoryHistory()
+    knowledge = Knowledge(WIDE, waits=ASAEstimator(random_state=0), history=history)
+    ex = SimExecution()
+    demand = _demand(ex, knowledge)
+    ex.add_allocation("narrow", cores=1, walltime_end=10_000.0, at=0.0)
+    _feed(demand, ex, 1_000.0)
+    (view,) = demand.stages()
+    assert (view.start_time, view.end_time) == (0.0, 300.0)  # three tasks in turn
+    assert view.longest_task == pytest.approx(100.0)
+    learn_runtimes(knowledge, demand.stages(), status="completed", end=300.0, width=3)
+    runtimes, censored = history.stage_runtimes("wide", "s")
+    assert list(runtimes) == [pytest.approx(100.0)] and not censored.any()
+    total, _ = history.stage_runtimes("wide", "*")
+    assert list(total) == [pytest.approx(100.0)]
+
+
+def test_a_task_lost_with_its_allocation_counts_its_attempts_summed() -> None:
+    history = MemoryHistory()
+    knowledge = Knowledge(WIDE, waits=ASAEstimator(random_state=0), history=history)
+    ex = SimExecution()
+    demand = _demand(ex, knowledge)
+    ex.add_allocation("a", cores=3, walltime_end=10_000.0, at=0.0)
+    _feed(demand, ex, 40.0)
+    ex.allocation_ended("a", at=40.0)  # all three lost after 40 s
+    ex.add_allocation("b", cores=3, walltime_end=10_000.0, at=500.0)
+    _feed(demand, ex, 1_000.0)
+    (view,) = demand.stages()
+    assert view.end_time == pytest.approx(600.0)
+    assert view.longest_task == pytest.approx(140.0)  # 40 s lost + 100 s again, not the 460 s between
+    learn_runtimes(knowledge, demand.stages(), status="completed", end=600.0, width=3)
+    assert list(history.stage_runtimes("wide", "s")[0]) == [pytest.approx(140.0)]
+
+
+def test_a_stage_cut_short_is_censored_from_its_first_start() -> None:
+    history = MemoryHistory()
+    knowledge = Knowledge(WIDE, waits=ASAEstimator(random_state=0), history=history)
+    ex = SimExecution()
+    demand = _demand(ex, knowledge)
+    ex.add_allocation("narrow", cores=1, walltime_end=10_000.0, at=10.0)
+    _feed(demand, ex, 150.0)  # one task done, one running
+    learn_runtimes(knowledge, demand.stages(), status="timeout", end=150.0, width=3)
+    runtimes, censored = history.stage_runtimes("wide", "s")
+    assert list(runtimes) == [pytest.approx(140.0)] and list(censored) == [True]
+
+
+@settings(max_examples=40, deadline=None)
+@given(tasks=st.integers(1, 8), cores=st.integers(1, 8), seed=st.integers(0, 10_000))
+def test_the_recorded_runtime_is_the_longest_task_whatever_the_cores(
+    tasks: int, cores: int, seed: int
+) -> None:
+    wf = Workflow("w", (Stage("s", tasks=tasks, cores=1, runtime=100.0, runtime_cv=1.0),))
+    history = MemoryHistory()
+    knowledge = Knowledge(wf, waits=ASAEstimator(random_state=0), history=history)
+    ex = SimExecution()
+    demand = DeclaredDemand(wf, ex, knowledge, lambda e: None, np.random.default_rng(seed))
+    demand.update(0.0)
+    demand.dispatch(0.0)
+    ex.add_allocation("a", cores=cores, walltime_end=1e9, at=0.0)
+    events = ex.advance(1e7)
+    for event in events:
+        demand.observe(event)
+    demand.update(1e7)
+    start = {e.task: e.time for e in events if e.kind is EventKind.TASK_START}
+    ran = [e.time - start[e.task] for e in events if e.kind is EventKind.TASK_END]
+    (view,) = demand.stages()
+    assert view.end_time is not None and view.start_time is not None and len(ran) == tasks
+    assert view.longest_task == pytest.approx(max(ran))
+    assert view.longest_task <= view.end_time - view.start_time + 1e-9
+    if cores >= tasks:  # every task had its core from the start: the same as first start to last end
+        assert view.longest_task == pytest.approx(view.end_time - view.start_time)
+    learn_runtimes(knowledge, demand.stages(), status="completed", end=view.end_time, width=tasks)
+    assert list(history.stage_runtimes("w", "s")[0]) == [pytest.approx(max(ran))]
