@@ -15,7 +15,8 @@ is appended to ``--csv`` at once, so a long grid can be stopped and its finished
 
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows montage,blast,statistics]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity] [--priorities age,basic,accrue-always]
-[--runs 30] [--seed 1] [--csv OUT]
+[--runs 30] [--seed 1] [--job-cores N] [--csv OUT]
+``--job-cores N`` submits every strategy's allocations as batch jobs of at most N cores (``job_cores``).
 The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
 """
 
@@ -52,7 +53,9 @@ def _trace() -> Workload:
     return read_swf(TRACE)
 
 
-def cell(workflow: str, peak: int, queue: str, priority: str, runs: int, seed: int) -> dict[str, object]:
+def cell(
+    workflow: str, peak: int, queue: str, priority: str, runs: int, seed: int, job_cores: int | None = None
+) -> dict[str, object]:
     """Simulate one cell and return its row."""
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
     if queue == "synthetic":
@@ -61,11 +64,25 @@ def cell(workflow: str, peak: int, queue: str, priority: str, runs: int, seed: i
     else:
         background = _trace()
         mode, policy = ("capacity", "conservative") if queue == "capacity" else ("replay", "easy")
-    row: dict[str, object] = {"workflow": workflow, "peak": peak, "queue": queue, "priority": priority}
+    row: dict[str, object] = {
+        "workflow": workflow,
+        "peak": peak,
+        "queue": queue,
+        "priority": priority,
+        "job_cores": job_cores or "",
+    }
     began = time.perf_counter()
     for name in STRATEGIES:
         results = simulate_runs(
-            wf, name, runs=runs, seed=seed, background=background, policy=policy, mode=mode, priority=priority
+            wf,
+            name,
+            runs=runs,
+            seed=seed,
+            background=background,
+            policy=policy,
+            mode=mode,
+            priority=priority,
+            job_cores=job_cores,
         )
         span = np.array([r.metrics.makespan for r in results]) / 3600.0
         core_h = np.array([r.metrics.core_hours_charged for r in results])
@@ -100,6 +117,7 @@ def main() -> None:
     parser.add_argument("--priorities", default="age,basic,accrue-always")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--job-cores", type=int, default=None)
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
     print(
@@ -110,7 +128,7 @@ def main() -> None:
         for priority in args.priorities.split(","):
             for workflow in args.workflows.split(","):
                 for peak in (int(p) for p in args.peaks.split(",")):
-                    row = cell(workflow, peak, queue, priority, args.runs, args.seed)
+                    row = cell(workflow, peak, queue, priority, args.runs, args.seed, args.job_cores)
                     spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in STRATEGIES)
                     hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in STRATEGIES)
                     print(

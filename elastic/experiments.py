@@ -116,6 +116,7 @@ def simulate_runs(
     wait_store: WaitStore | None = None,
     shared: LearnerStateStore | None = None,
     on_run: Callable[[int, RunResult], None] | None = None,
+    job_cores: int | None = None,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -165,6 +166,9 @@ def simulate_runs(
         Where the learner's state is shared with other runs, updated atomically on every observation.
     on_run : callable or None, default None
         Called with ``(index, result)`` after each run (progress bars, reports).
+    job_cores : int or None, default None
+        Submit an allocation wider than this as batch jobs of at most this many cores
+        (:class:`~elastic.control.runner.Runner` ``job_cores``); None = one job per allocation.
 
     Returns
     -------
@@ -219,6 +223,7 @@ def simulate_runs(
             seed=seed * 100_003 + i,
             poll_interval=poll_interval,
             max_duration=horizon,
+            job_cores=job_cores,
         )
         try:
             result = runner.run()
