@@ -108,6 +108,16 @@ def test_jobs_split_from_a_wide_allocation_are_released_once_their_cores_are_not
     assert split.metrics.makespan == pytest.approx(whole.metrics.makespan)  # an empty queue: no wait lost
 
 
+def test_simulate_runs_submits_every_strategys_allocations_as_jobs_of_job_cores() -> None:
+    background = default_background(32, seed=1)
+    for strategy in ("bigjob", "asa"):
+        (result,) = simulate_runs(DEMO3, strategy, runs=1, seed=2, background=background, job_cores=2)
+        _check_complete(result, DEMO3)
+        assert {e.cores for e in _of(result.events, K.ALLOC_SUBMIT)} <= {1, 2}
+        (whole,) = simulate_runs(DEMO3, strategy, runs=1, seed=2, background=background)
+        assert 8 in {e.cores for e in _of(whole.events, K.ALLOC_SUBMIT)}
+
+
 def test_asa_submits_stage_two_before_stage_one_ends() -> None:
     result = _run("asa-paper")
     _check_complete(result, DEMO3)
