@@ -18,12 +18,16 @@ from learners.asa import ASAEstimator
 WIDE = Workflow("wide", (Stage("s", tasks=3, cores=1, runtime=100.0, runtime_cv=0.0),))
 
 
-def _demand(ex: SimExecution, knowledge: Knowledge) -> DeclaredDemand:
+def _run(wf: Workflow = WIDE, seed: int = 0) -> tuple[MemoryHistory, Knowledge, SimExecution, DeclaredDemand]:
+    """A declared run's parts, its stages' tasks queued at 0 s: history, knowledge, execution, demand."""
+    history = MemoryHistory()
+    knowledge = Knowledge(wf, waits=ASAEstimator(random_state=0), history=history)
+    ex = SimExecution()
     events: list[Event] = []
-    demand = DeclaredDemand(WIDE, ex, knowledge, events.append, np.random.default_rng(0))
+    demand = DeclaredDemand(wf, ex, knowledge, events.append, np.random.default_rng(seed))
     demand.update(0.0)
     demand.dispatch(0.0)
-    return demand
+    return history, knowledge, ex, demand
 
 
 def _feed(demand: DeclaredDemand, ex: SimExecution, now: float) -> None:
@@ -37,10 +41,7 @@ def test_a_stage_run_one_task_after_another_on_a_narrow_allocation_records_its_l
     # another on the 1-core allocation of a later stage that started first. First start to last end
     # (14 h) went into the history; the next runs asked for walltimes that long, and a 56-core
     # allocation that started at once took no task because its walltime was "too short".
-    history = MemoryHistory()
-    knowledge = Knowledge(WIDE, waits=ASAEstimator(random_state=0), history=history)
-    ex = SimExecution()
-    demand = _demand(ex, knowledge)
+    history, knowledge, ex, demand = _run()
     ex.add_allocation("narrow", cores=1, walltime_end=10_000.0, at=0.0)
     _feed(demand, ex, 1_000.0)
     (view,) = demand.stages()
@@ -54,10 +55,7 @@ def test_a_stage_run_one_task_after_another_on_a_narrow_allocation_records_its_l
 
 
 def test_a_task_lost_with_its_allocation_counts_its_attempts_summed() -> None:
-    history = MemoryHistory()
-    knowledge = Knowledge(WIDE, waits=ASAEstimator(random_state=0), history=history)
-    ex = SimExecution()
-    demand = _demand(ex, knowledge)
+    history, knowledge, ex, demand = _run()
     ex.add_allocation("a", cores=3, walltime_end=10_000.0, at=0.0)
     _feed(demand, ex, 40.0)
     ex.allocation_ended("a", at=40.0)  # all three lost after 40 s
@@ -71,10 +69,7 @@ def test_a_task_lost_with_its_allocation_counts_its_attempts_summed() -> None:
 
 
 def test_a_stage_cut_short_is_censored_from_its_first_start() -> None:
-    history = MemoryHistory()
-    knowledge = Knowledge(WIDE, waits=ASAEstimator(random_state=0), history=history)
-    ex = SimExecution()
-    demand = _demand(ex, knowledge)
+    history, knowledge, ex, demand = _run()
     ex.add_allocation("narrow", cores=1, walltime_end=10_000.0, at=10.0)
     _feed(demand, ex, 150.0)  # one task done, one running
     learn_runtimes(knowledge, demand.stages(), status="timeout", end=150.0, width=3)
@@ -88,12 +83,7 @@ def test_the_recorded_runtime_is_the_longest_task_whatever_the_cores(
     tasks: int, cores: int, seed: int
 ) -> None:
     wf = Workflow("w", (Stage("s", tasks=tasks, cores=1, runtime=100.0, runtime_cv=1.0),))
-    history = MemoryHistory()
-    knowledge = Knowledge(wf, waits=ASAEstimator(random_state=0), history=history)
-    ex = SimExecution()
-    demand = DeclaredDemand(wf, ex, knowledge, lambda e: None, np.random.default_rng(seed))
-    demand.update(0.0)
-    demand.dispatch(0.0)
+    history, knowledge, ex, demand = _run(wf, seed)
     ex.add_allocation("a", cores=cores, walltime_end=1e9, at=0.0)
     events = ex.advance(1e7)
     for event in events:
