@@ -114,7 +114,7 @@ log "mypy"
 mypy
 log "pytest"
 set +e
-python -m pytest "$@"
+python -m pytest --durations=20 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
