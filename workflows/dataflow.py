@@ -37,6 +37,7 @@ __all__ = [
     "Submitter",
     "Verification",
     "check_size",
+    "check_workdir",
     "new_run_folder",
     "run_program",
 ]
@@ -187,6 +188,34 @@ def check_size(demo: Demo, size: object) -> int:
     return size
 
 
+def check_workdir(workdir: str | os.PathLike[str] | None) -> Path:
+    """Return ``workdir`` (default: the system's temporary directory) once it is known to take new folders.
+
+    Raises
+    ------
+    ConfigError
+        ``workdir`` does not exist, is not a directory, or cannot be written (tried, not guessed from
+        permission bits).
+    """
+    base = Path(tempfile.gettempdir() if workdir is None else workdir)
+    if not base.exists():
+        raise ConfigError(f"--workdir {str(base)!r} does not exist: create it first, or choose another")
+    if not base.is_dir():
+        raise ConfigError(f"--workdir {str(base)!r} is not a directory")
+    try:
+        with tempfile.TemporaryDirectory(dir=base):
+            pass
+    except OSError as exc:
+        raise _unwritable(base, exc) from exc
+    return base
+
+
+def _unwritable(base: Path, exc: OSError) -> ConfigError:
+    return ConfigError(
+        f"--workdir {str(base)!r} cannot be written ({exc.strerror}): choose a writable directory"
+    )
+
+
 def new_run_folder(workdir: str | os.PathLike[str] | None, demo: str) -> Path:
     """Create a fresh folder for one run under ``workdir`` (default: the system's temporary directory).
 
@@ -197,17 +226,11 @@ def new_run_folder(workdir: str | os.PathLike[str] | None, demo: str) -> Path:
     Raises
     ------
     ConfigError
-        ``workdir`` does not exist, is not a directory, or cannot be written (tried, not guessed).
+        ``workdir`` does not exist, is not a directory, or cannot be written (:func:`check_workdir`).
     """
-    base = Path(tempfile.gettempdir() if workdir is None else workdir)
-    if not base.exists():
-        raise ConfigError(f"--workdir {str(base)!r} does not exist: create it first, or choose another")
-    if not base.is_dir():
-        raise ConfigError(f"--workdir {str(base)!r} is not a directory")
+    base = check_workdir(workdir)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     try:
         return Path(tempfile.mkdtemp(prefix=f"{demo}-{stamp}-", dir=base)).resolve()
-    except OSError as exc:
-        raise ConfigError(
-            f"--workdir {str(base)!r} cannot be written ({exc.strerror}): choose a writable directory"
-        ) from exc
+    except OSError as exc:  # e.g. the directory was made read-only since the check
+        raise _unwritable(base, exc) from exc

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import tempfile
-from pathlib import Path
 
 from elastic.backends.mock import MockBackend
 from elastic.control.execution import RunResult
@@ -27,7 +25,7 @@ from elastic.experiments import start_points, window
 from elastic.front.door import Elastic
 from elastic.report.experiment import RunOne, RunRequest
 from elastic.simulator.workload import Workload
-from workflows.dataflow import check_size
+from workflows.dataflow import check_size, check_workdir
 from workflows.demos import DEMOS, prepare
 
 __all__ = ["DemoCheckError", "demo_runner"]
@@ -157,14 +155,7 @@ def demo_runner(
     if not speedup > 0:
         raise ConfigError(f"--speedup must be > 0, got {speedup}")
     if workdir is not None:
-        try:  # tried, not guessed from permission bits
-            with tempfile.TemporaryDirectory(dir=Path(workdir)):
-                pass
-        except OSError as exc:
-            raise ConfigError(
-                f"--workdir {str(workdir)!r} is not a folder this user can write ({exc.strerror}): create it "
-                "or choose another"
-            ) from exc
+        check_workdir(workdir)
     starts = start_points(background, runs, seed=seed, warmup=WARMUP, horizon=HORIZON)
     return _DemoRunner(
         background,

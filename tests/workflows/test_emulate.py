@@ -52,8 +52,9 @@ def test_an_emulated_report_runs_each_demo_for_real_and_keeps_one_learner_per_st
         (["--workflow", "blast", "--emulate", "--speedup", "0"], "--speedup must be > 0, got 0.0"),
         (
             ["--workflow", "blast", "--emulate", "--workdir", "/proc/nowhere"],
-            "--workdir '/proc/nowhere' is not",
+            "--workdir '/proc/nowhere' does not exist",
         ),
+        (["--workflow", "blast", "--emulate", "--workdir", "/proc"], "--workdir '/proc' cannot be written"),
     ],
 )
 def test_bad_emulation_settings_are_refused_before_any_run(
