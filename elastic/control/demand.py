@@ -52,7 +52,7 @@ class _Stage:
             ready_time=self.ready_time,
             start_time=self.first_start,
             end_time=self.end_time,
-            longest_task=self.longest_task,
+            runtime=self.longest_task,
         )
 
 

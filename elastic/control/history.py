@@ -20,12 +20,12 @@ def learn_runtimes(
 ) -> None:
     """Add a run's stage runtimes to the history.
 
-    A completed stage's runtime is :attr:`StageView.longest_task` where known (a declared workflow: the
-    runtime on its own width, whatever cores its tasks waited for), else first task start to last task
-    end. A stage cut short by the end of the run is recorded as censored: it ran at least first start to
-    the end. A runtime includes work re-run after a walltime kill, which errs on the long side. The total
-    (label ``"*"``, what a Big-Job allocation must hold) is the sum of the stage runtimes, so waits
-    between stages under other strategies do not inflate it.
+    A completed stage's runtime is :attr:`StageView.runtime` where measured (never counting time when its
+    tasks only waited for cores), else first task start to last task end. A stage cut short by the end of
+    the run is recorded as censored: it ran at least first start to the end. A runtime includes work
+    re-run after a walltime kill, which errs on the long side. The total (label ``"*"``, what a Big-Job
+    allocation must hold) is the sum of the stage runtimes, so waits between stages under other
+    strategies do not inflate it.
 
     Parameters
     ----------
@@ -46,7 +46,7 @@ def learn_runtimes(
         if s.start_time is None:
             continue
         if s.end_time is not None:
-            runtime = s.longest_task if s.longest_task is not None else s.end_time - s.start_time
+            runtime = s.runtime if s.runtime is not None else s.end_time - s.start_time
             knowledge.record_runtime(s.name, runtime, cores=s.width)
         else:
             runtime = end - s.start_time

@@ -58,6 +58,8 @@ class _Stage:
     last_end: float | None = None
     end_time: float | None = None
     idle_since: float | None = None
+    starved: float = 0.0  # seconds since its first start with none of its tasks running and some queued
+    starved_since: float | None = None  # start of the current such gap
 
     @property
     def outstanding(self) -> int:
@@ -179,6 +181,9 @@ class LiveDemand:
                 st.running += 1
                 if st.first_start is None:
                     st.first_start = event.time
+                if st.starved_since is not None:
+                    st.starved += max(0.0, event.time - st.starved_since)
+                    st.starved_since = None
                 return
             if kind is EventKind.TASK_DROPPED:
                 st.queued = max(0, st.queued - 1)
@@ -192,6 +197,9 @@ class LiveDemand:
                 st.last_end = event.time if st.last_end is None else max(st.last_end, event.time)
             else:
                 st.failed += 1
+            if st.running == 0 and st.queued > 0:
+                # its tasks now wait for cores (a gap with nothing queued waits for inputs: that is runtime)
+                st.starved_since = event.time
 
     def update(self, now: float) -> None:
         """Open and complete stages (recording STAGE_READY and STAGE_END)."""
@@ -239,6 +247,7 @@ class LiveDemand:
                         ready_time=st.ready_time,
                         start_time=st.first_start,
                         end_time=st.end_time,
+                        runtime=_runtime(st),
                     )
                 )
         return tuple(views)
@@ -305,3 +314,10 @@ _TASK_KINDS = frozenset(
         EventKind.TASK_DROPPED,
     }
 )
+
+
+def _runtime(st: _Stage) -> float | None:
+    """Return a complete stage's first start to end, less the gaps when its queued tasks waited for cores."""
+    if st.end_time is None or st.first_start is None:
+        return None
+    return max(0.0, st.end_time - st.first_start - st.starved)

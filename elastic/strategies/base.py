@@ -135,10 +135,13 @@ class StageView:
     ready_time: float | None = None
     start_time: float | None = None
     end_time: float | None = None
-    longest_task: float | None = None
-    """Seconds its longest finished task ran, that task's attempts summed: the stage's runtime when every
-    task has its cores from the start (its width). ``None`` where tasks are not all released together (the
-    front door's dataflow), where the runtime is first start to last end."""
+    runtime: float | None = None
+    """Seconds it ran, as the runtime history learns it (:func:`~elastic.control.history.learn_runtimes`),
+    never counting time when its tasks only waited for cores. A declared stage: its longest task, that
+    task's attempts summed (its tasks are released together, so that is its runtime on its own width).
+    A front-door stage, whose tasks arrive over time: first start to end, less the gaps when none of its
+    tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts).
+    ``None``: not measured (first start to last end is used)."""
 
     @property
     def width(self) -> int:

@@ -1,4 +1,4 @@
-"""What a declared run leaves in the runtime history: each stage's runtime on its own width."""
+"""What a run leaves in the runtime history: each stage's runtime, never the time its tasks only waited."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from elastic.control.demand import DeclaredDemand
 from elastic.control.history import learn_runtimes
+from elastic.control.live import LiveDemand
 from elastic.control.sim_execution import SimExecution
 from elastic.metrics import Event, EventKind
 from elastic.strategies import Knowledge, MemoryHistory
@@ -46,7 +47,7 @@ def test_a_stage_run_one_task_after_another_on_a_narrow_allocation_records_its_l
     _feed(demand, ex, 1_000.0)
     (view,) = demand.stages()
     assert (view.start_time, view.end_time) == (0.0, 300.0)  # three tasks in turn
-    assert view.longest_task == pytest.approx(100.0)
+    assert view.runtime == pytest.approx(100.0)
     learn_runtimes(knowledge, demand.stages(), status="completed", end=300.0, width=3)
     runtimes, censored = history.stage_runtimes("wide", "s")
     assert list(runtimes) == [pytest.approx(100.0)] and not censored.any()
@@ -63,7 +64,7 @@ def test_a_task_lost_with_its_allocation_counts_its_attempts_summed() -> None:
     _feed(demand, ex, 1_000.0)
     (view,) = demand.stages()
     assert view.end_time == pytest.approx(600.0)
-    assert view.longest_task == pytest.approx(140.0)  # 40 s lost + 100 s again, not the 460 s between
+    assert view.runtime == pytest.approx(140.0)  # 40 s lost + 100 s again, not the 460 s between
     learn_runtimes(knowledge, demand.stages(), status="completed", end=600.0, width=3)
     assert list(history.stage_runtimes("wide", "s")[0]) == [pytest.approx(140.0)]
 
@@ -93,9 +94,55 @@ def test_the_recorded_runtime_is_the_longest_task_whatever_the_cores(
     ran = [e.time - start[e.task] for e in events if e.kind is EventKind.TASK_END]
     (view,) = demand.stages()
     assert view.end_time is not None and view.start_time is not None and len(ran) == tasks
-    assert view.longest_task == pytest.approx(max(ran))
-    assert view.longest_task <= view.end_time - view.start_time + 1e-9
+    assert view.runtime == pytest.approx(max(ran))
+    assert view.runtime <= view.end_time - view.start_time + 1e-9
     if cores >= tasks:  # every task had its core from the start: the same as first start to last end
-        assert view.longest_task == pytest.approx(view.end_time - view.start_time)
+        assert view.runtime == pytest.approx(view.end_time - view.start_time)
     learn_runtimes(knowledge, demand.stages(), status="completed", end=view.end_time, width=tasks)
     assert list(history.stage_runtimes("w", "s")[0]) == [pytest.approx(max(ran))]
+
+
+def test_a_front_door_stage_leaves_out_the_time_its_queued_tasks_waited_for_cores() -> None:
+    # One task of "s" ran early (on an allocation that was already there), the other two once their own
+    # allocation started 100 s later: first start to last end is 115 s, the stage ran 10 + 15 s.
+    events: list[Event] = []
+    live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
+    for _ in range(3):
+        live.queued("s", 1, None)
+
+    _task(live, EventKind.TASK_START, 0.0, "t0")
+    _task(live, EventKind.TASK_END, 10.0, "t0")
+    _task(live, EventKind.TASK_START, 100.0, "t1")
+    _task(live, EventKind.TASK_START, 100.0, "t2")
+    _task(live, EventKind.TASK_END, 110.0, "t1")
+    _task(live, EventKind.TASK_END, 115.0, "t2")
+    live.update(115.0)
+    live.update(200.0)  # idle past idle_timeout: complete
+    (view,) = live.stages()
+    assert (view.start_time, view.end_time) == (0.0, 115.0)
+    assert view.runtime == pytest.approx(25.0)
+    history = MemoryHistory()
+    knowledge = Knowledge(live.plan, waits=ASAEstimator(random_state=0), history=history)
+    learn_runtimes(knowledge, live.stages(), status="completed", end=200.0, width=3)
+    assert list(history.stage_runtimes("live", "s")[0]) == [pytest.approx(25.0)]
+
+
+def test_a_front_door_gap_with_nothing_queued_is_runtime_the_stage_waited_for_inputs() -> None:
+    # Dataflow: the second task was submitted only after 90 s (its input came from elsewhere); no task of
+    # the stage waited for cores, so all of first start to end is the stage's runtime.
+    events: list[Event] = []
+    live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
+    live.queued("s", 1, None)
+    _task(live, EventKind.TASK_START, 0.0, "t0")
+    _task(live, EventKind.TASK_END, 10.0, "t0")
+    live.queued("s", 1, None)
+    _task(live, EventKind.TASK_START, 100.0, "t1")
+    _task(live, EventKind.TASK_END, 110.0, "t1")
+    live.update(110.0)
+    live.update(200.0)
+    (view,) = live.stages()
+    assert view.end_time == 110.0 and view.runtime == pytest.approx(110.0)
+
+
+def _task(live: LiveDemand, kind: EventKind, at: float, name: str) -> None:
+    live.observe(Event(at, kind, stage="s", allocation="a", task=name, cores=1))
