@@ -35,6 +35,9 @@ __all__ = ["Child", "run_in_child"]
 
 _LENGTH = struct.Struct("!Q")
 
+_STOP_SIGNALS = frozenset({signal.SIGHUP, signal.SIGINT, signal.SIGKILL, signal.SIGTERM})
+"""Signals a batch system or a user sends to stop a job: a shell's exit code 128 + N for these is a death."""
+
 
 @dataclasses.dataclass(slots=True)
 class Child:
@@ -144,8 +147,14 @@ def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
         result = dataclasses.replace(result, error=cloudpickle.dumps(exc), error_message=str(exc))
     else:
         return result
-    if code < 0 and result.signal is None:  # ``bash -c`` itself was killed (subprocess reports -N)
-        result = dataclasses.replace(result, signal=-code)
+    if result.signal is None:
+        if code < 0:  # ``bash -c`` itself was killed (subprocess reports -N)
+            result = dataclasses.replace(result, signal=-code)
+        elif code - 128 in _STOP_SIGNALS:
+            # The shell outlived its foreground program, which a stop signal killed: bash exits 128 + N. A
+            # batch system stopping the job signals every process; when the program dies first and the
+            # shell exits before its own signal arrives, this is all that says the task was interrupted.
+            result = dataclasses.replace(result, signal=code - 128)
     return result
 
 

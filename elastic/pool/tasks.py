@@ -296,9 +296,10 @@ class TaskResult:
     started, ended : float
         Epoch seconds on the agent's host.
     signal : int or None
-        The signal that killed the task's process, or its shell command (``bash -c``); None when neither
-        died by a signal. The pool re-queues such a task when its allocation was stopping (SIGTERM at the
-        walltime or on ``scancel``) and fails it when the allocation was healthy.
+        The signal that killed the task's process, or its shell command (``bash -c``), or the command's
+        foreground program as the shell reports it (exit code 128 + N for SIGHUP, SIGINT, SIGKILL,
+        SIGTERM); None otherwise. The pool re-queues such a task when its allocation was stopping (SIGTERM
+        at the walltime or on ``scancel``) and fails it when the allocation was healthy.
     """
 
     task_id: str

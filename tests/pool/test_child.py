@@ -131,8 +131,19 @@ def test_death_by_signal_is_recorded(tmp_path: Path, task: Task, signum: int, me
         assert not result.ok and message in result.error_message
 
 
+def test_a_shell_reporting_its_program_killed_by_a_stop_signal_records_the_signal(tmp_path: Path) -> None:
+    # Regression (CI, test_scancel_mid_task_requeues_the_task_elsewhere): scancel's SIGTERM killed the
+    # task's `sleep`, and its shell exited 143 before its own SIGTERM arrived; recorded as no signal, the
+    # task failed instead of being re-queued.
+    killed = run(Task.shell("sleep 30 & kill -TERM $!; wait $!", check=False), tmp_path)
+    assert killed.outcome().returncode == 128 + signal.SIGTERM
+    assert killed.signal == signal.SIGTERM
+    assert run(Task.shell("exit 137"), tmp_path).signal == signal.SIGKILL
+
+
 def test_ordinary_endings_record_no_signal(tmp_path: Path) -> None:
-    assert run(Task.shell("exit 143", check=False), tmp_path).signal is None  # a code, not a signal
+    assert run(Task.shell("exit 3", check=False), tmp_path).signal is None
+    assert run(Task.shell("exit 139", check=False), tmp_path).signal is None  # SIGSEGV: not a stop signal
     assert run(Task.call(fails, (1,)), tmp_path).signal is None
     assert run(Task.call(os._exit, (9,)), tmp_path).signal is None
 
