@@ -13,16 +13,20 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFi
 def task_runs(
     flow_run_id: Any, until: Callable[[dict[str, Any]], bool], timeout: float = 60.0
 ) -> dict[str, Any]:
-    """The flow run's task runs by name once ``until(runs)`` holds (states come as events), or at timeout."""
+    """The flow run's task runs by id once ``until(runs)`` holds (states come as events), or at timeout.
+
+    By id, not by name: Prefect names a task run ``<task>-<3 hex digits>``, so two runs of one task can
+    share a name (about 1 in 270 for six runs), and a dict by name would lose one of them.
+    """
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while True:
             runs = client.read_task_runs(
                 flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id]))
             )
-            by_name = {r.name: r for r in runs}
-            if until(by_name) or time.monotonic() > deadline:
-                return by_name
+            by_id = {r.id: r for r in runs}
+            if until(by_id) or time.monotonic() > deadline:
+                return by_id
             time.sleep(0.5)
 
 
@@ -51,6 +55,14 @@ def log_messages(task_run_ids: list[Any], timeout: float = 30.0, expect: str | N
             time.sleep(0.5)
 
 
-def inputs_of(run: Any, names: dict[Any, str]) -> dict[str, set[str]]:
-    """A task run's lineage: for each parameter, the names of the task runs it came from."""
-    return {k: {names.get(i.id, str(i.id)) for i in v} for k, v in run.task_inputs.items()}
+def inputs_of(run: Any) -> dict[str, set[Any]]:
+    """A task run's lineage: for each parameter, the ids of the task runs it came from."""
+    return {k: {i.id for i in v} for k, v in run.task_inputs.items()}
+
+
+def by_task(runs: dict[Any, Any]) -> dict[str, list[Any]]:
+    """Task runs grouped by task name (the run name without its ``-<key>`` suffix)."""
+    grouped: dict[str, list[Any]] = {}
+    for r in runs.values():
+        grouped.setdefault(r.name.rsplit("-", 1)[0], []).append(r)
+    return grouped

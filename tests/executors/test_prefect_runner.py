@@ -24,7 +24,7 @@ from elastic.metrics import EventKind
 from elastic.store import Store
 from executors.prefect_runner import ElasticTaskRunner
 from tests.executors import prefect_flows as flows
-from tests.executors.readback import all_final, inputs_of, log_messages, states_of, task_runs
+from tests.executors.readback import all_final, by_task, inputs_of, log_messages, states_of, task_runs
 from tests.fixtures.prefect_server import PrefectServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -104,15 +104,12 @@ def test_staged_flow_on_the_scaled_mock_queue(strategy: str, api: PrefectServer,
 
     runs = task_runs(state.state_details.flow_run_id, until=lambda r: len(r) == width + 2 and all_final(r))
     assert {r.state_name for r in runs.values()} == {"Completed"}
-    names = {r.id: name for name, r in runs.items()}
-    by_task: dict[str, list[Any]] = {}
-    for name, r in runs.items():
-        by_task.setdefault(name.rsplit("-", 1)[0], []).append(r)
-    [prepare], [merge] = by_task["prepare"], by_task["merge"]
-    assert len(by_task["process"]) == width
-    for r in by_task["process"]:  # lineage: each process run came from prepare
-        assert inputs_of(r, names)["items"] == {prepare.name}
-    assert inputs_of(merge, names)["parts"] == {r.name for r in by_task["process"]}
+    tasks = by_task(runs)
+    [prepare], [merge] = tasks["prepare"], tasks["merge"]
+    assert len(tasks["process"]) == width
+    for r in tasks["process"]:  # lineage: each process run came from prepare
+        assert inputs_of(r)["items"] == {prepare.id}
+    assert inputs_of(merge)["parts"] == {r.id for r in tasks["process"]}
     assert any("preparing 6 items" in m for m in log_messages([prepare.id], expect="preparing 6 items"))
     assert states_of(prepare.id)[-2:] == ["Running", "Completed"]
 
@@ -195,6 +192,7 @@ def test_task_runs_the_runner_cancels_stay_under_their_flow_run_after_another_fl
     thread.join(timeout=60)
     assert not thread.is_alive(), "the flow run did not end after its cancellation"
     assert not out[0].is_completed()
-    runs = task_runs(flow_run_id, until=lambda r: len(r) == 3 and all_final(r))
-    assert {n: r.state_name for n, r in runs.items()} == dict.fromkeys(runs, "Cancelled") and len(runs) == 3
+    ended = task_runs(flow_run_id, until=lambda r: len(r) == 3 and all_final(r))
+    states = [r.state_name for r in ended.values()]
+    assert states == ["Cancelled"] * 3, {r.name: r.state_name for r in ended.values()}
     assert not local.queue(), "an allocation outlived the flow run"

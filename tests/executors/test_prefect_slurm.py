@@ -91,7 +91,7 @@ def test_cancelling_the_flow_run_cancels_its_task_runs_and_empties_the_queue(
     assert not thread.is_alive(), "the flow run did not end after its cancellation"
     runs = task_runs(flow_run_id, until=lambda r: len(r) == 5 and all_final(r))
     assert len(runs) == 5 and {r.state_name for r in runs.values()} == {"Cancelled"}, {
-        n: r.state_name for n, r in runs.items()
+        r.name: r.state_name for r in runs.values()
     }
     assert emptied < 30
     [result] = runner.results
