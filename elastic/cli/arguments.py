@@ -172,14 +172,21 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         priority=args.priority or PRIORITIES[0],
     )
     lo, hi = args.cores
+    known = workload.recorded_wait == workload.recorded_wait  # not NaN
+    full = (workload.cores >= lo) & (workload.cores <= hi) & known
     console.print(
         f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
         f"{len(engine.pinned):,} pinned at their recorded start"
         + (f", {reserve} cores reserved" if args.mode == "calibrated" else "")
         + (f", usable cores from the last {(window or 0) / 3600:g} h" if args.mode == "capacity" else "")
         + (
-            f", {len(first):,} of fast queues planned first"
+            f", {len(first):,} of short queues planned first"
             if (first := getattr(engine.policy, "priority", None))
+            else ""
+        )
+        + (
+            f" ({apart:,} of queues with cores of their own simulated apart, not shown)"
+            if args.mode == "capacity" and (apart := int(full.sum() - evaluated.sum()))
             else ""
         ),
         highlight=False,

@@ -1,7 +1,7 @@
 """``elastic fidelity``: how closely each mock-backend mode reproduces a trace's recorded waits.
 
 ``elastic fidelity --trace PATH [--cores LO:HI] [--modes replay,recorded,...] [--reserve X]
-[--capacity-window 12h] [--no-fast-queues] [--order conservative|fcfs] [--out FILE.csv]``
+[--capacity-window 12h] [--no-queue-rules] [--order conservative|fcfs] [--out FILE.csv]``
 
 For the trace's own jobs of ``LO``-``HI`` cores, prints simulated vs recorded wait (mean, median, p90,
 share started at once), the median per-job error and the per-job Spearman rank correlation, one row
@@ -66,9 +66,12 @@ def register(subparsers: Any) -> None:
         help="queue discipline of the evaluated jobs in the recorded modes (default: conservative)",
     )
     parser.add_argument(
+        "--no-queue-rules",
         "--no-fast-queues",
+        dest="no_queue_rules",
         action="store_true",
-        help="capacity mode: do not plan the jobs of queues whose other jobs started at once first",
+        help="capacity mode: no queue rules (by default queues whose other jobs started at once run apart, "
+        "on cores of their own, and queues of short jobs are planned first)",
     )
     parser.add_argument("--out", metavar="FILE", help="also write the report table (.csv)")
     parser.set_defaults(func=run)
@@ -101,7 +104,7 @@ def run(args: argparse.Namespace) -> int:
             reserve=args.reserve,
             order=args.order,
             window=capacity_window(args),
-            queues=not args.no_fast_queues,
+            queues=not args.no_queue_rules,
         )
     lo, hi = args.cores
     table = Table(
@@ -151,7 +154,14 @@ def _setting(row: Mapping[Hashable, Any]) -> str:
     if mode.startswith("calibrated"):
         return f"reserve {row['reserve']}"
     window = float(row["window"])
-    return f"window {window / 3600:g} h" if window == window else "-"
+    if window != window:  # NaN: not the capacity mode
+        return "-"
+    parts = [f"window {window / 3600:g} h"]
+    if row.get("fast_queues"):
+        parts.append(f"queues {', '.join(str(row['fast_queues']).split())} apart")
+    if row.get("short_queues"):
+        parts.append(f"{', '.join(str(row['short_queues']).split())} first")
+    return "; ".join(parts)
 
 
 def _hms(seconds: float) -> str:

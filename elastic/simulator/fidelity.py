@@ -28,9 +28,12 @@ had priorities, limits and fragmentation the trace does not record. The modes he
     (:func:`~elastic.simulator.availability.recorded_capacity`); down or drained nodes and jobs a
     cleaned trace removed are not offered. The window comes from the trace's own time scale, 3 x its
     median requested walltime (:func:`~elastic.simulator.recorded.capacity_window`: 12 h on HPC2N,
-    where the factor was chosen). Jobs of queues whose other jobs mostly started at once
-    (:func:`~elastic.simulator.recorded.fast_queues`, e.g. an interactive queue) are planned first.
-    Nothing is fitted to the recorded waits of the evaluated jobs.
+    where the factor was chosen). Queues whose other jobs mostly started at once
+    (:func:`~elastic.simulator.recorded.fast_queues`, e.g. an interactive queue) had cores of their
+    own: they are simulated apart, each partition on the capacity its own jobs used, and jobs
+    submitted to the mock backend go to the batch partition. Among the batch queues, those whose jobs
+    ask for short walltimes (:func:`~elastic.simulator.recorded.short_queues`, an express queue) are
+    planned first. Nothing is fitted to the recorded waits of the evaluated jobs.
 
 :func:`~elastic.simulator.fidelity_report.fidelity_report` runs the modes on a trace and compares, for
 the trace's own jobs of a size class (16-128 cores by default), simulated and recorded waits.
@@ -51,7 +54,7 @@ from elastic.simulator.availability import recorded_capacity
 from elastic.simulator.engine import Engine
 from elastic.simulator.pinned import PinnedBackfill
 from elastic.simulator.priority import DEFAULT_PRIORITY
-from elastic.simulator.recorded import capacity_window, fast_queues, pinnable, user_chain
+from elastic.simulator.recorded import capacity_window, fast_queues, pinnable, short_queues, user_chain
 from elastic.simulator.workload import Workload
 
 __all__ = [
@@ -69,6 +72,9 @@ logger = logging.getLogger(__name__)
 
 MODES: tuple[str, ...] = ("replay", "recorded", "recorded-chain", "calibrated", "capacity")
 """Fidelity modes, from the plain simulator to the recorded schedule on the recorded capacity."""
+
+_PARTITIONS: tuple[str, ...] = ("batch", "fast")
+"""Partitions of the ``capacity`` mode: the batch queues, and the fast queues (when the trace has any)."""
 
 _BoolArray = npt.NDArray[np.bool_]
 _IntArray = npt.NDArray[np.int64]
@@ -90,7 +96,10 @@ class FidelityResult:
     window : float
         ``capacity``: look-back of the usable-size estimate in seconds (NaN in the other modes).
     fast_queues : frozenset of int
-        ``capacity``: the queues planned first (see :func:`~elastic.simulator.recorded.fast_queues`).
+        ``capacity``: the queues simulated apart, on cores of their own
+        (see :func:`~elastic.simulator.recorded.fast_queues`).
+    short_queues : frozenset of int
+        ``capacity``: the batch queues planned first (see :func:`~elastic.simulator.recorded.short_queues`).
     """
 
     mode: str
@@ -98,6 +107,7 @@ class FidelityResult:
     jobs: pd.DataFrame
     window: float = math.nan
     fast_queues: frozenset[int] = frozenset()
+    short_queues: frozenset[int] = frozenset()
 
 
 def subset(workload: Workload, mask: _BoolArray) -> Workload:
@@ -170,7 +180,29 @@ def backend_setup(
     if mode == "calibrated":
         x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
     evaluated = _evaluated(workload, cores, require=False)
-    return _parts(workload, mode, evaluated, x, order, window, queues)
+    setup = _parts(workload, mode, evaluated, x, order, window, queues)
+    return setup.policy, setup.queued, setup.pinned, setup.starts
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """One partition's simulation set-up: policy, queued and pinned jobs, and which jobs are queued."""
+
+    policy: PinnedBackfill
+    queued: Workload
+    pinned: Workload
+    starts: _FloatArray
+    evaluated: _BoolArray  # over the whole workload: the queued jobs
+
+
+def _queue_classes(
+    workload: Workload, evaluated: _BoolArray, queues: bool
+) -> tuple[frozenset[int], frozenset[int]]:
+    """Return the capacity mode's fast queues (a partition of their own) and short queues (first)."""
+    if not queues:
+        return frozenset(), frozenset()
+    fast = fast_queues(workload, ~evaluated)
+    return fast, short_queues(workload, ~evaluated) - fast
 
 
 def _parts(
@@ -181,26 +213,38 @@ def _parts(
     order: str,
     window: float | None,
     queues: bool,
-) -> tuple[PinnedBackfill, Workload, Workload, _FloatArray]:
+    partition: str = "batch",
+) -> _Setup:
+    everything = workload
+    short: frozenset[int] = frozenset()
+    capacity = None
+    keep = np.ones(len(workload), dtype=bool)
+    if mode == "capacity":
+        look_back = capacity_window(workload) if window is None else window
+        fast, short = _queue_classes(workload, evaluated, queues)
+        if fast and workload.queue is not None:
+            # A queue whose other jobs started at once had cores of its own (an interactive
+            # partition): it is simulated apart, on the capacity its own jobs used.
+            in_fast = np.isin(workload.queue, list(fast))
+            keep = in_fast if partition == "fast" else ~in_fast
+            workload, evaluated = workload.select(keep), evaluated[keep]
+        times, usable = recorded_capacity(workload, window=look_back)
+        capacity = (times.tolist(), usable.tolist())
+        logger.info(
+            "capacity mode on %s, %s partition: window %.1f h%s%s",
+            workload.source,
+            partition,
+            look_back / 3600,
+            f", queues {sorted(fast)} on cores of their own" if fast else "",
+            f", queues {sorted(short)} planned first" if short else "",
+        )
     fg = subset(workload, evaluated)
     pins = pinnable(workload, ~evaluated)
     bg = subset(workload, pins)
-    fast: frozenset[int] = frozenset()
-    capacity = None
-    if mode == "capacity":
-        look_back = capacity_window(workload) if window is None else window
-        times, usable = recorded_capacity(workload, window=look_back)
-        capacity = (times.tolist(), usable.tolist())
-        fast = fast_queues(workload, ~evaluated) if queues else frozenset()
-        logger.info(
-            "capacity mode on %s: window %.1f h%s",
-            workload.source,
-            look_back / 3600,
-            f", queues {sorted(fast)} planned first" if fast else "",
-        )
-    in_fast = np.zeros(len(workload), dtype=bool)
-    if fast and workload.queue is not None:
-        in_fast = np.isin(workload.queue, list(fast))
+    # Priority class per job: short queues -1, every other job 0 (planned after them).
+    rank = np.zeros(len(workload), dtype=np.int64)
+    if short and workload.queue is not None:
+        rank[np.isin(workload.queue, list(short))] = -1
     chain: dict[int, int] | None = None
     if mode != "recorded":
         # Engine indices: queued jobs first (0..F-1, in submit order), then pinned jobs.
@@ -208,14 +252,14 @@ def _parts(
         engine_index[evaluated] = np.arange(len(fg))
         engine_index[pins] = len(fg) + np.arange(len(bg))
         prev = user_chain(workload)
-        # A user's jobs start in submit order within a queue class: an interactive job does not wait
-        # for the same user's batch job.
-        prev = np.where((prev >= 0) & (in_fast[np.maximum(prev, 0)] == in_fast), prev, -1)[evaluated]
+        # A user's jobs start in submit order within a queue class: an express job does not wait for
+        # the same user's batch job.
+        prev = np.where((prev >= 0) & (rank[np.maximum(prev, 0)] == rank), prev, -1)[evaluated]
         parent = np.where(prev >= 0, engine_index[np.maximum(prev, 0)], -1)
         has = np.flatnonzero(parent >= 0)
         chain = dict(zip(has.tolist(), parent[has].tolist(), strict=True))
-    first = np.flatnonzero(in_fast[evaluated])
-    priority = dict.fromkeys(first.tolist(), -1) if first.size else None  # every other job: class 0
+    ranked = np.flatnonzero(rank[evaluated])
+    priority = dict.fromkeys(ranked.tolist(), -1) if ranked.size else None  # every other job: class 0
     policy = PinnedBackfill(
         order=order,
         reserve=reserve if mode == "calibrated" else 0,
@@ -224,7 +268,9 @@ def _parts(
         trace_jobs=len(fg),
         priority=priority,
     )
-    return policy, fg, bg, bg.submit + bg.recorded_wait
+    queued = np.zeros(len(everything), dtype=bool)
+    queued[np.flatnonzero(keep)[evaluated]] = True
+    return _Setup(policy, fg, bg, bg.submit + bg.recorded_wait, queued)
 
 
 def _evaluated(workload: Workload, cores: tuple[int, int], *, require: bool = True) -> _BoolArray:
@@ -250,12 +296,15 @@ def mode_engine(
     window: float | None = None,
     queues: bool = True,
     priority: str = DEFAULT_PRIORITY,
+    partition: str = "batch",
 ) -> tuple[Engine, _BoolArray]:
     """Build (not run) the engine that simulates ``workload`` under one fidelity mode.
 
     In ``replay`` every job is queued under EASY. In the other modes the evaluated jobs (``cores``
     range, recorded wait known) are queued, in submit order, as engine jobs ``0..F-1``; every other
-    job with a recorded wait is pinned at its recorded start (jobs ``F..``).
+    job with a recorded wait is pinned at its recorded start (jobs ``F..``). In ``capacity``, when the
+    trace has fast queues, the engine simulates one partition: the batch queues (where jobs submitted
+    to the mock backend go), or the fast queues (``partition="fast"``).
 
     Parameters
     ----------
@@ -273,14 +322,18 @@ def mode_engine(
         Look-back in seconds of the ``capacity`` mode's usable-size estimate (ignored otherwise);
         None derives it from the trace (:func:`~elastic.simulator.recorded.capacity_window`).
     queues : bool, default True
-        ``capacity`` mode: plan the jobs of fast queues first (ignored otherwise).
+        ``capacity`` mode: simulate fast queues apart and plan short queues first (ignored otherwise;
+        see :func:`~elastic.simulator.recorded.fast_queues` and
+        :func:`~elastic.simulator.recorded.short_queues`).
     priority : str, default "age"
         Priority model of the engine (:mod:`elastic.simulator.priority`; no trace job is held).
+    partition : {"batch", "fast"}, default "batch"
+        ``capacity`` mode: which partition's engine (the same when the trace has no fast queue).
 
     Returns
     -------
     (Engine, ndarray of bool)
-        The engine, and which workload jobs are evaluated.
+        The engine, and which workload jobs it queues (evaluated jobs of the partition), in order.
 
     Raises
     ------
@@ -291,14 +344,16 @@ def mode_engine(
     """
     if mode not in MODES:
         raise UnknownNameError("mode", mode, MODES)
+    if partition not in _PARTITIONS:
+        raise UnknownNameError("partition", partition, _PARTITIONS)
     evaluated = _evaluated(workload, cores)
     if mode == "replay":
         engine = Engine(nodes=workload.processors, policy="easy", workload=workload, priority=priority)
         return engine, evaluated
-    policy, fg, bg, starts = _parts(workload, mode, evaluated, reserve, order, window, queues)
-    engine = Engine(nodes=workload.processors, policy=policy, workload=fg, priority=priority)
-    engine.pin(bg, starts)
-    return engine, evaluated
+    setup = _parts(workload, mode, evaluated, reserve, order, window, queues, partition)
+    engine = Engine(nodes=workload.processors, policy=setup.policy, workload=setup.queued, priority=priority)
+    engine.pin(setup.pinned, setup.starts)
+    return engine, setup.evaluated
 
 
 def simulate_mode(
@@ -320,12 +375,29 @@ def simulate_mode(
     -------
     FidelityResult
     """
-    engine, evaluated = mode_engine(
-        workload, mode, cores=cores, reserve=reserve, order=order, window=window, queues=queues
-    )
-    engine.run()
-    starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
-    start = starts[evaluated] if mode == "replay" else starts[: int(evaluated.sum())]
+    evaluated = _evaluated(workload, cores)
+    fast, short = _queue_classes(workload, evaluated, queues and mode == "capacity")
+    in_fast = np.zeros(len(workload), dtype=bool)
+    if fast and workload.queue is not None:
+        in_fast = np.isin(workload.queue, list(fast))
+    start = np.full(len(workload), np.nan)
+    for partition in _PARTITIONS:
+        if partition == "fast" and not (evaluated & in_fast).any():
+            continue
+        engine, queued = mode_engine(
+            workload,
+            mode,
+            cores=cores,
+            reserve=reserve,
+            order=order,
+            window=window,
+            queues=queues,
+            partition=partition,
+        )
+        engine.run()
+        starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
+        start[queued] = starts[queued] if mode == "replay" else starts[: int(queued.sum())]
+    start = start[evaluated]
     jobs = pd.DataFrame(
         {
             "job_id": workload.job_id[evaluated],
@@ -338,8 +410,8 @@ def simulate_mode(
     )
     if mode != "capacity":
         return FidelityResult(mode, reserve if mode == "calibrated" else 0, jobs)
-    fast = fast_queues(workload, ~evaluated) if queues else frozenset()
-    return FidelityResult(mode, 0, jobs, capacity_window(workload) if window is None else window, fast)
+    look_back = capacity_window(workload) if window is None else window
+    return FidelityResult(mode, 0, jobs, look_back, fast, short)
 
 
 def half_split(workload: Workload, cores: tuple[int, int] = (16, 128)) -> float:

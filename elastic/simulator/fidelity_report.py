@@ -87,6 +87,8 @@ def fidelity_row(
         "mode": label,
         "reserve": result.reserve,
         "window": result.window,
+        "fast_queues": " ".join(str(q) for q in sorted(result.fast_queues)),
+        "short_queues": " ".join(str(q) for q in sorted(result.short_queues)),
         "jobs": len(jobs),
         "mean_wait": float(sim.mean()),
         "recorded_mean_wait": float(rec.mean()),
@@ -134,8 +136,8 @@ def fidelity_report(
         Look-back in seconds of the ``capacity`` mode; None derives it from the trace
         (:func:`~elastic.simulator.recorded.capacity_window`).
     queues : bool, default True
-        ``capacity`` mode: plan the jobs of fast queues first
-        (:func:`~elastic.simulator.recorded.fast_queues`).
+        ``capacity`` mode: simulate fast queues apart and plan short queues first
+        (:func:`~elastic.simulator.recorded.fast_queues`, :func:`~elastic.simulator.recorded.short_queues`).
 
     Returns
     -------
@@ -143,7 +145,8 @@ def fidelity_report(
         One row per mode; ``calibrated`` adds ``calibrated (1st half)`` (the jobs the reserve was
         fitted on) and ``calibrated (2nd half)`` (the jobs the fit did not see), and ``capacity``
         its two halves likewise (nothing is fitted there: they show whether it holds over time).
-        Columns: ``mode, reserve, window`` (s, NaN outside ``capacity``), ``jobs``, simulated and
+        Columns: ``mode, reserve, window`` (s, NaN outside ``capacity``), ``fast_queues`` and
+        ``short_queues`` (``capacity``: queue numbers, space-separated), ``jobs``, simulated and
         ``recorded_`` ``mean_wait``, ``median_wait``, ``p90_wait``, ``started_at_once`` (share with
         zero wait), ``median_abs_error`` and ``mean_abs_error`` (per job, ``|simulated - recorded|``),
         ``spearman`` (rank correlation per job), ``median_ratio`` (simulated / recorded median),

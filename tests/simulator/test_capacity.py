@@ -204,9 +204,8 @@ def test_cli_capacity_window(
     assert main([*argv, "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "capacity (2nd half)" in text
-    assert (
-        out.read_text().splitlines()[1].startswith("capacity,0,600.0,1,1100.0")
-    )  # mode, reserve, window, jobs
+    # mode, reserve, window, fast queues, short queues (none: the trace has no queue numbers), jobs
+    assert out.read_text().splitlines()[1].startswith("capacity,0,600.0,,,1,1100.0")
     sim = ["simulate", "--trace", str(swf), "--cores", "2:2"]
     assert main([*sim, "--mode", "capacity", "--capacity-window", "10m"]) == 0
     assert "usable cores from the last 0.166667 h" in capsys.readouterr().out

@@ -192,7 +192,11 @@ def test_cli_fidelity_prints_one_row_per_mode(
     for mode in ("replay", "recorded", "recorded-chain", "calibrated", "calibrated (1st half)", "(2nd half)"):
         assert mode in text
     assert "Spearman" in text and "goal" in text
-    assert out.read_text().splitlines()[0].startswith("mode,reserve,window,jobs,mean_wait")
+    assert (
+        out.read_text()
+        .splitlines()[0]
+        .startswith("mode,reserve,window,fast_queues,short_queues,jobs,mean_wait")
+    )
 
 
 def test_cli_fidelity_bad_arguments(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -3,8 +3,9 @@
 - The "within 2x" median test also accepts "within 10 minutes" when the recorded median is under 5
   minutes (a ratio of seconds means nothing: a trace whose recorded median is 4 s read as "0x").
 - Each mode reports the share started at once and the per-job error.
-- The capacity mode's window comes from the trace's time scale, and queues whose other jobs started at
-  once are planned first; neither looks at the waits of the evaluated jobs.
+- The capacity mode's window comes from the trace's time scale; queues whose other jobs started at once
+  run apart, on cores of their own, and queues of short jobs are planned first; none of these looks at
+  the waits of the evaluated jobs.
 - ``elastic fidelity`` is not cut to 80 columns when piped.
 """
 
@@ -22,7 +23,7 @@ from elastic.cli import main
 from elastic.simulator.engine import Engine
 from elastic.simulator.fidelity import FidelityResult, backend_setup, simulate_mode
 from elastic.simulator.fidelity_report import fidelity_row, median_close, meets_goal
-from elastic.simulator.recorded import capacity_window, fast_queues
+from elastic.simulator.recorded import capacity_window, fast_queues, short_queues
 from elastic.simulator.workload import Workload
 from tests.simulator.test_fidelity import SMALL, swf_text
 
@@ -98,10 +99,16 @@ def test_fast_queues_never_read_the_evaluated_waits(evaluated_waits: list[float]
 
 # 4 cores. A pinned 4-core job holds the machine over [0, 100). Batch job B (queue 1, 3 cores) is
 # submitted at 10, interactive job I (queue 0, 3 cores) at 20; 60 other interactive jobs (1 core) all
-# started at once later in the trace, so queue 0 is fast: I starts first, at 100, B when I ends.
+# started at once later in the trace, so queue 0 is fast: it had cores of its own, and I does not wait
+# for the batch job that held the machine.
 def _interactive() -> Workload:
     rows = [(0.0, 4, 100.0, 100.0, 1, 0.0), (10.0, 3, 50.0, 50.0, 2, 90.0), (20.0, 3, 50.0, 50.0, 3, 130.0)]
     rows += [(1000.0 + 20 * k, 1, 10.0, 10.0, 4, 0.0) for k in range(60)]
+    return _rows(rows, [1, 1, 0] + [0] * 60, "interactive")
+
+
+def _rows(rows: list[tuple[float, int, float, float, int, float]], queue: list[int], source: str) -> Workload:
+    """(submit, cores, walltime, runtime, user, recorded wait) per job, on 4 cores."""
     arr = np.array(rows, dtype=np.float64)
     return Workload(
         job_id=np.arange(1, len(rows) + 1),
@@ -112,28 +119,95 @@ def _interactive() -> Workload:
         user=arr[:, 4].astype(np.int64),
         recorded_wait=arr[:, 5].copy(),
         processors=4,
-        source="interactive",
-        queue=np.array([1, 1, 0] + [0] * 60),
+        source=source,
+        queue=np.array(queue),
     )
 
 
-def test_fast_queue_is_planned_first() -> None:
+def test_a_fast_queue_runs_on_cores_of_its_own() -> None:
     w = _interactive()
-    first = simulate_mode(w, "capacity", cores=(3, 3), window=86_400.0)
-    assert first.fast_queues == frozenset({0})
-    assert first.jobs["wait"].tolist() == [140.0, 80.0]  # B after I: 150 - 10; I: 100 - 20
+    apart = simulate_mode(w, "capacity", cores=(3, 3), window=86_400.0)
+    assert apart.fast_queues == frozenset({0}) and apart.short_queues == frozenset()
+    assert apart.jobs["wait"].tolist() == [90.0, 0.0]  # B after the pinned job; I at once
     plain = simulate_mode(w, "capacity", cores=(3, 3), window=86_400.0, queues=False)
     assert plain.fast_queues == frozenset()
-    assert plain.jobs["wait"].tolist() == [90.0, 130.0]  # submit order
+    assert plain.jobs["wait"].tolist() == [90.0, 130.0]  # one machine, submit order
 
 
-def test_mock_backend_setup_plans_fast_queues_first() -> None:
+def test_mock_backend_queues_submitted_jobs_with_the_batch_queues() -> None:
+    # Jobs submitted to the mock backend are batch jobs: the fast queue's jobs are neither queued nor
+    # pinned beside them.
     policy, queued, pins, starts = backend_setup(_interactive(), "capacity", cores=(3, 3), window=86_400.0)
-    assert policy.priority == {1: -1}  # I (engine job 1) is in the fast queue; B and submitted jobs: class 0
+    assert queued.job_id.tolist() == [2] and pins.job_id.tolist() == [1] and policy.priority is None
     engine = Engine(nodes=4, policy=policy, workload=queued)
     engine.pin(pins, starts)
     engine.run()
-    assert engine.jobs.start[:2] == [150.0, 100.0]
+    assert engine.jobs.start[:1] == [100.0]
+
+
+# 4 cores. A pinned 4-core job of queue 2 holds the machine over [0, 100). B (queue 2, 3 cores) is
+# submitted at 10, E (queue 1, 3 cores) at 20. Queue 1's other jobs ask for at most 2 h, queue 2's for
+# up to 36 h: queue 1 is an express queue, and E is planned before B. Neither queue started at once.
+def _express() -> Workload:
+    rows = [(0.0, 4, 100.0, 100.0, 1, 0.0), (10.0, 3, 50.0, 50.0, 2, 90.0), (20.0, 3, 50.0, 50.0, 3, 130.0)]
+    rows += [(1000.0 + 20 * k, 1, 7200.0, 10.0, 4, 600.0) for k in range(60)]
+    rows += [(3000.0 + 20 * k, 1, 3600.0 * (1 + 35 * k / 59), 10.0, 5, 600.0) for k in range(60)]
+    return _rows(rows, [2, 2, 1] + [1] * 60 + [2] * 60, "express")
+
+
+def test_a_short_queue_is_planned_first() -> None:
+    w = _express()
+    first = simulate_mode(w, "capacity", cores=(3, 3), window=86_400.0)
+    assert first.fast_queues == frozenset() and first.short_queues == frozenset({1})
+    assert first.jobs["wait"].tolist() == [140.0, 80.0]  # E at 100, B after it at 150
+    plain = simulate_mode(w, "capacity", cores=(3, 3), window=86_400.0, queues=False)
+    assert plain.jobs["wait"].tolist() == [90.0, 130.0]  # submit order
+    policy, *_ = backend_setup(w, "capacity", cores=(3, 3), window=86_400.0)
+    assert policy.priority == {1: -1}  # E (engine job 1); B and submitted jobs: class 0
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    evaluated=st.lists(
+        st.tuples(st.floats(60, 1e6), st.floats(0, 1e6), st.sampled_from([1, 2])), min_size=1, max_size=30
+    )
+)
+def test_short_queues_never_read_the_evaluated_jobs(evaluated: list[tuple[float, float, int]]) -> None:
+    # The 120 other jobs say queue 1 is short; whatever the evaluated jobs asked for, waited or were queued
+    # in does not change that.
+    base = _express()
+    others = base.select(np.arange(3, len(base)))
+    n = len(evaluated)
+    mine = Workload(
+        job_id=np.arange(1000, 1000 + n),
+        submit=np.full(n, 10_000.0),  # after the other jobs
+        cores=np.full(n, 3, dtype=np.int64),
+        runtime=np.ones(n),
+        walltime=np.array([e[0] for e in evaluated]),
+        user=np.zeros(n, dtype=np.int64),
+        recorded_wait=np.array([e[1] for e in evaluated]),
+        processors=4,
+        source="mixed",
+        queue=np.array([e[2] for e in evaluated]),
+    )
+    both = _concat(others, mine)
+    assert short_queues(both, np.arange(len(both)) < len(others)) == frozenset({1})
+
+
+def _concat(a: Workload, b: Workload) -> Workload:
+    assert a.queue is not None and b.queue is not None
+    return Workload(
+        job_id=np.concatenate([a.job_id, b.job_id]),
+        submit=np.concatenate([a.submit, b.submit]),
+        cores=np.concatenate([a.cores, b.cores]),
+        runtime=np.concatenate([a.runtime, b.runtime]),
+        walltime=np.concatenate([a.walltime, b.walltime]),
+        user=np.concatenate([a.user, b.user]),
+        recorded_wait=np.concatenate([a.recorded_wait, b.recorded_wait]),
+        processors=a.processors,
+        source=a.source,
+        queue=np.concatenate([a.queue, b.queue]),
+    )
 
 
 def test_cli_fidelity_is_not_cut_when_piped(
