@@ -227,6 +227,14 @@ def _parts(
             # partition): it is simulated apart, on the capacity its own jobs used.
             in_fast = np.isin(workload.queue, list(fast))
             keep = in_fast if partition == "fast" else ~in_fast
+            if partition == "batch" and in_fast.all():
+                logger.warning(
+                    "capacity mode on %s: every job is in a queue whose jobs started at once (queues %s), "
+                    "so the batch partition, where submitted jobs go, has no background; pass queues=False "
+                    "to treat those queues as batch queues",
+                    workload.source,
+                    sorted(fast),
+                )
             workload, evaluated = workload.select(keep), evaluated[keep]
         times, usable = recorded_capacity(workload, window=look_back)
         capacity = (times.tolist(), usable.tolist())

@@ -223,3 +223,17 @@ def test_cli_fidelity_is_not_cut_when_piped(
     rows = [line for line in lines if line.startswith("│ capacity (2nd half)")]
     assert len(rows) == 1 and rows[0].rstrip().endswith("│")  # one line per row, nothing wrapped
     assert "within 10 min" in "\n".join(lines)
+
+
+def test_a_trace_of_fast_queues_only_leaves_the_batch_partition_empty_and_says_so(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # 200 jobs of queue 0, all started at once: queue 0 is fast, so submitted (batch) jobs see no background.
+    rows = [(10.0 * k, 3 if k % 2 == 0 else 1, 50.0, 5.0, k % 3, 0.0) for k in range(200)]
+    w = _rows(rows, [0] * 200, "all fast")
+    with caplog.at_level("WARNING", logger="elastic.simulator.fidelity"):
+        _, queued, pins, _ = backend_setup(w, "capacity", cores=(3, 3))
+    assert len(queued) == 0 and len(pins) == 0
+    assert "has no background" in caplog.text and "queues [0]" in caplog.text
+    result = simulate_mode(w, "capacity", cores=(3, 3))  # the report still simulates the fast partition
+    assert result.fast_queues == frozenset({0}) and len(result.jobs) == 100
