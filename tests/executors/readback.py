@@ -11,8 +11,8 @@ from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFi
 
 
 def task_runs(
-    flow_run_id: Any, until: Callable[[dict[str, Any]], bool], timeout: float = 60.0
-) -> dict[str, Any]:
+    flow_run_id: Any, until: Callable[[dict[Any, Any]], bool], timeout: float = 60.0
+) -> dict[Any, Any]:
     """The flow run's task runs by id once ``until(runs)`` holds (states come as events), or at timeout.
 
     By id, not by name: Prefect names a task run ``<task>-<3 hex digits>``, so two runs of one task can
@@ -30,7 +30,7 @@ def task_runs(
             time.sleep(0.5)
 
 
-def all_final(runs: dict[str, Any]) -> bool:
+def all_final(runs: dict[Any, Any]) -> bool:
     """Every task run has a final state (or is Pending NotReady, Prefect's state for a run never run)."""
     return bool(runs) and all(
         r.state is not None and (r.state.is_final() or r.state.name == "NotReady") for r in runs.values()
