@@ -141,7 +141,7 @@ def capacity_window(args: argparse.Namespace) -> float | None:
 
 def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any) -> Any:
     """Build the engine of ``elastic simulate --mode`` (a recorded mode) from the parsed arguments."""
-    from elastic.simulator.fidelity import calibrate_reserve, mode_engine
+    from elastic.simulator.fidelity import calibrate_reserve, evaluated_jobs, mode_engine
     from elastic.simulator.pinned import PINNED_ORDERS
 
     order = args.policy or "conservative"
@@ -172,8 +172,7 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         priority=args.priority or PRIORITIES[0],
     )
     lo, hi = args.cores
-    known = workload.recorded_wait == workload.recorded_wait  # not NaN
-    full = (workload.cores >= lo) & (workload.cores <= hi) & known
+    full = evaluated_jobs(workload, args.cores)
     console.print(
         f"mode {args.mode}: {int(evaluated.sum()):,} jobs of {lo}-{hi} cores queued ({order}), "
         f"{len(engine.pinned):,} pinned at their recorded start"

@@ -62,6 +62,7 @@ __all__ = [
     "FidelityResult",
     "backend_setup",
     "calibrate_reserve",
+    "evaluated_jobs",
     "half_split",
     "mode_engine",
     "simulate_mode",
@@ -149,7 +150,8 @@ def backend_setup(
         ``capacity`` only: look-back of the usable-size estimate in seconds; None derives it from
         the trace (:func:`~elastic.simulator.recorded.capacity_window`).
     queues : bool, default True
-        ``capacity`` only: plan jobs of fast queues first (:func:`~elastic.simulator.recorded.fast_queues`).
+        ``capacity`` only: the queue rules (:class:`_Queues`). Submitted jobs join the batch partition:
+        the jobs of fast queues are neither queued nor pinned.
 
     Returns
     -------
@@ -179,8 +181,9 @@ def backend_setup(
     x = 0
     if mode == "calibrated":
         x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
-    evaluated = _evaluated(workload, cores, require=False)
-    setup = _parts(workload, mode, evaluated, x, order, window, queues)
+    evaluated = evaluated_jobs(workload, cores, require=False)
+    classes = _Queues.of(workload, evaluated, enabled=queues and mode == "capacity")
+    setup = _parts(workload, mode, evaluated, x, order, _look_back(workload, mode, window), classes, "batch")
     return setup.policy, setup.queued, setup.pinned, setup.starts
 
 
@@ -195,14 +198,35 @@ class _Setup:
     evaluated: _BoolArray  # over the whole workload: the queued jobs
 
 
-def _queue_classes(
-    workload: Workload, evaluated: _BoolArray, queues: bool
-) -> tuple[frozenset[int], frozenset[int]]:
-    """Return the capacity mode's fast queues (a partition of their own) and short queues (first)."""
-    if not queues:
-        return frozenset(), frozenset()
-    fast = fast_queues(workload, ~evaluated)
-    return fast, short_queues(workload, ~evaluated) - fast
+@dataclass(frozen=True, slots=True)
+class _Queues:
+    """The capacity mode's queue rules, derived once per trace from the jobs it does not evaluate."""
+
+    fast: frozenset[int] = frozenset()
+    """Queues simulated apart, on cores of their own (:func:`~elastic.simulator.recorded.fast_queues`)."""
+    short: frozenset[int] = frozenset()
+    """Batch queues planned first (:func:`~elastic.simulator.recorded.short_queues`)."""
+
+    @classmethod
+    def of(cls, workload: Workload, evaluated: _BoolArray, *, enabled: bool) -> _Queues:
+        """Derive the rules (none when not ``enabled``: another mode, or ``queues=False``)."""
+        if not enabled:
+            return cls()
+        fast = fast_queues(workload, ~evaluated)
+        return cls(fast, short_queues(workload, ~evaluated) - fast)
+
+    def in_fast(self, workload: Workload) -> _BoolArray:
+        """Which jobs of ``workload`` are in a fast queue."""
+        if not self.fast or workload.queue is None:
+            return np.zeros(len(workload), dtype=bool)
+        return np.isin(workload.queue, list(self.fast))
+
+
+def _look_back(workload: Workload, mode: str, window: float | None) -> float:
+    """Return the capacity mode's look-back in seconds (None: derived from the trace); NaN in other modes."""
+    if mode != "capacity":
+        return math.nan
+    return capacity_window(workload) if window is None else window
 
 
 def _parts(
@@ -211,21 +235,19 @@ def _parts(
     evaluated: _BoolArray,
     reserve: int,
     order: str,
-    window: float | None,
-    queues: bool,
-    partition: str = "batch",
+    look_back: float,
+    queues: _Queues,
+    partition: str,
 ) -> _Setup:
     everything = workload
-    short: frozenset[int] = frozenset()
+    fast, short = queues.fast, queues.short
     capacity = None
     keep = np.ones(len(workload), dtype=bool)
     if mode == "capacity":
-        look_back = capacity_window(workload) if window is None else window
-        fast, short = _queue_classes(workload, evaluated, queues)
-        if fast and workload.queue is not None:
+        if fast:
             # A queue whose other jobs started at once had cores of its own (an interactive
             # partition): it is simulated apart, on the capacity its own jobs used.
-            in_fast = np.isin(workload.queue, list(fast))
+            in_fast = queues.in_fast(workload)
             keep = in_fast if partition == "fast" else ~in_fast
             if partition == "batch" and in_fast.all():
                 logger.warning(
@@ -251,7 +273,7 @@ def _parts(
     bg = subset(workload, pins)
     # Priority class per job: short queues -1, every other job 0 (planned after them).
     rank = np.zeros(len(workload), dtype=np.int64)
-    if short and workload.queue is not None:
+    if short and workload.queue is not None:  # only the capacity mode has short queues
         rank[np.isin(workload.queue, list(short))] = -1
     chain: dict[int, int] | None = None
     if mode != "recorded":
@@ -281,7 +303,14 @@ def _parts(
     return _Setup(policy, fg, bg, bg.submit + bg.recorded_wait, queued)
 
 
-def _evaluated(workload: Workload, cores: tuple[int, int], *, require: bool = True) -> _BoolArray:
+def evaluated_jobs(workload: Workload, cores: tuple[int, int], *, require: bool = True) -> _BoolArray:
+    """Return which jobs a report evaluates: ``cores[0]`` to ``cores[1]`` cores, recorded wait known.
+
+    Raises
+    ------
+    ConfigError
+        A bad ``cores`` range, or (``require``) no such job.
+    """
     lo, hi = cores
     if not 1 <= lo <= hi:
         raise ConfigError(f"cores must be a range lo:hi with 1 <= lo <= hi, got {lo}:{hi}")
@@ -354,11 +383,28 @@ def mode_engine(
         raise UnknownNameError("mode", mode, MODES)
     if partition not in _PARTITIONS:
         raise UnknownNameError("partition", partition, _PARTITIONS)
-    evaluated = _evaluated(workload, cores)
+    evaluated = evaluated_jobs(workload, cores)
+    classes = _Queues.of(workload, evaluated, enabled=queues and mode == "capacity")
+    look_back = _look_back(workload, mode, window)
+    return _engine(workload, mode, evaluated, reserve, order, look_back, classes, priority, partition)
+
+
+def _engine(
+    workload: Workload,
+    mode: str,
+    evaluated: _BoolArray,
+    reserve: int,
+    order: str,
+    look_back: float,
+    queues: _Queues,
+    priority: str,
+    partition: str,
+) -> tuple[Engine, _BoolArray]:
+    """Build one partition's engine (see :func:`mode_engine`); return it and the jobs it queues."""
     if mode == "replay":
         engine = Engine(nodes=workload.processors, policy="easy", workload=workload, priority=priority)
         return engine, evaluated
-    setup = _parts(workload, mode, evaluated, reserve, order, window, queues, partition)
+    setup = _parts(workload, mode, evaluated, reserve, order, look_back, queues, partition)
     engine = Engine(nodes=workload.processors, policy=setup.policy, workload=setup.queued, priority=priority)
     engine.pin(setup.pinned, setup.starts)
     return engine, setup.evaluated
@@ -383,24 +429,16 @@ def simulate_mode(
     -------
     FidelityResult
     """
-    evaluated = _evaluated(workload, cores)
-    fast, short = _queue_classes(workload, evaluated, queues and mode == "capacity")
-    in_fast = np.zeros(len(workload), dtype=bool)
-    if fast and workload.queue is not None:
-        in_fast = np.isin(workload.queue, list(fast))
+    if mode not in MODES:
+        raise UnknownNameError("mode", mode, MODES)
+    evaluated = evaluated_jobs(workload, cores)
+    classes = _Queues.of(workload, evaluated, enabled=queues and mode == "capacity")
+    look_back = _look_back(workload, mode, window)
+    partitions = _PARTITIONS if (evaluated & classes.in_fast(workload)).any() else _PARTITIONS[:1]
     start = np.full(len(workload), np.nan)
-    for partition in _PARTITIONS:
-        if partition == "fast" and not (evaluated & in_fast).any():
-            continue
-        engine, queued = mode_engine(
-            workload,
-            mode,
-            cores=cores,
-            reserve=reserve,
-            order=order,
-            window=window,
-            queues=queues,
-            partition=partition,
+    for partition in partitions:
+        engine, queued = _engine(
+            workload, mode, evaluated, reserve, order, look_back, classes, DEFAULT_PRIORITY, partition
         )
         engine.run()
         starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
@@ -418,13 +456,12 @@ def simulate_mode(
     )
     if mode != "capacity":
         return FidelityResult(mode, reserve if mode == "calibrated" else 0, jobs)
-    look_back = capacity_window(workload) if window is None else window
-    return FidelityResult(mode, 0, jobs, look_back, fast, short)
+    return FidelityResult(mode, 0, jobs, look_back, classes.fast, classes.short)
 
 
 def half_split(workload: Workload, cores: tuple[int, int] = (16, 128)) -> float:
     """Return the median submit time of the evaluated jobs: the first half is submitted before it."""
-    return float(np.median(workload.submit[_evaluated(workload, cores)]))
+    return float(np.median(workload.submit[evaluated_jobs(workload, cores)]))
 
 
 def calibrate_reserve(
@@ -458,7 +495,7 @@ def calibrate_reserve(
         The fitted reserve in cores.
     """
     half = subset(workload, workload.submit < half_split(workload, cores))
-    widest = int(half.cores[_evaluated(half, cores)].max())
+    widest = int(half.cores[evaluated_jobs(half, cores)].max())
     hi = workload.processors - widest if max_reserve is None else max_reserve
     return _fit_reserve(half, cores=cores, order=order, hi=hi, since=-math.inf)
 
@@ -469,7 +506,7 @@ def _fit_reserve(sample: Workload, *, cores: tuple[int, int], order: str, hi: in
     The result's median wait of the evaluated jobs submitted from ``since`` on is closest (on a log
     scale) to their recorded median.
     """
-    evaluated = _evaluated(sample, cores) & (sample.submit >= since)
+    evaluated = evaluated_jobs(sample, cores) & (sample.submit >= since)
     target = float(np.median(sample.recorded_wait[evaluated]))
     medians: dict[int, float] = {}
 

@@ -150,9 +150,14 @@ def test_mock_backend_queues_submitted_jobs_with_the_batch_queues() -> None:
 # up to 36 h: queue 1 is an express queue, and E is planned before B. Neither queue started at once.
 def _express() -> Workload:
     rows = [(0.0, 4, 100.0, 100.0, 1, 0.0), (10.0, 3, 50.0, 50.0, 2, 90.0), (20.0, 3, 50.0, 50.0, 3, 130.0)]
-    rows += [(1000.0 + 20 * k, 1, 7200.0, 10.0, 4, 600.0) for k in range(60)]
-    rows += [(3000.0 + 20 * k, 1, 3600.0 * (1 + 35 * k / 59), 10.0, 5, 600.0) for k in range(60)]
-    return _rows(rows, [2, 2, 1] + [1] * 60 + [2] * 60, "express")
+    return _rows(rows + _EXPRESS_OTHERS, [2, 2, 1, *_EXPRESS_OTHER_QUEUES], "express")
+
+
+# The other jobs of _express: 60 of queue 1 asking for 2 h, 60 of queue 2 asking for 1-36 h.
+_EXPRESS_OTHERS = [(1000.0 + 20 * k, 1, 7200.0, 10.0, 4, 600.0) for k in range(60)] + [
+    (3000.0 + 20 * k, 1, 3600.0 * (1 + 35 * k / 59), 10.0, 5, 600.0) for k in range(60)
+]
+_EXPRESS_OTHER_QUEUES = [1] * 60 + [2] * 60
 
 
 def test_a_short_queue_is_planned_first() -> None:
@@ -175,39 +180,9 @@ def test_a_short_queue_is_planned_first() -> None:
 def test_short_queues_never_read_the_evaluated_jobs(evaluated: list[tuple[float, float, int]]) -> None:
     # The 120 other jobs say queue 1 is short; whatever the evaluated jobs asked for, waited or were queued
     # in does not change that.
-    base = _express()
-    others = base.select(np.arange(3, len(base)))
-    n = len(evaluated)
-    mine = Workload(
-        job_id=np.arange(1000, 1000 + n),
-        submit=np.full(n, 10_000.0),  # after the other jobs
-        cores=np.full(n, 3, dtype=np.int64),
-        runtime=np.ones(n),
-        walltime=np.array([e[0] for e in evaluated]),
-        user=np.zeros(n, dtype=np.int64),
-        recorded_wait=np.array([e[1] for e in evaluated]),
-        processors=4,
-        source="mixed",
-        queue=np.array([e[2] for e in evaluated]),
-    )
-    both = _concat(others, mine)
-    assert short_queues(both, np.arange(len(both)) < len(others)) == frozenset({1})
-
-
-def _concat(a: Workload, b: Workload) -> Workload:
-    assert a.queue is not None and b.queue is not None
-    return Workload(
-        job_id=np.concatenate([a.job_id, b.job_id]),
-        submit=np.concatenate([a.submit, b.submit]),
-        cores=np.concatenate([a.cores, b.cores]),
-        runtime=np.concatenate([a.runtime, b.runtime]),
-        walltime=np.concatenate([a.walltime, b.walltime]),
-        user=np.concatenate([a.user, b.user]),
-        recorded_wait=np.concatenate([a.recorded_wait, b.recorded_wait]),
-        processors=a.processors,
-        source=a.source,
-        queue=np.concatenate([a.queue, b.queue]),
-    )
+    mine = [(10_000.0, 3, wall, 1.0, 0, wait) for wall, wait, _ in evaluated]  # after the other jobs
+    both = _rows(_EXPRESS_OTHERS + mine, _EXPRESS_OTHER_QUEUES + [q for *_, q in evaluated], "mixed")
+    assert short_queues(both, np.arange(len(both)) < len(_EXPRESS_OTHERS)) == frozenset({1})
 
 
 def test_cli_fidelity_is_not_cut_when_piped(
