@@ -182,8 +182,7 @@ def backend_setup(
     if mode == "calibrated":
         x = calibrate_reserve(workload, cores=cores, order=order) if reserve is None else reserve
     evaluated = evaluated_jobs(workload, cores, require=False)
-    classes = _Queues.of(workload, evaluated, enabled=queues and mode == "capacity")
-    setup = _parts(workload, mode, evaluated, x, order, _look_back(workload, mode, window), classes, "batch")
+    setup = _parts(_Inputs.derive(workload, mode, evaluated, x, order, window, queues), "batch")
     return setup.policy, setup.queued, setup.pinned, setup.starts
 
 
@@ -222,32 +221,48 @@ class _Queues:
         return np.isin(workload.queue, list(self.fast))
 
 
-def _look_back(workload: Workload, mode: str, window: float | None) -> float:
-    """Return the capacity mode's look-back in seconds (None: derived from the trace); NaN in other modes."""
-    if mode != "capacity":
-        return math.nan
-    return capacity_window(workload) if window is None else window
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What one simulation of a trace under a mode needs, derived once and shared by its partitions."""
+
+    workload: Workload
+    mode: str
+    evaluated: _BoolArray
+    reserve: int
+    order: str
+    look_back: float  # the capacity mode's look-back in seconds (NaN in other modes)
+    queues: _Queues
+
+    @classmethod
+    def derive(
+        cls,
+        workload: Workload,
+        mode: str,
+        evaluated: _BoolArray,
+        reserve: int,
+        order: str,
+        window: float | None,
+        queues: bool,
+    ) -> _Inputs:
+        """Derive the look-back (None: from the trace) and the queue rules, for the capacity mode only."""
+        capacity = mode == "capacity"
+        look_back = math.nan if not capacity else capacity_window(workload) if window is None else window
+        rules = _Queues.of(workload, evaluated, enabled=queues and capacity)
+        return cls(workload, mode, evaluated, reserve, order, look_back, rules)
 
 
-def _parts(
-    workload: Workload,
-    mode: str,
-    evaluated: _BoolArray,
-    reserve: int,
-    order: str,
-    look_back: float,
-    queues: _Queues,
-    partition: str,
-) -> _Setup:
+def _parts(inputs: _Inputs, partition: str) -> _Setup:
+    """Build one partition's policy, queued and pinned jobs."""
+    workload, evaluated, mode, look_back = inputs.workload, inputs.evaluated, inputs.mode, inputs.look_back
     everything = workload
-    fast, short = queues.fast, queues.short
+    fast, short = inputs.queues.fast, inputs.queues.short
     capacity = None
     keep = np.ones(len(workload), dtype=bool)
     if mode == "capacity":
         if fast:
             # A queue whose other jobs started at once had cores of its own (an interactive
             # partition): it is simulated apart, on the capacity its own jobs used.
-            in_fast = queues.in_fast(workload)
+            in_fast = inputs.queues.in_fast(workload)
             keep = in_fast if partition == "fast" else ~in_fast
             if partition == "batch" and in_fast.all():
                 logger.warning(
@@ -291,8 +306,8 @@ def _parts(
     ranked = np.flatnonzero(rank[evaluated])
     priority = dict.fromkeys(ranked.tolist(), -1) if ranked.size else None  # every other job: class 0
     policy = PinnedBackfill(
-        order=order,
-        reserve=reserve if mode == "calibrated" else 0,
+        order=inputs.order,
+        reserve=inputs.reserve if mode == "calibrated" else 0,
         chain=chain,
         capacity=capacity,
         trace_jobs=len(fg),
@@ -383,28 +398,17 @@ def mode_engine(
         raise UnknownNameError("mode", mode, MODES)
     if partition not in _PARTITIONS:
         raise UnknownNameError("partition", partition, _PARTITIONS)
-    evaluated = evaluated_jobs(workload, cores)
-    classes = _Queues.of(workload, evaluated, enabled=queues and mode == "capacity")
-    look_back = _look_back(workload, mode, window)
-    return _engine(workload, mode, evaluated, reserve, order, look_back, classes, priority, partition)
+    inputs = _Inputs.derive(workload, mode, evaluated_jobs(workload, cores), reserve, order, window, queues)
+    return _engine(inputs, priority, partition)
 
 
-def _engine(
-    workload: Workload,
-    mode: str,
-    evaluated: _BoolArray,
-    reserve: int,
-    order: str,
-    look_back: float,
-    queues: _Queues,
-    priority: str,
-    partition: str,
-) -> tuple[Engine, _BoolArray]:
+def _engine(inputs: _Inputs, priority: str, partition: str) -> tuple[Engine, _BoolArray]:
     """Build one partition's engine (see :func:`mode_engine`); return it and the jobs it queues."""
-    if mode == "replay":
+    workload = inputs.workload
+    if inputs.mode == "replay":
         engine = Engine(nodes=workload.processors, policy="easy", workload=workload, priority=priority)
-        return engine, evaluated
-    setup = _parts(workload, mode, evaluated, reserve, order, look_back, queues, partition)
+        return engine, inputs.evaluated
+    setup = _parts(inputs, partition)
     engine = Engine(nodes=workload.processors, policy=setup.policy, workload=setup.queued, priority=priority)
     engine.pin(setup.pinned, setup.starts)
     return engine, setup.evaluated
@@ -432,14 +436,12 @@ def simulate_mode(
     if mode not in MODES:
         raise UnknownNameError("mode", mode, MODES)
     evaluated = evaluated_jobs(workload, cores)
-    classes = _Queues.of(workload, evaluated, enabled=queues and mode == "capacity")
-    look_back = _look_back(workload, mode, window)
+    inputs = _Inputs.derive(workload, mode, evaluated, reserve, order, window, queues)
+    classes = inputs.queues
     partitions = _PARTITIONS if (evaluated & classes.in_fast(workload)).any() else _PARTITIONS[:1]
     start = np.full(len(workload), np.nan)
     for partition in partitions:
-        engine, queued = _engine(
-            workload, mode, evaluated, reserve, order, look_back, classes, DEFAULT_PRIORITY, partition
-        )
+        engine, queued = _engine(inputs, DEFAULT_PRIORITY, partition)
         engine.run()
         starts = np.asarray(engine.jobs.start[: len(workload)], dtype=np.float64)
         start[queued] = starts[queued] if mode == "replay" else starts[: int(queued.sum())]
@@ -456,7 +458,7 @@ def simulate_mode(
     )
     if mode != "capacity":
         return FidelityResult(mode, reserve if mode == "calibrated" else 0, jobs)
-    return FidelityResult(mode, 0, jobs, look_back, classes.fast, classes.short)
+    return FidelityResult(mode, 0, jobs, inputs.look_back, classes.fast, classes.short)
 
 
 def half_split(workload: Workload, cores: tuple[int, int] = (16, 128)) -> float:
