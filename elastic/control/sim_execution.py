@@ -7,7 +7,8 @@ allocation. Placement follows the pool's rules: one queue ordered by stage (earl
 allocation that starts early takes the remaining tasks of the previous stage if they fit), any live allocation
 may take any task whose cores fit, and a task is not started on an allocation whose remaining walltime is
 shorter than the task's estimate while another allocation, live or requested, has enough. A task still running
-when its allocation ends is lost and re-queued (bounded retries).
+when its allocation ends is lost and re-queued (bounded retries), with an estimate of at least the time it
+ran there (:func:`~elastic.pool.placement.estimate_after_loss`).
 
 Completions are kept in a heap of ``(end, seq, ...)`` with ``seq`` from :func:`itertools.count` so ties
 resolve in submission order and replays are identical.
@@ -16,6 +17,7 @@ resolve in submission order and replays are identical.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import heapq
 import itertools
 import logging
@@ -26,7 +28,7 @@ from elastic.allocations import AllocationState
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.pool.placement import Offer, has_room, plan_placement, usable
+from elastic.pool.placement import Offer, estimate_after_loss, has_room, plan_placement, usable
 
 if TYPE_CHECKING:
     pass
@@ -117,12 +119,14 @@ class SimExecution:
         live = self._live.pop(alloc_id, None)
         if live is None:
             return
-        for task_id, (_, task) in sorted(live.running.items()):
+        for task_id, (started, task) in sorted(live.running.items()):
             self._pending.append(_event(EventKind.TASK_LOST, at, alloc_id, task_id, task))
             lost_on = self._losses.setdefault(task_id, [])
             lost_on.append(alloc_id)
             if len(lost_on) > self.max_retries:
                 raise TaskRetriesExhaustedError(task_id, lost_on)
+            estimate = estimate_after_loss(task.estimate, at - started)
+            task = dataclasses.replace(task, estimate=task.estimate if estimate is None else estimate)
             bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
         self._dispatch(max(at, self._now))
 

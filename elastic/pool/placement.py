@@ -4,7 +4,9 @@ Placement is walltime-aware, like HyperQueue's time request: a task with a runti
 started on an agent whose allocation has less walltime left than the estimate while another allocation
 (live or still requested) with enough time and cores exists; if none exists, it goes to the agent with the
 most time left. Among agents with enough time the one with the least time left is chosen, keeping long
-allocations for long tasks.
+allocations for long tasks. A task lost when its allocation ended is re-queued with an estimate of at
+least the time it ran there (:func:`estimate_after_loss`): it takes longer than that, so an agent with
+less time left would lose it again.
 
 A task may name the one agent it runs on (``agent``, e.g. a Mesos launch on an offer: see
 :mod:`elastic.front.mesos`): it goes to that agent's offer only (:func:`admits`), and never waits for
@@ -22,7 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
-__all__ = ["Offer", "Placeable", "admits", "has_room", "plan_placement", "usable"]
+__all__ = ["Offer", "Placeable", "admits", "estimate_after_loss", "has_room", "plan_placement", "usable"]
 
 
 class Placeable(Protocol):
@@ -62,6 +64,23 @@ class Offer:
     alloc_id: str
     free: int
     remaining: float
+
+
+def estimate_after_loss(estimate: float | None, ran: float) -> float | None:
+    """Return a lost task's estimate for its next attempt: at least the ``ran`` seconds it ran and lost.
+
+    The attempt starts over and takes longer than ``ran``; with its first estimate kept, a short
+    allocation with more time left than the estimate but less than ``ran`` would be chosen (least time
+    left first) and lose it again. A task that ran for no time keeps its estimate.
+
+    Examples
+    --------
+    >>> estimate_after_loss(55.0, 225.0), estimate_after_loss(600.0, 225.0), estimate_after_loss(None, 0.0)
+    (225.0, 600.0, None)
+    """
+    if ran <= 0:
+        return estimate
+    return max(estimate or 0.0, ran)
 
 
 def usable(remaining: float, drain_margin: float) -> bool:

@@ -55,7 +55,7 @@ from elastic.pool.messages import (
     TasksReturned,
     Welcome,
 )
-from elastic.pool.placement import Offer, admits, has_room, plan_placement, usable
+from elastic.pool.placement import Offer, admits, estimate_after_loss, has_room, plan_placement, usable
 from elastic.pool.protocol import batches
 from elastic.pool.tasks import Task, TaskEvent, TaskKilledError, TaskLostError, TaskResult, TaskState
 
@@ -105,6 +105,8 @@ class TaskRecord:
     future_running: bool = False
     killed: str | None = None
     """Why it is being killed (:meth:`PoolState.kill`), once asked."""
+    started: float | None = None
+    """When its current attempt started running (pool clock), if it did."""
 
 
 @dataclass(slots=True)
@@ -665,6 +667,10 @@ class PoolState:
             self.resolve.append(lambda: rec.future.set_exception(error))
             return
         rec.attempt += 1
+        if rec.started is not None:
+            ran = self._clock() - rec.started
+            rec.task = dataclasses.replace(rec.task, estimate=estimate_after_loss(rec.task.estimate, ran))
+            rec.started = None
         self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
@@ -809,6 +815,8 @@ class PoolState:
         self.emit(event)
 
     def _task_event(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
+        if state is TaskState.RUNNING and rec.state is not TaskState.RUNNING:
+            rec.started = self._clock()
         rec.state = state
         task = rec.task
         event = TaskEvent(

@@ -441,3 +441,26 @@ def test_refusals_are_all_counted_and_few_recorded(gaps: list[float]) -> None:
     assert all(any(0.0 <= t - r < 10.0 for r in recorded) for t in times)
     if times:  # windows open at least 10 s apart
         assert len(recorded) <= 5 * (int((times[-1] - times[0]) // 10.0) + 1)
+
+
+def test_a_lost_task_goes_next_to_an_agent_with_more_time_left_than_it_ran(clock: Clock) -> None:
+    # Found by the random-workflow property of tests/test_runner.py: a task estimated at 55 s ran 250 s
+    # and was lost; re-queued with its 55 s estimate it went to the agent with the least time left above
+    # 55 s (100 s) and was lost again, while one with 500 s left idled. It now needs more than it ran.
+    state = make_state(clock, max_retries=2)
+    for alloc_id, walltime in (("a1", 300.0), ("a2", 100.0), ("a3", 500.0)):
+        state.add_allocation(Allocation(alloc_id, cores=1, walltime=walltime, stage="s"))
+    first = join(state, "a1", pid=1, cores=1, end=clock.now + 300.0)
+    state.submit(Task.shell("sleep 400", task_id="t", stage="s", estimate=55.0))
+    state.tick(clock.now)
+    assert [
+        t.task_id for i, m in take_outbox(state) if i == first and isinstance(m, RunTasks) for t in m.tasks
+    ] == ["t"]
+    clock.now += 250.0
+    short = join(state, "a2", pid=2, cores=1, end=clock.now + 100.0)
+    long = join(state, "a3", pid=3, cores=1, end=clock.now + 500.0)
+    take_outbox(state)
+    state.allocation_ended("a1", AllocationState.TIMEOUT, "")
+    state.tick(clock.now)
+    sent = {i: [t.task_id for t in m.tasks] for i, m in take_outbox(state) if isinstance(m, RunTasks)}
+    assert sent == {long: ["t"]} and short not in sent
