@@ -32,6 +32,7 @@ def _run(
     knowledge: Knowledge,
     drain_margin: float = 30.0,
     fault: Callable[[MockBackend, PoolExecution, RunView], None] | None = None,
+    **options: object,
 ) -> RunResult:
     """Run TINY through a real pool on the scaled mock; ``fault`` is called every driver iteration."""
     backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
@@ -39,7 +40,7 @@ def _run(
     on_iteration = None if fault is None else functools.partial(fault, backend, executor)
     try:
         runner = Runner(
-            TINY, make_strategy(strategy), backend, executor, knowledge, poll_interval=5.0,
+            TINY, make_strategy(strategy, **options), backend, executor, knowledge, poll_interval=5.0,
             on_iteration=on_iteration,
         )  # fmt: skip
         return runner.run()
@@ -65,7 +66,7 @@ def _of(events: tuple[Event, ...], kind: EventKind, **fields: object) -> list[Ev
 @pytest.mark.timeout(120)
 def test_asa_run_through_the_real_pool_completes_and_presubmits() -> None:
     knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[30.0, 1e5], policy="greedy"))  # predicts 30 s
-    result = _run("asa", knowledge)
+    result = _run("asa", knowledge, run_waits=False)  # follow-ups priced by it, not the run's latest wait
     assert result.status == "completed"
     done = sorted(e.task or "" for e in _of(result.events, K.TASK_END))
     assert done == ["a.0", "b.0", "b.1", "b.2", "c.0"]

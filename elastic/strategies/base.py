@@ -211,6 +211,21 @@ class RunView:
         """Allocations kept for ``label`` (:attr:`Allocation.labels`), in submission order."""
         return [a for a in self.allocations if label in a.labels and not (live_only and a.ended)]
 
+    def latest_wait(self, cores: int | None = None) -> float | None:
+        """Return the queue wait of this run's allocation that started last (None: none has started).
+
+        Among the allocations of ``cores`` cores if one of them started, else among all. A wait counts
+        from when the allocation became eligible (its dependency released it), else from its submission.
+        """
+        seen = [
+            (a.start_time, a.cores, max(0.0, a.start_time - since))
+            for a in self.allocations
+            if a.start_time is not None
+            and (since := a.eligible_time if a.eligible_time is not None else a.submit_time) is not None
+        ]
+        same = [w for w in seen if w[1] == cores]
+        return max(same or seen)[2] if seen else None
+
     def busy_cores(self, alloc_id: str) -> int:
         """Cores of allocation ``alloc_id`` running tasks now."""
         return self.busy.get(alloc_id, 0)

@@ -8,9 +8,15 @@ rule sets (:mod:`~elastic.strategies.timing`). Each choice is priced in core-sec
 sequence of choices is found by a small dynamic programme (:func:`plan`) whose state is the width held
 when a stage starts: ``O(stages^2 x widths)`` steps.
 
-The wait of a new allocation is a distribution (quantiles from
-:meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`: the first allocation of a run and the
-follow-ups are learned apart), updated by every wait this run and the runs sharing its learner see.
+Which wait. The wait of a run's first allocation is a distribution (quantiles from
+:meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`), updated by every wait the runs sharing
+its learner see. Once an allocation of the run has started, a follow-up's wait is priced as the run's
+latest wait (:meth:`~elastic.strategies.base.RunView.latest_wait`; ``run_waits=False``: the learned
+follow-up distribution instead). Waits within one run correlate at 0.76-0.81 (rank, synthetic queue and
+HPC2N replay), while the learned distribution of a queue whose waits are mostly 0 with a few of hours
+is a log-normal of huge spread whose mean is days: priced by it, every short narrow stage is worth
+holding the wide allocation across, in every run. Issue 9's grid (README, "ASA: allocation planning")
+measured both.
 
 What :meth:`Planner.decide` does, each time it is asked:
 
@@ -152,6 +158,10 @@ class Planner:
         core-hours.
     cover : float, default hold.COVER
         Walltime per second of expected work an allocation needs to be kept for more stages.
+    run_waits : bool, default True
+        Once an allocation of this run has started, price a follow-up's wait as this run's latest wait
+        (of the same width if one started, else of any), not as the learned distribution (module
+        docstring, "Which wait").
 
     Examples
     --------
@@ -161,13 +171,14 @@ class Planner:
 
     name = "asa"
 
-    def __init__(self, *, weight: float = 1.0, cover: float = hold.COVER) -> None:
+    def __init__(self, *, weight: float = 1.0, cover: float = hold.COVER, run_waits: bool = True) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
         if not cover >= 1.0:
             raise ConfigError(f"asa: cover must be >= 1, got {cover!r}")
         self.weight = float(weight)
         self.cover = float(cover)
+        self.run_waits = bool(run_waits)
         self._boundaries: set[tuple[str, str]] = set()
 
     # -- what the view says ------------------------------------------------------------------------------
@@ -176,6 +187,11 @@ class Planner:
         return timing.Prices(beta=self.weight * max((s.width for s in view.stages), default=1))
 
     def _waits(self, view: RunView, cores: int, follow_up: bool) -> np.ndarray:
+        """Quantiles of a new allocation's wait: a follow-up's is this run's latest wait, once it saw one."""
+        if follow_up and self.run_waits:
+            latest = view.latest_wait(cores)
+            if latest is not None:
+                return np.full(len(timing.PROBS), latest)
         return view.knowledge.wait_quantiles(cores, timing.PROBS, follow_up=follow_up)
 
     def _work(self, view: RunView, s: StageView) -> float:
@@ -237,6 +253,26 @@ class Planner:
             return timing.acquire_cost(cache[key], cores, prices, lead=lead, model=view.priority)
 
         return acquire
+
+    def _anchored(self, view: RunView, s: StageView, visited: frozenset[str] = frozenset()) -> bool:
+        """Whether ``s``'s need rests on running allocations only, not on a pending one's wait to come.
+
+        Every predecessor is done or started, or waits (as do its own predecessors) only on an allocation
+        that runs. A need predicted through a pending allocation's wait compounds two guesses (a first
+        wait is barely predictable: rank correlation about 0 with the wait that follows); an allocation
+        requested on it without a dependency can start days early and idle, with a walltime to match.
+        """
+        for dep in s.depends_on:
+            if dep in visited or not _known(view, dep):
+                return False
+            d = view.stage(dep)
+            if d.complete or d.start_time is not None:
+                continue
+            if not any(a.running for a in view.allocations_serving(dep, live_only=True)):
+                return False
+            if not self._anchored(view, d, visited | {dep}):
+                return False
+        return True
 
     def _need(self, view: RunView, s: StageView, seen: dict[str, float | None]) -> float | None:
         """When stage ``s`` can start: now if ready, else its predecessors' predicted end (None: unknown)."""
@@ -387,6 +423,14 @@ class Planner:
                 chain = timing.keeps_place(view.priority) and not ready
                 if chain and before is None:
                     break  # the allocation before it is not requested yet: chain it then
+                walltime = merge.group_walltime(view.knowledge, g.stages)
+                if (
+                    not ready
+                    and not chain
+                    and need - view.now > walltime
+                    and (i > 0 or not self._anchored(view, first))
+                ):
+                    break  # needed after more than its walltime, by a wait still to come: ask once it came
                 lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
                 at = view.now if ready or chain else need - lead
                 if at <= view.now:
@@ -395,7 +439,7 @@ class Planner:
                         Submit(
                             g.stages[0],
                             g.cores,
-                            math.ceil(merge.group_walltime(view.knowledge, g.stages) + early),
+                            math.ceil(walltime + early),
                             after=(before,) if chain and before is not None else (),
                             dependency=DependencyKind.AFTERANY,
                             predicted_wait=None if chain else early,

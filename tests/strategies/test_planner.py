@@ -89,14 +89,16 @@ def _knowledge(wait: float) -> Knowledge:
     return k
 
 
-def _boundary_view(wait: float) -> RunView:
-    # wide1 has run 1700 of its 1800 s on a 28-core allocation with 20000 s of walltime
+def _boundary_view(wait: float, waited: float | None = None) -> RunView:
+    # wide1 has run 1700 of its 1800 s on a 28-core allocation with 20000 s of walltime, which waited
+    # ``waited`` seconds in the queue (default: as the learner's ``wait``)
     stages = (
         StageView("wide1", 0, 28, 1, (), done=20, running=8, ready_time=0.0, start_time=0.0),
         StageView("narrow", 1, 1, 1, ("wide1",)),
         StageView("wide2", 2, 28, 1, ("narrow",)),
     )
-    records, busy = split((alloc("a1", "wide1", 28, 20000.0, AllocationState.RUNNING, 0.0, 0.0, busy=8),))
+    submit = -(wait if waited is None else waited)
+    records, busy = split((alloc("a1", "wide1", 28, 20000.0, AllocationState.RUNNING, submit, 0.0, busy=8),))
     return RunView(1700.0, WF, stages, records, _knowledge(wait), busy)
 
 
@@ -113,6 +115,31 @@ def test_planner_releases_and_times_the_next_requests_on_a_fast_queue() -> None:
     assert not [a for a in decision.actions if isinstance(a, Serve)]
     assert not [a for a in decision.actions if isinstance(a, Submit)]
     assert decision.wake_at == pytest.approx(1740.0)
+
+
+def test_a_follow_up_is_priced_by_this_runs_latest_wait_not_the_learned_one() -> None:
+    # The learner has seen hour-long waits, but this run's wide1 allocation started at once: its follow-ups
+    # are priced at 0 s, so nothing is held across narrow. And the reverse: a learner of 60-s waits, a run
+    # whose allocation waited an hour holds. With run_waits=False the learned waits decide, as before.
+    def held(planner: Planner, view: RunView) -> list[tuple[str, ...]]:
+        return [a.stages for a in planner.decide(view).actions if isinstance(a, Serve)]
+
+    kept = [("wide1", "narrow", "wide2")]
+    assert held(Planner(), _boundary_view(3600.0, waited=0.0)) == []
+    assert held(Planner(), _boundary_view(60.0, waited=3600.0)) == kept
+    assert held(Planner(run_waits=False), _boundary_view(3600.0, waited=0.0)) == kept
+
+
+def test_the_latest_wait_is_of_the_same_width_if_one_started_and_counts_from_eligibility() -> None:
+    records, busy = split(
+        (
+            alloc("a1", "wide1", 28, 9000.0, AllocationState.COMPLETED, 0.0, 500.0, 4000.0),
+            alloc("a2", "narrow", 1, 9000.0, AllocationState.RUNNING, 3000.0, 3100.0, eligible_time=3050.0),
+        )
+    )
+    view = RunView(3200.0, WF, _boundary_view(0.0).stages, records, _knowledge(0.0), busy)
+    assert (view.latest_wait(28), view.latest_wait(1), view.latest_wait(8)) == (500.0, 50.0, 50.0)
+    assert RunView(0.0, WF, view.stages, (), _knowledge(0.0)).latest_wait(28) is None
 
 
 def test_asa_is_the_planner_and_the_paper_is_kept() -> None:
@@ -205,7 +232,7 @@ def _split_boundary_view(wait: float) -> RunView:
     # the boundary of _boundary_view, with the 28 cores in 4 batch jobs of 7 split from one request
     base = _boundary_view(wait)
     jobs = tuple(
-        alloc(f"a{i + 1}", "wide1", 7, 20000.0, AllocationState.RUNNING, 0.0, 0.0, busy=b, piece_of="a1")
+        alloc(f"a{i + 1}", "wide1", 7, 20000.0, AllocationState.RUNNING, -wait, 0.0, busy=b, piece_of="a1")
         for i, b in enumerate((7, 1, 0, 0))
     )
     records, busy = split(jobs)
@@ -225,3 +252,42 @@ def test_jobs_split_from_one_request_give_back_the_tail_when_nothing_is_held() -
     decision = Planner().decide(_split_boundary_view(60.0))
     assert not [a for a in decision.actions if isinstance(a, Serve)]
     assert sorted(a.alloc_id for a in decision.actions if isinstance(a, Cancel)) == ["a3", "a4"]
+
+
+WIDE_THEN_NARROW = Workflow(
+    "wn",
+    (Stage("wide1", tasks=28, cores=1, runtime=1800.0), Stage("narrow", tasks=1, cores=1, runtime=600.0)),
+)
+
+
+def _pending_first_view(now: float, running: bool) -> RunView:
+    # wide1 is ready at 0 on a1 (28 cores), pending, or running since 3600 s; the last stage, narrow, needs
+    # 1 core; 1-core waits are 10000 s, 28-core ones 3600 s
+    k = Knowledge(WIDE_THEN_NARROW, waits=LogEWMA(alpha=1.0))
+    for cores, wait in ((1, 10000.0), (28, 3600.0)):
+        for follow_up in (False, True):
+            k.observe_wait(cores, wait, follow_up=follow_up)
+    started = 3600.0 if running else None
+    stages = (
+        StageView("wide1", 0, 28, 1, (), ready_time=0.0, start_time=started, running=28 if running else 0),
+        StageView("narrow", 1, 1, 1, ("wide1",)),
+    )
+    state = AllocationState.RUNNING if running else AllocationState.REQUESTED
+    a1 = alloc("a1", "wide1", 28, 20000.0, state, 0.0, started, busy=28 if running else 0)
+    records, busy = split((a1,))
+    return RunView(now, WIDE_THEN_NARROW, stages, records, k, busy)
+
+
+def test_no_allocation_is_requested_on_the_wait_of_one_still_pending_regression_9() -> None:
+    # Predicted from a1's wait still to come, narrow is needed at ~5400 s and its 1 core waits 10000 s:
+    # requested now it would idle for hours with a walltime to match. On HPC2N capacity such requests
+    # (1 core, 31 days of walltime, made before the run's first allocation started) never started, and
+    # 6 of 30 Montage runs gave up at the 4-day horizon. Once a1 runs, narrow's need rests on it: its
+    # 1 core is requested at once (its wait is longer than the 1700 s left of wide1), for the 1700 s it
+    # may idle plus its own walltime, not for days.
+    before = Planner().decide(_pending_first_view(60.0, running=False))
+    assert not [a for a in before.actions if isinstance(a, Submit)]
+    after = Planner().decide(_pending_first_view(3700.0, running=True))
+    (s,) = [a for a in after.actions if isinstance(a, Submit)]
+    assert (s.stage, s.cores, s.predicted_wait) == ("narrow", 1, pytest.approx(1700.0))
+    assert s.walltime < 1700 + 2 * 600 * 1.5
