@@ -503,15 +503,25 @@ class PoolState:
         self._task_event(rec, TaskState.RUNNING, f"on agent {agent.name}")
 
     def _returned(self, agent: AgentRecord, task_id: str, reason: str) -> None:
-        """Queue again a task an agent gives back (it will not start it), not as a lost attempt."""
+        """Queue again a task an agent gives back (it will not start it), not as a lost attempt.
+
+        An agent gives back tasks it was not asked to kill only when it drains or stops: nothing more is
+        placed there. A task the pool took as started (sent to free cores) ends that attempt with a LOST
+        event, so the run's timeline never shows it started twice on one allocation.
+        """
         rec = self.tasks.get(task_id)
         if rec is None or rec.agent != agent.ident:
             return
+        if rec.killed is None:
+            agent.draining = True
         if rec.state is TaskState.ASSIGNED:
             self._unassign(agent, rec)
         elif rec.state is TaskState.RUNNING and task_id in agent.running:
             agent.running.discard(task_id)
             agent.free += rec.task.cores
+            self._task_event(
+                rec, TaskState.LOST, f"given back before it started by agent {agent.name}: {reason}"
+            )
         else:
             return
         self._back_to_queue(rec, agent.alloc_id, f"given back by agent {agent.name}: {reason}")

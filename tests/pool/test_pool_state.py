@@ -464,3 +464,24 @@ def test_a_lost_task_goes_next_to_an_agent_with_more_time_left_than_it_ran(clock
     state.tick(clock.now)
     sent = {i: [t.task_id for t in m.tasks] for i, m in take_outbox(state) if isinstance(m, RunTasks)}
     assert sent == {long: ["t"]} and short not in sent
+
+
+def test_a_task_taken_as_started_and_given_back_ends_its_attempt_and_goes_elsewhere(clock: Clock) -> None:
+    # Seen in a full test run: a task sent to an agent's free cores counts as started (RUNNING); the agent,
+    # stopping after an outside scancel, gave it back unstarted; re-queued without an event, it was sent
+    # to that agent again, and the run's timeline showed it started twice on one allocation.
+    state = make_state(clock)
+    for alloc_id in ("a1", "a2"):
+        state.add_allocation(Allocation(alloc_id, cores=1, walltime=600.0, stage="s"))
+    first = join(state, "a1", pid=1, cores=1)
+    state.submit(Task.shell("sleep 5", task_id="t", stage="s"))
+    state.tick(clock.now)
+    take_outbox(state)
+    assert task_states(state, "t")[-1] == (TaskState.RUNNING, "a1", 1)
+    state.handle(first, TasksReturned(("t",), "stopping: SIGTERM"))
+    assert [s for s, _, _ in task_states(state, "t")[-2:]] == [TaskState.LOST, TaskState.QUEUED]
+    assert not state.tasks["t"].losses  # it never ran: not a lost attempt
+    second = join(state, "a2", pid=2, cores=1)
+    state.tick(clock.now)
+    sent = {i: [t.task_id for t in m.tasks] for i, m in take_outbox(state) if isinstance(m, RunTasks)}
+    assert sent == {second: ["t"]}
