@@ -507,7 +507,8 @@ class PoolState:
 
         An agent gives back tasks it was not asked to kill only when it drains or stops: nothing more is
         placed there. A task the pool took as started (sent to free cores) ends that attempt with a LOST
-        event, so the run's timeline never shows it started twice on one allocation.
+        event, so the run's timeline never shows it started twice on one allocation; its next start is
+        the next attempt, not counted against ``max_retries``.
         """
         rec = self.tasks.get(task_id)
         if rec is None or rec.agent != agent.ident:
@@ -522,6 +523,8 @@ class PoolState:
             self._task_event(
                 rec, TaskState.LOST, f"given back before it started by agent {agent.name}: {reason}"
             )
+            rec.attempt += 1  # the next start is another attempt on the timeline, not counted to retries
+            rec.started = None
         else:
             return
         self._back_to_queue(rec, agent.alloc_id, f"given back by agent {agent.name}: {reason}")

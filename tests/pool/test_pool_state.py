@@ -480,8 +480,8 @@ def test_a_task_taken_as_started_and_given_back_ends_its_attempt_and_goes_elsewh
     assert task_states(state, "t")[-1] == (TaskState.RUNNING, "a1", 1)
     state.handle(first, TasksReturned(("t",), "stopping: SIGTERM"))
     assert [s for s, _, _ in task_states(state, "t")[-2:]] == [TaskState.LOST, TaskState.QUEUED]
-    assert not state.tasks["t"].losses  # it never ran: not a lost attempt
+    assert not state.tasks["t"].losses  # it never ran: not counted against max_retries
     second = join(state, "a2", pid=2, cores=1)
     state.tick(clock.now)
     sent = {i: [t.task_id for t in m.tasks] for i, m in take_outbox(state) if isinstance(m, RunTasks)}
-    assert sent == {second: ["t"]}
+    assert sent == {second: ["t"]} and task_states(state, "t")[-1] == (TaskState.RUNNING, "a2", 2)
