@@ -227,6 +227,17 @@ class Allocation:
         return self.state.is_final
 
     @property
+    def queue_wait(self) -> float | None:
+        """Seconds it waited in the queue once eligible (its dependency released it, else its submission).
+
+        None until it starts (or without a submit time).
+        """
+        since = self.eligible_time if self.eligible_time is not None else self.submit_time
+        if self.start_time is None or since is None:
+            return None
+        return max(0.0, self.start_time - since)
+
+    @property
     def walltime_end(self) -> float | None:
         """When the backend will kill it (start + walltime), once started."""
         return None if self.start_time is None else self.start_time + self.walltime

@@ -217,12 +217,7 @@ class RunView:
         Among the allocations of ``cores`` cores if one of them started, else among all. A wait counts
         from when the allocation became eligible (its dependency released it), else from its submission.
         """
-        seen = [
-            (a.start_time, a.cores, max(0.0, a.start_time - since))
-            for a in self.allocations
-            if a.start_time is not None
-            and (since := a.eligible_time if a.eligible_time is not None else a.submit_time) is not None
-        ]
+        seen = [(a.start_time, a.cores, a.queue_wait) for a in self.allocations if a.queue_wait is not None]
         same = [w for w in seen if w[1] == cores]
         return max(same or seen)[2] if seen else None
 
