@@ -197,6 +197,8 @@ class Knowledge:
         self.refresh = refresh
         self._loaded: dict[str, float] = {}
         self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
+        self._requests: dict[tuple[str, int, tuple[float, ...]], float | None] = {}
+        """Learned walltime requests by (label, runtimes seen, requests already made)."""
 
     # -- queue waits ------------------------------------------------------------------------------
 
@@ -319,6 +321,7 @@ class Knowledge:
         """Add one runtime of stage ``label`` (or :data:`TOTAL`) to the history."""
         self.history.add_stage_runtime(self.workflow.name, label, runtime, censored=censored, cores=cores)
         self._cache.pop(label, None)
+        self._requests = {k: v for k, v in self._requests.items() if k[0] != label}
 
     def _runtimes(self, label: str) -> tuple[FloatArray, BoolArray]:
         if label not in self._cache:
@@ -368,7 +371,11 @@ class Knowledge:
         runtimes, censored = self._runtimes(label)
         request: float | None = None
         if len(runtimes) >= self.min_history:
-            request = _learned_request(runtimes, censored, previous, self.max_walltime)
+            # the sequence's dynamic programme is the planner's costliest step: once per history and previous
+            key = (label, len(runtimes), tuple(previous))
+            if key not in self._requests:
+                self._requests[key] = _learned_request(runtimes, censored, previous, self.max_walltime)
+            request = self._requests[key]
             if request is not None:
                 # Small-sample margin: with n runtimes the empirical distribution ends at the largest
                 # one seen, which underestimates the upper tail; widen by 1/sqrt(n) (x1.58 at n=3).

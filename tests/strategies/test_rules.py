@@ -14,6 +14,7 @@ from elastic.strategies import (
     TOTAL,
     BigJob,
     Knowledge,
+    MemoryHistory,
     PerStage,
     RunView,
     StageView,
@@ -220,3 +221,19 @@ def test_a_job_of_a_done_stage_is_drained_when_the_job_waiting_for_it_would_be_f
     new = alloc("a2", "process", 1, 1e4, AllocationState.REQUESTED, 400.0, dependencies=deps, piece_of="a2")
     cancels = release_idle(_view(700.0, stages, (old, new), wait))
     assert [c.alloc_id for c in cancels] == (["a1"] if drained else [])
+
+
+def test_a_learned_walltime_request_follows_every_runtime_recorded() -> None:
+    # the learned sequence is kept per history: a runtime recorded after a request was asked changes it,
+    # to what a knowledge that never asked before says
+    wf = builtin_workflow("demo3")
+    history = MemoryHistory()
+    k = Knowledge(wf, waits=ASAEstimator(random_state=0), history=history)
+    for runtime in (100.0, 110.0, 120.0):
+        k.record_runtime("process", runtime)
+    before = k.walltime("process")
+    assert k.walltime("process") == before and k.walltime("process", [before]) > before
+    k.record_runtime("process", 5000.0)
+    fresh = Knowledge(wf, waits=ASAEstimator(random_state=0), history=history)
+    assert k.walltime("process") == fresh.walltime("process") != before
+    assert k.walltime("process", [before]) == fresh.walltime("process", [before])
