@@ -15,10 +15,11 @@ is appended to ``--csv`` at once, so a long grid can be stopped and its finished
 
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows montage,blast,statistics]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity] [--priorities age,basic,accrue-always]
-[--runs 30] [--seed 1] [--job-cores N] [--learned-waits] [--csv OUT]
+[--runs 30] [--seed 1] [--job-cores N] [--learned-waits] [--no-estimates] [--csv OUT]
 ``--job-cores N`` submits every strategy's allocations as batch jobs of at most N cores (``job_cores``).
 ``--learned-waits`` prices ``asa``'s follow-ups by the learned wait distribution, not by the run's latest
-wait (``Planner(run_waits=False)``).
+wait (``Planner(run_waits=False)``). ``--no-estimates``: ``asa`` does not ask the scheduler's estimate
+(``Planner(estimates=False)``).
 The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
 """
 
@@ -64,6 +65,7 @@ def cell(
     seed: int,
     job_cores: int | None = None,
     learned_waits: bool = False,
+    estimates: bool = True,
 ) -> dict[str, object]:
     """Simulate one cell and return its row."""
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
@@ -81,6 +83,7 @@ def cell(
         "job_cores": job_cores or "",
     }
     began = time.perf_counter()
+    options = {"run_waits": not learned_waits, "estimates": estimates}
     for name in STRATEGIES:
         results = simulate_runs(
             wf,
@@ -92,7 +95,7 @@ def cell(
             mode=mode,
             priority=priority,
             job_cores=job_cores,
-            strategy_options={"run_waits": False} if learned_waits and name == "asa" else None,
+            strategy_options=options if name == "asa" else None,
         )
         span = np.array([r.metrics.makespan for r in results]) / 3600.0
         core_h = np.array([r.metrics.core_hours_charged for r in results])
@@ -129,6 +132,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--job-cores", type=int, default=None)
     parser.add_argument("--learned-waits", action="store_true")
+    parser.add_argument("--no-estimates", action="store_true")
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
     print(
@@ -142,6 +146,7 @@ def main() -> None:
                     row = cell(
                         workflow, peak, queue, priority, args.runs, args.seed, args.job_cores,
                         learned_waits=args.learned_waits,
+                        estimates=not args.no_estimates,
                     )  # fmt: skip
                     spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in STRATEGIES)
                     hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in STRATEGIES)

@@ -10,6 +10,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from elastic.backends.mock import MockBackend
+from elastic.batch import JobSpec
+from elastic.control.controller import ESTIMATE_TTL
 from elastic.control.execution import RunResult
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
@@ -17,10 +19,12 @@ from elastic.experiments import default_background, simulate_runs
 from elastic.metrics import Event, EventKind
 from elastic.simulator.workload import Workload
 from elastic.store import Store
-from elastic.strategies import STRATEGY_NAMES, Knowledge, MemoryHistory, RunView, make_strategy
+from elastic.strategies import STRATEGY_NAMES, Decision, Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.workflow import Stage, Workflow, builtin_workflow
 from learners.asa import ASAEstimator
 from learners.asa_grid import geometry_key
+from tests.simulator.test_capacity import CAP
+from tests.simulator.test_fidelity import trace
 
 K = EventKind
 DEMO3 = builtin_workflow("demo3")
@@ -316,6 +320,51 @@ def test_a_run_cut_short_records_censored_runtimes() -> None:
     assert cut[0] == pytest.approx(run_end.time - first) and cut[0] > 0
     _, total_censored = history.stage_runtimes("demo3", "*")
     assert list(total_censored) == [True]
+
+
+class _Watch:
+    """Per-Stage, noting at each decision what the view's scheduler estimate and the backend say."""
+
+    name = "perstage"
+
+    def __init__(self, backend: MockBackend) -> None:
+        self.inner = make_strategy("perstage")
+        self.backend = backend
+        self.seen: list[tuple[float, float | None, float | None] | None] = []
+
+    def decide(self, view: RunView) -> Decision:
+        if view.estimate is None:
+            self.seen.append(None)
+        else:
+            start = self.backend.expected_start(JobSpec(cores=64, walltime=3600.0))
+            theirs = None if start is None else max(0.0, start - view.now)
+            self.seen.append((view.now, view.estimate(64, 3600.0), theirs))
+        return self.inner.decide(view)
+
+
+def test_strategies_see_the_schedulers_estimate_unless_it_would_know_jobs_not_yet_submitted() -> None:
+    background = default_background(64, seed=5)
+    backend = MockBackend(nodes=64, workload=background, start=86_400.0)
+    watch = _Watch(backend)
+    runner = Runner(DEMO3, watch, backend, SimExecution(), Knowledge(DEMO3, waits=_fixed_wait(500.0)), seed=1)
+    _check_complete(runner.run(), DEMO3)
+    seen = [s for s in watch.seen if s is not None]
+    assert len(seen) == len(watch.seen) > 0
+    # asked afresh once the clock moved ESTIMATE_TTL since the last decision; reused in between
+    pairs = zip(seen[1:], seen[:-1], strict=True)
+    fresh = [(mine, theirs) for (t, mine, theirs), (t0, _, _) in pairs if t - t0 >= ESTIMATE_TTL]
+    assert len(fresh) > len(seen) // 2
+    assert all(mine == pytest.approx(theirs) for mine, theirs in fresh)
+    assert any(mine is not None and mine > 0 for mine, _ in fresh)  # 64 cores wait for the running jobs
+    # a recorded mode plans ours around the trace's recorded starts, later submissions included
+    stages = (Stage("a", tasks=2, cores=1, runtime=60.0), Stage("b", tasks=1, cores=1, runtime=60.0))
+    tiny = Workflow("tiny", stages)
+    recorded = MockBackend(nodes=4, workload=trace(CAP), mode="capacity", policy="conservative")
+    assert recorded.estimates_see_ahead and not backend.estimates_see_ahead
+    watch = _Watch(recorded)
+    runner = Runner(tiny, watch, recorded, SimExecution(), Knowledge(tiny, waits=_fixed_wait(0.0)), seed=1)
+    _check_complete(runner.run(), tiny)
+    assert watch.seen and all(s is None for s in watch.seen)
 
 
 def test_asa_beats_perstage_on_a_busy_queue_only_where_a_held_job_keeps_its_place() -> None:

@@ -43,10 +43,11 @@ def test_demo3_completes_on_the_scaled_mock_with_hpc2n_background(hpc2n, strateg
         speedup=SPEEDUP,
     )
     # A learner that predicts a 30 s wait, so ASA's pre-submission is deterministic to check; the planner
-    # prices follow-ups by it, not by the run's latest wait (the first allocation's here may be 0 s).
+    # prices follow-ups by it, not by the run's latest wait (the first allocation's here may be 0 s) nor by
+    # the scheduler's estimate (0 s when cores are free).
     knowledge = Knowledge(workflow, waits=ASAEstimator(grid=[30.0, 1e5], policy="greedy"))
     executor = PoolExecution(backend, speedup=SPEEDUP)
-    options = {"run_waits": False} if strategy == "asa" else {}
+    options = {"run_waits": False, "estimates": False} if strategy == "asa" else {}
     try:
         result = Runner(workflow, make_strategy(strategy, **options), backend, executor, knowledge).run()
     finally:

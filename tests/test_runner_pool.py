@@ -66,7 +66,7 @@ def _of(events: tuple[Event, ...], kind: EventKind, **fields: object) -> list[Ev
 @pytest.mark.timeout(120)
 def test_asa_run_through_the_real_pool_completes_and_presubmits() -> None:
     knowledge = Knowledge(TINY, waits=ASAEstimator(grid=[30.0, 1e5], policy="greedy"))  # predicts 30 s
-    result = _run("asa", knowledge, run_waits=False)  # follow-ups priced by it, not the run's latest wait
+    result = _run("asa", knowledge, run_waits=False, estimates=False)  # waits priced by it alone
     assert result.status == "completed"
     done = sorted(e.task or "" for e in _of(result.events, K.TASK_END))
     assert done == ["a.0", "b.0", "b.1", "b.2", "c.0"]

@@ -150,6 +150,7 @@ class MockBackend:
         if max_walltime is not None and not max_walltime > 0:
             raise ConfigError(f"max_walltime must be > 0 seconds or None, got {max_walltime}")
         pinned = None
+        self._recorded = mode != "replay"
         self._user_chain: dict[int, int] | None = None
         self._last_of_user: dict[str, int] = {}
         if mode != "replay":
@@ -223,6 +224,16 @@ class MockBackend:
     def priority(self) -> str:
         """The priority model held jobs are ranked by (see :mod:`elastic.simulator.priority`)."""
         return self._engine.ranking.name
+
+    @property
+    def estimates_see_ahead(self) -> bool:
+        """Whether :meth:`expected_start` knows jobs not yet submitted (the recorded modes).
+
+        The recorded modes pin the trace's jobs at their recorded starts, those submitted later
+        included, and plan ours around them: the estimate is then the wait itself, which no real
+        queue can tell. The run controller does not show such estimates to a strategy.
+        """
+        return self._recorded
 
     def priority_model(self) -> str:
         """Return :attr:`priority`, as :meth:`elastic.backends.slurm.SlurmBackend.priority_model` does."""

@@ -55,6 +55,9 @@ __all__ = ["AllocationController", "Demand", "EventSink", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
 
+ESTIMATE_TTL = 5.0
+"""Backend seconds a scheduler estimate is reused for (:meth:`AllocationController.view`'s ``estimate``)."""
+
 EventSink = Callable[[Event], None]
 """Where the controller and the demand record what happens (a list's ``append``, a metrics recorder)."""
 
@@ -160,6 +163,8 @@ class AllocationController:
         self._job_ids: dict[str, str] = {}
         self.priority = _priority_model(backend)
         """The backend's priority model for held jobs (None when it does not say)."""
+        self._estimates: dict[tuple[int, float], float | None] = {}
+        self._estimated_at: float | None = None
 
     # -- the step ------------------------------------------------------------------------------------
 
@@ -212,7 +217,29 @@ class AllocationController:
         known = {s.name for s in plan.stages}
         stages = tuple(s for s in self.demand.stages() if s.name in known)
         self.knowledge.workflow = plan
-        return RunView(now, plan, stages, self.allocations, self.knowledge, busy, self.priority)
+        estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
+        return RunView(now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate)
+
+    def _estimate(self, cores: int, walltime: float) -> float | None:
+        """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).
+
+        Asked of the backend (``sbatch --test-only`` on Slurm) once per geometry per
+        :data:`ESTIMATE_TTL` backend seconds: a strategy asks for the same geometry several times while
+        it decides, and on a real clock no two of those asks see the same time.
+        """
+        now = self.backend.now()
+        if self._estimated_at is None or not 0.0 <= now - self._estimated_at < ESTIMATE_TTL:
+            self._estimates.clear()
+            self._estimated_at = now
+        key = (cores, walltime)
+        if key not in self._estimates:
+            try:
+                start = self.backend.expected_start(JobSpec(cores=cores, walltime=walltime, user=self.user))
+            except ElasticError as exc:  # a geometry the partition refuses, or squeue/sbatch failed
+                logger.debug("no scheduler estimate for %d cores x %.0f s: %s", cores, walltime, exc)
+                start = None
+            self._estimates[key] = None if start is None else max(0.0, start - now)
+        return self._estimates[key]
 
     def shutdown(self, now: float, *, settle: float = 30.0) -> None:
         """Cancel every allocation still open and record its end.

@@ -181,6 +181,11 @@ class RunView:
         How the backend's queue ranks a job held by a dependency or a begin time once it is eligible
         (:mod:`elastic.simulator.priority`: ``"age"``, ``"basic"``, ``"accrue-always"``); None when the
         backend does not say (a planner then assumes ``"age"``: holding buys no queue position).
+    estimate : callable or None, default None
+        ``estimate(cores, walltime)``: the scheduler's estimate of how long a job of ``cores`` cores and
+        ``walltime`` seconds submitted now would wait (seconds, from ``sbatch --test-only``), or None when
+        it cannot say. None when the backend gives no estimate a real queue could give (the mock
+        backend's recorded modes plan around the recorded schedule, jobs not yet submitted included).
     """
 
     now: float
@@ -190,6 +195,7 @@ class RunView:
     knowledge: Knowledge
     busy: Mapping[str, int] = field(default_factory=dict)
     priority: str | None = None
+    estimate: Callable[[int, float], float | None] | None = None
 
     @property
     def done(self) -> bool:

@@ -207,9 +207,9 @@ def test_a_task_longer_than_an_allocations_remaining_walltime_goes_to_one_that_h
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
 def test_three_stages_on_the_scaled_mock_queue(strategy: str, tmp_path: Path) -> None:
     # a learner that predicts a 20 s wait (simulated), so ASA's pre-submission is deterministic to check;
-    # the planner prices follow-ups by it, not by the run's latest wait (0 s on this empty queue)
+    # the planner prices waits by it, not by the run's latest wait nor the scheduler's estimate (0 s here)
     learner = ASAEstimator(grid=[20.0, 1e5], policy="greedy")
-    chosen = make_strategy("asa", run_waits=False) if strategy == "asa" else strategy
+    chosen = make_strategy("asa", run_waits=False, estimates=False) if strategy == "asa" else strategy
     with MockBackend(nodes=8, clock="scaled", speedup=20.0) as backend:
         ex = _executor(
             backend, chosen, learner=learner, idle_timeout=30.0, poll_interval=5.0, plan_interval=0.1

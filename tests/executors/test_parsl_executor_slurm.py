@@ -12,6 +12,7 @@ import pytest
 from elastic.backends.slurm import SlurmBackend
 from elastic.metrics import EventKind
 from elastic.pool.tasks import TaskEvent, TaskState
+from elastic.strategies import make_strategy
 from executors.parsl_executor import ElasticExecutor
 from learners.asa import ASAEstimator
 from tests.executors import apps
@@ -42,9 +43,11 @@ def test_three_stages_of_parsl_apps_on_slurm(
     strategy: str, backend: SlurmBackend, slurm_cluster: LocalSlurmCluster, tmp_path: Path
 ) -> None:
     # a learner that predicts a 5 s wait until it has seen real ones, so ASA's pre-submission is checkable
+    # (asa prices waits by it, not by Slurm's estimate: 0 s on this idle cluster)
     learner = ASAEstimator(grid=[5.0, 1e5], policy="greedy")
+    chosen = make_strategy("asa", estimates=False) if strategy == "asa" else strategy
     ex = ElasticExecutor(
-        backend=backend, strategy=strategy, store=False, learner=learner, poll_interval=1.0, plan_interval=0.2
+        backend=backend, strategy=chosen, store=False, learner=learner, poll_interval=1.0, plan_interval=0.2
     )
     with apps.loaded(ex, tmp_path / "run") as dfk:
         merged = apps.three_stages(width=6, pause=3.0, runtime=3.0)

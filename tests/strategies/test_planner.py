@@ -6,6 +6,8 @@ so each decision has a break-even wait that can be worked out by hand from the p
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -128,6 +130,45 @@ def test_a_follow_up_is_priced_by_this_runs_latest_wait_not_the_learned_one() ->
     assert held(Planner(), _boundary_view(3600.0, waited=0.0)) == []
     assert held(Planner(), _boundary_view(60.0, waited=3600.0)) == kept
     assert held(Planner(run_waits=False), _boundary_view(3600.0, waited=0.0)) == kept
+
+
+def _estimated(view: RunView, wait: float, asked: list[tuple[int, float]] | None = None) -> RunView:
+    """``view`` with a scheduler that estimates every new job's wait at ``wait`` seconds."""
+
+    def estimate(cores: int, walltime: float) -> float:
+        if asked is not None:
+            asked.append((cores, walltime))
+        return wait
+
+    return dataclasses.replace(view, estimate=estimate)
+
+
+def test_the_schedulers_estimate_prices_holds_where_the_run_saw_no_long_wait_yet() -> None:
+    # This run's wide1 started at once, but the scheduler now says a new job waits an hour: hold across
+    # narrow (the break-even wait is 578.6 s, as above). And the reverse: the run waited an hour, the
+    # scheduler says the cores are free now: release. estimates=False keeps the run's latest wait.
+    def held(planner: Planner, view: RunView) -> list[tuple[str, ...]]:
+        return [a.stages for a in planner.decide(view).actions if isinstance(a, Serve)]
+
+    kept = [("wide1", "narrow", "wide2")]
+    assert held(Planner(), _estimated(_boundary_view(60.0, waited=0.0), 3600.0)) == kept
+    assert held(Planner(), _estimated(_boundary_view(3600.0, waited=3600.0), 0.0)) == []
+    assert held(Planner(estimates=False), _estimated(_boundary_view(60.0, waited=0.0), 3600.0)) == []
+    assert held(Planner(estimates=False), _estimated(_boundary_view(3600.0, waited=3600.0), 0.0)) == kept
+
+
+def test_a_request_goes_the_schedulers_estimate_ahead_of_its_need() -> None:
+    # A 60-s queue by the run's own wait: narrow's core is requested 60 s before wide1's predicted end
+    # (1800 s). The scheduler says 10 s: 10 s before; 40 s: 40 s before.
+    asked: list[tuple[int, float]] = []
+    assert Planner().decide(_estimated(_boundary_view(60.0), 10.0, asked)).wake_at == pytest.approx(1790.0)
+    assert Planner().decide(_estimated(_boundary_view(60.0), 40.0)).wake_at == pytest.approx(1760.0)
+    assert Planner(estimates=False).decide(_estimated(_boundary_view(60.0), 10.0)).wake_at == pytest.approx(
+        1740.0
+    )
+    # asked with the walltime the stage still to run of that width would request
+    k = _knowledge(60.0)
+    assert set(asked) == {(1, k.walltime("narrow")), (28, k.walltime("wide2"))}
 
 
 def test_the_latest_wait_is_of_the_same_width_if_one_started_and_counts_from_eligibility() -> None:
