@@ -11,10 +11,11 @@ when a stage starts: ``O(stages^2 x widths)`` steps.
 Which wait. Where the backend gives the scheduler's estimate of a new job's wait (``sbatch --test-only``:
 :attr:`~elastic.strategies.base.RunView.estimate`), every new allocation's wait is priced by it, asked
 afresh at every decision: on the synthetic queue and HPC2N replay it ranks the waits that follow at
-0.96-1.00 (Spearman), above anything learned from past waits, and it sees the hour-long wait a run meets
+0.89-0.95 (Spearman; the run's latest wait at 0.18-0.35), and it sees the hour-long wait a run meets
 after minutes-long ones coming, which no learner fed by that run's waits can. It is pessimistic (every
-running job is held to its walltime: 0.4-0.8x of it is the median wait that followed), which costs
-some idle cores bought early; ``estimates=False`` does without it. Without an estimate: the wait of a
+running job is held to its walltime: the median wait that followed an estimate of over 10 minutes was
+0.46-0.73x of it), which costs some idle cores bought early; ``estimates=False`` does without it.
+``benchmarks/bench_estimate_rank.py`` measures it. Without an estimate: the wait of a
 run's first allocation is a distribution (quantiles from
 :meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`), updated by every wait the runs sharing
 its learner see. Once an allocation of the run has started, a follow-up's wait is priced as the run's
