@@ -351,7 +351,7 @@ class MockBackend:
     # -- lifetime ---------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Stop the clock thread and kill every pilot process still running (idempotent)."""
+        """Stop the clock thread and kill every pilot process still running, and theirs (idempotent)."""
         if self._closed:
             return
         self._closed = True
@@ -359,7 +359,10 @@ class MockBackend:
         self._clock.stop()
         with self._lock:
             for proc in list(self._procs.values()):
+                # every descendant too: tasks started with setsid have left the pilot's group (as _stop)
+                descendants = process_tree(proc.pid)
                 _killpg(proc.pid, signal.SIGKILL)
+                signal_all(descendants, signal.SIGKILL)
                 proc.wait()
             self._procs.clear()
             for pgid, (_, procs) in self._stopping.items():  # SIGTERMed jobs not gone yet

@@ -192,7 +192,7 @@ def test_pilot_cancel_kills_process(scaled, tmp_path: Path):
     _wait_for(lambda: not _alive(pid))
 
 
-@pytest.mark.parametrize("end", ["cancel", "timeout"])
+@pytest.mark.parametrize("end", ["cancel", "timeout", "close"])
 def test_pilot_end_kills_processes_that_left_its_group(tmp_path: Path, end: str):
     # Regression (pool robustness, issue 4): the agent starts each task with setsid, so a task is not
     # in the pilot's process group. Slurm (proctrack) still signals it when the job ends; the mock must
@@ -205,14 +205,19 @@ def test_pilot_end_kills_processes_that_left_its_group(tmp_path: Path, end: str)
         f"setsid bash -c 'trap \"\" TERM; echo $$ > {stubborn}; while true; do sleep 0.05; done' & "
         "wait"
     )
+    # ``close``: the backend closed (the run is over) while the pilot still runs.
     with MockBackend(nodes=1, clock="scaled", speedup=100.0, grace=1.0) as b:
-        j = b.submit(JobSpec(cores=1, walltime=3600.0 if end == "cancel" else 60.0, script=script))
+        j = b.submit(JobSpec(cores=1, walltime=60.0 if end == "timeout" else 3600.0, script=script))
         child, hard = _read_pid(pidfile), _read_pid(stubborn)
-        assert os.getsid(child) == child  # really outside the pilot's session and group
+        # really outside the pilot's session and group, once setsid(1) has run (its pid is known first)
+        _wait_for(lambda: os.getsid(child) == child)
         if end == "cancel":
             b.cancel(j)
-        _wait_for(lambda: b.state(j).state.is_final)
-        assert b.state(j).state is (JobState.CANCELLED if end == "cancel" else JobState.TIMEOUT)
+        if end == "close":
+            b.close()
+        else:
+            _wait_for(lambda: b.state(j).state.is_final)
+            assert b.state(j).state is (JobState.CANCELLED if end == "cancel" else JobState.TIMEOUT)
         _wait_for(lambda: not _alive(child))
         _wait_for(lambda: not _alive(hard))
 
