@@ -8,6 +8,13 @@ estimate where the estimate was over 10 minutes, and how the long waits (over 3 
 (under 10 minutes) were estimated. Beside it, the same for the run's latest wait (the wait of the
 run's allocation that started last before the request): the fallback ``asa`` uses without an estimate.
 
+A second table asks ahead, as the planner does: when each wide allocation of the run starts, it asks the
+estimate for the run's next request of that width (made once this allocation is released), plainly and
+leaving this run's running allocations out (``ignoring``: what the mock backend can do and ``sbatch
+--test-only`` cannot), and compares both with the wait that request then had. Plainly, the run's own
+allocation is held to its walltime in the estimate, so the next request looks long whenever the rest of
+the machine is busy, though the cores it gives back are free the moment it is released.
+
 Usage: .venv/bin/python benchmarks/bench_estimate_rank.py [--workflow montage] [--peak 28]
 [--queue synthetic|replay] [--runs 30] [--seed 1]
 The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
@@ -42,8 +49,17 @@ class Asking:
     def __init__(self) -> None:
         self.inner = make_strategy("perstage")
         self.asked: list[tuple[float, int, float | None, float | None]] = []
+        self.ahead: list[tuple[float, int, float | None, float | None]] = []
+        self._seen: set[str] = set()
 
     def decide(self, view: RunView) -> Decision:
+        running = frozenset(a.alloc_id for a in view.allocations if a.running)
+        for a in view.allocations:
+            if a.running and a.cores > 1 and a.alloc_id not in self._seen and view.estimate is not None:
+                self._seen.add(a.alloc_id)
+                walltime = view.knowledge.walltime(a.labels[0])
+                plain = view.estimate(a.cores, walltime)
+                self.ahead.append((view.now, a.cores, plain, view.estimate(a.cores, walltime, running)))
         decision = self.inner.decide(view)
         for a in decision.actions:
             if isinstance(a, Submit) and view.estimate is not None:
@@ -71,6 +87,7 @@ def main() -> None:
     waits = make_wait_learner("ewma", seed=args.seed)
     history = MemoryHistory()
     rows: list[tuple[int, float, float, float]] = []  # cores, estimate, latest wait (nan: none), wait
+    ahead: list[tuple[int, float, float, float]] = []  # cores, plain, without the run's own, wait
     for i, start in enumerate(
         start_points(background, args.runs, seed=args.seed, warmup=WARMUP, horizon=HORIZON)
     ):
@@ -88,6 +105,11 @@ def main() -> None:
             backend.close()
         submits = [e for e in result.events if e.kind is EventKind.ALLOC_SUBMIT]
         starts = {e.allocation: e for e in result.events if e.kind is EventKind.ALLOC_START}
+        for at, cores, plain, without in strategy.ahead:
+            following = [e for e in submits if e.time > at and e.cores == cores]
+            began = starts.get(following[0].allocation) if following else None
+            if plain is not None and without is not None and began is not None and began.eligible is not None:
+                ahead.append((cores, plain, without, began.time - began.eligible))
         for (at, cores, estimate, latest), e in zip(strategy.asked, submits, strict=True):
             assert e.time == at and e.cores == cores
             began = starts.get(e.allocation)
@@ -117,6 +139,25 @@ def main() -> None:
             f"{ratio:.2f}; waits > 3 h: {long.sum()}, estimated {np.round(est[long] / 3600, 1).tolist()} h; "
             f"waits < 10 min: {short.sum()}, of them estimated > 1 h: {(est[short] > 3600).sum()}"
         )
+
+    _ahead_table(np.array(ahead, dtype=float))
+
+
+def _ahead_table(data: np.ndarray) -> None:
+    """Print how the estimates asked ahead (plain, and without the run's own allocations) rank the waits."""
+    print("  asked ahead, at the start of the allocation before (plain / without this run's allocations):")
+    if len(data) < 4:
+        print("    too few requests")
+        return
+    plain, without, wait = data[:, 1], data[:, 2], data[:, 3]
+    long, short = wait > 3 * 3600, wait < 600
+    print(
+        f"    {len(data)} requests: rank corr plain {spearmanr(plain, wait).statistic:.2f}, "
+        f"without {spearmanr(without, wait).statistic:.2f}; waits < 10 min: {short.sum()}, of them "
+        f"estimated > 1 h plain {(plain[short] > 3600).sum()}, without {(without[short] > 3600).sum()}; "
+        f"waits > 3 h: {long.sum()}, estimated plain {np.round(plain[long] / 3600, 1).tolist()} h, "
+        f"without {np.round(without[long] / 3600, 1).tolist()} h"
+    )
 
 
 if __name__ == "__main__":

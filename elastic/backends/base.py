@@ -11,11 +11,12 @@ Slurm, simulated seconds for the mock backend.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Protocol, runtime_checkable
 
 from elastic.batch import JobInfo, JobSpec, PartitionInfo
 
-__all__ = ["BatchBackend"]
+__all__ = ["BatchBackend", "EstimatesWithout"]
 
 
 @runtime_checkable
@@ -83,4 +84,24 @@ class BatchBackend(Protocol):
 
         Returns ``None`` when the backend cannot tell.
         """
+        ...
+
+
+@runtime_checkable
+class EstimatesWithout(Protocol):
+    """A backend whose estimate can leave some of the caller's own jobs out (the mock backend).
+
+    A planner pricing a request for a stage that starts once its own running allocation is released
+    asks how long the request would wait *without* that allocation: held to its walltime in the
+    estimate, it would make every such request look long. Slurm's ``sbatch --test-only`` cannot leave
+    a job out, so the Slurm backend is not one of these.
+    """
+
+    @property
+    def estimates_ignore(self) -> bool:
+        """Whether :meth:`expected_start` honours ``ignoring`` now (False: it would refuse)."""
+        ...
+
+    def expected_start(self, spec: JobSpec, *, ignoring: Collection[str] = ()) -> float | None:
+        """As :meth:`BatchBackend.expected_start`, with the jobs ``ignoring`` names taken as ended now."""
         ...

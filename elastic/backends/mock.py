@@ -28,6 +28,7 @@ import signal
 import subprocess
 import threading
 import time
+from collections.abc import Collection
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -235,6 +236,15 @@ class MockBackend:
         """
         return self._recorded
 
+    @property
+    def estimates_ignore(self) -> bool:
+        """Whether :meth:`expected_start` can leave the caller's own jobs out (``ignoring``).
+
+        True in ``replay`` mode; the recorded modes plan around pinned jobs and cannot (their estimates
+        are not shown to strategies anyway, :attr:`estimates_see_ahead`).
+        """
+        return not self._recorded
+
     def priority_model(self) -> str:
         """Return :attr:`priority`, as :meth:`elastic.backends.slurm.SlurmBackend.priority_model` does."""
         return self.priority
@@ -327,12 +337,18 @@ class MockBackend:
             )
             return [self._info(j) for j in jobs]
 
-    def expected_start(self, spec: JobSpec) -> float | None:
-        """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit."""
+    def expected_start(self, spec: JobSpec, *, ignoring: Collection[str] = ()) -> float | None:
+        """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit.
+
+        ``ignoring``: ids of jobs (the caller's own) to take as ended now, their cores free; only where
+        :attr:`estimates_ignore` (see :func:`elastic.simulator.expected.expected_start`). Raises
+        UnknownJobError for an id this backend never handed out.
+        """
         self._check_spec(spec, run=False)
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
+            left_out = [self._index(job_id) for job_id in ignoring]
             return expected_start(
                 self._engine,
                 cores=spec.cores,
@@ -340,6 +356,7 @@ class MockBackend:
                 nodes=spec.nodes,
                 dependencies=deps,
                 begin=spec.begin,
+                ignoring=left_out,
             )
 
     def records(self) -> pd.DataFrame:

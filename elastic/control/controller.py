@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend
+from elastic.backends.base import BatchBackend, EstimatesWithout
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
@@ -163,7 +163,7 @@ class AllocationController:
         self._job_ids: dict[str, str] = {}
         self.priority = _priority_model(backend)
         """The backend's priority model for held jobs (None when it does not say)."""
-        self._estimates: dict[tuple[int, float], float | None] = {}
+        self._estimates: dict[tuple[int, float, tuple[str, ...]], float | None] = {}
         self._estimated_at: float | None = None
 
     # -- the step ------------------------------------------------------------------------------------
@@ -220,21 +220,39 @@ class AllocationController:
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
         return RunView(now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate)
 
-    def _estimate(self, cores: int, walltime: float) -> float | None:
+    def _estimate(self, cores: int, walltime: float, ignoring: frozenset[str] = frozenset()) -> float | None:
         """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).
 
         Asked of the backend (``sbatch --test-only`` on Slurm) once per geometry per
         :data:`ESTIMATE_TTL` backend seconds: a strategy asks for the same geometry several times while
-        it decides, and on a real clock no two of those asks see the same time.
+        it decides, and on a real clock no two of those asks see the same time. ``ignoring`` (ids of this
+        run's allocations to take as released, :class:`~elastic.strategies.base.Estimate`) reaches the
+        backend where it can leave jobs out (``estimates_ignore``); elsewhere the estimate counts them.
+        Allocations without a job (not submitted, or ended) are left out of ``ignoring``.
         """
         now = self.backend.now()
         if self._estimated_at is None or not 0.0 <= now - self._estimated_at < ESTIMATE_TTL:
             self._estimates.clear()
             self._estimated_at = now
-        key = (cores, walltime)
+        jobs: tuple[str, ...] = ()
+        backend = self.backend
+        leaves_out = isinstance(backend, EstimatesWithout) and backend.estimates_ignore
+        if ignoring and leaves_out:
+            jobs = tuple(
+                sorted(
+                    self._job_ids[a]
+                    for a in ignoring
+                    if a in self._job_ids and a in self._allocs and not self._allocs[a].ended
+                )
+            )
+        key = (cores, walltime, jobs)
         if key not in self._estimates:
+            spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
             try:
-                start = self.backend.expected_start(JobSpec(cores=cores, walltime=walltime, user=self.user))
+                if jobs and isinstance(backend, EstimatesWithout):
+                    start = backend.expected_start(spec, ignoring=jobs)
+                else:
+                    start = backend.expected_start(spec)
             except ElasticError as exc:  # a geometry the partition refuses, or squeue/sbatch failed
                 logger.debug("no scheduler estimate for %d cores x %.0f s: %s", cores, walltime, exc)
                 start = None

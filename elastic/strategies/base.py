@@ -33,6 +33,7 @@ __all__ = [
     "Action",
     "Cancel",
     "Decision",
+    "Estimate",
     "RunView",
     "Serve",
     "StageView",
@@ -159,6 +160,22 @@ class StageView:
         return self.ready_time is not None
 
 
+class Estimate(Protocol):
+    """The scheduler's estimate of a new job's wait, as :attr:`RunView.estimate` gives it.
+
+    ``estimate(cores, walltime, ignoring)`` returns the seconds a job of ``cores`` cores and ``walltime``
+    seconds submitted now would wait (None: the scheduler cannot say). ``ignoring`` names allocations of
+    this run (ids) to take as already released: a request for a stage that starts once this run's
+    running allocation is released competes with the other jobs only, not with that allocation held to
+    its walltime. It is honoured where the backend can leave jobs out of its estimate (the mock
+    backend); Slurm's ``sbatch --test-only`` cannot, and there the estimate counts them.
+    """
+
+    def __call__(self, cores: int, walltime: float, ignoring: frozenset[str] = frozenset()) -> float | None:
+        """Return the estimated wait in seconds, or None."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class RunView:
     """Everything a strategy may read, at ``now`` (backend seconds).
@@ -181,10 +198,11 @@ class RunView:
         How the backend's queue ranks a job held by a dependency or a begin time once it is eligible
         (:mod:`elastic.simulator.priority`: ``"age"``, ``"basic"``, ``"accrue-always"``); None when the
         backend does not say (a planner then assumes ``"age"``: holding buys no queue position).
-    estimate : callable or None, default None
-        ``estimate(cores, walltime)``: the scheduler's estimate of how long a job of ``cores`` cores and
-        ``walltime`` seconds submitted now would wait (seconds, from ``sbatch --test-only``), or None when
-        it cannot say. None when the backend gives no estimate a real queue could give (the mock
+    estimate : Estimate or None, default None
+        ``estimate(cores, walltime, ignoring)``: the scheduler's estimate of how long a job of ``cores``
+        cores and ``walltime`` seconds submitted now would wait (seconds, from ``sbatch --test-only``),
+        or None when it cannot say; ``ignoring`` names allocations of this run to take as released
+        (:class:`Estimate`). None when the backend gives no estimate a real queue could give (the mock
         backend's recorded modes plan around the recorded schedule, jobs not yet submitted included).
     """
 
@@ -195,7 +213,7 @@ class RunView:
     knowledge: Knowledge
     busy: Mapping[str, int] = field(default_factory=dict)
     priority: str | None = None
-    estimate: Callable[[int, float], float | None] | None = None
+    estimate: Estimate | None = None
 
     @property
     def done(self) -> bool:

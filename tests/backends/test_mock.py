@@ -107,6 +107,38 @@ def test_expected_start_follows_the_queue():
     assert len(b.queue()) == 1
 
 
+def test_expected_start_can_leave_the_callers_own_jobs_out():
+    # 4 cores: our job A (4 cores, walltime 100) runs; another user's B (2 cores, w50) waits behind it.
+    # Asked plainly, a 2-core probe starts beside B once A is over (A held to 100). With A left out (we
+    # will have released it), its cores are free now: B starts at once, and the probe beside it.
+    b = MockBackend(nodes=4)
+    a = b.submit(JobSpec(cores=4, walltime=100.0, runtime=100.0))
+    b.submit(JobSpec(cores=2, walltime=50.0, runtime=50.0))
+    probe = JobSpec(cores=2, walltime=10.0)
+    assert b.expected_start(probe) == 100.0
+    assert b.expected_start(probe, ignoring=[a]) == 0.0
+    assert b.estimates_ignore
+    # a queued job of ours left out is not in the way either: C (4 cores) queued behind B (100..150)
+    c = b.submit(JobSpec(cores=4, walltime=1000.0, runtime=1000.0))
+    assert b.expected_start(JobSpec(cores=4, walltime=10.0)) == 1150.0
+    assert b.expected_start(JobSpec(cores=4, walltime=10.0), ignoring=[c]) == 150.0
+    assert b.expected_start(JobSpec(cores=4, walltime=10.0), ignoring=[a, c]) == 50.0
+    with pytest.raises(UnknownJobError, match="'99'"):
+        b.expected_start(probe, ignoring=["99"])
+
+
+def test_the_recorded_modes_cannot_leave_jobs_out_of_an_estimate():
+    trace = Workload(
+        np.array([1]), np.array([0.0]), np.array([2]), np.array([50.0]), np.array([60.0]),
+        np.array([1]), np.array([10.0]), 4, "t",
+    )  # fmt: skip
+    b = MockBackend(nodes=4, workload=trace, mode="recorded", policy="conservative", fidelity_cores=(1, 1))
+    assert not b.estimates_ignore
+    a = b.submit(JobSpec(cores=1, walltime=10.0, runtime=10.0))
+    with pytest.raises(ConfigError, match="cannot leave jobs out"):
+        b.expected_start(JobSpec(cores=1, walltime=10.0), ignoring=[a])
+
+
 def test_background_workload_and_warmup():
     n = 50
     wl = Workload(
