@@ -107,9 +107,17 @@ def test_jobs_split_from_a_wide_allocation_are_released_once_their_cores_are_not
     released_in_the_tail = [a for a, t in ends.items() if last_task_ends[0] <= t < process_end]
     kept_for_merge = 1 if strategy == "bigjob" else 0  # Big-Job's jobs serve every stage: merge needs 1
     assert len(released_in_the_tail) == 8 - last_task_ends.count(last_task_ends[-1]) - kept_for_merge
-    assert split.metrics.core_seconds_used == pytest.approx(whole.metrics.core_seconds_used)
     assert split.metrics.core_seconds_charged < whole.metrics.core_seconds_charged
-    assert split.metrics.makespan == pytest.approx(whole.metrics.makespan)  # an empty queue: no wait lost
+    # An empty queue: no wait lost, the same work. asa may even gain: a 1-core job of "process" can be
+    # held for merge (its walltime covers merge where the longer request waits no longer), where the
+    # 8-core one is not, and merge's own 1-core request can run out of walltime on the first value of
+    # its speculative sequence (the task is lost and run again).
+    for measure in ("makespan", "core_seconds_used"):
+        got, alone = getattr(split.metrics, measure), getattr(whole.metrics, measure)
+        if strategy == "asa":
+            assert got <= alone + 1e-6
+        else:
+            assert got == pytest.approx(alone)
 
 
 def test_simulate_runs_submits_every_strategys_allocations_as_jobs_of_job_cores() -> None:

@@ -15,7 +15,10 @@ Limits that apply whatever the prices say:
   for (:func:`hold_through`): an allocation killed at its walltime mid-stage loses its running tasks.
   The stages it was requested for are covered by its request (:func:`merge.group_walltime`).
 - **Too early.** An idle allocation that started so early that its stage cannot end before its walltime
-  is released (:func:`expires_idle`): it would only idle until it is killed.
+  is released (:func:`expires_idle`): it would only idle until it is killed. One that started well before
+  its stage needs it is released when idling until then costs more than asking again
+  (:func:`release_early`): a request timed by a pessimistic wait (the scheduler's estimate holds every
+  running job to its walltime) can start an hour early where the queue turned out empty.
 - **Width.** No allocation is kept wider than the widest stage left needs (the planner never plans
   it; a property test checks it).
 
@@ -34,7 +37,7 @@ from collections.abc import Sequence
 
 from elastic.errors import ConfigError
 
-__all__ = ["COVER", "expires_idle", "hold_through", "keep_cost"]
+__all__ = ["COVER", "expires_idle", "hold_through", "keep_cost", "release_early"]
 
 COVER = 1.3
 """Remaining walltime / expected work an allocation must have to be kept for more stages."""
@@ -104,3 +107,21 @@ def expires_idle(walltime_end: float, need: float, work: float) -> bool:
     (True, False)
     """
     return need + max(work, 0.0) > walltime_end
+
+
+def release_early(held: int, idle_for: float, again: float, *, alpha: float = 1.0) -> bool:
+    """Return whether an allocation that started before its stage needs it is better released.
+
+    Keeping it idles ``held`` cores for the ``idle_for`` seconds until the stage can start
+    (:func:`keep_cost`); releasing it costs ``again``, the expected cost of new cores requested to be
+    there by then (:func:`elastic.strategies.timing.acquire_cost`, with the wait the queue now gives a
+    job of that width). Ties keep it.
+
+    Examples
+    --------
+    >>> release_early(56, 4320.0, again=0.0)  # an hour and more early, the cores come back at once
+    True
+    >>> release_early(56, 1400.0, again=56 * 2700.0)  # 23 min early, asking again costs 45 min of delay
+    False
+    """
+    return again < keep_cost(held, idle_for, alpha=alpha)

@@ -1,4 +1,4 @@
-"""``asa``: plan allocations across the whole remaining workflow, re-planned at every stage boundary.
+"""``asa``: plan allocations across the whole remaining workflow, re-planned at every decision.
 
 For the stages still to run, the planner chooses where each one runs: on the allocation it follows (the
 one held now, or the one the stage before it runs on: :mod:`~elastic.strategies.hold`,
@@ -15,7 +15,13 @@ afresh at every decision: on the synthetic queue and HPC2N replay it ranks the w
 after minutes-long ones coming, which no learner fed by that run's waits can. It is pessimistic (every
 running job is held to its walltime: the median wait that followed an estimate of over 10 minutes was
 0.46-0.73x of it), which costs some idle cores bought early; ``estimates=False`` does without it.
-``benchmarks/bench_estimate_rank.py`` measures it. Without an estimate: the wait of a
+A request for a stage that starts once this run's running allocation is released is priced by the
+estimate *without* that allocation (``ignoring``, :class:`~elastic.strategies.base.Estimate`): held to
+its walltime, it would make every such request look long whenever the rest of the machine is busy (at
+the start of each wide allocation of Statistics 112 on HPC2N replay, the estimate for the next wide
+request ranked the wait that followed at 0.48 plainly, 0.76 without; 19 of 23 waits under 10 minutes were
+estimated over an hour plainly, none without). ``benchmarks/bench_estimate_rank.py`` measures both.
+Without an estimate: the wait of a
 run's first allocation is a distribution (quantiles from
 :meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`), updated by every wait the runs sharing
 its learner see. Once an allocation of the run has started, a follow-up's wait is priced as the run's
@@ -28,14 +34,22 @@ measured both.
 
 What :meth:`Planner.decide` does, each time it is asked:
 
-1. **At a stage boundary of a running allocation** (it started, or its current stage changed): plan the
-   stages after the current one that no other allocation is kept for, with this allocation held; keep it
-   for the leading stages the plan runs on it, as far as its walltime covers them
+1. **For each running allocation**, at every decision (not only at its stage boundaries: a wide job
+   that takes the machine while the current stage runs makes the release planned at its start wrong):
+   plan the stages after the current one that no other allocation is kept for, with this allocation
+   held; keep it for the leading stages the plan runs on it, as far as its walltime covers them
    (:func:`~elastic.strategies.hold.hold_through`), and no further (:class:`~elastic.strategies.base.Serve`).
+   One that started before its stage can start and idles is released when idling until then costs more
+   than asking again (:func:`~elastic.strategies.hold.release_early`), or when its stage cannot end on
+   it (:func:`~elastic.strategies.hold.expires_idle`).
 2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
-   predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`,
-   walltime for the group only) when the timing rule says: at once with ``afterany`` on the allocation
-   before it where held jobs keep their queue place, else at *need - lead* without a dependency.
+   predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`)
+   when the timing rule says: at once with ``afterany`` on the allocation before it where held jobs
+   keep their queue place, else at *need - lead* without a dependency. The walltime covers the group;
+   where the scheduler's estimate says a request covering every stage still to run after it waits no
+   longer, that is requested instead (:meth:`Planner._headroom`): a batch job's walltime cannot be
+   extended once it runs, and only then can step 1 hold it across a wait foreseen later, as Big-Job
+   would. Unused walltime is not charged.
 3. Release allocations whose stages are all done; walltime follow-ups as every strategy
    (:func:`~elastic.strategies.base.walltime_follow_ups`), requested ahead of the expiry by the timing
    rule's lead for a follow-up wait (its newsvendor quantile), not by the mean wait of every phase: on a
@@ -79,6 +93,9 @@ from elastic.strategies.merge import Choice
 __all__ = ["Acquire", "Planner", "StagePlan", "plan"]
 
 logger = logging.getLogger(__name__)
+
+HEADROOM_SLACK = 60.0
+"""Seconds of estimated wait a request may lose to a walltime long enough to hold it across later stages."""
 
 Acquire = Callable[[int, float, bool], float]
 """``acquire(cores, lead, follow_up)``: expected cost of new ``cores`` needed ``lead`` seconds ahead."""
@@ -198,21 +215,24 @@ class Planner:
         self.cover = float(cover)
         self.run_waits = bool(run_waits)
         self.estimates = bool(estimates)
-        self._asked: tuple[object, dict[int, float | None]] = (None, {})
-        self._boundaries: set[tuple[str, str]] = set()
+        self._asked: tuple[object, dict[tuple[int, frozenset[str]], float | None]] = (None, {})
+        self._requested: dict[str, tuple[str, ...]] = {}
 
     # -- what the view says ------------------------------------------------------------------------------
 
     def _prices(self, view: RunView) -> timing.Prices:
         return timing.Prices(beta=self.weight * max((s.width for s in view.stages), default=1))
 
-    def _waits(self, view: RunView, cores: int, follow_up: bool) -> np.ndarray:
+    def _waits(
+        self, view: RunView, cores: int, follow_up: bool, ignoring: frozenset[str] = frozenset()
+    ) -> np.ndarray:
         """Return quantiles of a new allocation's wait (module docstring, "Which wait").
 
-        The scheduler's estimate where it gives one; else, for a follow-up once this run saw a wait, the
-        run's latest wait; else the learned distribution.
+        The scheduler's estimate where it gives one, with this run's allocations in ``ignoring`` taken as
+        released (those the allocation is requested to follow); else, for a follow-up once this run saw a
+        wait, the run's latest wait; else the learned distribution.
         """
-        estimate = self._estimate(view, cores)
+        estimate = self._estimate(view, cores, ignoring)
         if estimate is not None:
             return np.full(len(timing.PROBS), estimate)
         if follow_up and self.run_waits:
@@ -221,24 +241,25 @@ class Planner:
                 return np.full(len(timing.PROBS), latest)
         return view.knowledge.wait_quantiles(cores, timing.PROBS, follow_up=follow_up)
 
-    def _estimate(self, view: RunView, cores: int) -> float | None:
+    def _estimate(self, view: RunView, cores: int, ignoring: frozenset[str] = frozenset()) -> float | None:
         """Return the scheduler's estimate of the wait of ``cores`` cores asked for now (None: none, or off).
 
         Asked for the longest walltime a stage of that width still to run would request (of any stage
-        if none is of that width), since a job's walltime decides where it can backfill; once per width
-        per decision.
+        if none is of that width), since a job's walltime decides where it can backfill, with the
+        allocations in ``ignoring`` taken as released; once per width and ``ignoring`` per decision.
         """
         if not self.estimates or view.estimate is None:
             return None
         if self._asked[0] != (view.now, view.estimate):
             self._asked = ((view.now, view.estimate), {})
         answers = self._asked[1]
-        if cores not in answers:
+        key = (cores, ignoring)
+        if key not in answers:
             left = [s for s in view.stages if not s.complete]
             same = [s for s in left if s.width == cores] or left
             walltime = max((view.knowledge.walltime(s.name) for s in same), default=None)
-            answers[cores] = None if walltime is None else view.estimate(cores, walltime)
-        return answers[cores]
+            answers[key] = None if walltime is None else view.estimate(cores, walltime, ignoring)
+        return answers[key]
 
     def _work(self, view: RunView, s: StageView) -> float:
         k = view.knowledge
@@ -289,16 +310,73 @@ class Planner:
         tail = q[q > waited]
         return max(view.now, eligible + (float(tail.mean()) if len(tail) else waited))
 
-    def _acquire(self, view: RunView, prices: timing.Prices) -> Acquire:
+    def _acquire(
+        self, view: RunView, prices: timing.Prices, ignoring: frozenset[str] = frozenset()
+    ) -> Acquire:
+        """Price new allocations for stages that start once the allocations in ``ignoring`` are released."""
         cache: dict[tuple[int, bool], np.ndarray] = {}
 
         def acquire(cores: int, lead: float, follow_up: bool) -> float:
             key = (cores, follow_up)
             if key not in cache:
-                cache[key] = self._waits(view, cores, follow_up)
+                cache[key] = self._waits(view, cores, follow_up, ignoring)
             return timing.acquire_cost(cache[key], cores, prices, lead=lead, model=view.priority)
 
         return acquire
+
+    def _headroom(self, view: RunView, g: merge.Group, walltime: float, ignoring: frozenset[str]) -> float:
+        """Return the walltime to request for group ``g``: ``walltime``, or more where it costs no wait.
+
+        An allocation can be held across the stages after its own (:func:`hold.hold_through`) only if its
+        walltime covers them, and a batch job's walltime cannot be extended once it runs. So where the
+        scheduler's estimate says a request covering every stage still to run after ``g`` would start no
+        later (within :data:`HEADROOM_SLACK`) than one covering ``g`` alone, that longer walltime is
+        requested: unused walltime is not charged, and a wait foreseen later in the run can then be
+        covered by holding this allocation, as Big-Job would. Without an estimate (or when it is off)
+        nothing is added: a longer request can lengthen the wait where the queue plans every job's
+        walltime.
+        """
+        if not self.estimates or view.estimate is None:
+            return walltime
+        order = [s.name for s in view.stages]
+        last = max(order.index(x) for x in g.stages)
+        rest = [s.name for s in view.stages[last + 1 :] if not s.complete and s.name not in g.stages]
+        if not rest:
+            return walltime
+        k = view.knowledge
+        longer = walltime + sum(k.walltime(x) for x in rest)
+        if k.max_walltime is not None:
+            longer = min(longer, max(k.max_walltime, walltime))
+        if longer <= walltime:
+            return walltime
+        short_wait = view.estimate(g.cores, walltime, ignoring)
+        long_wait = view.estimate(g.cores, longer, ignoring)
+        if short_wait is None or long_wait is None or long_wait > short_wait + HEADROOM_SLACK:
+            return walltime
+        return longer
+
+    def _released_by(
+        self, view: RunView, kept: dict[str, tuple[str, ...]], need: float, seen: dict[str, float | None]
+    ) -> frozenset[str]:
+        """Return this run's running allocations released by ``need``: every stage kept on them ends by then.
+
+        Allocations not in ``kept`` are being released by this decision.
+
+        A request for a stage needed at ``need`` competes with the other jobs for the cores these give
+        back, not with them held to their walltime (:class:`~elastic.strategies.base.Estimate`).
+        """
+        out: set[str] = set()
+        for a in view.allocations:
+            if not a.running:
+                continue
+            if a.alloc_id not in kept:  # released by this decision
+                out.add(a.alloc_id)
+                continue
+            labels = [x for x in kept[a.alloc_id] if _known(view, x)]
+            ends = [self._end(view, x, seen) for x in labels]
+            if labels and all(e is not None and e <= need for e in ends):
+                out.add(a.alloc_id)
+        return frozenset(out)
 
     def _anchored(self, view: RunView, s: StageView, visited: frozenset[str] = frozenset()) -> bool:
         """Whether ``s``'s need rests on running allocations only, not on a pending one's wait to come.
@@ -320,6 +398,30 @@ class Planner:
                 return False
         return True
 
+    def _soonest_need(self, view: RunView, s: StageView, memo: dict[str, float]) -> float:
+        """When stage ``s`` can start at the soonest: as :meth:`_need`, with no wait for stages before it.
+
+        Where a stage before it has no allocation yet, :meth:`_need` cannot say; an allocation that idles
+        until ``s`` can start is priced by this lower bound, so it is never released for idling longer
+        than it can be expected to.
+        """
+        if s.ready:
+            return view.now
+        start = view.now
+        for dep in s.depends_on:
+            if dep not in memo:
+                memo[dep] = view.now  # guards against cycles in a malformed live plan
+                if _known(view, dep):
+                    d = view.stage(dep)
+                    if d.end_time is not None:
+                        memo[dep] = d.end_time
+                    elif d.start_time is not None:
+                        memo[dep] = view.now + self._work(view, d)
+                    else:
+                        memo[dep] = self._soonest_need(view, d, memo) + self._work(view, d)
+            start = max(start, memo[dep])
+        return start
+
     def _need(self, view: RunView, s: StageView, seen: dict[str, float | None]) -> float | None:
         """When stage ``s`` can start: now if ready, else its predecessors' predicted end (None: unknown)."""
         if s.ready:
@@ -332,12 +434,11 @@ class Planner:
     # -- the decision ----------------------------------------------------------------------------------
 
     def decide(self, view: RunView) -> Decision:
-        """Re-plan holds at stage boundaries, request planned allocations, release, follow up."""
+        """Re-plan holds, request planned allocations, release, follow up."""
         prices = self._prices(view)
-        acquire = self._acquire(view, prices)
         seen: dict[str, float | None] = {}
-        held_actions, kept = self._holds(view, acquire, seen)
-        submits, wake = self._requests(view, prices, acquire, kept, seen)
+        held_actions, kept = self._holds(view, prices, seen)
+        submits, wake = self._requests(view, prices, kept, seen)
         return merge_decisions(
             Decision(tuple(release_idle(_as_planned(view, kept)))),
             Decision(tuple(held_actions)),
@@ -350,9 +451,9 @@ class Planner:
         )
 
     def _holds(
-        self, view: RunView, acquire: Acquire, seen: dict[str, float | None]
+        self, view: RunView, prices: timing.Prices, seen: dict[str, float | None]
     ) -> tuple[list[Action], dict[str, tuple[str, ...]]]:
-        """Step 1: at each running allocation's stage boundary, choose the stages it is kept for."""
+        """Step 1: for each running allocation, choose the stages it is kept for, or release it early."""
         actions: list[Action] = []
         kept = {a.alloc_id: a.labels for a in view.allocations if not a.ended}
         order = {s.name: s.index for s in view.stages}
@@ -378,15 +479,21 @@ class Planner:
             busy = sum(view.busy_cores(b.alloc_id) for b in live)
             idle = not current.ready and busy == 0 and need is not None
             walltime_end = min(b.walltime_end or 0.0 for b in live)
+            mine = {b.alloc_id for b in jobs}
+            reason = None
             if idle and hold.expires_idle(walltime_end, need or 0.0, current_work):
+                reason = f"started too early: {current.name} cannot end on it"
+            elif not current.ready and busy == 0:
+                soonest = self._soonest_need(view, current, {})
+                again = self._acquire(view, prices, frozenset(mine))(cores, soonest - view.now, True)
+                if hold.release_early(cores, soonest - view.now, again):
+                    reason = f"started {soonest - view.now:.0f} s early for {current.name}: ask again later"
+            if reason is not None:
                 for b in jobs:
-                    actions.append(Cancel(b.alloc_id, f"started too early: {current.name} cannot end on it"))
+                    actions.append(Cancel(b.alloc_id, reason))
                     kept.pop(b.alloc_id)
                 continue
-            if (unit, current.name) in self._boundaries:
-                continue
-            self._boundaries.add((unit, current.name))
-            mine = {b.alloc_id for b in jobs}
+            requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
             after: list[StageView] = []
             for s in view.stages[current.index + 1 :]:
@@ -399,6 +506,8 @@ class Planner:
                 continue
             plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in after]
             until = current_work + (0.0 if need is None else need - view.now)
+            # a new allocation in this plan replaces this one: it competes with the other jobs only
+            acquire = self._acquire(view, prices, frozenset(mine))
             cost, choices = plan(plans, held=cores, lead=until, acquire=acquire)
             logger.debug(
                 "asa: boundary %s at %s (held %d): %s, cost %.0f",
@@ -411,7 +520,7 @@ class Planner:
             wanted = merge.groups(choices)[0]
             names = wanted.stages if wanted.held else ()
             # stages it was requested for are covered by its walltime; more must fit in what is left
-            planned = [x for x in names if x in a.labels]
+            planned = [x for x in names if x in requested]
             extra = names[len(planned) :] if tuple(planned) == names[: len(planned)] else names
             base = until + sum(p.work for p in plans if p.name in planned)
             works = [p.work for p in plans if p.name in extra]
@@ -431,7 +540,6 @@ class Planner:
         self,
         view: RunView,
         prices: timing.Prices,
-        acquire: Acquire,
         kept: dict[str, tuple[str, ...]],
         seen: dict[str, float | None],
     ) -> tuple[list[Submit], float | None]:
@@ -453,6 +561,8 @@ class Planner:
             if need is None:
                 continue
             plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in segment]
+            released = self._released_by(view, kept, need, seen)
+            acquire = self._acquire(view, prices, released)
             cost, choices = plan(plans, held=0, lead=need - view.now, acquire=acquire, follow_up=follow_up)
             logger.debug(
                 "asa: plan from %s needed in %.0f s: %s, cost %.0f",
@@ -464,7 +574,7 @@ class Planner:
             before = _predecessor_label(view, first)
             work = {p.name: p.work for p in plans}
             for i, g in enumerate(merge.groups(choices)):
-                waits = self._waits(view, g.cores, follow_up or i > 0)
+                waits = self._waits(view, g.cores, follow_up or i > 0, released)
                 ready = view.stage(g.stages[0]).ready
                 chain = timing.keeps_place(view.priority) and not ready
                 if chain and before is None:
@@ -481,11 +591,12 @@ class Planner:
                 at = view.now if ready or chain else need - lead
                 if at <= view.now:
                     early = 0.0 if chain else max(0.0, need - view.now)
+                    asked = self._headroom(view, g, walltime + early, released)
                     submits.append(
                         Submit(
                             g.stages[0],
                             g.cores,
-                            math.ceil(walltime + early),
+                            math.ceil(asked),
                             after=(before,) if chain and before is not None else (),
                             dependency=DependencyKind.AFTERANY,
                             predicted_wait=None if chain else early,
