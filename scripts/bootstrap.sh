@@ -34,8 +34,9 @@ import os, sysconfig, sys
 sys.exit(0 if os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")) else 1)
 PY
 if [ "$mode" = test ]; then
-  # Real parts the tests start on localhost: Slurm (slurmctld, slurmd, munged) and PostgreSQL.
-  apt_pkgs+=(slurmctld slurmd slurm-client munge postgresql)
+  # Real parts the tests start on localhost: Slurm (slurmctld, slurmd, munged) and PostgreSQL; and the
+  # real browser the HTML report is checked in (headless chromium).
+  apt_pkgs+=(slurmctld slurmd slurm-client munge postgresql chromium)
 fi
 missing=()
 for p in "${apt_pkgs[@]}"; do
@@ -113,6 +114,9 @@ ruff format --check .
 log "mypy"
 mypy
 log "pytest"
+# The browser tests skip where chromium is missing (a developer's machine); here it was installed above,
+# so a missing browser is a failure, not a skip.
+export ELASTIC_REQUIRE_BROWSER=1
 set +e
 python -m pytest --durations=20 "$@"
 rc=$?

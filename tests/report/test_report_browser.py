@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -14,6 +15,8 @@ from matplotlib.image import imread
 from tests.report.report_case import STRATEGIES, WORKFLOWS
 
 CHROMIUM = shutil.which("chromium")
+if CHROMIUM is None and os.environ.get("ELASTIC_REQUIRE_BROWSER"):  # the README's test command installs it
+    raise RuntimeError("chromium is not on PATH, though the test command installs it (package chromium)")
 
 pytestmark = [
     pytest.mark.slow,
