@@ -398,14 +398,17 @@ def _requested_walltime(planner: Planner, view: RunView) -> float:
 def test_a_request_covers_the_stages_after_it_where_the_longer_walltime_waits_no_longer() -> None:
     # A batch job's walltime cannot be extended once it runs, and only an allocation whose walltime
     # covers the later stages can be held across them. Where the scheduler says a request covering every
-    # stage left starts as soon as one for wide1 alone, that request is made (unused walltime is not
-    # charged); where the longer request would wait longer, or with no estimate, wide1's own walltime.
+    # stage left starts at once, as one for wide1 alone would, that request is made (unused walltime is
+    # not charged). Where the longer request would wait longer, where either waits (a longer walltime
+    # loses backfill holes the estimate cannot see), or with no estimate: wide1's own walltime.
     k = _knowledge(0.0)
     own, rest = k.walltime("wide1"), k.walltime("narrow") + k.walltime("wide2")
     same = dataclasses.replace(_first_request_view(), estimate=lambda c, w, ignoring=frozenset(): 0.0)
     assert _requested_walltime(Planner(), same) == pytest.approx(math.ceil(own + rest))
     longer = dataclasses.replace(_first_request_view(), estimate=lambda c, w, ignoring=frozenset(): w / 10)
     assert _requested_walltime(Planner(), longer) == pytest.approx(math.ceil(own))
+    waits = dataclasses.replace(_first_request_view(), estimate=lambda c, w, ignoring=frozenset(): 600.0)
+    assert _requested_walltime(Planner(), waits) == pytest.approx(math.ceil(own))
     assert _requested_walltime(Planner(estimates=False), same) == pytest.approx(math.ceil(own))
     assert _requested_walltime(Planner(), _first_request_view()) == pytest.approx(math.ceil(own))
 
