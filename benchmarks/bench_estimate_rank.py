@@ -8,12 +8,13 @@ estimate where the estimate was over 10 minutes, and how the long waits (over 3 
 (under 10 minutes) were estimated. Beside it, the same for the run's latest wait (the wait of the
 run's allocation that started last before the request): the fallback ``asa`` uses without an estimate.
 
-A second table asks ahead, as the planner does: when each wide allocation of the run starts, it asks the
-estimate for the run's next request of that width (made once this allocation is released), plainly and
-leaving this run's running allocations out (``ignoring``: what the mock backend can do and ``sbatch
---test-only`` cannot), and compares both with the wait that request then had. Plainly, the run's own
-allocation is held to its walltime in the estimate, so the next request looks long whenever the rest of
-the machine is busy, though the cores it gives back are free the moment it is released.
+A second table asks ahead, as the planner does when it decides whether to hold an allocation: at the last
+decision while each wide allocation of the run runs, it asks the estimate for the run's next request of
+that width (made once this allocation is released), plainly and with this allocation released when its
+stage is expected to end (``releasing``: what the mock backend can do and ``sbatch --test-only``
+cannot), and compares both with the wait that request then had. Plainly,
+the run's own allocation is held to its walltime in the estimate, so the next request looks long whenever
+the rest of the machine is busy, though the cores it gives back are free the moment it is released.
 
 Usage: .venv/bin/python benchmarks/bench_estimate_rank.py [--workflow montage] [--peak 28]
 [--queue synthetic|replay] [--runs 30] [--seed 1]
@@ -49,17 +50,27 @@ class Asking:
     def __init__(self) -> None:
         self.inner = make_strategy("perstage")
         self.asked: list[tuple[float, int, float | None, float | None]] = []
-        self.ahead: list[tuple[float, int, float | None, float | None]] = []
-        self._seen: set[str] = set()
+        self._last: dict[str, tuple[float, int, float | None, float | None]] = {}
+
+    @property
+    def ahead(self) -> list[tuple[float, int, float | None, float | None]]:
+        """Per wide allocation, the last ask made while it ran (the planner's hold-or-release moment)."""
+        return list(self._last.values())
 
     def decide(self, view: RunView) -> Decision:
-        running = frozenset(a.alloc_id for a in view.allocations if a.running)
         for a in view.allocations:
-            if a.running and a.cores > 1 and a.alloc_id not in self._seen and view.estimate is not None:
-                self._seen.add(a.alloc_id)
+            if a.running and a.cores > 1 and view.estimate is not None:
                 walltime = view.knowledge.walltime(a.labels[0])
                 plain = view.estimate(a.cores, walltime)
-                self.ahead.append((view.now, a.cores, plain, view.estimate(a.cores, walltime, running)))
+                # released when its stage is expected to end, as the planner asks
+                stage = view.stage(a.labels[0])
+                left = 0.0
+                if stage.start_time is not None and not stage.complete:
+                    elapsed = view.now - stage.start_time
+                    left = max(0.0, view.knowledge.expected_duration(a.labels[0], elapsed) - elapsed)
+                released = ((a.alloc_id, view.now + left),)
+                with_release = view.estimate(a.cores, walltime, released)
+                self._last[a.alloc_id] = (view.now, a.cores, plain, with_release)
         decision = self.inner.decide(view)
         for a in decision.actions:
             if isinstance(a, Submit) and view.estimate is not None:
@@ -87,7 +98,7 @@ def main() -> None:
     waits = make_wait_learner("ewma", seed=args.seed)
     history = MemoryHistory()
     rows: list[tuple[int, float, float, float]] = []  # cores, estimate, latest wait (nan: none), wait
-    ahead: list[tuple[int, float, float, float]] = []  # cores, plain, without the run's own, wait
+    ahead: list[tuple[int, float, float, float]] = []  # cores, plain, with it released, wait
     for i, start in enumerate(
         start_points(background, args.runs, seed=args.seed, warmup=WARMUP, horizon=HORIZON)
     ):
@@ -144,8 +155,8 @@ def main() -> None:
 
 
 def _ahead_table(data: np.ndarray) -> None:
-    """Print how the estimates asked ahead (plain, and without the run's own allocations) rank the waits."""
-    print("  asked ahead, at the start of the allocation before (plain / without this run's allocations):")
+    """Print how the estimates asked ahead (plain, and with the run's allocation released) rank the waits."""
+    print("  asked ahead, at the last decision before the allocation is released (plain / released):")
     if len(data) < 4:
         print("    too few requests")
         return
@@ -153,10 +164,10 @@ def _ahead_table(data: np.ndarray) -> None:
     long, short = wait > 3 * 3600, wait < 600
     print(
         f"    {len(data)} requests: rank corr plain {spearmanr(plain, wait).statistic:.2f}, "
-        f"without {spearmanr(without, wait).statistic:.2f}; waits < 10 min: {short.sum()}, of them "
-        f"estimated > 1 h plain {(plain[short] > 3600).sum()}, without {(without[short] > 3600).sum()}; "
+        f"released {spearmanr(without, wait).statistic:.2f}; waits < 10 min: {short.sum()}, of them "
+        f"estimated > 1 h plain {(plain[short] > 3600).sum()}, released {(without[short] > 3600).sum()}; "
         f"waits > 3 h: {long.sum()}, estimated plain {np.round(plain[long] / 3600, 1).tolist()} h, "
-        f"without {np.round(without[long] / 3600, 1).tolist()} h"
+        f"released {np.round(without[long] / 3600, 1).tolist()} h"
     )
 
 

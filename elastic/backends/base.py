@@ -11,7 +11,7 @@ Slurm, simulated seconds for the mock backend.
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 from elastic.batch import JobInfo, JobSpec, PartitionInfo
@@ -89,19 +89,19 @@ class BatchBackend(Protocol):
 
 @runtime_checkable
 class EstimatesWithout(Protocol):
-    """A backend whose estimate can leave some of the caller's own jobs out (the mock backend).
+    """A backend whose estimate can end some of the caller's own jobs early (the mock backend).
 
     A planner pricing a request for a stage that starts once its own running allocation is released
-    asks how long the request would wait *without* that allocation: held to its walltime in the
-    estimate, it would make every such request look long. Slurm's ``sbatch --test-only`` cannot leave
-    a job out, so the Slurm backend is not one of these.
+    asks how long the request would wait with that allocation released when the planner will release
+    it: held to its walltime in the estimate, it would make every such request look long. Slurm's
+    ``sbatch --test-only`` cannot change a job's end, so the Slurm backend is not one of these.
     """
 
     @property
     def estimates_ignore(self) -> bool:
-        """Whether :meth:`expected_start` honours ``ignoring`` now (False: it would refuse)."""
+        """Whether :meth:`expected_start` honours ``releasing`` now (False: it would refuse)."""
         ...
 
-    def expected_start(self, spec: JobSpec, *, ignoring: Collection[str] = ()) -> float | None:
-        """As :meth:`BatchBackend.expected_start`, with the jobs ``ignoring`` names taken as ended now."""
+    def expected_start(self, spec: JobSpec, *, releasing: Mapping[str, float] | None = None) -> float | None:
+        """As :meth:`BatchBackend.expected_start`, with the jobs ``releasing`` names ending at its times."""
         ...

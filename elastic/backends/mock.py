@@ -28,7 +28,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -238,7 +238,7 @@ class MockBackend:
 
     @property
     def estimates_ignore(self) -> bool:
-        """Whether :meth:`expected_start` can leave the caller's own jobs out (``ignoring``).
+        """Whether :meth:`expected_start` can end the caller's own jobs when it releases them (``releasing``).
 
         True in ``replay`` mode; the recorded modes plan around pinned jobs and cannot (their estimates
         are not shown to strategies anyway, :attr:`estimates_see_ahead`).
@@ -337,18 +337,19 @@ class MockBackend:
             )
             return [self._info(j) for j in jobs]
 
-    def expected_start(self, spec: JobSpec, *, ignoring: Collection[str] = ()) -> float | None:
+    def expected_start(self, spec: JobSpec, *, releasing: Mapping[str, float] | None = None) -> float | None:
         """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit.
 
-        ``ignoring``: ids of jobs (the caller's own) to take as ended now, their cores free; only where
-        :attr:`estimates_ignore` (see :func:`elastic.simulator.expected.expected_start`). Raises
-        UnknownJobError for an id this backend never handed out.
+        ``releasing``: job id (the caller's own) -> when the caller will release it; such a job ends then
+        rather than at its walltime (a queued one is left out); only where :attr:`estimates_ignore` (see
+        :func:`elastic.simulator.expected.expected_start`). Raises UnknownJobError for an id this backend
+        never handed out.
         """
         self._check_spec(spec, run=False)
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
-            left_out = [self._index(job_id) for job_id in ignoring]
+            released = {self._index(job_id): at for job_id, at in (releasing or {}).items()}
             return expected_start(
                 self._engine,
                 cores=spec.cores,
@@ -356,7 +357,7 @@ class MockBackend:
                 nodes=spec.nodes,
                 dependencies=deps,
                 begin=spec.begin,
-                ignoring=left_out,
+                releasing=released,
             )
 
     def records(self) -> pd.DataFrame:

@@ -47,7 +47,7 @@ from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Strategy, Submit
+from elastic.strategies.base import Cancel, Decision, Releasing, RunView, Serve, StageView, Strategy, Submit
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
@@ -163,7 +163,7 @@ class AllocationController:
         self._job_ids: dict[str, str] = {}
         self.priority = _priority_model(backend)
         """The backend's priority model for held jobs (None when it does not say)."""
-        self._estimates: dict[tuple[int, float, tuple[str, ...]], float | None] = {}
+        self._estimates: dict[tuple[int, float, tuple[tuple[str, float], ...]], float | None] = {}
         self._estimated_at: float | None = None
 
     # -- the step ------------------------------------------------------------------------------------
@@ -220,28 +220,27 @@ class AllocationController:
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
         return RunView(now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate)
 
-    def _estimate(self, cores: int, walltime: float, ignoring: frozenset[str] = frozenset()) -> float | None:
+    def _estimate(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
         """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).
 
         Asked of the backend (``sbatch --test-only`` on Slurm) once per geometry per
         :data:`ESTIMATE_TTL` backend seconds: a strategy asks for the same geometry several times while
-        it decides, and on a real clock no two of those asks see the same time. ``ignoring`` (ids of this
-        run's allocations to take as released, :class:`~elastic.strategies.base.Estimate`) reaches the
-        backend where it can leave jobs out (``estimates_ignore``); elsewhere the estimate counts them.
-        Allocations without a job (not submitted, or ended) are left out of ``ignoring``.
+        it decides, and on a real clock no two of those asks see the same time. ``releasing`` (this run's
+        allocations and when it will release them, :class:`~elastic.strategies.base.Estimate`) reaches
+        the backend where it can end a job early in its estimate (``estimates_ignore``); elsewhere the
+        estimate holds them to their walltime. Allocations without a job, or ended, are left out.
         """
         now = self.backend.now()
         if self._estimated_at is None or not 0.0 <= now - self._estimated_at < ESTIMATE_TTL:
             self._estimates.clear()
             self._estimated_at = now
-        jobs: tuple[str, ...] = ()
         backend = self.backend
-        leaves_out = isinstance(backend, EstimatesWithout) and backend.estimates_ignore
-        if ignoring and leaves_out:
+        jobs: tuple[tuple[str, float], ...] = ()
+        if releasing and isinstance(backend, EstimatesWithout) and backend.estimates_ignore:
             jobs = tuple(
                 sorted(
-                    self._job_ids[a]
-                    for a in ignoring
+                    (self._job_ids[a], at)
+                    for a, at in releasing
                     if a in self._job_ids and a in self._allocs and not self._allocs[a].ended
                 )
             )
@@ -250,7 +249,7 @@ class AllocationController:
             spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
             try:
                 if jobs and isinstance(backend, EstimatesWithout):
-                    start = backend.expected_start(spec, ignoring=jobs)
+                    start = backend.expected_start(spec, releasing=dict(jobs))
                 else:
                     start = backend.expected_start(spec)
             except ElasticError as exc:  # a geometry the partition refuses, or squeue/sbatch failed

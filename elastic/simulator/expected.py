@@ -5,9 +5,9 @@ end (start + walltime), queued jobs run for their full requested walltime, no fu
 arrives, and the probe job joins the tail of the queue. The copy runs under the same policy (without
 speculation; a policy object can name another through a ``what_if_policy()`` method) until the probe
 starts. Jobs still waiting for a dependency are left out of the copy,
-like Slurm's estimate, which ignores jobs that cannot start yet. Jobs the caller names in ``ignoring``
-(its own allocations it will have released by then) are taken as ended now: a running one gives its
-cores back at once, a queued one is left out. The copy ranks held jobs with the
+like Slurm's estimate, which ignores jobs that cannot start yet. Jobs the caller names in ``releasing``
+(its own allocations, with when it will release them) end then instead of at their walltime: a running
+one gives its cores back at that time, a queued one is left out. The copy ranks held jobs with the
 engine's priority model (:mod:`elastic.simulator.priority`); a queued job keeps its current rank even
 if its age factor would be capped during the copy's horizon.
 
@@ -19,7 +19,7 @@ A policy that plans around pinned jobs (``plans_pins``, e.g.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from elastic.batch import DependencyKind
@@ -40,7 +40,7 @@ def expected_start(
     nodes: int | None = None,
     dependencies: Sequence[tuple[DependencyKind, int]] = (),
     begin: float | None = None,
-    ignoring: Collection[int] = (),
+    releasing: Mapping[int, float] | None = None,
 ) -> float | None:
     """Return when a job like this would start if submitted to ``engine`` now.
 
@@ -53,10 +53,11 @@ def expected_start(
         As for :meth:`Engine.submit`.
     dependencies : sequence of (DependencyKind, int)
         Dependencies on job indices of ``engine``.
-    ignoring : collection of int, default ()
-        Job indices taken as ended now: running ones free their cores, queued or held ones are left
-        out (what the caller's own allocations leave once it has released them). Not supported by a
-        policy that plans around pinned jobs.
+    releasing : mapping of int to float, default None
+        Job index -> when the caller releases it (the current time or later; earlier counts as now):
+        a running job ends then rather than at its walltime, a queued or held one is left out (the
+        caller's own allocations, as they will be once it has released them). Not supported by a policy
+        that plans around pinned jobs.
 
     Returns
     -------
@@ -70,10 +71,10 @@ def expected_start(
     cores, _ = engine.check_geometry(cores, nodes)
     probe_plan = getattr(engine.policy, "probe", None)
     if getattr(engine.policy, "plans_pins", False) and callable(probe_plan):
-        if ignoring:
+        if releasing:
             raise ConfigError(
-                f"expected_start: policy {engine.policy.name!r} plans around pinned jobs and cannot leave "
-                "jobs out of its estimate (ignoring=...); ask without ignoring"
+                f"expected_start: policy {engine.policy.name!r} plans around pinned jobs and cannot end "
+                "jobs early in its estimate (releasing=...); ask without releasing"
             )
         answer: float | None = probe_plan(engine, cores, walltime, begin=begin, dependencies=dependencies)
         return answer
@@ -114,9 +115,11 @@ def expected_start(
         return k
 
     ccl = copy.cluster
-    left_out = set(ignoring)
-    # a job left out ends as the copy starts: its end frees its cores the usual way (per node too)
-    running = sorted((copy.now if j in left_out else est, j) for est, j in engine.running)
+    left_out = dict(releasing or {})
+    # a released job ends when the caller releases it: its end frees its cores the usual way (per node too)
+    running = sorted(
+        (max(copy.now, min(left_out[j], est)) if j in left_out else est, j) for est, j in engine.running
+    )
     for est, j in running:
         start = jobs.start[j]
         k = clone(j, est - start)

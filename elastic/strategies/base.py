@@ -34,6 +34,7 @@ __all__ = [
     "Cancel",
     "Decision",
     "Estimate",
+    "Releasing",
     "RunView",
     "Serve",
     "StageView",
@@ -160,18 +161,23 @@ class StageView:
         return self.ready_time is not None
 
 
+Releasing = tuple[tuple[str, float], ...]
+"""Allocations of a run and when it will release them: ``((alloc_id, backend time), ...)``, sorted."""
+
+
 class Estimate(Protocol):
     """The scheduler's estimate of a new job's wait, as :attr:`RunView.estimate` gives it.
 
-    ``estimate(cores, walltime, ignoring)`` returns the seconds a job of ``cores`` cores and ``walltime``
-    seconds submitted now would wait (None: the scheduler cannot say). ``ignoring`` names allocations of
-    this run (ids) to take as already released: a request for a stage that starts once this run's
-    running allocation is released competes with the other jobs only, not with that allocation held to
-    its walltime. It is honoured where the backend can leave jobs out of its estimate (the mock
-    backend); Slurm's ``sbatch --test-only`` cannot, and there the estimate counts them.
+    ``estimate(cores, walltime, releasing)`` returns the seconds a job of ``cores`` cores and ``walltime``
+    seconds submitted now would wait (None: the scheduler cannot say). ``releasing`` gives allocations of
+    this run (id, backend time), sorted, that the caller will release at those times: a request for a
+    stage that starts once this run's running allocation is released competes for its cores from then
+    on, not with that allocation held to its walltime. It is honoured where the backend can end a job
+    early in its estimate (the mock backend); Slurm's ``sbatch --test-only`` cannot, and there the
+    estimate holds them to their walltime.
     """
 
-    def __call__(self, cores: int, walltime: float, ignoring: frozenset[str] = frozenset()) -> float | None:
+    def __call__(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
         """Return the estimated wait in seconds, or None."""
         ...
 
@@ -199,9 +205,9 @@ class RunView:
         (:mod:`elastic.simulator.priority`: ``"age"``, ``"basic"``, ``"accrue-always"``); None when the
         backend does not say (a planner then assumes ``"age"``: holding buys no queue position).
     estimate : Estimate or None, default None
-        ``estimate(cores, walltime, ignoring)``: the scheduler's estimate of how long a job of ``cores``
+        ``estimate(cores, walltime, releasing)``: the scheduler's estimate of how long a job of ``cores``
         cores and ``walltime`` seconds submitted now would wait (seconds, from ``sbatch --test-only``),
-        or None when it cannot say; ``ignoring`` names allocations of this run to take as released
+        or None when it cannot say; ``releasing`` names allocations of this run and when they are released
         (:class:`Estimate`). None when the backend gives no estimate a real queue could give (the mock
         backend's recorded modes plan around the recorded schedule, jobs not yet submitted included).
     """

@@ -16,8 +16,9 @@ after minutes-long ones coming, which no learner fed by that run's waits can. It
 running job is held to its walltime: the median wait that followed an estimate of over 10 minutes was
 0.46-0.73x of it), which costs some idle cores bought early; ``estimates=False`` does without it.
 A request for a stage that starts once this run's running allocation is released is priced by the
-estimate *without* that allocation (``ignoring``, :class:`~elastic.strategies.base.Estimate`): held to
-its walltime, it would make every such request look long whenever the rest of the machine is busy (at
+estimate with that allocation released when it will be (``releasing``,
+:class:`~elastic.strategies.base.Estimate`): held to its walltime, it would make every such request look
+long whenever the rest of the machine is busy (at
 the start of each wide allocation of Statistics 112 on HPC2N replay, the estimate for the next wide
 request ranked the wait that followed at 0.48 plainly, 0.76 without; 19 of 23 waits under 10 minutes were
 estimated over an hour plainly, none without). ``benchmarks/bench_estimate_rank.py`` measures both.
@@ -80,6 +81,7 @@ from elastic.strategies.base import (
     Action,
     Cancel,
     Decision,
+    Releasing,
     RunView,
     Serve,
     StageView,
@@ -95,8 +97,7 @@ __all__ = ["Acquire", "Planner", "StagePlan", "plan"]
 logger = logging.getLogger(__name__)
 
 HEADROOM_SLACK = 60.0
-"""A request gets walltime headroom only if the estimate starts it within this many seconds, with and
-without the headroom (:meth:`Planner._headroom`)."""
+"""Seconds of estimated wait that walltime headroom may cost a request (:meth:`Planner._headroom`)."""
 
 Acquire = Callable[[int, float, bool], float]
 """``acquire(cores, lead, follow_up)``: expected cost of new ``cores`` needed ``lead`` seconds ahead."""
@@ -216,7 +217,7 @@ class Planner:
         self.cover = float(cover)
         self.run_waits = bool(run_waits)
         self.estimates = bool(estimates)
-        self._asked: tuple[object, dict[tuple[int, frozenset[str]], float | None]] = (None, {})
+        self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
 
     # -- what the view says ------------------------------------------------------------------------------
@@ -224,16 +225,14 @@ class Planner:
     def _prices(self, view: RunView) -> timing.Prices:
         return timing.Prices(beta=self.weight * max((s.width for s in view.stages), default=1))
 
-    def _waits(
-        self, view: RunView, cores: int, follow_up: bool, ignoring: frozenset[str] = frozenset()
-    ) -> np.ndarray:
+    def _waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (module docstring, "Which wait").
 
-        The scheduler's estimate where it gives one, with this run's allocations in ``ignoring`` taken as
-        released (those the allocation is requested to follow); else, for a follow-up once this run saw a
-        wait, the run's latest wait; else the learned distribution.
+        The scheduler's estimate where it gives one, with this run's allocations in ``releasing`` ending
+        when it releases them (those the allocation is requested to follow); else, for a follow-up once
+        this run saw a wait, the run's latest wait; else the learned distribution.
         """
-        estimate = self._estimate(view, cores, ignoring)
+        estimate = self._estimate(view, cores, releasing)
         if estimate is not None:
             return np.full(len(timing.PROBS), estimate)
         if follow_up and self.run_waits:
@@ -242,24 +241,25 @@ class Planner:
                 return np.full(len(timing.PROBS), latest)
         return view.knowledge.wait_quantiles(cores, timing.PROBS, follow_up=follow_up)
 
-    def _estimate(self, view: RunView, cores: int, ignoring: frozenset[str] = frozenset()) -> float | None:
+    def _estimate(self, view: RunView, cores: int, releasing: Releasing = ()) -> float | None:
         """Return the scheduler's estimate of the wait of ``cores`` cores asked for now (None: none, or off).
 
         Asked for the longest walltime a stage of that width still to run would request (of any stage
         if none is of that width), since a job's walltime decides where it can backfill, with the
-        allocations in ``ignoring`` taken as released; once per width and ``ignoring`` per decision.
+        allocations in ``releasing`` ending when they are released; once per width and ``releasing`` per
+        decision.
         """
         if not self.estimates or view.estimate is None:
             return None
         if self._asked[0] != (view.now, view.estimate):
             self._asked = ((view.now, view.estimate), {})
         answers = self._asked[1]
-        key = (cores, ignoring)
+        key = (cores, releasing)
         if key not in answers:
             left = [s for s in view.stages if not s.complete]
             same = [s for s in left if s.width == cores] or left
             walltime = max((view.knowledge.walltime(s.name) for s in same), default=None)
-            answers[key] = None if walltime is None else view.estimate(cores, walltime, ignoring)
+            answers[key] = None if walltime is None else view.estimate(cores, walltime, releasing)
         return answers[key]
 
     def _work(self, view: RunView, s: StageView) -> float:
@@ -311,75 +311,90 @@ class Planner:
         tail = q[q > waited]
         return max(view.now, eligible + (float(tail.mean()) if len(tail) else waited))
 
-    def _acquire(
-        self, view: RunView, prices: timing.Prices, ignoring: frozenset[str] = frozenset()
-    ) -> Acquire:
-        """Price new allocations for stages that start once the allocations in ``ignoring`` are released."""
+    def _acquire(self, view: RunView, prices: timing.Prices, releasing: Releasing = ()) -> Acquire:
+        """Price new allocations for stages that start once the allocations in ``releasing`` are released."""
         cache: dict[tuple[int, bool], np.ndarray] = {}
 
         def acquire(cores: int, lead: float, follow_up: bool) -> float:
             key = (cores, follow_up)
             if key not in cache:
-                cache[key] = self._waits(view, cores, follow_up, ignoring)
+                cache[key] = self._waits(view, cores, follow_up, releasing)
             return timing.acquire_cost(cache[key], cores, prices, lead=lead, model=view.priority)
 
         return acquire
 
-    def _headroom(self, view: RunView, g: merge.Group, walltime: float, ignoring: frozenset[str]) -> float:
+    def _headroom(self, view: RunView, g: merge.Group, walltime: float, releasing: Releasing) -> float:
         """Return the walltime to request for group ``g``: ``walltime``, or more where it costs no wait.
 
         An allocation can be held across the stages after its own (:func:`hold.hold_through`) only if its
-        walltime covers them, and a batch job's walltime cannot be extended once it runs. So where the
-        scheduler's estimate says a request covering every stage still to run after ``g`` would start at
-        once (within :data:`HEADROOM_SLACK`), as one covering ``g`` alone would, that longer walltime is
-        requested: unused walltime is not charged, and a wait foreseen later in the run can then be
-        covered by holding this allocation, as Big-Job would. Only then: where the request waits, a
-        longer walltime loses the backfill holes that open when running jobs end before their walltime,
-        which the estimate (every job held to its walltime) cannot see (BLAST 28 on HPC2N replay, a
-        first request of 28 cores with merge's walltime added: 23.8 h against Per-Stage's 10.3 h). Without
-        an estimate (or when it is off) nothing is added.
+        walltime covers them, and a batch job's walltime cannot be extended once it runs. Two extensions,
+        each asked of the scheduler's estimate (without one, or when it is off, nothing is added):
+
+        - **For holds**: the stages after ``g`` up to the last one at least as wide as ``g`` (the stages a
+          hold of this allocation could save a wait for), where the estimate starts the longer request no
+          later (within :data:`HEADROOM_SLACK`) than ``walltime`` alone. Without it, Montage 28 on the
+          busy synthetic queue (run 29) could not hold its first allocation across ``fit`` when the
+          estimate said 20 h for the next 28 cores, and waited them.
+        - **For every stage left** (a trailing narrow stage too: the allocation is then not killed at its
+          walltime in the middle of a stage that runs long, which costs a lost task and a follow-up
+          wait), only where both requests start at once: where the request waits, a longer walltime can
+          lose the backfill holes that open when running jobs end before their walltime, which the
+          estimate (every job held to its walltime) cannot see, and for a trailing narrow stage nothing
+          is gained in return (BLAST 28 on HPC2N replay, run 16: a first request of 28 cores with merge's
+          walltime added waited 23.8 h where Per-Stage's waited 10.3 h).
+
+        Unused walltime is not charged.
         """
         if not self.estimates or view.estimate is None:
             return walltime
         order = [s.name for s in view.stages]
         last = max(order.index(x) for x in g.stages)
-        rest = [s.name for s in view.stages[last + 1 :] if not s.complete and s.name not in g.stages]
-        if not rest:
-            return walltime
+        rest = [s for s in view.stages[last + 1 :] if not s.complete and s.name not in g.stages]
+        wide = [i for i, s in enumerate(rest) if s.width >= g.cores]
         k = view.knowledge
-        longer = walltime + sum(k.walltime(x) for x in rest)
-        if k.max_walltime is not None:
-            longer = min(longer, max(k.max_walltime, walltime))
-        if longer <= walltime:
+        cap = math.inf if k.max_walltime is None else max(k.max_walltime, walltime)
+
+        def covering(stages: Sequence[StageView]) -> float:
+            return min(walltime + sum(k.walltime(s.name) for s in stages), cap)
+
+        short_wait = view.estimate(g.cores, walltime, releasing)
+        if short_wait is None:
             return walltime
-        short_wait = view.estimate(g.cores, walltime, ignoring)
-        long_wait = view.estimate(g.cores, longer, ignoring)
-        if short_wait is None or long_wait is None or max(short_wait, long_wait) > HEADROOM_SLACK:
-            return walltime
-        return longer
+        asked = walltime
+        everything = covering(rest)
+        if everything > walltime and short_wait <= HEADROOM_SLACK:
+            long_wait = view.estimate(g.cores, everything, releasing)
+            if long_wait is not None and long_wait <= HEADROOM_SLACK:
+                return everything
+        if wide:
+            for_holds = covering(rest[: wide[-1] + 1])
+            long_wait = view.estimate(g.cores, for_holds, releasing) if for_holds > walltime else None
+            if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK:
+                asked = for_holds
+        return asked
 
     def _released_by(
         self, view: RunView, kept: dict[str, tuple[str, ...]], need: float, seen: dict[str, float | None]
-    ) -> frozenset[str]:
-        """Return this run's running allocations released by ``need``: every stage kept on them ends by then.
+    ) -> Releasing:
+        """Return this run's running allocations released by ``need``, each with when it is released.
 
-        Allocations not in ``kept`` are being released by this decision.
-
-        A request for a stage needed at ``need`` competes with the other jobs for the cores these give
-        back, not with them held to their walltime (:class:`~elastic.strategies.base.Estimate`).
+        One is released when every stage kept on it has ended (predicted), if that is by ``need``; one not
+        in ``kept`` is being released by this decision (now). A request for a stage needed at ``need``
+        competes for the cores these give back from then on, not with them held to their walltime
+        (:class:`~elastic.strategies.base.Estimate`).
         """
-        out: set[str] = set()
+        out: list[tuple[str, float]] = []
         for a in view.allocations:
             if not a.running:
                 continue
             if a.alloc_id not in kept:  # released by this decision
-                out.add(a.alloc_id)
+                out.append((a.alloc_id, _minute(view.now)))
                 continue
             labels = [x for x in kept[a.alloc_id] if _known(view, x)]
             ends = [self._end(view, x, seen) for x in labels]
             if labels and all(e is not None and e <= need for e in ends):
-                out.add(a.alloc_id)
-        return frozenset(out)
+                out.append((a.alloc_id, _minute(max(e for e in ends if e is not None))))
+        return tuple(sorted(out))
 
     def _anchored(self, view: RunView, s: StageView, visited: frozenset[str] = frozenset()) -> bool:
         """Whether ``s``'s need rests on running allocations only, not on a pending one's wait to come.
@@ -488,7 +503,8 @@ class Planner:
                 reason = f"started too early: {current.name} cannot end on it"
             elif not current.ready and busy == 0:
                 soonest = self._soonest_need(view, current, {})
-                again = self._acquire(view, prices, frozenset(mine))(cores, soonest - view.now, True)
+                now_released = tuple(sorted((x, _minute(view.now)) for x in mine))
+                again = self._acquire(view, prices, now_released)(cores, soonest - view.now, True)
                 if hold.release_early(cores, soonest - view.now, again):
                     reason = f"started {soonest - view.now:.0f} s early for {current.name}: ask again later"
             if reason is not None:
@@ -509,8 +525,9 @@ class Planner:
                 continue
             plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in after]
             until = current_work + (0.0 if need is None else need - view.now)
-            # a new allocation in this plan replaces this one: it competes with the other jobs only
-            acquire = self._acquire(view, prices, frozenset(mine))
+            # a new allocation in this plan replaces this one, released once its current stage ends
+            ends = _minute(view.now + until)
+            acquire = self._acquire(view, prices, tuple(sorted((x, ends) for x in mine)))
             cost, choices = plan(plans, held=cores, lead=until, acquire=acquire)
             logger.debug(
                 "asa: boundary %s at %s (held %d): %s, cost %.0f",
@@ -652,6 +669,11 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
         else:
             allocations.append(dataclasses.replace(a, cancelled=True))
     return dataclasses.replace(view, allocations=tuple(allocations))
+
+
+def _minute(t: float) -> float:
+    """``t`` to the minute: release times vary by seconds from one decision to the next (estimates cache)."""
+    return round(t / 60.0) * 60.0
 
 
 def _known(view: RunView, label: str) -> bool:

@@ -107,27 +107,31 @@ def test_expected_start_follows_the_queue():
     assert len(b.queue()) == 1
 
 
-def test_expected_start_can_leave_the_callers_own_jobs_out():
-    # 4 cores: our job A (4 cores, walltime 100) runs; another user's B (2 cores, w50) waits behind it.
-    # Asked plainly, a 2-core probe starts beside B once A is over (A held to 100). With A left out (we
-    # will have released it), its cores are free now: B starts at once, and the probe beside it.
+def test_expected_start_can_end_the_callers_own_jobs_when_it_releases_them():
+    # 4 cores: our job A (4 cores, walltime 1000) runs; another user's B (2 cores, w50) waits behind it.
+    # Asked plainly, a 2-core probe starts beside B once A is over (A held to 1000). Released by us at
+    # 100, A's cores are free then: B and the probe start at 100; released now (or earlier, taken as
+    # now), at once.
     b = MockBackend(nodes=4)
-    a = b.submit(JobSpec(cores=4, walltime=100.0, runtime=100.0))
+    a = b.submit(JobSpec(cores=4, walltime=1000.0, runtime=1000.0))
     b.submit(JobSpec(cores=2, walltime=50.0, runtime=50.0))
     probe = JobSpec(cores=2, walltime=10.0)
-    assert b.expected_start(probe) == 100.0
-    assert b.expected_start(probe, ignoring=[a]) == 0.0
+    assert b.expected_start(probe) == 1000.0
+    assert b.expected_start(probe, releasing={a: 100.0}) == 100.0
+    assert b.expected_start(probe, releasing={a: 0.0}) == b.expected_start(probe, releasing={a: -5.0}) == 0.0
+    assert b.expected_start(probe, releasing={a: 5000.0}) == 1000.0  # never later than its walltime
     assert b.estimates_ignore
-    # a queued job of ours left out is not in the way either: C (4 cores) queued behind B (100..150)
+    # a queued job of ours being released is not in the way either: C (4 cores) queued behind B
     c = b.submit(JobSpec(cores=4, walltime=1000.0, runtime=1000.0))
-    assert b.expected_start(JobSpec(cores=4, walltime=10.0)) == 1150.0
-    assert b.expected_start(JobSpec(cores=4, walltime=10.0), ignoring=[c]) == 150.0
-    assert b.expected_start(JobSpec(cores=4, walltime=10.0), ignoring=[a, c]) == 50.0
+    wide = JobSpec(cores=4, walltime=10.0)
+    assert b.expected_start(wide) == 2050.0  # A to 1000, B 1000..1050, C 1050..2050
+    assert b.expected_start(wide, releasing={c: 0.0}) == 1050.0
+    assert b.expected_start(wide, releasing={a: 100.0, c: 0.0}) == 150.0
     with pytest.raises(UnknownJobError, match="'99'"):
-        b.expected_start(probe, ignoring=["99"])
+        b.expected_start(probe, releasing={"99": 0.0})
 
 
-def test_the_recorded_modes_cannot_leave_jobs_out_of_an_estimate():
+def test_the_recorded_modes_cannot_end_jobs_early_in_an_estimate():
     trace = Workload(
         np.array([1]), np.array([0.0]), np.array([2]), np.array([50.0]), np.array([60.0]),
         np.array([1]), np.array([10.0]), 4, "t",
@@ -135,8 +139,8 @@ def test_the_recorded_modes_cannot_leave_jobs_out_of_an_estimate():
     b = MockBackend(nodes=4, workload=trace, mode="recorded", policy="conservative", fidelity_cores=(1, 1))
     assert not b.estimates_ignore
     a = b.submit(JobSpec(cores=1, walltime=10.0, runtime=10.0))
-    with pytest.raises(ConfigError, match="cannot leave jobs out"):
-        b.expected_start(JobSpec(cores=1, walltime=10.0), ignoring=[a])
+    with pytest.raises(ConfigError, match="cannot end jobs early"):
+        b.expected_start(JobSpec(cores=1, walltime=10.0), releasing={a: 0.0})
 
 
 def test_background_workload_and_warmup():
