@@ -129,6 +129,13 @@ def test_expected_start_can_end_the_callers_own_jobs_when_it_releases_them():
     assert b.expected_start(wide, releasing={a: 100.0, c: 0.0}) == 150.0
     with pytest.raises(UnknownJobError, match="'99'"):
         b.expected_start(probe, releasing={"99": 0.0})
+    # whole nodes: the released job's nodes come back with it
+    nodes = MockBackend(nodes=2, cores_per_node=2)
+    a = nodes.submit(JobSpec(cores=4, walltime=1000.0, runtime=1000.0))
+    nodes.submit(JobSpec(cores=2, walltime=50.0, runtime=50.0))
+    one_node = JobSpec(cores=2, nodes=1, walltime=10.0)
+    assert nodes.expected_start(one_node) == 1000.0
+    assert nodes.expected_start(one_node, releasing={a: 100.0}) == 100.0
 
 
 def test_the_recorded_modes_cannot_end_jobs_early_in_an_estimate():
