@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from elastic.batch import JobInfo, JobSpec, PartitionInfo
 
-__all__ = ["BatchBackend", "EstimatesWithout"]
+__all__ = ["BatchBackend", "EstimatesReleasing"]
 
 
 @runtime_checkable
@@ -88,7 +88,7 @@ class BatchBackend(Protocol):
 
 
 @runtime_checkable
-class EstimatesWithout(Protocol):
+class EstimatesReleasing(Protocol):
     """A backend whose estimate can end some of the caller's own jobs early (the mock backend).
 
     A planner pricing a request for a stage that starts once its own running allocation is released
@@ -98,7 +98,7 @@ class EstimatesWithout(Protocol):
     """
 
     @property
-    def estimates_ignore(self) -> bool:
+    def estimates_releasing(self) -> bool:
         """Whether :meth:`expected_start` honours ``releasing`` now (False: it would refuse)."""
         ...
 

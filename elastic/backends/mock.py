@@ -237,7 +237,7 @@ class MockBackend:
         return self._recorded
 
     @property
-    def estimates_ignore(self) -> bool:
+    def estimates_releasing(self) -> bool:
         """Whether :meth:`expected_start` can end the caller's own jobs when it releases them (``releasing``).
 
         True in ``replay`` mode; the recorded modes plan around pinned jobs and cannot (their estimates
@@ -341,7 +341,7 @@ class MockBackend:
         """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit.
 
         ``releasing``: job id (the caller's own) -> when the caller will release it; such a job ends then
-        rather than at its walltime (a queued one is left out); only where :attr:`estimates_ignore` (see
+        rather than at its walltime (a queued one is left out); only where :attr:`estimates_releasing` (see
         :func:`elastic.simulator.expected.expected_start`). Raises UnknownJobError for an id this backend
         never handed out.
         """

@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend, EstimatesWithout
+from elastic.backends.base import BatchBackend, EstimatesReleasing
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
@@ -227,7 +227,7 @@ class AllocationController:
         :data:`ESTIMATE_TTL` backend seconds: a strategy asks for the same geometry several times while
         it decides, and on a real clock no two of those asks see the same time. ``releasing`` (this run's
         allocations and when it will release them, :class:`~elastic.strategies.base.Estimate`) reaches
-        the backend where it can end a job early in its estimate (``estimates_ignore``); elsewhere the
+        the backend where it can end a job early in its estimate (``estimates_releasing``); elsewhere the
         estimate holds them to their walltime. Allocations without a job, or ended, are left out.
         """
         now = self.backend.now()
@@ -236,7 +236,7 @@ class AllocationController:
             self._estimated_at = now
         backend = self.backend
         jobs: tuple[tuple[str, float], ...] = ()
-        if releasing and isinstance(backend, EstimatesWithout) and backend.estimates_ignore:
+        if releasing and isinstance(backend, EstimatesReleasing) and backend.estimates_releasing:
             jobs = tuple(
                 sorted(
                     (self._job_ids[a], at)
@@ -248,7 +248,7 @@ class AllocationController:
         if key not in self._estimates:
             spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
             try:
-                if jobs and isinstance(backend, EstimatesWithout):
+                if jobs and isinstance(backend, EstimatesReleasing):
                     start = backend.expected_start(spec, releasing=dict(jobs))
                 else:
                     start = backend.expected_start(spec)

@@ -120,7 +120,7 @@ def test_expected_start_can_end_the_callers_own_jobs_when_it_releases_them():
     assert b.expected_start(probe, releasing={a: 100.0}) == 100.0
     assert b.expected_start(probe, releasing={a: 0.0}) == b.expected_start(probe, releasing={a: -5.0}) == 0.0
     assert b.expected_start(probe, releasing={a: 5000.0}) == 1000.0  # never later than its walltime
-    assert b.estimates_ignore
+    assert b.estimates_releasing
     # a queued job of ours being released is not in the way either: C (4 cores) queued behind B
     c = b.submit(JobSpec(cores=4, walltime=1000.0, runtime=1000.0))
     wide = JobSpec(cores=4, walltime=10.0)
@@ -144,7 +144,7 @@ def test_the_recorded_modes_cannot_end_jobs_early_in_an_estimate():
         np.array([1]), np.array([10.0]), 4, "t",
     )  # fmt: skip
     b = MockBackend(nodes=4, workload=trace, mode="recorded", policy="conservative", fidelity_cores=(1, 1))
-    assert not b.estimates_ignore
+    assert not b.estimates_releasing
     a = b.submit(JobSpec(cores=1, walltime=10.0, runtime=10.0))
     with pytest.raises(ConfigError, match="cannot end jobs early"):
         b.expected_start(JobSpec(cores=1, walltime=10.0), releasing={a: 0.0})
