@@ -115,10 +115,10 @@ def expected_start(
         return k
 
     ccl = copy.cluster
-    left_out = dict(releasing or {})
+    released = dict(releasing or {})
     # a released job ends when the caller releases it: its end frees its cores the usual way (per node too)
     running = sorted(
-        (max(copy.now, min(left_out[j], est)) if j in left_out else est, j) for est, j in engine.running
+        (max(copy.now, min(released[j], est)) if j in released else est, j) for est, j in engine.running
     )
     for est, j in running:
         start = jobs.start[j]
@@ -137,13 +137,13 @@ def expected_start(
     ccl.idle_nodes = cl.idle_nodes
     ccl.node_free = list(cl.node_free)
     for j in engine.queue:
-        if j in left_out:
+        if j in released:
             continue
         k = clone(j, jobs.walltime[j])
         cj.state[k] = PENDING
         copy.queue.append(k)
     for j in sorted(engine.held, key=jobs.rank.__getitem__):
-        if j in jobs.deps or j in left_out:
+        if j in jobs.deps or j in released:
             continue
         k = clone(j, jobs.walltime[j])
         cj.state[k] = PENDING

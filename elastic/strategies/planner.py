@@ -18,10 +18,11 @@ running job is held to its walltime: the median wait that followed an estimate o
 A request for a stage that starts once this run's running allocation is released is priced by the
 estimate with that allocation released when it will be (``releasing``,
 :class:`~elastic.strategies.base.Estimate`): held to its walltime, it would make every such request look
-long whenever the rest of the machine is busy (at
-the start of each wide allocation of Statistics 112 on HPC2N replay, the estimate for the next wide
-request ranked the wait that followed at 0.48 plainly, 0.76 without; 19 of 23 waits under 10 minutes were
-estimated over an hour plainly, none without). ``benchmarks/bench_estimate_rank.py`` measures both.
+long whenever the rest of the machine is busy (asked at the last decision before each wide allocation's
+release, for the next request of that width, the estimate ranked the wait that followed at 0.76
+plainly and 1.00 released on Statistics 56 on HPC2N replay, 0.65 and 0.75 on Statistics 112; with no
+release at all, Statistics 112 cost 247.8 core-h instead of 235.8). ``benchmarks/bench_estimate_rank.py``
+measures both.
 Without an estimate: the wait of a
 run's first allocation is a distribution (quantiles from
 :meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`), updated by every wait the runs sharing
@@ -46,11 +47,10 @@ What :meth:`Planner.decide` does, each time it is asked:
 2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
    predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`)
    when the timing rule says: at once with ``afterany`` on the allocation before it where held jobs
-   keep their queue place, else at *need - lead* without a dependency. The walltime covers the group;
-   where the scheduler's estimate says a request covering every stage still to run after it waits no
-   longer, that is requested instead (:meth:`Planner._headroom`): a batch job's walltime cannot be
-   extended once it runs, and only then can step 1 hold it across a wait foreseen later, as Big-Job
-   would. Unused walltime is not charged.
+   keep their queue place, else at *need - lead* without a dependency. The walltime covers the group,
+   and more where the scheduler's estimate says the longer request waits no longer
+   (:meth:`Planner._headroom`): a batch job's walltime cannot be extended once it runs, and only then can
+   step 1 hold it across a wait foreseen later, as Big-Job would. Unused walltime is not charged.
 3. Release allocations whose stages are all done; walltime follow-ups as every strategy
    (:func:`~elastic.strategies.base.walltime_follow_ups`), requested ahead of the expiry by the timing
    rule's lead for a follow-up wait (its newsvendor quantile), not by the mean wait of every phase: on a
@@ -68,7 +68,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -503,8 +503,9 @@ class Planner:
                 reason = f"started too early: {current.name} cannot end on it"
             elif not current.ready and busy == 0:
                 soonest = self._soonest_need(view, current, {})
-                now_released = tuple(sorted((x, _minute(view.now)) for x in mine))
-                again = self._acquire(view, prices, now_released)(cores, soonest - view.now, True)
+                again = self._acquire(view, prices, _released(mine, view.now))(
+                    cores, soonest - view.now, True
+                )
                 if hold.release_early(cores, soonest - view.now, again):
                     reason = f"started {soonest - view.now:.0f} s early for {current.name}: ask again later"
             if reason is not None:
@@ -526,8 +527,7 @@ class Planner:
             plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in after]
             until = current_work + (0.0 if need is None else need - view.now)
             # a new allocation in this plan replaces this one, released once its current stage ends
-            ends = _minute(view.now + until)
-            acquire = self._acquire(view, prices, tuple(sorted((x, ends) for x in mine)))
+            acquire = self._acquire(view, prices, _released(mine, view.now + until))
             cost, choices = plan(plans, held=cores, lead=until, acquire=acquire)
             logger.debug(
                 "asa: boundary %s at %s (held %d): %s, cost %.0f",
@@ -669,6 +669,11 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
         else:
             allocations.append(dataclasses.replace(a, cancelled=True))
     return dataclasses.replace(view, allocations=tuple(allocations))
+
+
+def _released(ids: Iterable[str], at: float) -> Releasing:
+    """Return ``ids`` released at ``at`` (to the minute), as an :class:`~elastic.strategies.base.Estimate`."""
+    return tuple(sorted((x, _minute(at)) for x in ids))
 
 
 def _minute(t: float) -> float:
