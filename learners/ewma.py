@@ -37,6 +37,12 @@ _FORMAT = "LogEWMA/1"
 class LogEWMA(BaseLearner):
     """Predict a quantile of an exponentially weighted log-normal fit of the recent waits of the key.
 
+    The fit's quantiles are capped at the longest wait the key has seen: waits that are either about 0 or
+    hours (a queue that is empty or full) fit a log-normal of huge spread, whose top quantiles are
+    waits of weeks that never happened (HPC2N capacity mode, 1-core first waits: a 97.5 % quantile of
+    412 h where the longest seen was hours). Priced by such a tail, a planner takes any second
+    allocation for a run-away risk.
+
     Parameters
     ----------
     alpha : float, default 0.3
@@ -47,8 +53,9 @@ class LogEWMA(BaseLearner):
 
     Attributes
     ----------
-    moments_ : dict of str to tuple of (int, float, float)
-        Per key: observations, weighted mean and weighted variance of ``log(1 + wait)``.
+    moments_ : dict of str to tuple of (int, float, float, float)
+        Per key: observations, weighted mean and weighted variance of ``log(1 + wait)``, and the longest
+        wait seen (seconds; ``inf`` for a state restored without it).
 
     Examples
     --------
@@ -56,7 +63,7 @@ class LogEWMA(BaseLearner):
     >>> for w in (100.0, 100.0, 10_000.0):
     ...     _ = p.observe("k", w)
     >>> round(p.predict("k")), p.quantiles("k", [0.1, 0.9]).round().tolist()
-    (1004, [52.0, 19097.0])
+    (1004, [52.0, 10000.0])
     """
 
     _parameter_constraints: ClassVar[Mapping[str, Sequence[Any]]] = {
@@ -71,7 +78,7 @@ class LogEWMA(BaseLearner):
     def _initialise(self) -> None:
         if not hasattr(self, "moments_"):
             self._validate_params()
-            self.moments_: dict[Key, tuple[int, float, float]] = {}
+            self.moments_: dict[Key, tuple[int, float, float, float]] = {}
             self._z = NormalDist().inv_cdf(self.quantile)
 
     def observe(self, key: Key, wait: float) -> LogEWMA:
@@ -83,18 +90,19 @@ class LogEWMA(BaseLearner):
             ``wait`` is negative or not finite, or a hyperparameter is invalid.
         """
         self._initialise()
-        x = math.log1p(check_wait("LogEWMA", wait))
-        n, mean, var = self.moments_.get(key, (0, x, 0.0))
+        wait = check_wait("LogEWMA", wait)
+        x = math.log1p(wait)
+        n, mean, var, top = self.moments_.get(key, (0, x, 0.0, wait))
         d = x - mean
         a = self.alpha
-        self.moments_[key] = (n + 1, mean + a * d, (1.0 - a) * (var + a * d * d))
+        self.moments_[key] = (n + 1, mean + a * d, (1.0 - a) * (var + a * d * d), max(top, wait))
         return self
 
     def partial_fit(self, key: Key, wait: float) -> LogEWMA:
         """Alias of :meth:`observe`."""
         return self.observe(key, wait)
 
-    def _moments(self, key: Key) -> tuple[float, float]:
+    def _moments(self, key: Key) -> tuple[float, float, float]:
         self._initialise()
         moments = self.moments_.get(key)
         if moments is None:
@@ -103,10 +111,12 @@ class LogEWMA(BaseLearner):
                 learner="LogEWMA",
                 key=key,
             )
-        return moments[1], math.sqrt(moments[2])
+        return moments[1], math.sqrt(moments[2]), moments[3]
 
     def predict(self, key: Key) -> float:
         """Return the ``quantile`` of the fitted wait distribution of ``key``, seconds (to the millisecond).
+
+        At most the longest wait ``key`` has seen (class docstring).
 
         Rounded to the millisecond so that a queue that always waits ``w`` is predicted as exactly ``w``
         (``exp(log(1 + w)) - 1`` is off in the last bits).
@@ -116,11 +126,13 @@ class LogEWMA(BaseLearner):
         NotFittedError
             No wait was observed for ``key`` yet.
         """
-        mean, sd = self._moments(key)
-        return round(max(0.0, math.expm1(mean + self._z * sd)), 3)
+        mean, sd, top = self._moments(key)
+        return round(min(max(0.0, math.expm1(mean + self._z * sd)), top), 3)
 
     def quantiles(self, key: Key, probs: Sequence[float]) -> npt.NDArray[np.float64]:
         """Return quantiles (``probs`` in (0, 1)) of the fitted wait distribution of ``key``, seconds.
+
+        At most the longest wait ``key`` has seen (class docstring).
 
         Raises
         ------
@@ -129,19 +141,25 @@ class LogEWMA(BaseLearner):
         ConfigError
             A probability is outside (0, 1).
         """
-        mean, sd = self._moments(key)
+        mean, sd, top = self._moments(key)
         p = np.asarray(probs, dtype=np.float64)
         if np.any(~((p > 0) & (p < 1))):
             raise ConfigError(f"LogEWMA.quantiles: probabilities must be in (0, 1); got {list(probs)!r}")
         z = np.array([NormalDist().inv_cdf(float(q)) for q in p.ravel()]).reshape(p.shape)
-        out: npt.NDArray[np.float64] = np.maximum(np.expm1(mean + z * sd), 0.0)
+        out: npt.NDArray[np.float64] = np.clip(np.expm1(mean + z * sd), 0.0, top)
         return out
 
     def get_state(self, key: Key) -> dict[str, Any]:
-        """Return the moments of ``key`` as a JSON-able dict (``n`` = 0 for an unseen key)."""
+        """Return the moments of ``key`` as a JSON-able dict (``n`` = 0 for an unseen key).
+
+        ``max`` (the longest wait seen) is left out when unknown (a state restored without it).
+        """
         self._initialise()
-        n, mean, var = self.moments_.get(key, (0, 0.0, 0.0))
-        return {"format": _FORMAT, "n": n, "mean": mean, "var": var}
+        n, mean, var, top = self.moments_.get(key, (0, 0.0, 0.0, 0.0))
+        state: dict[str, Any] = {"format": _FORMAT, "n": n, "mean": mean, "var": var}
+        if math.isfinite(top):
+            state["max"] = top
+        return state
 
     def set_state(self, key: Key, state: Mapping[str, Any]) -> LogEWMA:
         """Replace the moments of ``key`` with those of :meth:`get_state`; return ``self``.
@@ -149,12 +167,15 @@ class LogEWMA(BaseLearner):
         Raises
         ------
         ConfigError
-            Wrong format, a negative count or variance, or a moment that is not a finite number.
+            Wrong format, a negative count, variance or longest wait, or a moment that is not a finite
+            number.
         """
         self._initialise()
         n, mean, var = state.get("n"), state.get("mean"), state.get("var")
+        top = state.get("max", math.inf)  # states written before the cap have none: no cap
         if (
-            state.get("format") != _FORMAT
+            ("max" in state and not (_finite(top) and top >= 0))
+            or state.get("format") != _FORMAT
             or not isinstance(n, int)
             or n < 0
             or not isinstance(mean, (int, float))
@@ -165,10 +186,15 @@ class LogEWMA(BaseLearner):
         ):
             raise ConfigError(
                 f"LogEWMA.set_state(key={key!r}): expected format {_FORMAT!r} with 'n' an integer >= 0, "
-                f"'mean' a finite number and 'var' a finite number >= 0; got {dict(state)!r}"
+                f"'mean' a finite number, 'var' a finite number >= 0 and 'max' (optional) a finite "
+                f"number >= 0; got {dict(state)!r}"
             )
         if n == 0:
             self.moments_.pop(key, None)
         else:
-            self.moments_[key] = (n, float(mean), float(var))
+            self.moments_[key] = (n, float(mean), float(var), float(top))
         return self
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

@@ -234,9 +234,11 @@ def test_log_ewma_follows_the_recent_waits_on_a_log_scale():
     assert p.predict("k") == 99.0  # one wait: its own median, exactly
     p.observe("k", 9999.0)  # log(1 + w): 100 and 10,000 average to 1,000
     assert p.predict("k") == pytest.approx(999.0)
-    lo, mid, hi = p.quantiles("k", [0.1, 0.5, 0.9])
+    lo, mid, hi = p.quantiles("k", [0.25, 0.5, 0.75])
     assert lo < mid < hi and mid == pytest.approx(999.0)
     assert (hi + 1) * (lo + 1) == pytest.approx((mid + 1) ** 2)  # symmetric on the log scale
+    # the fit's 0.9 quantile would be 19,000 s: capped at the longest wait seen
+    assert p.quantiles("k", [0.9, 0.99]).tolist() == [9999.0, 9999.0]
     for _ in range(30):  # the queue has moved: a run of 60 s waits
         p.observe("k", 60.0)
     assert p.predict("k") == pytest.approx(60.0, rel=1e-6)
@@ -251,6 +253,23 @@ def test_log_ewma_follows_the_recent_waits_on_a_log_scale():
         LogEWMA(alpha=0.0).observe("k", 1.0)
     with pytest.raises(ConfigError, match="expected format 'LogEWMA/1'"):
         LogEWMA().set_state("k", {"format": "LogEWMA/1", "n": 1, "mean": 1.0, "var": -1.0})
+
+
+def test_log_ewma_state_keeps_the_cap_and_reads_states_written_without_it():
+    p = LogEWMA(alpha=0.5)
+    for w in (99.0, 9999.0):
+        p.observe("k", w)
+    state = p.get_state("k")
+    assert state["max"] == 9999.0
+    restored = LogEWMA(alpha=0.5).set_state("k", state)
+    assert restored.quantiles("k", [0.9]).tolist() == [9999.0]
+    old = {k: v for k, v in state.items() if k != "max"}  # written before the cap existed
+    uncapped = LogEWMA(alpha=0.5).set_state("k", old)
+    assert uncapped.quantiles("k", [0.9])[0] > 9999.0
+    assert "max" not in uncapped.get_state("k")
+    for bad in (-1.0, math.nan, math.inf, True, "9999"):
+        with pytest.raises(ConfigError, match="'max' \\(optional\\) a finite number >= 0"):
+            LogEWMA().set_state("k", {**state, "max": bad})
 
 
 @settings(max_examples=200, deadline=None)
