@@ -5,8 +5,9 @@ one held now, or the one the stage before it runs on: :mod:`~elastic.strategies.
 :mod:`~elastic.strategies.merge`), or on a new allocation of some width, requested at a time the timing
 rule sets (:mod:`~elastic.strategies.timing`). Each choice is priced in core-seconds charged plus
 ``beta`` per second of makespan (``beta = weight x`` the widest stage's cores), and the cheapest
-sequence of choices is found by a small dynamic programme (:func:`plan`) whose state is the width held
-when a stage starts: ``O(stages^2 x widths)`` steps.
+sequence of choices is found by a search stage by stage (:func:`plan`) that carries each partial plan's
+delay as a distribution: allocations requested at once wait side by side, and the run is delayed by
+the longer wait, not by the sum (:func:`timing.acquire_delayed`).
 
 Which wait. Where the backend gives the scheduler's estimate of a new job's wait (``sbatch --test-only``:
 :attr:`~elastic.strategies.base.RunView.estimate`), every new allocation's wait is priced by it, asked
@@ -31,8 +32,9 @@ latest wait (:meth:`~elastic.strategies.base.RunView.latest_wait`; ``run_waits=F
 follow-up distribution instead). Waits within one run correlate at 0.76-0.81 (rank, synthetic queue and
 HPC2N replay), while the learned distribution of a queue whose waits are mostly 0 with a few of hours
 is a log-normal of huge spread whose mean is days: priced by it, every short narrow stage is worth
-holding the wide allocation across, in every run. Issue 9's grid (README, "ASA: allocation planning")
-measured both.
+holding the wide allocation across, in every run. (The learner's quantiles are capped at the longest
+wait it saw, :class:`~learners.ewma.LogEWMA`; the spread stays.) Issue 9's grid (README, "ASA:
+allocation planning") measured both.
 
 What :meth:`Planner.decide` does, each time it is asked:
 
@@ -92,7 +94,7 @@ from elastic.strategies.base import (
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
 
-__all__ = ["Acquire", "Planner", "StagePlan", "plan"]
+__all__ = ["Acquire", "Planner", "StagePlan", "Waits", "plan"]
 
 logger = logging.getLogger(__name__)
 
@@ -112,10 +114,45 @@ class StagePlan:
     work: float
 
 
+BEAM = 8
+"""Partial plans :func:`plan` keeps per stage and width held (after dropping dominated ones)."""
+
+Waits = Callable[[int, bool], np.ndarray]
+"""``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Path:
+    """A partial plan: core-seconds charged so far, the delay it carries (quantiles), its choices."""
+
+    charged: float
+    delay: np.ndarray
+    choices: tuple[Choice, ...]
+    opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
+
+
 def plan(
-    stages: Sequence[StagePlan], *, held: int, lead: float, acquire: Acquire, follow_up: bool = True
+    stages: Sequence[StagePlan],
+    *,
+    held: int,
+    lead: float,
+    waits: Waits,
+    prices: timing.Prices,
+    model: str | None,
+    follow_up: bool = True,
 ) -> tuple[float, tuple[Choice, ...]]:
     """Return the cheapest way to run ``stages`` in order, and its expected cost.
+
+    A plan's cost is the core-seconds it charges (work, and cores that idle before their stage) plus
+    ``beta`` times its expected delay. The delay is carried along the plan as a distribution
+    (:func:`timing.acquire_delayed`): a new allocation requested at once beside another one still
+    waiting delays the run by the longer of the two waits, one requested later or chained behind it by
+    their sum. Pricing each allocation's wait on its own (the sum, always) made a short narrow first
+    stage on its own allocation look as dear as both waits together, so the planner merged it into the
+    wide allocation after it and paid the wide cores idle while it ran.
+
+    The search goes stage by stage, keeping per width held the partial plans no other one beats on both
+    core-seconds charged and delay (every quantile), at most :data:`BEAM` of them.
 
     Parameters
     ----------
@@ -125,10 +162,16 @@ def plan(
         Cores of the allocation held when the first stage starts (0: none).
     lead : float
         Seconds from now until the first stage starts.
-    acquire : callable
-        ``acquire(cores, lead, follow_up)``: cost of a new allocation (:func:`timing.acquire_cost`).
+    waits : callable
+        ``waits(cores, follow_up)``: quantiles of a new allocation's wait.
+    prices : timing.Prices
+        Core-second and makespan prices.
+    model : str or None
+        Priority model of the queue (:func:`timing.keeps_place`).
     follow_up : bool, default True
-        Whether a first new allocation (with nothing held) is a follow-up wait; later ones always are.
+        Whether a first new allocation (with nothing held) is a follow-up wait. A later one is, unless
+        it is requested at once beside the plan's earlier new ones while nothing of the run has started
+        (``follow_up`` False): it then waits in the queue they wait in (the controller labels waits so).
 
     Returns
     -------
@@ -138,40 +181,69 @@ def plan(
         Per stage: the width it runs on and whether that allocation is new. A stage runs on the
         allocation before it only if that one is at least as wide and no wider than the widest stage
         left; a new allocation is as wide as one of the stages left, at least the stage's own width.
-        Ties go to keeping (no wait), then to the narrower allocation.
+        Ties go to keeping (no wait), then to the narrower allocation, from the first stage on.
     """
     n = len(stages)
     starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
     widest_left = [max(s.cores for s in stages[m:]) for m in range(n)]
-    memo: dict[tuple[int, int], tuple[float, Choice | None]] = {}
+    quantiles: dict[tuple[int, bool], np.ndarray] = {}
+    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
 
-    def go(m: int, h: int) -> float:
-        if m == n:
-            return 0.0
-        if (m, h) in memo:
-            return memo[m, h][0]
-        s = stages[m]
-        best, choice = math.inf, None
-        if h > 0 and s.cores <= h <= widest_left[m]:
-            best, choice = hold.keep_cost(h, s.work) + go(m + 1, h), Choice(s.name, h, new=False)
-        for c in sorted({t.cores for t in stages[m:] if t.cores >= s.cores}):
-            fu = follow_up or h > 0
-            cost = c * s.work + acquire(c, starts[m], fu) + go(m + 1, c)
-            if cost < best:
-                best, choice = cost, Choice(s.name, c, new=True)
-        memo[m, h] = (best, choice)
-        return best
+    def quantile(cores: int, fu: bool) -> np.ndarray:
+        if (cores, fu) not in quantiles:
+            quantiles[cores, fu] = np.sort(np.asarray(waits(cores, fu), dtype=float))
+        return quantiles[cores, fu]
 
-    total = go(0, held)
-    out: list[Choice] = []
-    h = held
-    for m in range(n):
-        go(m, h)
-        c = memo[m, h][1]
-        assert c is not None, "every stage has a new-allocation option"
-        out.append(c)
-        h = c.cores
-    return total, tuple(out)
+    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray]:
+        # a follow-up wait, unless nothing of the run has started when it is requested: requested now
+        # beside this plan's first allocations (not yet started), it waits in the queue they wait in
+        fu = follow_up or (h > 0 and not p.opened)
+        if not fu and h > 0:
+            first = quantile(cores, False)
+            fu = not timing.requested_now(first, cores, prices, need=starts[m], delay=p.delay, model=model)
+        key = (cores, fu, m, p.delay.tobytes())
+        if key not in steps:
+            steps[key] = timing.acquire_delayed(
+                quantile(cores, fu), cores, prices, need=starts[m], delay=p.delay, model=model
+            )
+        return steps[key]
+
+    def score(p: _Path) -> tuple[float, tuple[tuple[bool, int], ...]]:
+        total = p.charged + prices.beta * float(p.delay.mean())
+        return round(total, 6), tuple((c.new, c.cores) for c in p.choices)
+
+    frontier: dict[int, list[_Path]] = {held: [_Path(0.0, np.zeros(len(timing.PROBS)), ())]}
+    for m, s in enumerate(stages):
+        grown: dict[int, list[_Path]] = {}
+        widths = sorted({t.cores for t in stages[m:] if t.cores >= s.cores})
+        for h, paths in frontier.items():
+            for p in paths:
+                if h > 0 and s.cores <= h <= widest_left[m]:
+                    kept = Choice(s.name, h, new=False)
+                    charged = p.charged + hold.keep_cost(h, s.work)
+                    grown.setdefault(h, []).append(_Path(charged, p.delay, (*p.choices, kept), p.opened))
+                for c in widths:
+                    idle, delay = acquire(c, h, m, p)
+                    new = Choice(s.name, c, new=True)
+                    charged = p.charged + c * s.work + idle
+                    grown.setdefault(c, []).append(_Path(charged, delay, (*p.choices, new), True))
+        frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
+    best = min((p for paths in frontier.values() for p in paths), key=score)
+    return best.charged + prices.beta * float(best.delay.mean()), best.choices
+
+
+def _pareto(paths: Sequence[_Path]) -> list[_Path]:
+    """Keep, in order, the paths no earlier kept one beats on both charge and delay; at most :data:`BEAM`."""
+    kept: list[_Path] = []
+    for p in paths:
+        if any(
+            k.opened == p.opened and k.charged <= p.charged and bool(np.all(k.delay <= p.delay)) for k in kept
+        ):
+            continue
+        kept.append(p)
+        if len(kept) == BEAM:
+            break
+    return kept
 
 
 class Planner:
@@ -271,6 +343,9 @@ class Planner:
         elapsed = view.now - s.start_time
         return max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
 
+    def _stage_plan(self, view: RunView, s: StageView) -> StagePlan:
+        return StagePlan(s.name, s.width, self._work(view, s))
+
     def _end(self, view: RunView, name: str, seen: dict[str, float | None]) -> float | None:
         """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""
         if name in seen:
@@ -322,6 +397,10 @@ class Planner:
             return timing.acquire_cost(cache[key], cores, prices, lead=lead, model=view.priority)
 
         return acquire
+
+    def _wait_fn(self, view: RunView, releasing: Releasing = ()) -> Waits:
+        """Return :meth:`_waits` for stages that start once the allocations in ``releasing`` are released."""
+        return lambda cores, follow_up: self._waits(view, cores, follow_up, releasing)
 
     def _headroom(self, view: RunView, g: merge.Group, walltime: float, releasing: Releasing) -> float:
         """Return the walltime to request for group ``g``: ``walltime``, or more where it costs no wait.
@@ -524,11 +603,12 @@ class Planner:
                 after.append(s)
             if not after:
                 continue
-            plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in after]
+            plans = [self._stage_plan(view, s) for s in after]
             until = current_work + (0.0 if need is None else need - view.now)
             # a new allocation in this plan replaces this one, released once its current stage ends
-            acquire = self._acquire(view, prices, _released(mine, view.now + until))
-            cost, choices = plan(plans, held=cores, lead=until, acquire=acquire)
+            waits = self._wait_fn(view, _released(mine, view.now + until))
+            model = view.priority
+            cost, choices = plan(plans, held=cores, lead=until, waits=waits, prices=prices, model=model)
             logger.debug(
                 "asa: boundary %s at %s (held %d): %s, cost %.0f",
                 unit,
@@ -580,10 +660,17 @@ class Planner:
             need = self._need(view, first, seen)
             if need is None:
                 continue
-            plans = [StagePlan(s.name, s.width, self._work(view, s)) for s in segment]
+            plans = [self._stage_plan(view, s) for s in segment]
             released = self._released_by(view, kept, need, seen)
-            acquire = self._acquire(view, prices, released)
-            cost, choices = plan(plans, held=0, lead=need - view.now, acquire=acquire, follow_up=follow_up)
+            cost, choices = plan(
+                plans,
+                held=0,
+                lead=need - view.now,
+                waits=self._wait_fn(view, released),
+                prices=prices,
+                model=view.priority,
+                follow_up=follow_up,
+            )
             logger.debug(
                 "asa: plan from %s needed in %.0f s: %s, cost %.0f",
                 first.name,
@@ -600,18 +687,27 @@ class Planner:
                 if chain and before is None:
                     break  # the allocation before it is not requested yet: chain it then
                 walltime = merge.group_walltime(view.knowledge, g.stages)
-                if (
+                lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
+                at = view.now if ready or chain else need - lead
+                # needed after more than its walltime, by a wait still to come
+                guessed = (
                     not ready
                     and not chain
                     and need - view.now > walltime
                     and (i > 0 or not self._anchored(view, first))
-                ):
-                    break  # needed after more than its walltime, by a wait still to come: ask once it came
-                lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
-                at = view.now if ready or chain else need - lead
+                )
+                if guessed and at > view.now:
+                    # not expected to wait that long itself: ask once that wait came. One whose own wait
+                    # is expected to reach its need is asked now, beside it, as :func:`plan` priced it
+                    # (its wait then runs beside the one before it, not after it)
+                    break
                 if at <= view.now:
                     early = 0.0 if chain else max(0.0, need - view.now)
-                    asked = self._headroom(view, g, walltime + early, released)
+                    # covers idling until the need, but not for days on a guessed need: a job asking
+                    # weeks of walltime may never start (HPC2N capacity); one that starts that early is
+                    # released (hold.expires_idle) and asked again
+                    idling = min(early, walltime) if guessed else early
+                    asked = self._headroom(view, g, walltime + idling, released)
                     submits.append(
                         Submit(
                             g.stages[0],

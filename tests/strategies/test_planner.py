@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -19,8 +20,8 @@ from elastic.strategies import Cancel, Knowledge, RunView, Serve, StageView, Sub
 from elastic.strategies.base import Releasing, walltime_follow_ups
 from elastic.strategies.hold import hold_through
 from elastic.strategies.merge import Choice, groups
-from elastic.strategies.planner import Acquire, Planner, StagePlan, plan
-from elastic.strategies.timing import PROBS, Prices, acquire_cost
+from elastic.strategies.planner import Planner, StagePlan, plan
+from elastic.strategies.timing import PROBS, Prices, acquire_cost, acquire_delayed
 from elastic.workflow import Stage, Workflow
 from learners.ewma import LogEWMA
 from tests.strategies.views import alloc, split
@@ -28,14 +29,10 @@ from tests.strategies.views import alloc, split
 BETA = 28.0  # weight 1 x the widest stage's 28 cores: a second of makespan is worth 28 core-seconds
 
 
-def _queue(wait: float, model: str | None = "age") -> Acquire:
-    """``acquire`` of :func:`plan` for a queue that always waits ``wait`` seconds."""
+def _queue(wait: float, model: str | None = "age") -> dict[str, Any]:
+    """The queue arguments of :func:`plan` for a queue that always waits ``wait`` seconds."""
     waits = np.full(len(PROBS), wait)
-
-    def acquire(cores: int, lead: float, follow_up: bool) -> float:
-        return acquire_cost(waits, cores, Prices(beta=BETA), lead=lead, model=model)
-
-    return acquire
+    return {"waits": lambda cores, follow_up: waits, "prices": Prices(beta=BETA), "model": model}
 
 
 WIDE_NARROW_WIDE = [StagePlan("narrow", 1, 600.0), StagePlan("wide2", 28, 1800.0)]
@@ -51,7 +48,7 @@ def test_hold_across_a_short_narrow_stage_iff_the_wait_to_get_the_cores_back_cos
     # A 28-core allocation ends its stage now; next: 1 core x 600 s, then 28 cores x 1800 s.
     # Hold: 28 x 600 idle-or-used core-s. Release: 1 x 600, plus the 1-core wait now (28 W: needed at
     # once), plus the 28-core wait beyond the 600 s of notice (28 (W - 600)+). Break-even at W = 578.6 s.
-    _, choices = plan(WIDE_NARROW_WIDE, held=28, lead=0.0, acquire=_queue(wait))
+    _, choices = plan(WIDE_NARROW_WIDE, held=28, lead=0.0, **_queue(wait))
     if held:
         assert choices == (Choice("narrow", 28, new=False), Choice("wide2", 28, new=False))
     else:
@@ -59,9 +56,9 @@ def test_hold_across_a_short_narrow_stage_iff_the_wait_to_get_the_cores_back_cos
 
 
 def test_hold_costs_what_the_held_cores_charge_and_release_what_the_waits_cost() -> None:
-    cost_hold, _ = plan(WIDE_NARROW_WIDE, held=28, lead=0.0, acquire=_queue(3600.0))
+    cost_hold, _ = plan(WIDE_NARROW_WIDE, held=28, lead=0.0, **_queue(3600.0))
     assert cost_hold == pytest.approx(28 * 600 + 28 * 1800)
-    cost_release, _ = plan(WIDE_NARROW_WIDE, held=28, lead=0.0, acquire=_queue(300.0))
+    cost_release, _ = plan(WIDE_NARROW_WIDE, held=28, lead=0.0, **_queue(300.0))
     assert cost_release == pytest.approx(1 * 600 + BETA * 300 + 28 * 1800)
 
 
@@ -195,7 +192,7 @@ def test_asa_is_the_planner_and_the_paper_is_kept() -> None:
 @pytest.mark.parametrize("wait", [0.0, 600.0, 36000.0])
 def test_consecutive_stages_of_equal_width_share_one_allocation_on_any_queue(wait: float) -> None:
     stages = [StagePlan("a", 28, 1800.0), StagePlan("b", 28, 900.0)]
-    _, choices = plan(stages, held=0, lead=0.0, acquire=_queue(wait))
+    _, choices = plan(stages, held=0, lead=0.0, **_queue(wait))
     assert choices == (Choice("a", 28, new=True), Choice("b", 28, new=False))
     assert [(g.stages, g.cores) for g in groups(choices)] == [(("a", "b"), 28)]
 
@@ -205,12 +202,80 @@ def test_wide_stages_around_a_short_narrow_one_merge_only_when_waits_are_long(
     wait: float, merged: bool
 ) -> None:
     stages = [StagePlan("w1", 28, 1800.0), *WIDE_NARROW_WIDE]
-    _, choices = plan(stages, held=0, lead=0.0, acquire=_queue(wait))
+    _, choices = plan(stages, held=0, lead=0.0, **_queue(wait))
     got = [(g.stages, g.cores) for g in groups(choices)]
     if merged:
         assert got == [(("w1", "narrow", "wide2"), 28)]
     else:
         assert got == [(("w1",), 28), (("narrow",), 1), (("wide2",), 28)]
+
+
+# -- overlapping waits --------------------------------------------------------------------------------------
+
+SPLIT_WIDE = [StagePlan("split", 1, 600.0), StagePlan("wide", 28, 1800.0)]
+
+
+def _two_queues(narrow: float, wide: float, wide_follow_up: float, model: str) -> dict[str, Any]:
+    """A queue where 1 core waits ``narrow`` s and 28 cores ``wide`` s (``wide_follow_up`` once a job ran)."""
+
+    def waits(cores: int, follow_up: bool) -> np.ndarray:
+        wait = narrow if cores == 1 else wide_follow_up if follow_up else wide
+        return np.full(len(PROBS), wait)
+
+    return {"waits": waits, "prices": Prices(beta=BETA), "model": model}
+
+
+@pytest.mark.parametrize(("model", "own"), [("age", True), ("basic", False)])
+def test_a_short_narrow_first_stage_gets_its_own_cores_when_its_wait_hides_in_the_wide_one(
+    model: str, own: bool
+) -> None:
+    # 1 core waits an hour, 28 cores five hours (30 h once a job of the run has started). Asked at once
+    # (age), the wide cores come 5 h from now and the narrow stage is long done: the run is delayed
+    # 5 h - 600 s, and only 1 core x 600 s is charged for split. Merged, the 28 cores idle through split
+    # (28 x 600) and the run starts 600 s later. Summed (as each allocation's wait priced on its own),
+    # split's hour came on top and merging won. Chained behind split (basic), the waits do add up.
+    queue = _two_queues(3600.0, 5 * 3600.0, 30 * 3600.0, model)
+    cost, choices = plan(SPLIT_WIDE, held=0, lead=0.0, follow_up=False, **queue)
+    if own:
+        assert choices == (Choice("split", 1, new=True), Choice("wide", 28, new=True))
+        assert cost == pytest.approx(600 + 28 * 1800 + BETA * (5 * 3600 - 600))
+    else:
+        assert choices == (Choice("split", 28, new=True), Choice("wide", 28, new=False))
+        assert cost == pytest.approx(28 * 2400 + BETA * 5 * 3600)
+
+
+def test_a_request_made_once_an_allocation_of_the_run_started_is_priced_as_a_follow_up() -> None:
+    # A 28-core allocation is held: new cores would be asked after it started. A first request of 28
+    # cores starts at once, a follow-up waits 5 h: holding (28 x 600 idle-or-used) beats 5 h of delay.
+    queue = _two_queues(0.0, 0.0, 5 * 3600.0, "age")
+    _, choices = plan(SPLIT_WIDE, held=28, lead=0.0, **queue)
+    assert choices == (Choice("split", 28, new=False), Choice("wide", 28, new=False))
+    # Nothing of the run started yet, but a first request waits 0: the wide cores are asked when split
+    # has its cores (at its need, 0 s ahead), so they are a follow-up too, and split is merged.
+    _, fresh = plan(SPLIT_WIDE, held=0, lead=0.0, follow_up=False, **queue)
+    assert fresh == (Choice("split", 28, new=True), Choice("wide", 28, new=False))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    waits=st.lists(st.floats(0.0, 200_000.0), min_size=len(PROBS), max_size=len(PROBS)),
+    delay=st.lists(st.floats(0.0, 200_000.0), min_size=len(PROBS), max_size=len(PROBS)),
+    need=st.floats(0.0, 50_000.0),
+    cores=st.integers(1, 128),
+    model=st.sampled_from(["age", "basic", "accrue-always", None]),
+)
+def test_a_delay_carried_in_never_shrinks_and_with_none_the_price_is_one_allocation_s(
+    waits: list[float], delay: list[float], need: float, cores: int, model: str | None
+) -> None:
+    w, d = np.sort(np.asarray(waits)), np.sort(np.asarray(delay))
+    prices = Prices(beta=BETA)
+    idle, after = acquire_delayed(w, cores, prices, need=need, delay=d, model=model)
+    assert idle >= 0.0 and len(after) == len(PROBS)
+    assert np.all(np.diff(after) >= 0.0)  # quantiles, in order
+    assert float(after.mean()) >= float(d.mean()) - 1e-6 * (1.0 + float(d.mean()))  # no delay is undone
+    idle0, after0 = acquire_delayed(w, cores, prices, need=need, delay=np.zeros(len(PROBS)), model=model)
+    alone = acquire_cost(w, cores, prices, lead=need, model=model)
+    assert idle0 + prices.beta * float(after0.mean()) == pytest.approx(alone, rel=1e-9, abs=1e-6)
 
 
 # -- the width invariant ----------------------------------------------------------------------------------
@@ -230,8 +295,8 @@ def test_the_planner_never_holds_more_cores_than_the_widest_remaining_stage_need
 ) -> None:
     stages = [StagePlan(f"s{i}", w, works[i]) for i, w in enumerate(widths)]
     q = np.sort(np.asarray(waits))
-    acquire = lambda cores, lead, follow_up: acquire_cost(q, cores, Prices(beta=BETA), lead=lead, model=model)  # noqa: E731
-    _, choices = plan(stages, held=held, lead=lead, acquire=acquire)
+    queue = {"waits": lambda cores, follow_up: q, "prices": Prices(beta=BETA), "model": model}
+    _, choices = plan(stages, held=held, lead=lead, **queue)
     assert [c.stage for c in choices] == [s.name for s in stages]
     width = held
     for m, c in enumerate(choices):
@@ -320,15 +385,20 @@ def _pending_first_view(now: float, running: bool) -> RunView:
     return RunView(now, WIDE_THEN_NARROW, stages, records, k, busy)
 
 
-def test_no_allocation_is_requested_on_the_wait_of_one_still_pending_regression_9() -> None:
+def test_no_allocation_asks_for_days_of_walltime_on_the_wait_of_one_still_pending_regression_9() -> None:
     # Predicted from a1's wait still to come, narrow is needed at ~5400 s and its 1 core waits 10000 s:
-    # requested now it would idle for hours with a walltime to match. On HPC2N capacity such requests
-    # (1 core, 31 days of walltime, made before the run's first allocation started) never started, and
-    # 6 of 30 Montage runs gave up at the 4-day horizon. Once a1 runs, narrow's need rests on it: its
-    # 1 core is requested at once (its wait is longer than the 1700 s left of wide1), for the 1700 s it
-    # may idle plus its own walltime, not for days.
-    before = Planner().decide(_pending_first_view(60.0, running=False))
-    assert not [a for a in before.actions if isinstance(a, Submit)]
+    # its wait is expected to reach its need, so it is asked now, beside a1 (their waits run side by
+    # side). Its walltime covers idling until that guessed need only up to its own walltime: on HPC2N
+    # capacity, requests made so (1 core, 31 days of walltime, before the run's first allocation started)
+    # never started, and 6 of 30 Montage runs gave up at the 4-day horizon.
+    view = _pending_first_view(60.0, running=False)
+    walltime = view.knowledge.walltime("narrow")
+    before = Planner().decide(view)
+    (early,) = [a for a in before.actions if isinstance(a, Submit)]
+    assert (early.stage, early.cores, early.predicted_wait) == ("narrow", 1, pytest.approx(5340.0))
+    assert early.walltime <= 2 * walltime + 1
+    # Once a1 runs, narrow's need rests on it: asked at once (its wait is longer than the 1700 s left of
+    # wide1), for the 1700 s it may idle plus its own walltime.
     after = Planner().decide(_pending_first_view(3700.0, running=True))
     (s,) = [a for a in after.actions if isinstance(a, Submit)]
     assert (s.stage, s.cores, s.predicted_wait) == ("narrow", 1, pytest.approx(1700.0))
