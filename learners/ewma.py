@@ -174,8 +174,7 @@ class LogEWMA(BaseLearner):
         n, mean, var = state.get("n"), state.get("mean"), state.get("var")
         top = state.get("max", math.inf)  # states written before the cap have none: no cap
         if (
-            ("max" in state and not (_finite(top) and top >= 0))
-            or state.get("format") != _FORMAT
+            state.get("format") != _FORMAT
             or not isinstance(n, int)
             or n < 0
             or not isinstance(mean, (int, float))
@@ -183,6 +182,9 @@ class LogEWMA(BaseLearner):
             or not math.isfinite(mean)
             or not math.isfinite(var)
             or var < 0
+            or not isinstance(top, (int, float))
+            or isinstance(top, bool)
+            or ("max" in state and not (math.isfinite(top) and top >= 0))
         ):
             raise ConfigError(
                 f"LogEWMA.set_state(key={key!r}): expected format {_FORMAT!r} with 'n' an integer >= 0, "
@@ -194,7 +196,3 @@ class LogEWMA(BaseLearner):
         else:
             self.moments_[key] = (n, float(mean), float(var), float(top))
         return self
-
-
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)

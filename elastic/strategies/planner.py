@@ -94,15 +94,12 @@ from elastic.strategies.base import (
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
 
-__all__ = ["Acquire", "Planner", "StagePlan", "Waits", "plan"]
+__all__ = ["Planner", "StagePlan", "Waits", "plan"]
 
 logger = logging.getLogger(__name__)
 
 HEADROOM_SLACK = 60.0
 """Seconds of estimated wait that walltime headroom may cost a request (:meth:`Planner._headroom`)."""
-
-Acquire = Callable[[int, float, bool], float]
-"""``acquire(cores, lead, follow_up)``: expected cost of new ``cores`` needed ``lead`` seconds ahead."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -386,18 +383,6 @@ class Planner:
         tail = q[q > waited]
         return max(view.now, eligible + (float(tail.mean()) if len(tail) else waited))
 
-    def _acquire(self, view: RunView, prices: timing.Prices, releasing: Releasing = ()) -> Acquire:
-        """Price new allocations for stages that start once the allocations in ``releasing`` are released."""
-        cache: dict[tuple[int, bool], np.ndarray] = {}
-
-        def acquire(cores: int, lead: float, follow_up: bool) -> float:
-            key = (cores, follow_up)
-            if key not in cache:
-                cache[key] = self._waits(view, cores, follow_up, releasing)
-            return timing.acquire_cost(cache[key], cores, prices, lead=lead, model=view.priority)
-
-        return acquire
-
     def _wait_fn(self, view: RunView, releasing: Releasing = ()) -> Waits:
         """Return :meth:`_waits` for stages that start once the allocations in ``releasing`` are released."""
         return lambda cores, follow_up: self._waits(view, cores, follow_up, releasing)
@@ -582,10 +567,10 @@ class Planner:
                 reason = f"started too early: {current.name} cannot end on it"
             elif not current.ready and busy == 0:
                 soonest = self._soonest_need(view, current, {})
-                again = self._acquire(view, prices, _released(mine, view.now))(
-                    cores, soonest - view.now, True
-                )
-                if hold.release_early(cores, soonest - view.now, again):
+                back = self._waits(view, cores, True, _released(mine, view.now))  # to get them back
+                early = soonest - view.now
+                again = timing.acquire_cost(back, cores, prices, lead=early, model=view.priority)
+                if hold.release_early(cores, early, again):
                     reason = f"started {soonest - view.now:.0f} s early for {current.name}: ask again later"
             if reason is not None:
                 for b in jobs:

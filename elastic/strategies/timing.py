@@ -148,11 +148,10 @@ def acquire_cost(waits: FloatArray, cores: int, prices: Prices, *, lead: float, 
         the wait after it became eligible); otherwise the least of ``alpha x cores x E[(L - W)+] +
         beta x E[(W - L)+]`` over ``0 <= L <= lead`` (requested ``L`` before the need, without one).
     """
-    if keeps_place(model):
-        return prices.beta * float(waits.mean())
-    best = min(lead_time(waits, cores, prices), max(lead, 0.0))
-    idle = float(np.maximum(best - waits, 0.0).mean())
-    return prices.alpha * cores * idle + prices.beta * expected_delay(waits, best)
+    idle, delay = acquire_delayed(
+        waits, cores, prices, need=max(lead, 0.0), delay=np.zeros(len(PROBS)), model=model
+    )
+    return idle + prices.beta * float(delay.mean())
 
 
 def acquire_delayed(
@@ -184,7 +183,7 @@ def acquire_delayed(
       before it): its wait starts when that one ends, so the delay after is ``delay + W``; nothing idles.
 
     With no delay before it, the idle cost plus ``beta`` times the expected delay added is
-    :func:`acquire_cost` at ``lead = need``.
+    :func:`acquire_cost` at ``lead = need`` (which is computed so).
 
     Returns
     -------
@@ -211,13 +210,12 @@ def acquire_delayed(
     w = np.asarray(waits, dtype=float)
     if keeps_place(model):
         return 0.0, _slices(d[:, None] + w[None, :])
-    lead = lead_time(w, cores, prices)
     if requested_now(w, cores, prices, need=need, delay=d, model=model):
         at = need + d[:, None]
         idle = float(np.maximum(at - w[None, :], 0.0).mean())
         after = np.maximum(d[:, None], w[None, :] - need)
     else:
-        lead = min(lead, max(need, 0.0))
+        lead = min(lead_time(w, cores, prices), max(need, 0.0))
         idle = float(np.maximum(lead - w, 0.0).mean())
         after = d[:, None] + np.maximum(w - lead, 0.0)[None, :]
     return prices.alpha * cores * idle, _slices(after)
