@@ -19,7 +19,15 @@ from elastic.experiments import default_background, simulate_runs
 from elastic.metrics import Event, EventKind
 from elastic.simulator.workload import Workload
 from elastic.store import Store
-from elastic.strategies import STRATEGY_NAMES, Decision, Knowledge, MemoryHistory, RunView, make_strategy
+from elastic.strategies import (
+    STRATEGY_NAMES,
+    Decision,
+    Knowledge,
+    MemoryHistory,
+    RunView,
+    Shorten,
+    make_strategy,
+)
 from elastic.workflow import Stage, Workflow, builtin_workflow
 from learners.asa import ASAEstimator
 from learners.asa_grid import geometry_key
@@ -411,3 +419,44 @@ def test_asa_beats_perstage_on_a_busy_queue_only_where_a_held_job_keeps_its_plac
     assert asa.core_seconds_charged == pytest.approx(per.core_seconds_charged)
     assert results["age", "perstage"].metrics.makespan == per.makespan  # Per-Stage never holds a job
     assert results["age", "asa-paper"].metrics.makespan == per.makespan  # early submission bought nothing
+
+
+class _Shortening:
+    """Per-Stage that asks run control once to lower each allocation's walltime by 60 s, pending or not."""
+
+    name = "perstage"
+
+    def __init__(self) -> None:
+        self.inner = make_strategy("perstage")
+        self.asked: set[str] = set()
+
+    def decide(self, view: RunView) -> Decision:
+        inner = self.inner.decide(view)
+        lower = [
+            Shorten(a.alloc_id, a.walltime - 60.0, "test")
+            for a in view.allocations
+            if a.alloc_id not in self.asked
+        ]
+        self.asked.update(a.alloc_id for a in view.allocations)
+        return Decision(inner.actions + tuple(lower), inner.wake_at)
+
+
+def test_run_control_lowers_a_pending_allocations_walltime_and_keeps_the_record_in_step() -> None:
+    backend = MockBackend(nodes=16)
+    blocker = backend.submit(JobSpec(cores=16, walltime=3600.0, runtime=3600.0))  # ours wait an hour
+    strategy = _Shortening()
+    runner = Runner(
+        DEMO3, strategy, backend, SimExecution(), Knowledge(DEMO3, waits=_fixed_wait(500.0)), seed=1
+    )
+    result = runner.run()
+    _check_complete(result, DEMO3)
+    asked = {e.allocation: e.walltime for e in _of(result.events, EventKind.ALLOC_SUBMIT)}
+    ours = runner.controller.allocations  # in submission order, as the backend's jobs after the blocker
+    jobs = backend.records().sort_values("index")
+    assert jobs["job_id"].iloc[0] == blocker and len(jobs) == len(ours) + 1
+    assert [float(w) for w in jobs["walltime"][1:]] == [a.walltime for a in ours]  # record and job agree
+    first = ours[0]  # pending for the blocker's hour: lowered once, by 60 s
+    assert first.walltime == asked[first.alloc_id] - 60.0
+    # the others: lowered if still pending when asked, else left as they were
+    assert all(a.walltime in (asked[a.alloc_id], asked[a.alloc_id] - 60.0) for a in ours[1:])
+    assert float(jobs["walltime"].iloc[0]) == 3600.0

@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from elastic.batch import JobInfo, JobSpec, PartitionInfo
 
-__all__ = ["BatchBackend", "EstimatesReleasing"]
+__all__ = ["BatchBackend", "EstimatesReleasing", "ShortensWalltime"]
 
 
 @runtime_checkable
@@ -83,6 +83,24 @@ class BatchBackend(Protocol):
         """When a job like ``spec`` would start if submitted now (``sbatch --test-only``).
 
         Returns ``None`` when the backend cannot tell.
+        """
+        ...
+
+
+@runtime_checkable
+class ShortensWalltime(Protocol):
+    """A backend that can lower a pending job's walltime (both built-in ones).
+
+    Slurm lets a user lower, never raise, their job's time limit (``scontrol update TimeLimit=``), and a
+    job asked with a shorter limit fits gaps (backfill) a longer one does not, at the queue place it has.
+    A planner asks for a walltime that covers idling in case an allocation starts before its stage needs
+    it; once the stage is ready and the allocation still waits, that cover is no longer needed.
+    """
+
+    def shorten(self, job_id: str, walltime: float) -> None:
+        """Lower pending job ``job_id``'s walltime to ``walltime`` seconds.
+
+        A job that started or ended meanwhile, or already asks at most that, is left as it is.
         """
         ...
 

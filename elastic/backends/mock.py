@@ -321,6 +321,19 @@ class MockBackend:
             self._catch_up()
             self._engine.cancel(self._index(job_id))
 
+    def shorten(self, job_id: str, walltime: float) -> None:
+        """Lower a pending job's walltime (``scontrol update TimeLimit``); see :meth:`SlurmBackend.shorten`.
+
+        A job that started or ended meanwhile, or whose walltime is already at most ``walltime``, is
+        left as it is. Raises ConfigError for a walltime that is not a number > 0, and UnknownJobError
+        for an id this backend never handed out.
+        """
+        if not (isinstance(walltime, (int, float)) and math.isfinite(walltime) and walltime > 0):
+            raise ConfigError(f"shorten: walltime must be a number of seconds > 0, got {walltime!r}")
+        with self._lock:
+            self._catch_up()
+            self._engine.shorten(self._index(job_id), float(walltime))
+
     def state(self, job_id: str) -> JobInfo:
         """Return the current state of one job (ended ones included)."""
         with self._lock:

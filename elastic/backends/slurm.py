@@ -13,6 +13,7 @@ Walltimes are whole minutes in Slurm: a request of ``walltime`` seconds becomes
 from __future__ import annotations
 
 import logging
+import math
 import os
 import re
 import shlex
@@ -330,6 +331,36 @@ class SlurmBackend:
                 return
             self._fail(args, proc)
         logger.info("slurm: cancelled job %s", job_id)
+
+    def shorten(self, job_id: str, walltime: float) -> None:
+        """Lower a pending job's time limit: ``scontrol update JobId=ID TimeLimit=MINUTES``.
+
+        Slurm lets a user lower (not raise) the limit of their own job, and a shorter job fits gaps in
+        the schedule (backfill) that a longer one does not, keeping its place in the queue. A job that
+        is no longer pending is left alone: its limit counts from its start, which has passed. So is one
+        whose limit is already at most ``walltime`` (whole minutes, rounded up, as at submission).
+
+        Raises
+        ------
+        ConfigError
+            ``walltime`` is not a number of seconds > 0.
+        UnknownJobError
+            ``job_id`` is not a Slurm job id, or Slurm does not know it.
+        """
+        if not (isinstance(walltime, (int, float)) and math.isfinite(walltime) and walltime > 0):
+            raise ConfigError(f"shorten: walltime must be a number of seconds > 0, got {walltime!r}")
+        minutes = parse.walltime_minutes(walltime)
+        info = self.state(job_id)
+        if info.state is not JobState.PENDING or info.walltime <= minutes * 60.0:
+            return
+        args = ["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"]
+        proc = self._run(args, check=False)
+        if proc.returncode != 0:
+            if "no longer pending" in proc.stderr or "already completing or completed" in proc.stderr:
+                logger.debug("slurm: shorten %s: %s", job_id, proc.stderr.strip())  # it started meanwhile
+                return
+            self._fail(args, proc)
+        logger.info("slurm: job %s time limit lowered to %d min", job_id, minutes)
 
     def state(self, job_id: str) -> JobInfo:
         """State of one job: ``scontrol show job -o``, or the jobcomp file once slurmctld forgot it.

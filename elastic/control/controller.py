@@ -41,13 +41,23 @@ from collections.abc import Callable
 from typing import Protocol
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend, EstimatesReleasing
+from elastic.backends.base import BatchBackend, EstimatesReleasing, ShortensWalltime
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.strategies.base import Cancel, Decision, Releasing, RunView, Serve, StageView, Strategy, Submit
+from elastic.strategies.base import (
+    Cancel,
+    Decision,
+    Releasing,
+    RunView,
+    Serve,
+    Shorten,
+    StageView,
+    Strategy,
+    Submit,
+)
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
@@ -204,6 +214,8 @@ class AllocationController:
                 self._submit(action, now)
             elif isinstance(action, Serve):
                 self._serve(action)
+            elif isinstance(action, Shorten):
+                self._shorten(action)
             else:
                 self._cancel(action, now)
 
@@ -494,6 +506,33 @@ class AllocationController:
             action.reason,
         )
         self._allocs[a.alloc_id] = dataclasses.replace(a, serves=action.stages)
+
+    def _shorten(self, action: Shorten) -> None:
+        """Lower a pending allocation's walltime where the backend can; the record takes what it got."""
+        a = self._allocs.get(action.alloc_id)
+        if a is None or not a.pending or a.cancelled or not action.walltime < a.walltime:
+            return
+        if not isinstance(self.backend, ShortensWalltime):
+            logger.debug(
+                "%s: %s cannot lower walltimes; %s keeps its own",
+                self.strategy.name,
+                self.backend.name,
+                a.alloc_id,
+            )
+            return
+        job_id = self._job_ids[a.alloc_id]
+        self.backend.shorten(job_id, action.walltime)
+        walltime = self.backend.state(job_id).walltime
+        if walltime < a.walltime:
+            logger.info(
+                "%s: %s walltime lowered from %.0f s to %.0f s: %s",
+                self.strategy.name,
+                a.alloc_id,
+                a.walltime,
+                walltime,
+                action.reason,
+            )
+            self._allocs[a.alloc_id] = dataclasses.replace(a, walltime=walltime)
 
     def _cancel(self, action: Cancel, now: float, *, kill: bool = False) -> None:
         """Cancel an allocation; one that still runs a task is drained first and cancelled once idle.

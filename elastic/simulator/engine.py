@@ -109,6 +109,9 @@ class Engine:
     release_count : int
         Bumped whenever cores are released or the queue changes other than by appending; policies
         use it to skip work when only new jobs arrived since their last pass.
+    replans : int
+        Bumped when a queued job's request changed (:meth:`shorten`): a policy that keeps a plan of
+        the queue plans every queued job again.
     ranking : EligibleRanking
         The priority model (``ranking.name``) and when each held job became eligible
         (``ranking.eligible_at``).
@@ -145,6 +148,7 @@ class Engine:
         self.running: list[tuple[float, int]] = []
         self.held: set[int] = set()
         self.release_count = 0
+        self.replans = 0
         self.kill_invalid_dep = kill_invalid_dep
         self.observer = observer
         #: Jobs in the order they ended (or were requeued), kept only for policies that ask for it
@@ -600,6 +604,23 @@ class Engine:
         else:
             return
         self._schedule()
+
+    def shorten(self, j: int, walltime: float) -> bool:
+        """Lower pending job ``j``'s walltime to ``walltime`` seconds; return whether it was changed.
+
+        Slurm lets a user lower (never raise) the time limit of a job (``scontrol update
+        TimeLimit=...``); a shorter job fits gaps a longer one does not, so the policy plans the queue
+        again at once. A job that is not pending, or whose walltime is already at most ``walltime``,
+        is left alone (False).
+        """
+        jobs = self.jobs
+        if jobs.state[j] != PENDING or not 0 < walltime < jobs.walltime[j]:
+            return False
+        jobs.walltime[j] = float(walltime)
+        self.release_count += 1
+        self.replans += 1
+        self._schedule()
+        return True
 
     def _cancel_pending(self, j: int, t: float) -> None:
         jobs = self.jobs

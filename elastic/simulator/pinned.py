@@ -158,6 +158,7 @@ class PinnedBackfill:
         self._next = math.inf  # earliest planned slot of a queued job
         self._wake = math.inf  # the last time the engine was asked to wake up for a slot
         self._releases = -1  # engine.release_count at the end of the last pass
+        self._replans = 0  # engine.replans at the end of the last pass
 
     def _build(self, engine: Engine) -> None:
         self._profile = FreeProfile.of_pins(engine, self.reserve, self.capacity)
@@ -199,6 +200,8 @@ class PinnedBackfill:
                 self._profile.take(max(stop, now), end, -cores)
                 replan = True
         snap = self._snap
+        if self._replans != engine.replans:  # a queued job's request changed: its slot is stale
+            replan = True
         if self._next < now:
             # A slot passed without its job starting (its whole nodes were fragmented): plan every
             # job again from now, so that no slot is left at a time when nothing happens.
@@ -227,6 +230,7 @@ class PinnedBackfill:
             q = self._plan(engine, q, new)
         self._snap = list(q)
         self._releases = engine.release_count
+        self._replans = engine.replans
 
     def _start_inserted(self, engine: Engine, q: list[int], head: int, snap: list[int]) -> bool:
         """Give the jobs inserted into the planned queue a slot from now, if each has one.

@@ -37,6 +37,7 @@ __all__ = [
     "Releasing",
     "RunView",
     "Serve",
+    "Shorten",
     "StageView",
     "Strategy",
     "Submit",
@@ -112,7 +113,23 @@ class Serve:
     reason: str = ""
 
 
-Action = Submit | Cancel | Serve
+@dataclass(frozen=True, slots=True)
+class Shorten:
+    """Lower pending allocation ``alloc_id``'s walltime to ``walltime`` seconds (never raise it).
+
+    A request asked with walltime to cover idling before its stage (in case it starts early) no longer
+    needs that cover once its stage is ready and it still waits; with a shorter limit it fits backfill
+    gaps a longer one does not, at the queue place it has (Slurm: ``scontrol update TimeLimit``). Run
+    control does nothing where the backend cannot (:class:`~elastic.backends.base.ShortensWalltime`), or
+    once the allocation started.
+    """
+
+    alloc_id: str
+    walltime: float
+    reason: str = ""
+
+
+Action = Submit | Cancel | Serve | Shorten
 
 
 @dataclass(frozen=True, slots=True)

@@ -45,7 +45,9 @@ What :meth:`Planner.decide` does, each time it is asked:
    (:func:`~elastic.strategies.hold.hold_through`), and no further (:class:`~elastic.strategies.base.Serve`).
    One that started before its stage can start and idles is released when idling until then costs more
    than asking again (:func:`~elastic.strategies.hold.release_early`), or when its stage cannot end on
-   it (:func:`~elastic.strategies.hold.expires_idle`).
+   it (:func:`~elastic.strategies.hold.expires_idle`). One that idles once its stage is ready, because
+   it cannot end the stage and another allocation for the stage was asked (the walltime follow-up,
+   which the stage's tasks wait for by placement's time rule), is released too.
 2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
    predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`)
    when the timing rule says: at once with ``afterany`` on the allocation before it where held jobs
@@ -58,6 +60,9 @@ What :meth:`Planner.decide` does, each time it is asked:
    rule's lead for a follow-up wait (its newsvendor quantile), not by the mean wait of every phase: on a
    queue whose follow-ups start at once, a follow-up requested hours early idles beside the allocation
    it replaces.
+4. **Lower the walltime of requests that still wait once their stage is ready** (:func:`_shortened`,
+   :class:`~elastic.strategies.base.Shorten`; Slurm: ``scontrol update TimeLimit``): the walltime asked
+   to cover idling before the need can no longer be used, and a shorter job fits backfill gaps.
 
 With a live demand (the front door) the plan is whatever is known: a stage that appears late is planned
 when it does (requested at once once ready), and a stage that grows past its allocation runs in waves,
@@ -86,6 +91,7 @@ from elastic.strategies.base import (
     Releasing,
     RunView,
     Serve,
+    Shorten,
     StageView,
     Submit,
     release_idle,
@@ -97,6 +103,10 @@ from elastic.strategies.merge import Choice
 __all__ = ["Planner", "StagePlan", "Waits", "plan"]
 
 logger = logging.getLogger(__name__)
+
+SHORTEN_SLACK = 60.0
+"""Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
+limits are whole minutes)."""
 
 HEADROOM_SLACK = 60.0
 """Seconds of estimated wait that walltime headroom may cost a request (:meth:`Planner._headroom`)."""
@@ -525,6 +535,7 @@ class Planner:
             Decision(tuple(release_idle(_as_planned(view, kept)))),
             Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
+            Decision(tuple(_shortened(view))),
             walltime_follow_ups(
                 view,
                 [s.name for s in view.stages],
@@ -565,6 +576,15 @@ class Planner:
             reason = None
             if idle and hold.expires_idle(walltime_end, need or 0.0, current_work):
                 reason = f"started too early: {current.name} cannot end on it"
+            elif (
+                current.ready
+                and busy == 0
+                and hold.expires_idle(walltime_end, view.now, current_work)
+                and any(
+                    b.alloc_id not in mine for b in view.allocations_serving(current.name, live_only=True)
+                )
+            ):
+                reason = f"cannot end {current.name}; its tasks wait for the allocation that replaces it"
             elif not current.ready and busy == 0:
                 soonest = self._soonest_need(view, current, {})
                 back = self._waits(view, cores, True, _released(mine, view.now))  # to get them back
@@ -712,6 +732,32 @@ class Planner:
                 need = max(need, view.now) + timing.expected_delay(waits, 0.0 if chain else lead_left)
                 need += sum(work[x] for x in g.stages)
         return submits, wake
+
+
+def _shortened(view: RunView) -> list[Shorten]:
+    """Step 3: lower the walltime of requests that still wait once their first stage is ready.
+
+    A request asks for walltime to idle until its stage's need as well (:meth:`Planner._requests`), in
+    case it starts before the need. Once the stage is ready that cover can no longer be used, and a
+    shorter request fits gaps in the schedule a longer one does not: HPC2N capacity, Statistics 28, run
+    5: the request for ``period_stats`` asked 2.5 h, still waited when the stage was ready at 11.3 h and
+    started at 30.7 h, where Per-Stage's request of 1.25 h, asked then, started at once. Each is lowered
+    to what its stages need (:func:`merge.group_walltime`); walltime follow-ups ask no cover and are left.
+    """
+    out: list[Shorten] = []
+    order = {s.name: s.index for s in view.stages}
+    for a in view.allocations:
+        if not a.pending or a.cancelled or a.reason != "initial":
+            continue
+        labels = sorted(
+            (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
+        )
+        if not labels or not view.stage(labels[0]).ready:
+            continue
+        needed = merge.group_walltime(view.knowledge, labels)
+        if a.walltime > needed + SHORTEN_SLACK:
+            out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
+    return out
 
 
 def _lead_caps(view: RunView) -> dict[str, float]:

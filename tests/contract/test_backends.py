@@ -30,11 +30,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import BatchBackend
+from elastic.backends.base import BatchBackend, ShortensWalltime
 from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo, PendingReason
-from elastic.errors import DependencyError, GeometryError, UnknownJobError
+from elastic.errors import ConfigError, DependencyError, GeometryError, UnknownJobError
 
 #: The partition both backends must report: the shape of the local Slurm test cluster (4 nodes x 4 cores).
 PARTITION = PartitionInfo(name="debug", nodes=4, cores_per_node=4, max_walltime=None)
@@ -282,6 +282,27 @@ def test_cancel_pending_and_running(backend: BatchBackend, profile: Profile) -> 
     for job_id, before in ((waiting, cancelled), (whole, ended)):  # cancelling again does nothing
         backend.cancel(job_id)
         assert backend.state(job_id) == before
+
+
+def test_shorten_lowers_a_pending_walltime_only(backend: BatchBackend, profile: Profile) -> None:
+    assert isinstance(backend, ShortensWalltime)
+    whole = running(backend, profile, backend.submit(hold()))
+    waiting = backend.submit(hold(cores=4, name="waiting"))
+    backend.shorten(waiting, 600.0)
+    info = backend.state(waiting)
+    assert info.state is JobState.PENDING and info.walltime == 600.0
+    backend.shorten(waiting, 1200.0)  # a limit is never raised
+    assert backend.state(waiting).walltime == 600.0
+    backend.shorten(whole.job_id, 600.0)  # a running job's limit counts from its start: left alone
+    assert backend.state(whole.job_id).walltime == HOLD
+    for bad in (0.0, -60.0, float("nan"), float("inf")):
+        with pytest.raises(ConfigError, match="walltime must be a number"):
+            backend.shorten(waiting, bad)
+    with pytest.raises(UnknownJobError):
+        backend.shorten(UNKNOWN_ID, 600.0)
+    assert backend.state(waiting).walltime == 600.0
+    backend.cancel(waiting)
+    backend.cancel(whole.job_id)
 
 
 @pytest.mark.parametrize("job_id", [UNKNOWN_ID, "abc"])

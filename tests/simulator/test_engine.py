@@ -177,3 +177,32 @@ def test_step_and_progress(make_workload):
     eng.run()
     assert not eng.step()
     assert (eng.records()["state"] == "COMPLETED").all()
+
+
+@pytest.mark.parametrize("policy", ["easy", "conservative", "fcfs"])
+def test_shorten_lets_a_pending_job_backfill_a_gap_it_did_not_fit(policy: str) -> None:
+    # 4 cores. J0 3c w10 runs 0..10; J1 4c waits for J0's end (reserved at 10); J2 1c w20 at 0 would end
+    # at 20 > 10 and so waits (for FCFS it waits behind J1 anyway). Lowered to w5 at t=2, it fits before
+    # 10 and backfills at once (EASY, conservative); FCFS never backfills.
+    eng = Engine(nodes=4, policy=policy)
+    j0 = eng.submit(cores=3, walltime=10.0, runtime=10.0)
+    j1 = eng.submit(cores=4, walltime=10.0, runtime=10.0)
+    j2 = eng.submit(cores=1, walltime=20.0, runtime=3.0)
+    eng.run(until=2.0)
+    assert eng.jobs.state[j2] == PENDING
+    assert eng.shorten(j2, 5.0)
+    eng.run()
+    assert eng.jobs.walltime[j2] == 5.0
+    assert eng.jobs.start[j2] == (20.0 if policy == "fcfs" else 2.0)
+    assert (eng.jobs.start[j0], eng.jobs.start[j1]) == (0.0, 10.0)  # nobody is delayed by it
+
+
+def test_shorten_never_raises_a_walltime_nor_touches_a_started_job() -> None:
+    eng = Engine(nodes=1)
+    running = eng.submit(cores=1, walltime=10.0)
+    waiting = eng.submit(cores=1, walltime=10.0)
+    assert not eng.shorten(waiting, 10.0) and not eng.shorten(waiting, 30.0) and not eng.shorten(waiting, 0.0)
+    assert not eng.shorten(running, 5.0)
+    assert list(eng.jobs.walltime) == [10.0, 10.0]
+    eng.run()
+    assert eng.jobs.end[running] == 10.0 and eng.jobs.start[waiting] == 10.0

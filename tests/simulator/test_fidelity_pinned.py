@@ -377,3 +377,14 @@ def test_slots_that_pass_unused_are_planned_again() -> None:
     assert eng.policy.reservations == {a: 3.0, b: 5.0}
     assert (eng.jobs.start[a], eng.jobs.start[b]) == (4.0, 6.0)
     assert (eng.jobs.state[a], eng.jobs.state[b]) == (TIMEOUT, TIMEOUT)
+
+
+def test_shorten_plans_a_queued_job_again_for_its_new_walltime() -> None:
+    eng = engine()
+    eng.pin(pins([(0.0, 3, 50.0, 50.0)], 4), [10.0])  # 3 of 4 cores in [10, 60)
+    a = eng.submit(cores=2, walltime=20.0)  # overlaps the pin: planned at its end
+    eng.run(until=1.0)
+    assert eng.jobs.start[a] != eng.jobs.start[a]  # NaN: not started
+    assert eng.shorten(a, 8.0)  # now ends before the pin starts: it goes at once
+    eng.run()
+    assert eng.jobs.start[a] == 1.0 and eng.jobs.end[a] == 9.0

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.allocations import AllocationState
-from elastic.strategies import Cancel, Knowledge, RunView, Serve, StageView, Submit, make_strategy
+from elastic.strategies import Cancel, Knowledge, RunView, Serve, Shorten, StageView, Submit, make_strategy
 from elastic.strategies.base import Releasing, walltime_follow_ups
 from elastic.strategies.hold import hold_through
 from elastic.strategies.merge import Choice, groups
@@ -547,3 +547,62 @@ def test_an_allocation_released_for_starting_early_is_asked_again_only_when_due(
     decision = Planner().decide(view)
     assert [a.alloc_id for a in decision.actions if isinstance(a, Cancel)] == ["a2"]
     assert not [a for a in decision.actions if isinstance(a, Submit) and "wide2" in (a.serves or (a.stage,))]
+
+
+# -- a pending request whose stage is ready, and an idle allocation its stage cannot end on ---------------
+
+
+def _ready_view(asked: float, reason: str = "initial") -> RunView:
+    # wide1 and narrow are done; wide2 is ready at 3000 s and waits for a2, asked at 1000 s with
+    # ``asked`` seconds of walltime (the walltime its stage needs, plus cover to idle until the need)
+    stages = (
+        StageView("wide1", 0, 28, 1, (), done=28, ready_time=0.0, start_time=0.0, end_time=1800.0),
+        StageView(
+            "narrow", 1, 1, 1, ("wide1",), done=1, ready_time=1800.0, start_time=1800.0, end_time=3000.0
+        ),
+        StageView("wide2", 2, 28, 1, ("narrow",), ready_time=3000.0),
+    )
+    a2 = alloc("a2", "wide2", 28, asked, AllocationState.REQUESTED, 1000.0, reason=reason)
+    records, busy = split((a2,))
+    return RunView(3000.0, WF, stages, records, _knowledge(3600.0), busy)
+
+
+def test_a_request_still_waiting_when_its_stage_is_ready_drops_its_cover_for_idling() -> None:
+    needed = _ready_view(1.0).knowledge.walltime("wide2")
+    (shorten,) = [a for a in Planner().decide(_ready_view(needed + 2000.0)).actions if isinstance(a, Shorten)]
+    assert (shorten.alloc_id, shorten.walltime) == ("a2", math.ceil(needed))
+    # asked for what its stage needs (to the minute), or a walltime follow-up: nothing to lower
+    for quiet in (_ready_view(needed + 30.0), _ready_view(needed + 2000.0, reason="walltime")):
+        assert not [a for a in Planner().decide(quiet).actions if isinstance(a, Shorten)]
+
+
+def _expiring_view(replacement: bool, left: float) -> RunView:
+    # wide2 is ready and needs ~1800 s; a2 runs idle with ``left`` seconds of walltime; a3, the follow-up
+    # for wide2, is pending (or not asked yet)
+    stages = (
+        StageView("wide1", 0, 28, 1, (), done=28, ready_time=0.0, start_time=0.0, end_time=1800.0),
+        StageView(
+            "narrow", 1, 1, 1, ("wide1",), done=1, ready_time=1800.0, start_time=1800.0, end_time=3000.0
+        ),
+        StageView("wide2", 2, 28, 1, ("narrow",), ready_time=3000.0),
+    )
+    rows = [alloc("a2", "wide2", 28, 1000.0 + left, AllocationState.RUNNING, 0.0, 2000.0)]
+    if replacement:
+        rows.append(alloc("a3", "wide2", 28, 7200.0, AllocationState.REQUESTED, 3000.0, reason="walltime"))
+    records, busy = split(tuple(rows))
+    return RunView(3000.0, WF, stages, records, _knowledge(3600.0), busy)
+
+
+@pytest.mark.parametrize(
+    ("replacement", "left", "released"), [(True, 600.0, True), (False, 600.0, False), (True, 5000.0, False)]
+)
+def test_an_idle_allocation_its_ready_stage_cannot_end_on_is_released_once_replaced(
+    replacement: bool, left: float, released: bool
+) -> None:
+    # HPC2N capacity, Statistics 28, run 1: an allocation asked for period_stats ran its predecessor's
+    # tail, and with 0.6 h left it could not end period_stats (~0.85 h); the stage's tasks waited for its
+    # follow-up (placement's time rule) while it idled 28 cores until its walltime (16.6 core-h)
+    decision = Planner().decide(_expiring_view(replacement, left))
+    cancelled = [a.alloc_id for a in decision.actions if isinstance(a, Cancel)]
+    assert ("a2" in cancelled) is released
+    assert "a3" not in cancelled
