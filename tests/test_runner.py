@@ -26,8 +26,10 @@ from elastic.strategies import (
     MemoryHistory,
     RunView,
     Shorten,
+    Submit,
     make_strategy,
 )
+from elastic.strategies.base import release_idle
 from elastic.workflow import Stage, Workflow, builtin_workflow
 from learners.asa import ASAEstimator
 from learners.asa_grid import geometry_key
@@ -460,3 +462,39 @@ def test_run_control_lowers_a_pending_allocations_walltime_and_keeps_the_record_
     # the others: lowered if still pending when asked, else left as they were
     assert all(a.walltime in (asked[a.alloc_id], asked[a.alloc_id] - 60.0) for a in ours[1:])
     assert float(jobs["walltime"].iloc[0]) == 3600.0
+
+
+class _LaterFirst:
+    """Asks, at once, for stage b's 2 cores and then for stage a's 1 core; releases what is done."""
+
+    name = "perstage"
+
+    def __init__(self) -> None:
+        self.asked = False
+
+    def decide(self, view: RunView) -> Decision:
+        asks: tuple[Submit, ...] = ()
+        if not self.asked:
+            self.asked = True
+            asks = (Submit("b", 2, 600.0), Submit("a", 1, 600.0))
+        return Decision(tuple(release_idle(view)) + asks)
+
+
+def test_a_stages_tasks_go_to_its_own_allocation_when_a_later_stages_starts_at_the_same_instant() -> None:
+    # Montage 28 on HPC2N capacity, run 0: background's allocation and fit's started together when the
+    # run released its first one; fit's task went to background's (offered first), which then idled 27
+    # cores through fit, and fit's own allocation idled beside it.
+    wf = Workflow(
+        "ab", (Stage("a", tasks=1, cores=1, runtime=60.0), Stage("b", tasks=2, cores=1, runtime=60.0))
+    )
+    backend = MockBackend(nodes=3)
+    backend.submit(JobSpec(cores=3, walltime=100.0, runtime=100.0))  # both of ours start when it ends
+    result = Runner(
+        wf, _LaterFirst(), backend, SimExecution(), Knowledge(wf, waits=_fixed_wait(0.0)), seed=1
+    ).run()
+    _check_complete(result, wf)
+    stage_of = {e.allocation: e.stage for e in _of(result.events, EventKind.ALLOC_SUBMIT)}
+    starts = {e.allocation: e.time for e in _of(result.events, EventKind.ALLOC_START)}
+    assert len(set(starts.values())) == 1  # the same instant
+    (task,) = _of(result.events, EventKind.TASK_START, stage="a")
+    assert stage_of[task.allocation] == "a"

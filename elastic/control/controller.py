@@ -336,7 +336,16 @@ class AllocationController:
                 changes.append((max(info.start_time, submitted), 0, a.alloc_id, info))
             if info.state.is_final:
                 changes.append((info.end_time if info.end_time is not None else now, 1, a.alloc_id, info))
-        for at, kind, alloc_id, info in sorted(changes, key=lambda c: (c[0], c[1])):
+        # Of the allocations that started at one instant, those kept for a stage whose tasks are queued are
+        # offered first: its tasks go to the allocation asked for them, not to one asked for a later stage
+        # that happened to start with it (and would then idle all its other cores, busy with one task)
+        waiting = {s.name for s in self.demand.stages() if s.ready and not s.complete}
+
+        def order(change: tuple[float, int, str, JobInfo]) -> tuple[float, int, bool]:
+            at, kind, alloc_id, _ = change
+            return at, kind, not waiting.intersection(self._allocs[alloc_id].labels)
+
+        for at, kind, alloc_id, info in sorted(changes, key=order):
             self._advance(at)
             a = self._allocs[alloc_id]
             if kind == 0:
