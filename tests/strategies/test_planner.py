@@ -328,9 +328,13 @@ def test_a_walltime_follow_up_is_requested_ahead_by_the_lead_the_strategy_gives_
         StageView("wide2", 2, 28, 1, ("narrow",)),
     )
     records, busy = split((alloc("a1", "wide1", 28, 1750.0, AllocationState.RUNNING, 0.0, 0.0, busy=8),))
-    view = RunView(1600.0, WF, stages, records, _knowledge(3600.0), busy)
+    k = _knowledge(3600.0)
+    for follow_up in (False, True):
+        k.observe_wait(8, 3600.0, follow_up=follow_up)
+    view = RunView(1600.0, WF, stages, records, k, busy)
     (s,) = walltime_follow_ups(view, ["wide1"]).actions
-    assert isinstance(s, Submit) and (s.stage, s.reason) == ("wide1", "walltime")
+    # as wide as the 8 tasks not done need, not the stage's 28 cores
+    assert isinstance(s, Submit) and (s.stage, s.reason, s.cores) == ("wide1", "walltime", 8)
     later = walltime_follow_ups(view, ["wide1"], lead=lambda cores: 0.0)
     assert not later.actions and later.wake_at == pytest.approx(1690.0)
 

@@ -139,6 +139,25 @@ def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait()
     assert isinstance(again, Submit) and again.reason == "walltime"
 
 
+@pytest.mark.parametrize(("done", "running", "cores"), [(0, 8, 8), (5, 3, 3), (7, 1, 1)])
+def test_a_walltime_follow_up_is_as_wide_as_the_tasks_not_done_need(
+    done: int, running: int, cores: int
+) -> None:
+    # process (8 x 1 core) timed out on a2 with ``running`` tasks lost: the follow-up asks for their cores;
+    # Big-Job's ("*") for the widest of that and the stages not ready yet (merge: 1 core)
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": done},
+    )
+    ended = alloc("a2", "process", 8, 1000.0, AllocationState.TIMEOUT, 600.0, 600.0, 1600.0)
+    view = _view(1600.0, stages, (ended,), 300.0)
+    (again,) = walltime_follow_ups(view, ["process"]).actions
+    assert isinstance(again, Submit) and again.cores == cores == view.width_left("process")
+    assert view.width_left(TOTAL) == cores and view.label_width(TOTAL) == 8
+    waiting = _stages(prepare={"ready_time": 0.0, "start_time": 0.0, "done": 0})
+    assert _view(0.0, waiting, (), 0.0).width_left(TOTAL) == 8  # process is not ready: its whole width
+
+
 def test_registry() -> None:
     assert make_strategy("asa-naive").name == "asa-naive"
     assert isinstance(make_strategy("bigjob"), BigJob)
