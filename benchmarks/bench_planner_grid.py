@@ -15,11 +15,12 @@ is appended to ``--csv`` at once, so a long grid can be stopped and its finished
 
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows montage,blast,statistics]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity] [--priorities age,basic,accrue-always]
-[--runs 30] [--seed 1] [--job-cores N] [--learned-waits] [--no-estimates] [--csv OUT]
+[--runs 30] [--seed 1] [--job-cores N] [--learned-waits] [--no-estimates] [--weight W] [--csv OUT]
 ``--job-cores N`` submits every strategy's allocations as batch jobs of at most N cores (``job_cores``).
 ``--learned-waits`` prices ``asa``'s follow-ups by the learned wait distribution, not by the run's latest
 wait (``Planner(run_waits=False)``). ``--no-estimates``: ``asa`` does not ask the scheduler's estimate
-(``Planner(estimates=False)``).
+(``Planner(estimates=False)``). ``--weight W``: ``asa``'s price of a second of makespan, in seconds of the
+peak allocation (``Planner(weight=W)``, default 1).
 The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
 """
 
@@ -66,6 +67,7 @@ def cell(
     job_cores: int | None = None,
     learned_waits: bool = False,
     estimates: bool = True,
+    weight: float = 1.0,
 ) -> dict[str, object]:
     """Simulate one cell and return its row."""
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
@@ -83,7 +85,7 @@ def cell(
         "job_cores": job_cores or "",
     }
     began = time.perf_counter()
-    options = {"run_waits": not learned_waits, "estimates": estimates}
+    options = {"run_waits": not learned_waits, "estimates": estimates, "weight": weight}
     for name in STRATEGIES:
         results = simulate_runs(
             wf,
@@ -133,6 +135,7 @@ def main() -> None:
     parser.add_argument("--job-cores", type=int, default=None)
     parser.add_argument("--learned-waits", action="store_true")
     parser.add_argument("--no-estimates", action="store_true")
+    parser.add_argument("--weight", type=float, default=1.0)
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
     print(
@@ -146,7 +149,7 @@ def main() -> None:
                     row = cell(
                         workflow, peak, queue, priority, args.runs, args.seed, args.job_cores,
                         learned_waits=args.learned_waits,
-                        estimates=not args.no_estimates,
+                        estimates=not args.no_estimates, weight=args.weight,
                     )  # fmt: skip
                     spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in STRATEGIES)
                     hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in STRATEGIES)

@@ -19,9 +19,6 @@ Limits that apply whatever the prices say:
   its stage needs it is released when idling until then costs more than asking again
   (:func:`release_early`): a request timed by a pessimistic wait (the scheduler's estimate holds every
   running job to its walltime) can start an hour early where the queue turned out empty.
-- **Replaced.** An idle allocation whose stage is ready but cannot end on it (:func:`expires_idle` from
-  now), while another allocation for that stage is asked or runs (the walltime follow-up), is released:
-  the stage's tasks wait for that one (placement's time rule), so it would only idle until killed.
 - **Width.** No allocation is kept wider than the widest stage left needs (the planner never plans
   it; a property test checks it).
 

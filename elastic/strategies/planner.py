@@ -45,9 +45,7 @@ What :meth:`Planner.decide` does, each time it is asked:
    (:func:`~elastic.strategies.hold.hold_through`), and no further (:class:`~elastic.strategies.base.Serve`).
    One that started before its stage can start and idles is released when idling until then costs more
    than asking again (:func:`~elastic.strategies.hold.release_early`), or when its stage cannot end on
-   it (:func:`~elastic.strategies.hold.expires_idle`). One that idles once its stage is ready, because
-   it cannot end the stage and another allocation for the stage was asked (the walltime follow-up,
-   which the stage's tasks wait for by placement's time rule), is released too.
+   it (:func:`~elastic.strategies.hold.expires_idle`).
 2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
    predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`)
    when the timing rule says: at once with ``afterany`` on the allocation before it where held jobs
@@ -576,15 +574,6 @@ class Planner:
             reason = None
             if idle and hold.expires_idle(walltime_end, need or 0.0, current_work):
                 reason = f"started too early: {current.name} cannot end on it"
-            elif (
-                current.ready
-                and busy == 0
-                and hold.expires_idle(walltime_end, view.now, current_work)
-                and any(
-                    b.alloc_id not in mine for b in view.allocations_serving(current.name, live_only=True)
-                )
-            ):
-                reason = f"cannot end {current.name}; its tasks wait for the allocation that replaces it"
             elif not current.ready and busy == 0:
                 soonest = self._soonest_need(view, current, {})
                 back = self._waits(view, cores, True, _released(mine, view.now))  # to get them back

@@ -158,6 +158,27 @@ def test_a_walltime_follow_up_is_as_wide_as_the_tasks_not_done_need(
     assert _view(0.0, waiting, (), 0.0).width_left(TOTAL) == 8  # process is not ready: its whole width
 
 
+@pytest.mark.parametrize(
+    ("left", "follow_up", "busy", "released"),
+    [(300.0, True, 0, True), (300.0, False, 0, False), (300.0, True, 1, False), (5000.0, True, 0, False)],
+)
+def test_an_idle_allocation_that_cannot_end_its_ready_stage_is_released_once_replaced(
+    left: float, follow_up: bool, busy: int, released: bool
+) -> None:
+    # process (~1800 s of work left, 8 tasks queued) is ready; a2 has ``left`` seconds of walltime and
+    # ``busy`` cores running; a3, its walltime follow-up, is pending or not asked yet. The tasks wait for
+    # a3 (placement's time rule), so an idle a2 would only idle until killed: every strategy releases it.
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0},
+    )
+    rows = [alloc("a2", "process", 8, 700.0 + left, AllocationState.RUNNING, 0.0, 0.0, busy=busy)]
+    if follow_up:
+        rows.append(alloc("a3", "process", 8, 3600.0, AllocationState.REQUESTED, 600.0, reason="walltime"))
+    cancelled = [c.alloc_id for c in release_idle(_view(700.0, stages, tuple(rows), 300.0))]
+    assert cancelled == (["a2"] if released else [])
+
+
 def test_registry() -> None:
     assert make_strategy("asa-naive").name == "asa-naive"
     assert isinstance(make_strategy("bigjob"), BigJob)
