@@ -404,15 +404,18 @@ def _replaced(view: RunView, a: Allocation, labels: Sequence[str]) -> bool:
     """Whether idle running ``a`` cannot end any of its stages, all ready, and each has another allocation.
 
     Its stages' tasks then wait for the other (the walltime follow-up): placement's time rule starts a
-    task only where its estimate fits the walltime left while another allocation has the time. Kept, it
-    would idle until killed (HPC2N capacity, Statistics 28, run 1: 28 cores for 0.6 h).
+    task only where its estimate (the stage's expected duration, :meth:`Knowledge.expected_duration`, as
+    run control gives it) fits the walltime left while another allocation has the time. Kept, it would
+    idle until killed (HPC2N capacity, Statistics 28, run 1: 28 cores for 0.6 h). The same estimate
+    placement uses, not the stage's expected work left: an allocation whose agents have not joined yet
+    (idle for that reason) is kept wherever its stage's tasks would be placed on it.
     """
     open_ = [x for x in labels if not view.label_done(x)]
     if not open_ or TOTAL in open_ or not all(view.stage(x).ready for x in open_):
         return False
     left = a.remaining(view.now)
     for x in open_:
-        if remaining_work(view, x) <= left:
+        if view.knowledge.expected_duration(x) <= left:
             return False
         others = [b for b in view.allocations_serving(x, live_only=True) if b.alloc_id != a.alloc_id]
         if not any(b.piece_of is None or b.piece_of != a.piece_of for b in others):
