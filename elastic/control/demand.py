@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from elastic.control.attempts import Attempts
 from elastic.control.controller import EventSink
 from elastic.control.execution import Execution, TaskSpec
 from elastic.errors import ConfigError
@@ -36,8 +37,7 @@ class _Stage:
     end_time: float | None = None
     first_start: float | None = None
     last_end: float | None = None
-    started: dict[str, float] = field(default_factory=dict)  # running task -> its attempt's start
-    spent: dict[str, float] = field(default_factory=dict)  # task -> seconds of its lost attempts
+    attempts: Attempts = field(default_factory=Attempts)
     longest_task: float | None = None
 
     def view(self) -> StageView:
@@ -53,6 +53,7 @@ class _Stage:
             start_time=self.first_start,
             end_time=self.end_time,
             runtime=self.longest_task,
+            rerun_end=self.attempts.rerun_end(),
         )
 
 
@@ -128,18 +129,18 @@ class DeclaredDemand:
         task = event.task
         if event.kind is EventKind.TASK_START:
             s.running.add(task)
-            s.started[task] = event.time
+            s.attempts.start(task, event.time)
             if s.first_start is None:
                 s.first_start = event.time
         elif event.kind is EventKind.TASK_END:
             s.running.discard(task)
             s.done.add(task)
             s.last_end = event.time if s.last_end is None else max(s.last_end, event.time)
-            ran = s.spent.pop(task, 0.0) + event.time - s.started.pop(task, event.time)
+            ran = s.attempts.end(task, event.time)
             s.longest_task = ran if s.longest_task is None else max(s.longest_task, ran)
         elif event.kind is EventKind.TASK_LOST:
             s.running.discard(task)
-            s.spent[task] = s.spent.get(task, 0.0) + event.time - s.started.pop(task, event.time)
+            s.attempts.lost(task, event.time)
 
     def update(self, now: float) -> None:
         """Complete stages whose tasks are all done; make ready the stages whose dependencies are done."""

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from elastic.control.attempts import Attempts
 from elastic.control.controller import EventSink
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import StageView
@@ -60,6 +61,7 @@ class _Stage:
     idle_since: float | None = None
     starved: float = 0.0  # seconds since its first start with none of its tasks running and some queued
     starved_since: float | None = None  # start of the current such gap
+    attempts: Attempts = field(default_factory=Attempts)
 
     @property
     def outstanding(self) -> int:
@@ -176,6 +178,13 @@ class LiveDemand:
             return
         with self._lock:
             st = self._stage(event.stage)
+            if event.task is not None:
+                if kind is EventKind.TASK_START:
+                    st.attempts.start(event.task, event.time)
+                elif kind is EventKind.TASK_LOST:
+                    st.attempts.lost(event.task, event.time)
+                else:
+                    st.attempts.end(event.task, event.time)
             if kind is EventKind.TASK_START:
                 st.queued = max(0, st.queued - 1)
                 st.running += 1
@@ -248,6 +257,7 @@ class LiveDemand:
                         start_time=st.first_start,
                         end_time=st.end_time,
                         runtime=_runtime(st),
+                        rerun_end=st.attempts.rerun_end(),
                     )
                 )
         return tuple(views)

@@ -64,6 +64,7 @@ class _Live:
     cores: int
     walltime_end: float
     free: int
+    stage: str | None = None
     running: dict[str, tuple[float, TaskSpec]] = field(default_factory=dict)
 
 
@@ -100,13 +101,14 @@ class SimExecution:
         self._pending: list[Event] = []
         self._losses: dict[str, list[str]] = {}
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
+        self._stages: dict[str, str] = {}  # allocation -> the stage it was requested for
 
     # -- the Execution contract -----------------------------------------------------------------------
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
         self._requested.pop(alloc_id, None)
-        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores)
+        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, self._stages.get(alloc_id))
         self._run_until(at)
         self._dispatch(max(at, self._now))
 
@@ -133,6 +135,7 @@ class SimExecution:
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
         """Note the requested allocation (for walltime-aware placement); return None: no agent runs."""
         self._requested[alloc_id] = (cores, walltime)
+        self._stages[alloc_id] = stage
         return None
 
     def release(self, alloc_id: str) -> None:
@@ -180,7 +183,7 @@ class SimExecution:
         if not self._queue or not self._live:
             return
         offers = [
-            Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t)
+            Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t, a.stage)
             for a in self._live.values()
             if a.free > 0 and usable(a.walltime_end - t, self.drain_margin)
         ]

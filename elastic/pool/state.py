@@ -723,7 +723,7 @@ class PoolState:
         remaining = {a.alloc_id: self._remaining(a.alloc_id, now) for a in live}
         # agents still holding tasks sent ahead start those first: they are not offered free cores
         offers = [
-            Offer(a.ident, a.alloc_id, a.free, remaining[a.alloc_id])
+            Offer(a.ident, a.alloc_id, a.free, remaining[a.alloc_id], self.allocs[a.alloc_id].stage)
             for a in live
             if a.free > 0 and not a.assigned
         ]

@@ -161,6 +161,11 @@ class StageView:
     A front-door stage, whose tasks arrive over time: first start to end, less the gaps when none of its
     tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts).
     ``None``: not measured (first start to last end is used)."""
+    rerun_end: float | None = None
+    """The soonest the stage can end given its tasks whose attempt was lost (their allocation ended): a
+    re-run starts from scratch and takes at least as long as the lost attempt had run, so each such task
+    not done ends no sooner than its current attempt's start (its loss, while it waits) plus the seconds
+    its lost attempts ran. ``None``: no task of it was lost, or all those are done."""
 
     @property
     def width(self) -> int:

@@ -340,13 +340,24 @@ class Planner:
         return answers[key]
 
     def _work(self, view: RunView, s: StageView) -> float:
+        """Return the expected seconds of work ``s`` has left: no sooner than its re-run tasks can end.
+
+        A task lost with its allocation starts again from scratch (:attr:`StageView.rerun_end`): HPC2N
+        capacity, Statistics 28, run 1, the straggler of ``chunk_stats`` lost at its allocation's walltime
+        after an hour ran another hour, while ``period_stats``'s 28 cores, started at that instant, idled
+        through it, priced as if the stage ended at once, and were released only once they could no
+        longer cover their stage (29 core-h idle).
+        """
         k = view.knowledge
         if s.complete:
             return 0.0
         if s.start_time is None:
             return k.expected_duration(s.name)
         elapsed = view.now - s.start_time
-        return max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
+        left = max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
+        if s.rerun_end is not None:
+            left = max(left, s.rerun_end - view.now)
+        return left
 
     def _stage_plan(self, view: RunView, s: StageView) -> StagePlan:
         return StagePlan(s.name, s.width, self._work(view, s))

@@ -72,3 +72,37 @@ def test_best_fit_by_remaining_time() -> None:
     tasks = [Task.shell("true", estimate=e, task_id=f"e{e:g}") for e in (100.0, 10.0, 500.0)]
     plan = plan_placement(tasks, offers, lambda t: True)
     assert [(t.task_id, o.alloc_id) for t, o in plan] == [("e100", "mid"), ("e10", "short"), ("e500", "long")]
+
+
+def test_a_task_goes_to_the_allocation_requested_for_its_stage_where_two_can_take_it() -> None:
+    # HPC2N capacity, Statistics 28, run 1: a lost `chunk_stats` task went to `period_stats`'s 28 cores
+    # (least time left) beside the 1-core follow-up requested for it, and held them an hour, 27 idle.
+    offers = [
+        Offer(b"x", "next", 28, 6492.0, "period_stats"),
+        Offer(b"y", "follow", 1, 7080.0, "chunk_stats"),
+    ]
+    task = Task.shell("true", estimate=3570.0, stage="chunk_stats", task_id="t")
+    assert [o.alloc_id for _, o in plan_placement([task], offers, lambda t: True)] == ["follow"]
+    # with no time there, it takes the other one rather than wait
+    offers[1] = Offer(b"y", "follow", 1, 3000.0, "chunk_stats")
+    assert [o.alloc_id for _, o in plan_placement([task], offers, lambda t: False)] == ["next"]
+
+
+@given(
+    st.lists(st.sampled_from(["a", "b", None]), min_size=1, max_size=12),
+    st.lists(st.tuples(st.integers(0, 4), st.floats(0, 1000), st.sampled_from(["a", "b", None])), max_size=6),
+)
+def test_a_task_leaves_its_own_stage_s_allocations_only_when_they_cannot_take_it(
+    stages: list[str | None], specs: list[tuple[int, float, str | None]]
+) -> None:
+    tasks = [
+        Task.shell("true", estimate=100.0, stage=s or "default", task_id=f"t{i}")
+        for i, s in enumerate(stages)
+    ]
+    offers = [Offer(f"ag{i}".encode(), f"a{i}", f, r, s) for i, (f, r, s) in enumerate(specs)]
+    free = {o.agent: o.free for o in offers}
+    for task, offer in plan_placement(tasks, offers, lambda t: True):
+        if offer.stage != task.stage:
+            own = [o for o in offers if o.stage == task.stage and free[o.agent] >= 1 and o.remaining >= 100.0]
+            assert not own, f"{task.task_id} of {task.stage} went to {offer.alloc_id} of {offer.stage}"
+        free[offer.agent] -= task.cores

@@ -466,6 +466,20 @@ def test_a_lost_task_goes_next_to_an_agent_with_more_time_left_than_it_ran(clock
     assert sent == {long: ["t"]} and short not in sent
 
 
+def test_a_task_goes_to_the_agent_of_the_allocation_requested_for_its_stage(clock: Clock) -> None:
+    # Least walltime left would pick `a2` (the next stage's allocation); the task's own stage's wins.
+    state = make_state(clock)
+    state.add_allocation(Allocation("a1", cores=1, walltime=900.0, stage="s"))
+    state.add_allocation(Allocation("a2", cores=1, walltime=600.0, stage="next"))
+    own = join(state, "a1", pid=1, cores=1, end=clock.now + 900.0)
+    join(state, "a2", pid=2, cores=1, end=clock.now + 600.0)
+    take_outbox(state)
+    state.submit(Task.shell("true", task_id="t", stage="s", estimate=60.0))
+    state.tick(clock.now)
+    sent = {i: [t.task_id for t in m.tasks] for i, m in take_outbox(state) if isinstance(m, RunTasks)}
+    assert sent == {own: ["t"]}
+
+
 def test_a_task_taken_as_started_and_given_back_ends_its_attempt_and_goes_elsewhere(clock: Clock) -> None:
     # Seen in a full test run: a task sent to an agent's free cores counts as started (RUNNING); the agent,
     # stopping after an outside scancel, gave it back unstarted; re-queued without an event, it was sent

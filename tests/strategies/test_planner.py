@@ -540,6 +540,21 @@ def test_an_allocation_that_started_long_before_its_stage_is_released_if_asking_
     assert "a1" not in cancelled
 
 
+@pytest.mark.parametrize(("rerun_end", "released"), [(None, False), (3400.0, True)])
+def test_a_task_re_run_after_a_loss_delays_the_need_of_the_allocations_after_it(
+    rerun_end: float | None, released: bool
+) -> None:
+    # At 1700 s the last wide1 task was lost after 1700 s and starts again from scratch. Without that,
+    # wide1 is expected to end at 1800 s and wide2 needs a2 at 2400 s: 700 s idle, less than a 3000-s
+    # wait to get 28 cores again costs (break-even at twice the idle time). With it, wide1 ends no sooner
+    # than 3400 s: 2300 s idle costs more than the wait, and a2 is released.
+    view = _early_view(1700.0)
+    wide1 = dataclasses.replace(view.stages[0], done=27, running=1, rerun_end=rerun_end)
+    view = _estimated(dataclasses.replace(view, stages=(wide1, *view.stages[1:]), busy={"a1": 1}), 3000.0)
+    cancelled = [a.alloc_id for a in Planner().decide(view).actions if isinstance(a, Cancel)]
+    assert ("a2" in cancelled) is released
+
+
 def test_an_allocation_released_for_starting_early_is_asked_again_only_when_due() -> None:
     # a2 is released (the queue gives 28 cores at once without it); wide2 is then asked again just before
     # its need, not at once: the estimate for it leaves a2, being released, out

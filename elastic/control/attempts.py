@@ -1,0 +1,59 @@
+"""Per-task attempts of one stage: when each running attempt started and what lost attempts ran.
+
+A task whose allocation ended under it (walltime, cancel, a dead agent) is lost and queued again; its
+re-run starts from scratch. Both demands (:mod:`~elastic.control.demand` for declared workflows,
+:mod:`~elastic.control.live` for the front door) keep one :class:`Attempts` per stage, for the
+runtime history (a task's attempts summed) and for :attr:`~elastic.strategies.base.StageView.rerun_end`.
+
+Examples
+--------
+>>> a = Attempts()
+>>> a.start("t", 0.0); a.lost("t", 3000.0); a.rerun_end()  # lost after 3000 s: ends >= 6000 s
+6000.0
+>>> a.start("t", 3600.0); a.rerun_end()  # restarted at 3600 s
+6600.0
+>>> a.end("t", 7000.0), a.rerun_end()  # ran 3000 s + 3400 s in all
+(6400.0, None)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Attempts"]
+
+
+@dataclass(slots=True)
+class Attempts:
+    """Attempt starts and lost seconds of the tasks of one stage."""
+
+    started: dict[str, float] = field(default_factory=dict)
+    """Running task -> its current attempt's start."""
+    spent: dict[str, float] = field(default_factory=dict)
+    """Task not done -> seconds its lost attempts ran."""
+    lost_at: dict[str, float] = field(default_factory=dict)
+    """Task not done -> when its latest attempt was lost."""
+
+    def start(self, task: str, at: float) -> None:
+        """Record that an attempt of ``task`` started at ``at``."""
+        self.started[task] = at
+
+    def lost(self, task: str, at: float) -> None:
+        """Record that the running attempt of ``task`` was lost at ``at``."""
+        self.spent[task] = self.spent.get(task, 0.0) + at - self.started.pop(task, at)
+        self.lost_at[task] = at
+
+    def end(self, task: str, at: float) -> float:
+        """``task`` ended (done, failed or dropped) at ``at``; return the seconds its attempts ran."""
+        ran = self.spent.pop(task, 0.0) + at - self.started.pop(task, at)
+        self.lost_at.pop(task, None)
+        return ran
+
+    def rerun_end(self) -> float | None:
+        """Return the soonest the tasks re-run after a lost attempt can end (None: no such task left).
+
+        Each ends no sooner than its current attempt's start (its loss while it waits for cores) plus the
+        seconds its lost attempts ran.
+        """
+        ends = [self.started.get(t, self.lost_at.get(t, 0.0)) + s for t, s in self.spent.items()]
+        return max(ends, default=None)
