@@ -6,7 +6,7 @@ engine changes any state.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -15,11 +15,20 @@ from elastic.errors import ConfigError, GeometryError
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike, NDArray
 
-    from elastic.simulator.base import QueuePolicy
     from elastic.simulator.cluster import Cluster
     from elastic.simulator.workload import Workload
 
 __all__ = ["check_background", "check_pins", "request_geometry"]
+
+
+class _Policy(Protocol):
+    """What the checks read of the engine's policy (a :class:`~elastic.simulator.base.QueuePolicy`).
+
+    Declared here, not imported, so that this module (which the engine imports) does not import the
+    policies' module, which names the engine.
+    """
+
+    name: str
 
 
 def request_geometry(cluster: Cluster, cores: int, nodes: int | None) -> tuple[int, int]:
@@ -85,7 +94,7 @@ def check_background(workload: Workload, total: int) -> None:
 
 
 def check_pins(
-    policy: QueuePolicy, workload: Workload, start: ArrayLike, now: float, total: int
+    policy: _Policy, workload: Workload, start: ArrayLike, now: float, total: int
 ) -> NDArray[np.float64]:
     """Check that ``workload`` may be pinned at ``start`` and return the starts as a float array.
 
