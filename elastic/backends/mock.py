@@ -128,7 +128,7 @@ class MockBackend:
         *,
         nodes: int = 16,
         cores_per_node: int = 1,
-        policy: str | QueuePolicy = "easy",
+        policy: str | QueuePolicy[Engine] = "easy",
         speculative: bool = False,
         workload: Workload | None = None,
         clock: str = "virtual",
@@ -172,7 +172,7 @@ class MockBackend:
                 cores=fidelity_cores,
                 window=capacity_window,
             )
-            pol: QueuePolicy = pinned_policy
+            pol: QueuePolicy[Engine] = pinned_policy
             pinned, workload = (pins, starts), queued
             self._user_chain = pinned_policy.chain  # type: ignore[assignment]
         else:

@@ -13,19 +13,23 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from elastic.errors import ConfigError, UnknownNameError
-
-if TYPE_CHECKING:
-    from elastic.simulator.engine import Engine
 
 __all__ = ["POLICIES", "QueuePolicy", "make_policy"]
 
 
+EngineT = TypeVar("EngineT", contravariant=True)
+"""The engine a policy schedules (:class:`elastic.simulator.engine.Engine`)."""
+
+
 @runtime_checkable
-class QueuePolicy(Protocol):
+class QueuePolicy(Protocol[EngineT]):
     """Decides which queued jobs start now.
+
+    Generic in the engine it schedules (the engine holds a ``QueuePolicy[Engine]``), so that this
+    module, which the engine imports, does not import the engine.
 
     Attributes
     ----------
@@ -44,7 +48,7 @@ class QueuePolicy(Protocol):
         """Start time promised to each job the policy reserved cores for."""
         ...
 
-    def schedule(self, engine: Engine) -> None:
+    def schedule(self, engine: EngineT) -> None:
         """Start every job that may start now under this policy."""
         ...
 
@@ -61,7 +65,7 @@ POLICIES: dict[str, str] = {
 _SPECULATIVE = "elastic.simulator.speculative:SpeculativeEasy"
 
 
-def make_policy(name: str, *, speculative: bool = False) -> QueuePolicy:
+def make_policy(name: str, *, speculative: bool = False) -> QueuePolicy[Any]:
     """Return a new policy instance by registry name.
 
     Parameters
@@ -86,5 +90,5 @@ def make_policy(name: str, *, speculative: bool = False) -> QueuePolicy:
             raise ConfigError(f"speculative backfilling works only with policy 'easy', got policy {name!r}")
         target = _SPECULATIVE
     module, cls = target.split(":")
-    factory: Callable[[], QueuePolicy] = getattr(importlib.import_module(module), cls)
+    factory: Callable[[], QueuePolicy[Any]] = getattr(importlib.import_module(module), cls)
     return factory()

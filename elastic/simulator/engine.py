@@ -133,7 +133,7 @@ class Engine:
         *,
         nodes: int,
         cores_per_node: int = 1,
-        policy: str | QueuePolicy = "easy",
+        policy: str | QueuePolicy[Engine] = "easy",
         workload: Workload | None = None,
         kill_invalid_dep: bool = False,
         observer: Observer | None = None,
@@ -142,7 +142,7 @@ class Engine:
     ) -> None:
         self.ranking = EligibleRanking(priority, max_age=max_age)
         self.cluster = Cluster(nodes, cores_per_node)
-        self.policy: QueuePolicy = make_policy(policy) if isinstance(policy, str) else policy
+        self.policy: QueuePolicy[Engine] = make_policy(policy) if isinstance(policy, str) else policy
         self.jobs = JobTable()
         self.queue: list[int] = []
         self.running: list[tuple[float, int]] = []
