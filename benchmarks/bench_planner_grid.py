@@ -57,6 +57,15 @@ def _trace() -> Workload:
     return read_swf(TRACE)
 
 
+def queue_setting(queue: str, peak: int, seed: int) -> tuple[Workload, str, str]:
+    """Return the background load, mock backend mode and policy of one of the grid's queues (docstring)."""
+    if queue == "synthetic":
+        return default_background(max(64, 2 * peak), seed=seed), "replay", "easy"
+    if queue == "capacity":
+        return _trace(), "capacity", "conservative"
+    return _trace(), "replay", "easy"
+
+
 def cell(
     workflow: str,
     peak: int,
@@ -71,12 +80,7 @@ def cell(
 ) -> dict[str, object]:
     """Simulate one cell and return its row."""
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
-    if queue == "synthetic":
-        background = default_background(max(64, 2 * peak), seed=seed)
-        mode, policy = "replay", "easy"
-    else:
-        background = _trace()
-        mode, policy = ("capacity", "conservative") if queue == "capacity" else ("replay", "easy")
+    background, mode, policy = queue_setting(queue, peak, seed)
     row: dict[str, object] = {
         "workflow": workflow,
         "peak": peak,

@@ -18,22 +18,16 @@ The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
 from __future__ import annotations
 
 import argparse
-import os
-from pathlib import Path
 
 import numpy as np
+from bench_planner_grid import queue_setting  # benchmarks/ is on sys.path as the script's directory
 from scipy.stats import spearmanr
 
-from elastic.experiments import default_background, simulate_runs
+from elastic.experiments import simulate_runs
 from elastic.metrics import EventKind
 from elastic.report.scaling import scale_workflow
-from elastic.simulator.trace import read_swf
 from elastic.workflow import builtin_workflow
 
-TRACE = (
-    Path(os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"))
-    / "HPC2N-2002-2.2-cln.swf.gz"
-)
 QUICK = 360.0
 """Seconds under which a wait counts as "started at once"."""
 
@@ -43,11 +37,7 @@ def stage_waits(
 ) -> list[dict[str, float]]:
     """Return, per Per-Stage run, the wait in seconds of each wide stage's first allocation."""
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")
-    if queue == "synthetic":
-        background, mode, policy = default_background(max(64, 2 * peak), seed=seed), "replay", "easy"
-    else:
-        background = read_swf(TRACE)
-        mode, policy = ("capacity", "conservative") if queue == "capacity" else ("replay", "easy")
+    background, mode, policy = queue_setting(queue, peak, seed)
     results = simulate_runs(
         wf,
         "perstage",

@@ -101,14 +101,14 @@ class SimExecution:
         self._pending: list[Event] = []
         self._losses: dict[str, list[str]] = {}
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
-        self._stages: dict[str, str] = {}  # allocation -> the stage it was requested for
+        self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
 
     # -- the Execution contract -----------------------------------------------------------------------
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
         self._requested.pop(alloc_id, None)
-        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, self._stages.get(alloc_id))
+        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, self._stages.pop(alloc_id, None))
         self._run_until(at)
         self._dispatch(max(at, self._now))
 
@@ -118,6 +118,7 @@ class SimExecution:
         """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued."""
         self._run_until(at)
         self._requested.pop(alloc_id, None)
+        self._stages.pop(alloc_id, None)
         live = self._live.pop(alloc_id, None)
         if live is None:
             return
