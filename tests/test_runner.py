@@ -96,7 +96,25 @@ def test_every_strategy_completes_demo3_under_load(strategy: str) -> None:
     result = _run(strategy, backend=backend, knowledge=Knowledge(DEMO3, waits=ASAEstimator(random_state=0)))
     _check_complete(result, DEMO3)
     widths = {e.cores for e in _of(result.events, K.ALLOC_SUBMIT)}
-    assert widths == ({8} if strategy == "bigjob" else {1, 8})
+    # asa asks for its new allocations as two batch jobs each (Planner's pieces): 8 cores as 4 + 4
+    assert widths == {"bigjob": {8}, "asa": {1, 4}}.get(strategy, {1, 8})
+
+
+def test_asa_asks_for_each_allocation_as_its_pieces_and_runs_the_stage_on_them() -> None:
+    background = default_background(64, seed=5)
+    charged = {}
+    for pieces in (1, 2, 8):
+        backend = MockBackend(nodes=64, workload=background, start=86_400.0)
+        knowledge = Knowledge(DEMO3, waits=ASAEstimator(random_state=0))
+        result = _run("asa", backend=backend, knowledge=knowledge, pieces=pieces)
+        _check_complete(result, DEMO3)
+        process = [e for e in _of(result.events, K.ALLOC_SUBMIT) if e.stage == "process"]
+        assert sorted(e.cores for e in process) == [8 // pieces] * pieces
+        ran_on = {e.allocation for e in _of(result.events, K.TASK_START, stage="process")}
+        assert ran_on <= {e.allocation for e in process}
+        charged[pieces] = result.metrics.core_seconds_charged
+    # a piece idle in process's tail is given back: never more charged than the one job
+    assert charged[8] <= charged[2] <= charged[1] + 1e-6
 
 
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
@@ -137,7 +155,9 @@ def test_simulate_runs_submits_every_strategys_allocations_as_jobs_of_job_cores(
         _check_complete(result, DEMO3)
         assert {e.cores for e in _of(result.events, K.ALLOC_SUBMIT)} <= {1, 2}
         (whole,) = simulate_runs(DEMO3, strategy, runs=1, seed=2, background=background)
-        assert 8 in {e.cores for e in _of(whole.events, K.ALLOC_SUBMIT)}
+        # asa's own pieces: two jobs of 4 for the 8-core stage
+        widest = max(e.cores for e in _of(whole.events, K.ALLOC_SUBMIT))
+        assert widest == {"bigjob": 8, "asa": 4}[strategy]
 
 
 def test_asa_submits_stage_two_before_stage_one_ends() -> None:

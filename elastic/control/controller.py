@@ -429,14 +429,16 @@ class AllocationController:
                 action.cores,
                 self.max_cores,
             )
-            action = dataclasses.replace(action, cores=self.max_cores)
-        if self.job_cores is None or action.cores <= self.job_cores:
+            action = dataclasses.replace(
+                action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
+            )
+        widths = _split(action.cores, min(action.pieces, action.cores), self.job_cores)
+        if len(widths) == 1:
             self._submit_job(action, now)
             return
         first = f"a{len(self._allocs) + 1}"
-        whole, rest = divmod(action.cores, self.job_cores)
-        for cores in [self.job_cores] * whole + ([rest] if rest else []):
-            self._submit_job(dataclasses.replace(action, cores=cores), now, piece_of=first)
+        for cores in widths:
+            self._submit_job(dataclasses.replace(action, cores=cores, pieces=1), now, piece_of=first)
 
     def _submit_job(self, action: Submit, now: float, *, piece_of: str | None = None) -> None:
         alloc_id = f"a{len(self._allocs) + 1}"
@@ -585,3 +587,26 @@ def _priority_model(backend: BatchBackend) -> str | None:
         logger.warning("cannot read the backend's priority setting (%s); planning as under 'age'", exc)
         return None
     return model if isinstance(model, str) else None
+
+
+def _split(cores: int, pieces: int, job_cores: int | None) -> list[int]:
+    """Return the widths of the batch jobs a request of ``cores`` is submitted as.
+
+    ``pieces`` near-equal jobs (the strategy's :attr:`Submit.pieces`), each split again into jobs of at
+    most ``job_cores``.
+
+    Examples
+    --------
+    >>> _split(56, 1, None), _split(56, 2, None), _split(7, 2, None), _split(56, 2, 20)
+    ([56], [28, 28], [4, 3], [20, 8, 20, 8])
+    """
+    base, extra = divmod(cores, max(pieces, 1))
+    out: list[int] = []
+    for i in range(max(pieces, 1)):
+        width = base + (1 if i < extra else 0)
+        if job_cores is None or width <= job_cores:
+            out.append(width)
+        else:
+            whole, rest = divmod(width, job_cores)
+            out.extend([job_cores] * whole + ([rest] if rest else []))
+    return out

@@ -24,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.batch import DependencyKind
-from elastic.errors import UnknownNameError
+from elastic.errors import ConfigError, UnknownNameError
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
@@ -78,6 +78,16 @@ class Submit:
     serves : tuple of str, default ()
         Stages the allocation is kept for (it is released once they are all done); ``()`` = ``stage``
         only. ``stage`` labels it in metrics and is resolved by later ``after`` references.
+    pieces : int, default 1
+        Batch jobs to split the request into, of near-equal width (:attr:`Allocation.piece_of` names the
+        first): the pool runs the stages' tasks on whichever have started, an idle piece is released in
+        a stage's tail (:func:`release_idle`), and a strategy can keep some pieces across a narrow stage
+        and release the others. At most ``cores``.
+
+    Raises
+    ------
+    ConfigError
+        ``pieces`` is not a whole number between 1 and ``cores``.
     """
 
     stage: str
@@ -89,6 +99,11 @@ class Submit:
     reason: str = "initial"
     predicted_wait: float | None = None
     serves: tuple[str, ...] = ()
+    pieces: int = 1
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.pieces, int) and 1 <= self.pieces <= max(self.cores, 1)):
+            raise ConfigError(f"Submit.pieces must be a whole number in 1..{self.cores}, got {self.pieces!r}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -122,6 +122,10 @@ class StagePlan:
 BEAM = 8
 """Partial plans :func:`plan` keeps per stage and width held (after dropping dominated ones)."""
 
+WAVES = 2
+"""Most waves a stage is planned to run in on an allocation it follows that is narrower than the stage
+(half the width: a wide allocation cut to the pieces kept across a narrow stage)."""
+
 Waits = Callable[[int, bool], np.ndarray]
 """``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS`."""
 
@@ -134,6 +138,7 @@ class _Path:
     delay: np.ndarray
     choices: tuple[Choice, ...]
     opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
+    held: bool = False  # it still runs on the allocation held when planning started (stages may run in waves)
 
 
 def plan(
@@ -145,6 +150,7 @@ def plan(
     prices: timing.Prices,
     model: str | None,
     follow_up: bool = True,
+    shrink: Sequence[int] = (),
 ) -> tuple[float, tuple[Choice, ...]]:
     """Return the cheapest way to run ``stages`` in order, and its expected cost.
 
@@ -177,6 +183,10 @@ def plan(
         Whether a first new allocation (with nothing held) is a follow-up wait. A later one is, unless
         it is requested at once beside the plan's earlier new ones while nothing of the run has started
         (``follow_up`` False): it then waits in the queue they wait in (the controller labels waits so).
+    shrink : sequence of int, default ()
+        Narrower widths the held allocation can be cut to before the first stage (it is made of batch
+        jobs, :attr:`~elastic.strategies.base.Submit.pieces`, some of which can be released). A stage
+        wider than the held allocation, cut or not, runs on it in waves (at most :data:`WAVES`).
 
     Returns
     -------
@@ -184,9 +194,11 @@ def plan(
         Expected core-seconds charged plus priced delay.
     choices : tuple of Choice
         Per stage: the width it runs on and whether that allocation is new. A stage runs on the
-        allocation before it only if that one is at least as wide and no wider than the widest stage
-        left; a new allocation is as wide as one of the stages left, at least the stage's own width.
-        Ties go to keeping (no wait), then to the narrower allocation, from the first stage on.
+        allocation before it only if that one is no wider than the widest stage left and as wide as the
+        stage, or, on the held allocation, at least half as wide: it then runs in waves (:data:`WAVES`),
+        each adding the stage's work to the delay. A new allocation is as wide as one of the stages
+        left, at least the stage's own width. Ties go to keeping (no wait), then to the narrower
+        allocation, from the first stage on.
     """
     n = len(stages)
     starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
@@ -217,16 +229,21 @@ def plan(
         total = p.charged + prices.beta * float(p.delay.mean())
         return round(total, 6), tuple((c.new, c.cores) for c in p.choices)
 
-    frontier: dict[int, list[_Path]] = {held: [_Path(0.0, np.zeros(len(timing.PROBS)), ())]}
+    nothing = np.zeros(len(timing.PROBS))
+    frontier = {w: [_Path(0.0, nothing, (), held=True)] for w in {held, *(w for w in shrink if 0 < w < held)}}
     for m, s in enumerate(stages):
         grown: dict[int, list[_Path]] = {}
         widths = sorted({t.cores for t in stages[m:] if t.cores >= s.cores})
         for h, paths in frontier.items():
             for p in paths:
-                if h > 0 and s.cores <= h <= widest_left[m]:
+                waves = math.ceil(s.cores / h) if h > 0 else 0
+                if 0 < waves <= (WAVES if p.held else 1) and h <= widest_left[m]:
                     kept = Choice(s.name, h, new=False)
-                    charged = p.charged + hold.keep_cost(h, s.work)
-                    grown.setdefault(h, []).append(_Path(charged, p.delay, (*p.choices, kept), p.opened))
+                    charged = p.charged + hold.keep_cost(h, waves * s.work)
+                    delay = p.delay + (waves - 1) * s.work
+                    grown.setdefault(h, []).append(
+                        _Path(charged, delay, (*p.choices, kept), p.opened, p.held)
+                    )
                 for c in widths:
                     idle, delay = acquire(c, h, m, p)
                     new = Choice(s.name, c, new=True)
@@ -242,7 +259,11 @@ def _pareto(paths: Sequence[_Path]) -> list[_Path]:
     kept: list[_Path] = []
     for p in paths:
         if any(
-            k.opened == p.opened and k.charged <= p.charged and bool(np.all(k.delay <= p.delay)) for k in kept
+            k.opened == p.opened
+            and k.held == p.held
+            and k.charged <= p.charged
+            and bool(np.all(k.delay <= p.delay))
+            for k in kept
         ):
             continue
         kept.append(p)
@@ -269,6 +290,10 @@ class Planner:
     estimates : bool, default True
         Where the backend gives the scheduler's estimate of a new job's wait (:attr:`RunView.estimate`),
         price every new allocation's wait by it (module docstring, "Which wait").
+    pieces : int, default 2
+        Batch jobs each new allocation is requested as (:attr:`~elastic.strategies.base.Submit.pieces`;
+        at most one per core): a piece idle in its stage's tail is released, and a hold can keep some
+        pieces across a narrow stage, the next wide stage then running on them in waves. 1: one job.
 
     Examples
     --------
@@ -285,15 +310,19 @@ class Planner:
         cover: float = hold.COVER,
         run_waits: bool = True,
         estimates: bool = True,
+        pieces: int = 2,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
         if not cover >= 1.0:
             raise ConfigError(f"asa: cover must be >= 1, got {cover!r}")
+        if not (isinstance(pieces, int) and pieces >= 1):
+            raise ConfigError(f"asa: pieces must be a whole number >= 1, got {pieces!r}")
         self.weight = float(weight)
         self.cover = float(cover)
         self.run_waits = bool(run_waits)
         self.estimates = bool(estimates)
+        self.pieces = pieces
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
 
@@ -559,17 +588,21 @@ class Planner:
         actions: list[Action] = []
         kept = {a.alloc_id: a.labels for a in view.allocations if not a.ended}
         order = {s.name: s.index for s in view.stages}
-        # the batch jobs split from one request (run control's job_cores) are planned as one allocation
-        units: dict[str, list[Allocation]] = {}
+        # the batch jobs split from one request (its pieces, run control's job_cores) are planned as one
+        # allocation while they are kept for the same stages
+        units: dict[tuple[str, tuple[str, ...]], list[Allocation]] = {}
         for a in view.allocations:
             if not a.ended:
-                units.setdefault(a.piece_of or a.alloc_id, []).append(a)
-        for unit, jobs in units.items():
+                units.setdefault((a.piece_of or a.alloc_id, a.labels), []).append(a)
+        for (unit, _), jobs in units.items():
             live = [b for b in jobs if b.running]
             if not live:
                 continue
             a = live[0]
-            cores = sum(b.cores for b in live)
+            # pieces still waiting were asked for these stages with the running ones: the plan counts them,
+            # and none is cut away until all have started
+            waiting = [b for b in jobs if b.pending]
+            cores = sum(b.cores for b in live + waiting)
             open_labels = sorted(
                 (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
             )
@@ -613,7 +646,15 @@ class Planner:
             # a new allocation in this plan replaces this one, released once its current stage ends
             waits = self._wait_fn(view, _released(mine, view.now + until))
             model = view.priority
-            cost, choices = plan(plans, held=cores, lead=until, waits=waits, prices=prices, model=model)
+            cost, choices = plan(
+                plans,
+                held=cores,
+                lead=until,
+                waits=waits,
+                prices=prices,
+                model=model,
+                shrink=() if waiting else _subset_widths([b.cores for b in live]),
+            )
             logger.debug(
                 "asa: boundary %s at %s (held %d): %s, cost %.0f",
                 unit,
@@ -624,20 +665,26 @@ class Planner:
             )
             wanted = merge.groups(choices)[0]
             names = wanted.stages if wanted.held else ()
+            keep = _pieces_for(live, wanted.cores, view.busy_cores) if names and not waiting else jobs
+            keep_ids = {b.alloc_id for b in keep}
+            waves = {p.name: math.ceil(p.cores / sum(b.cores for b in keep)) for p in plans}
             # stages it was requested for are covered by its walltime; more must fit in what is left
-            planned = [x for x in names if x in requested]
+            planned = [x for x in names if x in requested and waves[x] == 1]
             extra = names[len(planned) :] if tuple(planned) == names[: len(planned)] else names
             base = until + sum(p.work for p in plans if p.name in planned)
-            works = [p.work for p in plans if p.name in extra]
-            left = min(b.remaining(view.now) for b in live)
+            works = [waves[p.name] * p.work for p in plans if p.name in extra]
+            left = min(b.remaining(view.now) for b in keep)
             added = hold.hold_through(left, base, extra, works, cover=self.cover)
             names = (*names[: len(names) - len(extra)], *added)
-            serves = tuple(x for x in a.labels if x not in {s.name for s in after}) + names
-            if set(serves) != set(a.labels):
-                held = ", ".join(names) or "nothing more"
-                reason = f"stage boundary at {current.name}: keep for {held}"
-                for b in jobs:
-                    actions.append(Serve(b.alloc_id, serves, reason))
+            own = tuple(x for x in a.labels if x not in {s.name for s in after})
+            held = ", ".join(names) or "nothing more"
+            for b in jobs:
+                serves = (*own, *names) if b.alloc_id in keep_ids else own
+                if set(serves) != set(b.labels):
+                    why = f"keep for {held}" if b.alloc_id in keep_ids else f"released after {current.name}"
+                    if len(keep) < len(live) and b.alloc_id in keep_ids:
+                        why += f" ({sum(c.cores for c in keep)} of {cores} cores: the rest are released)"
+                    actions.append(Serve(b.alloc_id, serves, f"stage boundary at {current.name}: {why}"))
                     kept[b.alloc_id] = serves
         return actions, kept
 
@@ -712,7 +759,8 @@ class Planner:
                     # weeks of walltime may never start (HPC2N capacity); one that starts that early is
                     # released (hold.expires_idle) and asked again
                     idling = min(early, walltime) if guessed else early
-                    asked = self._headroom(view, g, walltime + idling, released)
+                    pieces = min(self.pieces, g.cores)
+                    asked = self._headroom(view, g, walltime * _alone(pieces) + idling, released)
                     submits.append(
                         Submit(
                             g.stages[0],
@@ -722,6 +770,7 @@ class Planner:
                             dependency=DependencyKind.AFTERANY,
                             predicted_wait=None if chain else early,
                             serves=g.stages,
+                            pieces=pieces,
                         )
                     )
                     before = g.stages[0]
@@ -754,7 +803,7 @@ def _shortened(view: RunView) -> list[Shorten]:
         )
         if not labels or not view.stage(labels[0]).ready:
             continue
-        needed = merge.group_walltime(view.knowledge, labels)
+        needed = merge.group_walltime(view.knowledge, labels) * _alone(2 if a.piece_of is not None else 1)
         if a.walltime > needed + SHORTEN_SLACK:
             out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
     return out
@@ -796,6 +845,56 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
         else:
             allocations.append(dataclasses.replace(a, cancelled=True))
     return dataclasses.replace(view, allocations=tuple(allocations))
+
+
+def _alone(pieces: int) -> int:
+    """Return the walltime, in multiples of its stages' own, that one of ``pieces`` batch jobs asks for.
+
+    The pieces of a request wait in the queue apart: one that starts before the others runs its stages'
+    tasks alone, in waves, until they do. Asked for its stages' walltime only, it ran out with tasks on it
+    (HPC2N replay, Montage 56, run 21: ``background``'s first piece started 0.6 h before the second,
+    timed out with its second wave running, and the follow-up, asked with the next walltime of the
+    sequence, waited 7 h). Cover :data:`WAVES` waves; unused walltime is not charged.
+    """
+    return WAVES if pieces > 1 else 1
+
+
+def _subset_widths(widths: Sequence[int]) -> tuple[int, ...]:
+    """Return the widths some of the batch jobs ``widths`` make together, narrower than all of them.
+
+    Examples
+    --------
+    >>> _subset_widths([28, 28]), _subset_widths([56]), _subset_widths([10, 10, 5])
+    ((28,), (), (5, 10, 15, 20))
+    """
+    sums = {0}
+    for w in widths:
+        sums |= {x + w for x in sums}
+    return tuple(sorted(x for x in sums if 0 < x < sum(widths)))
+
+
+def _pieces_for(live: Sequence[Allocation], width: int, busy: Callable[[str], int]) -> list[Allocation]:
+    """Return running batch jobs of one request that make ``width`` cores together (all: none does).
+
+    Jobs with more busy cores come first (the others are released as their tasks end,
+    :func:`~elastic.strategies.base.release_idle`, an idle one at once), then those with more walltime
+    left (they are kept for the stages to come): the first jobs in that order whose widths sum to
+    ``width`` (a subset-sum over cores, linear in the jobs: a request split into 1-core jobs has as many
+    as it has cores).
+
+    Examples
+    --------
+    >>> from elastic.allocations import Allocation
+    >>> jobs = [Allocation(f"a{i}", cores=c, walltime=3600.0) for i, c in enumerate((20, 8, 20, 8))]
+    >>> [b.alloc_id for b in _pieces_for(jobs, 28, {"a2": 5}.get)]  # a2 is busy: kept, with an 8
+    ['a2', 'a1']
+    """
+    order = sorted(live, key=lambda b: (-(busy(b.alloc_id) or 0), -(b.walltime_end or math.inf)))
+    reach: dict[int, tuple[Allocation, ...]] = {0: ()}
+    for b in order:
+        for total, jobs in list(reach.items()):
+            reach.setdefault(total + b.cores, (*jobs, b))
+    return list(reach.get(width, live))
 
 
 def _released(ids: Iterable[str], at: float) -> Releasing:

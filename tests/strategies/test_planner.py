@@ -15,12 +15,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from elastic.allocations import AllocationState
+from elastic.allocations import Allocation, AllocationState
 from elastic.strategies import Cancel, Knowledge, RunView, Serve, Shorten, StageView, Submit, make_strategy
 from elastic.strategies.base import Releasing, walltime_follow_ups
 from elastic.strategies.hold import hold_through
 from elastic.strategies.merge import Choice, groups
-from elastic.strategies.planner import Planner, StagePlan, plan
+from elastic.strategies.planner import WAVES, Planner, StagePlan, _pieces_for, _subset_widths, plan
 from elastic.strategies.timing import PROBS, Prices, acquire_cost, acquire_delayed
 from elastic.workflow import Stage, Workflow
 from learners.ewma import LogEWMA
@@ -286,25 +286,55 @@ def test_a_delay_carried_in_never_shrinks_and_with_none_the_price_is_one_allocat
     widths=st.lists(st.integers(1, 128), min_size=1, max_size=7),
     works=st.lists(st.floats(0.0, 20_000.0), min_size=7, max_size=7),
     held=st.integers(0, 256),
+    shrink=st.lists(st.integers(1, 256), max_size=3),
     lead=st.floats(0.0, 50_000.0),
     waits=st.lists(st.floats(0.0, 200_000.0), min_size=len(PROBS), max_size=len(PROBS)),
     model=st.sampled_from(["age", "basic", "accrue-always", None]),
 )
 def test_the_planner_never_holds_more_cores_than_the_widest_remaining_stage_needs(
-    widths: list[int], works: list[float], held: int, lead: float, waits: list[float], model: str | None
+    widths: list[int],
+    works: list[float],
+    held: int,
+    shrink: list[int],
+    lead: float,
+    waits: list[float],
+    model: str | None,
 ) -> None:
     stages = [StagePlan(f"s{i}", w, works[i]) for i, w in enumerate(widths)]
     q = np.sort(np.asarray(waits))
     queue = {"waits": lambda cores, follow_up: q, "prices": Prices(beta=BETA), "model": model}
-    _, choices = plan(stages, held=held, lead=lead, **queue)
+    _, choices = plan(stages, held=held, lead=lead, shrink=shrink, **queue)
     assert [c.stage for c in choices] == [s.name for s in stages]
-    width = held
+    width, on_held = held, True
     for m, c in enumerate(choices):
-        widest_left = max(widths[m:])
-        assert widths[m] <= c.cores <= widest_left  # wide enough for the stage, never wider than needed
-        if not c.new:
-            assert c.cores == width  # a kept allocation is the one held, unchanged
+        assert c.cores <= max(widths[m:])  # never wider than the widest stage left needs
+        if c.new:
+            assert c.cores >= widths[m]  # a new allocation is wide enough for its stage
+            on_held = False
+        elif on_held:
+            # the held allocation, or the pieces of it kept (chosen before the first stage), runs a wider
+            # stage in at most WAVES waves
+            assert c.cores == width or (m == 0 and c.cores in shrink and c.cores < held)
+            assert c.cores * WAVES >= widths[m]
+        else:
+            assert c.cores == width and c.cores >= widths[m]  # a new allocation kept: unchanged, no waves
         width = c.cores
+
+
+def test_a_hold_keeps_some_pieces_when_the_next_wide_stage_can_run_in_waves_on_them() -> None:
+    # 56 cores held as two pieces of 28; next: 1 core x 600 s, then 56 cores x 600 s; every new
+    # allocation waits 3 h. Keeping all: 56 x 1200 = 67200 core-s. Keeping 28: 28 x 600 + 28 x 1200 and
+    # 600 s of delay (a second wave). Releasing all: 600 + 56 x 600 and 3 h of delay.
+    stages = [StagePlan("narrow", 1, 600.0), StagePlan("wide2", 56, 600.0)]
+    waits = np.full(len(PROBS), 3 * 3600.0)
+    for beta, kept in ((56.0, 56), (14.0, 28)):
+        queue = {"waits": lambda cores, follow_up: waits, "prices": Prices(beta=beta), "model": "age"}
+        cost, choices = plan(stages, held=56, lead=0.0, shrink=(28,), **queue)
+        assert choices == (Choice("narrow", kept, new=False), Choice("wide2", kept, new=False))
+        assert cost == pytest.approx(67200.0 if kept == 56 else 28 * 1800 + beta * 600)
+    # without pieces to release, the allocation is kept whole
+    queue = {"waits": lambda cores, follow_up: waits, "prices": Prices(beta=14.0), "model": "age"}
+    assert plan(stages, held=56, lead=0.0, **queue)[1][0] == Choice("narrow", 56, new=False)
 
 
 # -- regressions found while measuring issue 9's grid ----------------------------------------------------
@@ -485,14 +515,22 @@ def test_a_request_covers_the_stages_after_it_where_the_longer_walltime_waits_no
     k = Knowledge(WF, waits=LogEWMA(alpha=1.0))
     own, narrow, wide2 = (k.walltime(s) for s in ("wide1", "narrow", "wide2"))
     # it starts at once either way: every stage left is covered
-    assert _requested_walltime(Planner(), _first_request_view(wait=0.0)) == math.ceil(own + narrow + wide2)
+    assert _requested_walltime(Planner(pieces=1), _first_request_view(wait=0.0)) == math.ceil(
+        own + narrow + wide2
+    )
     # it waits 600 s either way: covered up to the last stage a hold could save a wait for (wide2)
-    assert _requested_walltime(Planner(), _first_request_view(wait=600.0)) == math.ceil(own + narrow + wide2)
+    assert _requested_walltime(Planner(pieces=1), _first_request_view(wait=600.0)) == math.ceil(
+        own + narrow + wide2
+    )
     # the longer request would wait longer, or no estimate: wide1's own walltime
-    assert _requested_walltime(Planner(), _first_request_view()) == math.ceil(own)
-    assert _requested_walltime(Planner(estimates=False), _first_request_view(wait=0.0)) == math.ceil(own)
+    assert _requested_walltime(Planner(pieces=1), _first_request_view()) == math.ceil(own)
+    assert _requested_walltime(
+        Planner(estimates=False, pieces=1), _first_request_view(wait=0.0)
+    ) == math.ceil(own)
     no_estimate = dataclasses.replace(_first_request_view(), estimate=None)
-    assert _requested_walltime(Planner(), no_estimate) == math.ceil(own)
+    assert _requested_walltime(Planner(pieces=1), no_estimate) == math.ceil(own)
+    # asked as two batch jobs (the default), each covers two waves of its stages: one may start alone
+    assert _requested_walltime(Planner(), no_estimate) == math.ceil(2 * own)
 
 
 def test_a_trailing_narrow_stage_is_covered_only_where_the_request_starts_at_once() -> None:
@@ -502,10 +540,12 @@ def test_a_trailing_narrow_stage_is_covered_only_where_the_request_starts_at_onc
     # against Per-Stage's 10.3 h): only where it starts at once.
     k = Knowledge(WIDE_THEN_NARROW, waits=LogEWMA(alpha=1.0))
     own, narrow = k.walltime("wide1"), k.walltime("narrow")
-    assert _requested_walltime(Planner(), _first_request_view(WIDE_THEN_NARROW, 0.0)) == math.ceil(
+    assert _requested_walltime(Planner(pieces=1), _first_request_view(WIDE_THEN_NARROW, 0.0)) == math.ceil(
         own + narrow
     )
-    assert _requested_walltime(Planner(), _first_request_view(WIDE_THEN_NARROW, 600.0)) == math.ceil(own)
+    assert _requested_walltime(Planner(pieces=1), _first_request_view(WIDE_THEN_NARROW, 600.0)) == math.ceil(
+        own
+    )
 
 
 def _early_view(now: float) -> RunView:
@@ -625,3 +665,38 @@ def test_an_idle_allocation_its_ready_stage_cannot_end_on_is_released_once_repla
     cancelled = [a.alloc_id for a in decision.actions if isinstance(a, Cancel)]
     assert ("a2" in cancelled) is released
     assert "a3" not in cancelled
+
+
+def test_a_hold_keeps_the_busy_piece_and_gives_back_the_idle_one_when_waves_cost_less_regression_9() -> None:
+    # the boundary of _boundary_view, its 28 cores in two batch jobs of 14 split from one request, the
+    # 8 tasks left running on the second. Every new allocation waits 20000 s; at weight 0.1 (2.8 core-s
+    # per second of makespan) 14 cores kept across narrow, wide2 in two waves on them, cost less than
+    # all 28 idling through narrow, and much less than the wait
+    base = _boundary_view(20000.0)
+    jobs = tuple(
+        alloc(
+            f"a{i + 1}", "wide1", 14, 20000.0, AllocationState.RUNNING, -20000.0, 0.0, busy=b, piece_of="a1"
+        )
+        for i, b in enumerate((0, 8))
+    )
+    records, busy = split(jobs)
+    view = RunView(base.now, base.workflow, base.stages, records, base.knowledge, busy)
+    decision = Planner(weight=0.1).decide(view)
+    serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
+    assert serves == {"a2": ("wide1", "narrow", "wide2")}
+    assert [a.alloc_id for a in decision.actions if isinstance(a, Cancel)] == ["a1"]
+    assert not [a for a in decision.actions if isinstance(a, Submit)]
+    # at weight 1 a second wave costs more than 14 idle cores: both are kept
+    serves = {a.alloc_id: a.stages for a in Planner().decide(view).actions if isinstance(a, Serve)}
+    assert serves == {"a1": ("wide1", "narrow", "wide2"), "a2": ("wide1", "narrow", "wide2")}
+
+
+def test_the_pieces_kept_are_the_busy_ones_whatever_their_number() -> None:
+    # a 64-core request split into 1-core jobs (job_cores=1): choosing which 16 to keep is a subset sum,
+    # not a search over the 2**64 subsets
+    jobs = [Allocation(f"a{i}", cores=1, walltime=3600.0) for i in range(64)]
+    busy = {f"a{i}": 1 for i in range(0, 64, 4)}  # 16 busy jobs
+    kept = _pieces_for(jobs, 16, lambda alloc_id: busy.get(alloc_id, 0))
+    assert sorted(b.alloc_id for b in kept) == sorted(busy)
+    assert _pieces_for(jobs, 65, lambda alloc_id: 0) == jobs  # no subset makes it: all
+    assert _subset_widths([20, 8, 20, 8]) == (8, 16, 20, 28, 36, 40, 48)
