@@ -277,3 +277,12 @@ def test_a_learned_walltime_request_follows_every_runtime_recorded() -> None:
     fresh = Knowledge(wf, waits=ASAEstimator(random_state=0), history=history)
     assert k.walltime("process") == fresh.walltime("process") != before
     assert k.walltime("process", [before]) == fresh.walltime("process", [before])
+
+
+@pytest.mark.parametrize("pieces", [0, -1, 9, 2.0, "2"])
+def test_a_request_in_more_pieces_than_cores_or_a_non_whole_number_is_refused(pieces: object) -> None:
+    with pytest.raises(ConfigError, match=r"pieces must be a whole number in 1\.\.8"):
+        Submit("s", 8, 600.0, pieces=pieces)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="asa: pieces must be a whole number >= 1"):
+        make_strategy("asa", pieces=0)
+    assert Submit("s", 8, 600.0, pieces=8).pieces == 8
