@@ -10,7 +10,7 @@ relaunches them there, and every task finishes.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import pytest
 
@@ -31,6 +31,15 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
         time.sleep(0.05)
 
 
+def request_widths(allocations: Iterable[Allocation]) -> dict[str, int]:
+    """Per allocation, the width of the request it is part of (``asa`` asks for each as two batch jobs)."""
+    allocs = list(allocations)
+    total: dict[str, int] = {}
+    for a in allocs:
+        total[a.piece_of or a.alloc_id] = total.get(a.piece_of or a.alloc_id, 0) + a.cores
+    return {a.alloc_id: total[a.piece_of or a.alloc_id] for a in allocs}
+
+
 def check_framework_run(
     el: Elastic, server: MesosServer, kill: Callable[[Allocation], None]
 ) -> ShellFramework:
@@ -48,8 +57,11 @@ def check_framework_run(
             60,
             "four tasks done and more running",
         )
+        # the first allocation: every batch job of the first request (asa asks for it as two)
         first = el.view().allocations[0]
-        kill(first)
+        for a in el.view().allocations:
+            if (a.piece_of or a.alloc_id) == (first.piece_of or first.alloc_id):
+                kill(a)
         assert framework.all_done.wait(120), (
             f"finished {len(framework.finished)}/20; errors {framework.errors}"
         )
@@ -93,10 +105,11 @@ def test_a_pymesos_framework_runs_on_allocations_the_strategy_chooses(strategy: 
         allocations = {a.alloc_id: a for a in el.view().allocations}
     offered = {o.allocation for o in framework.offers}
     assert len(offered) >= 2, f"offers came from {offered}"
-    sizes = {allocations[a].cores for a in offered}
-    assert len(sizes) >= 2, f"the allocations offered have sizes {sizes}"
-    first = min(offered)
-    assert allocations[first].cores == 2, "the first allocation is as wide as the framework announced"
+    widths = request_widths(allocations.values())
+    sizes = {widths[a] for a in offered}
+    assert len(sizes) >= 2, f"the allocations offered were requested with widths {sizes}"
+    first = min(offered, key=lambda a: int(a[1:]))
+    assert widths[first] == 2, "the first allocation is as wide as the framework announced"
     assert max(o.cpus for o in framework.offers) <= 3
     for o in framework.offers:
         assert 0 < o.remaining <= allocations[o.allocation].walltime
