@@ -52,7 +52,10 @@ What :meth:`Planner.decide` does, each time it is asked:
    keep their queue place, else at *need - lead* without a dependency. The walltime covers the group,
    and more where the scheduler's estimate says the longer request waits no longer
    (:meth:`Planner._headroom`): a batch job's walltime cannot be extended once it runs, and only then can
-   step 1 hold it across a wait foreseen later, as Big-Job would. Unused walltime is not charged.
+   step 1 hold it across a wait foreseen later, as Big-Job would. Unused walltime is not charged. Each
+   allocation is asked for as ``pieces`` batch jobs (default 2): step 1 can keep some of them across a
+   narrow stage (``plan``'s ``shrink``, the next wide stage in waves on them), and each asks walltime
+   for two waves of its stages, since it may start before the others (:func:`_alone`).
 3. Release allocations whose stages are all done; walltime follow-ups as every strategy
    (:func:`~elastic.strategies.base.walltime_follow_ups`), requested ahead of the expiry by the timing
    rule's lead for a follow-up wait (its newsvendor quantile), not by the mean wait of every phase: on a
