@@ -212,6 +212,11 @@ class Allocation:
         return () if self.stage is None else (self.stage,)
 
     @property
+    def request(self) -> str:
+        """The request it was submitted for: :attr:`piece_of` for a batch job split from one, else its id."""
+        return self.piece_of or self.alloc_id
+
+    @property
     def pending(self) -> bool:
         """Requested, not started yet."""
         return self.state is AllocationState.REQUESTED

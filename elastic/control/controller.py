@@ -432,7 +432,7 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
-        widths = _split(action.cores, min(action.pieces, action.cores), self.job_cores)
+        widths = _split(action.cores, action.pieces, self.job_cores)
         if len(widths) == 1:
             self._submit_job(action, now)
             return
@@ -600,9 +600,9 @@ def _split(cores: int, pieces: int, job_cores: int | None) -> list[int]:
     >>> _split(56, 1, None), _split(56, 2, None), _split(7, 2, None), _split(56, 2, 20)
     ([56], [28, 28], [4, 3], [20, 8, 20, 8])
     """
-    base, extra = divmod(cores, max(pieces, 1))
+    base, extra = divmod(cores, pieces)
     out: list[int] = []
-    for i in range(max(pieces, 1)):
+    for i in range(pieces):
         width = base + (1 if i < extra else 0)
         if job_cores is None or width <= job_cores:
             out.append(width)

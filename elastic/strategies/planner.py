@@ -596,7 +596,7 @@ class Planner:
         units: dict[tuple[str, tuple[str, ...]], list[Allocation]] = {}
         for a in view.allocations:
             if not a.ended:
-                units.setdefault((a.piece_of or a.alloc_id, a.labels), []).append(a)
+                units.setdefault((a.request, a.labels), []).append(a)
         for (unit, _), jobs in units.items():
             live = [b for b in jobs if b.running]
             if not live:
@@ -763,7 +763,7 @@ class Planner:
                     # released (hold.expires_idle) and asked again
                     idling = min(early, walltime) if guessed else early
                     pieces = min(self.pieces, g.cores)
-                    asked = self._headroom(view, g, walltime * _alone(pieces) + idling, released)
+                    asked = self._headroom(view, g, walltime * _alone(pieces > 1) + idling, released)
                     submits.append(
                         Submit(
                             g.stages[0],
@@ -806,7 +806,7 @@ def _shortened(view: RunView) -> list[Shorten]:
         )
         if not labels or not view.stage(labels[0]).ready:
             continue
-        needed = merge.group_walltime(view.knowledge, labels) * _alone(2 if a.piece_of is not None else 1)
+        needed = merge.group_walltime(view.knowledge, labels) * _alone(a.piece_of is not None)
         if a.walltime > needed + SHORTEN_SLACK:
             out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
     return out
@@ -850,8 +850,8 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
     return dataclasses.replace(view, allocations=tuple(allocations))
 
 
-def _alone(pieces: int) -> int:
-    """Return the walltime, in multiples of its stages' own, that one of ``pieces`` batch jobs asks for.
+def _alone(split: bool) -> int:
+    """Return the walltime, in multiples of its stages' own, a batch job asks for (``split``: a piece).
 
     The pieces of a request wait in the queue apart: one that starts before the others runs its stages'
     tasks alone, in waves, until they do. Asked for its stages' walltime only, it ran out with tasks on it
@@ -859,7 +859,7 @@ def _alone(pieces: int) -> int:
     timed out with its second wave running, and the follow-up, asked with the next walltime of the
     sequence, waited 7 h). Cover :data:`WAVES` waves; unused walltime is not charged.
     """
-    return WAVES if pieces > 1 else 1
+    return WAVES if split else 1
 
 
 def _subset_widths(widths: Sequence[int]) -> tuple[int, ...]:

@@ -29,5 +29,5 @@ def test_a_stage_that_gets_tasks_after_its_allocation_was_released_runs_them(str
             time.sleep(0.1)
         assert el.submit_task(Task.shell("true", stage="s")).result(timeout=30).returncode == 0
         # two requests (asa asks for each as its pieces: batch jobs with the first one's id as piece_of)
-        requests = {a.piece_of or a.alloc_id for a in el.view().allocations}
+        requests = {a.request for a in el.view().allocations}
         assert len(requests) == 2

@@ -36,8 +36,8 @@ def request_widths(allocations: Iterable[Allocation]) -> dict[str, int]:
     allocs = list(allocations)
     total: dict[str, int] = {}
     for a in allocs:
-        total[a.piece_of or a.alloc_id] = total.get(a.piece_of or a.alloc_id, 0) + a.cores
-    return {a.alloc_id: total[a.piece_of or a.alloc_id] for a in allocs}
+        total[a.request] = total.get(a.request, 0) + a.cores
+    return {a.alloc_id: total[a.request] for a in allocs}
 
 
 def check_framework_run(
@@ -60,7 +60,7 @@ def check_framework_run(
         # the first allocation: every batch job of the first request (asa asks for it as two)
         first = el.view().allocations[0]
         for a in el.view().allocations:
-            if (a.piece_of or a.alloc_id) == (first.piece_of or first.alloc_id):
+            if a.request == first.request:
                 kill(a)
         assert framework.all_done.wait(120), (
             f"finished {len(framework.finished)}/20; errors {framework.errors}"
