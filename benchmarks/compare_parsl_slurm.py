@@ -20,10 +20,11 @@ sequence for every configuration of one repetition), and runs the same Montage-s
 HTEX workers are told the node has ``cores_per_node`` cores (``PARSL_CORES``): the local cluster's nodes all
 live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where
 HTEX submits its first block, to the last result), core-hours charged (from Slurm's own job records:
-cores x (end - start) of every batch job of the run), idle core-hours (charged - the tasks' own
-core-seconds), and per-stage waits (from the last task end of the previous stage, or ``parsl.load``, to
-the first task start of the stage), all measured by the tasks themselves and by Slurm, whatever the
-executor.
+cores x (end - start) of every batch job of the run, in Slurm's whole seconds, so up to cores x 1 s per
+job short: the CSV's ``core_h_resolution``), idle core-hours (charged - the tasks' own core-seconds), and
+per-stage waits (from the last task end of the previous stage, or ``parsl.load``, to the first task start
+of the stage), all measured by the tasks themselves and by Slurm, whatever the executor. Each task also
+reports its batch job (``SLURM_JOB_ID``): ``tasks_outside`` counts tasks whose job was not charged.
 
     .venv/bin/python benchmarks/compare_parsl_slurm.py [--reps 3] [--configs htex-bigjob,...] [--csv out.csv]
 """
@@ -57,12 +58,15 @@ CONFIGS = ("htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "el
 
 
 def _stage_app(name: str) -> Any:
-    def run(seconds: float, *after: Any, parsl_resource_specification: Any = None) -> tuple[float, float]:
+    def run(
+        seconds: float, *after: Any, parsl_resource_specification: Any = None
+    ) -> tuple[float, float, str]:
+        import os
         import time
 
         start = time.time()
         time.sleep(seconds)
-        return start, time.time()
+        return start, time.time(), os.environ.get("SLURM_JOB_ID", "")  # workers inherit their job's id
 
     run.__name__ = run.__qualname__ = name  # the app's name is its stage
     return parsl.python_app(run)
@@ -137,17 +141,17 @@ def one_run(
         dfk.cleanup()
         parsl.clear()
         background.stop()
-    end = max(e for stage in results for _, e in stage)
+    end = max(task[1] for stage in results for task in stage)
     waits, previous_end = [], t0
     for stage in results:
-        waits.append(min(s for s, _ in stage) - previous_end)
-        previous_end = max(e for _, e in stage)
-    used = sum(e - s for stage in results for s, e in stage) / 3600
+        waits.append(min(task[0] for task in stage) - previous_end)
+        previous_end = max(task[1] for task in stage)
+    used = sum(task[1] - task[0] for stage in results for task in stage) / 3600
     last_id = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
     cluster.run(["scancel", str(last_id)])
     cluster.cancel_all(wait=30)
     slurm = SlurmBackend(env=cluster.env)
-    charged, jobs = 0.0, 0
+    charged, jobs, resolution, counted = 0.0, 0, 0.0, set()
     for job in range(first_id + 1, last_id):
         if str(job) in background.ids:
             continue
@@ -157,8 +161,13 @@ def one_run(
             continue
         if info.start_time is not None and info.end_time is not None and info.name != "background":
             charged += info.cores * (info.end_time - info.start_time) / 3600
+            resolution += info.cores / 3600
+            counted.add(str(job))
             jobs += 1
-    return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs)
+    outside = sum(1 for stage in results for task in stage if task[2] not in counted)
+    return Outcome(
+        config, rep, end - t0, charged, used, tuple(waits), jobs, resolution=resolution, outside=outside
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -230,10 +239,12 @@ def main(argv: Sequence[str] | None = None) -> None:
         with args.csv.open("w", newline="") as fh:
             writer = csv.writer(fh)
             head = ["config", "rep", "makespan_s", "core_h_charged", "core_h_used", "core_h_idle", "jobs"]
+            head += ["core_h_resolution", "tasks_outside"]
             writer.writerow([*head, *[f"wait_{n}_s" for n, *_ in stages]])
             for o in outcomes:
                 writer.writerow([o.config, o.rep, f"{o.makespan:.1f}", f"{o.charged:.4f}", f"{o.used:.4f}",
-                                 f"{o.idle:.4f}", o.jobs, *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
+                                 f"{o.idle:.4f}", o.jobs, f"{o.resolution:.4f}", o.outside,
+                                 *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -18,10 +18,12 @@ name:tasks:seconds; each stage's tasks ``wait_for`` every task of the previous o
 Dask configurations need ``prefect-dask`` and ``dask-jobqueue``; without them they are left out, with the
 reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last
 task end), core-hours charged (from Slurm's job records: cores x (end - start) of every batch job of the
-run), idle core-hours (charged - the tasks' own core-seconds), per-stage waits (from the last task end of
-the previous stage, or the flow call, to the first task start of the stage), batch jobs, *released
-mid-flow* (batch jobs of the run that ended before the last stage's first task started) and *requeued*
-(batch jobs of the run submitted after one of its jobs had been released mid-flow: release-and-requeue).
+run, in whole seconds, so up to cores x 1 s per job short: the CSV's ``core_h_resolution``; each task
+reports its job, and ``tasks_outside`` counts tasks whose job was not charged), idle core-hours (charged -
+the tasks' own core-seconds), per-stage waits (from the last task end of the previous stage, or the flow
+call, to the first task start of the stage), batch jobs, *released mid-flow* (batch jobs of the run that
+ended before the last stage's first task started) and *requeued* (batch jobs of the run submitted after
+one of its jobs had been released mid-flow: release-and-requeue).
 
     .venv/bin/python benchmarks/compare_prefect_slurm.py [--reps 3] [--configs dask-adapt,...] [--csv out.csv]
 """
@@ -160,7 +162,7 @@ def one_run(
     last_id = _marker(cluster)
     cluster.cancel_all(wait=30)
     slurm = SlurmBackend(env=cluster.env)
-    charged, jobs, ends, submits = 0.0, 0, [], []
+    charged, jobs, ends, submits, resolution, counted = 0.0, 0, [], [], 0.0, set()
     for job in range(first_id + 1, last_id):
         if str(job) in background.ids:
             continue
@@ -173,6 +175,8 @@ def one_run(
         submits.append(info.submit_time)
         if info.start_time is not None and info.end_time is not None:
             charged += info.cores * (info.end_time - info.start_time) / 3600
+            resolution += info.cores / 3600
+            counted.add(str(job))
             jobs += 1
             if info.end_time < last_stage_start:
                 ends.append(info.end_time)
@@ -189,18 +193,22 @@ def one_run(
                     f"ended {tail} s after its last task"
                 )
     requeued = sum(1 for s in submits if ends and s is not None and s > min(ends))
-    return Outcome(config, rep, end - t0, charged, used, tuple(waits), jobs, len(ends), requeued)
+    outside = sum(1 for stage in results for task in stage if task[2] not in counted)
+    return Outcome(
+        config, rep, end - t0, charged, used, tuple(waits), jobs, len(ends), requeued, resolution, outside
+    )
 
 
 def write_csv(path: Path, outcomes: list[Outcome], stages: Stages) -> None:
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         head = ["config", "rep", "makespan_s", "core_h_charged", "core_h_used", "core_h_idle", "jobs"]
-        writer.writerow([*head, "released", "requeued", *[f"wait_{n}_s" for n, *_ in stages]])
+        head += ["released", "requeued", "core_h_resolution", "tasks_outside"]
+        writer.writerow([*head, *[f"wait_{n}_s" for n, *_ in stages]])
         for o in outcomes:
             writer.writerow([o.config, o.rep, f"{o.makespan:.1f}", f"{o.charged:.4f}", f"{o.used:.4f}",
-                             f"{o.idle:.4f}", o.jobs, o.released, o.requeued,
-                             *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
+                             f"{o.idle:.4f}", o.jobs, o.released, o.requeued, f"{o.resolution:.4f}",
+                             o.outside, *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:

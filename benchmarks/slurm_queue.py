@@ -28,7 +28,13 @@ MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:
 
 @dataclasses.dataclass(frozen=True)
 class Outcome:
-    """One configuration's run: makespan and waits in seconds, core-hours from Slurm's records."""
+    """One configuration's run: makespan and waits in seconds, core-hours from Slurm's records.
+
+    Slurm keeps a job's start and end in whole seconds, so ``charged`` may fall short of the real holding
+    time by up to ``resolution``; a run whose tasks were short and whose jobs were tight can show
+    ``charged`` a little under ``used``. Every task ran inside some batch job, so
+    ``charged >= used - resolution`` and ``outside == 0`` always hold when the accounting is right.
+    """
 
     config: str
     rep: int
@@ -39,6 +45,8 @@ class Outcome:
     jobs: int
     released: int = 0  # batch jobs ended before the last stage started
     requeued: int = 0  # batch jobs submitted after a mid-flow release
+    resolution: float = 0.0  # core-hours Slurm's whole-second records may miss: cores x 1 s per job
+    outside: int = 0  # tasks that ran in no batch job counted in ``charged`` (0 unless a job was missed)
 
     @property
     def idle(self) -> float:

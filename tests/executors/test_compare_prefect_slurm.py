@@ -46,7 +46,12 @@ def test_the_comparison_runs_every_configuration_and_accounts_for_every_core_hou
     used = (2 * 2 + 4 * 2) / 3600  # every task's own core-seconds
     for config, r in rows.items():
         assert float(r["core_h_used"]) == pytest.approx(used, rel=0.2), config
-        assert float(r["core_h_charged"]) > float(r["core_h_used"]), f"{config}: charged less than used"
+        # every task ran in a batch job that was charged; Slurm's records are whole seconds, so the
+        # charge may fall short of the real holding time by up to cores x 1 s per job
+        assert int(r["tasks_outside"]) == 0, f"{config}: a task ran in a batch job that was not charged"
+        charged, resolution = float(r["core_h_charged"]), float(r["core_h_resolution"])
+        assert charged >= float(r["core_h_used"]) - resolution, f"{config}: charged less than used"
+        assert 0 < resolution <= int(r["jobs"]) * 16 / 3600, config  # at most the 16 cores of the cluster
         assert float(r["makespan_s"]) >= 4.0 and float(r["wait_a_s"]) >= 0 and float(r["wait_b_s"]) >= -1
         assert 0 <= int(r["released"]) <= int(r["jobs"]), config
     # scale(4): four single-core worker jobs, counted when they started (one may not before the flow ends)
