@@ -5,17 +5,20 @@ from __future__ import annotations
 import functools
 import os
 import signal
+import time
 from collections.abc import Callable
 
 import pytest
 
 from elastic.backends.mock import MockBackend
+from elastic.batch import JobSpec
 from elastic.control.execution import RunResult
 from elastic.control.pool_execution import PoolExecution
 from elastic.control.runner import Runner
 from elastic.metrics import Event, EventKind
 from elastic.pool.events import AgentEvent, AgentEventKind
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
+from elastic.strategies.base import Cancel, Decision, Submit
 from elastic.workflow import Stage, Workflow
 from learners.asa import ASAEstimator
 
@@ -129,3 +132,59 @@ def test_allocation_cancelled_from_outside_mid_task_the_tasks_rerun_and_the_run_
     assert cancelled and result.status == "completed"
     lost = _assert_lost_tasks_reran_elsewhere(result, "b")
     assert {e.allocation for e in lost} == set(cancelled)
+
+
+class _CancelsWhenThePoolRunsATask:
+    """Asks one allocation; cancels it while its view still calls it pending but the pool runs a task there.
+
+    The pool places tasks from its own thread as soon as an agent joins, and the controller learns that the
+    batch job started only at its next poll: a strategy may cancel an allocation it believes pending that
+    already runs a task. ``blocker`` holds the partition's only node so that the view it decides on shows
+    the allocation pending; it then frees the node, waits (real time) until the pool runs the task on the
+    allocation, and cancels.
+    """
+
+    name = "cancel-race"
+
+    def __init__(self, backend: MockBackend, executor: PoolExecution, blocker: str) -> None:
+        self.backend, self.executor, self.blocker = backend, executor, blocker
+        self.raced: list[str] = []
+
+    def decide(self, view: RunView) -> Decision:
+        if not view.allocations:
+            return Decision((Submit("a", 1, 600.0),))
+        (a,) = view.allocations
+        if self.raced or not a.pending:
+            return Decision()
+        self.backend.cancel(self.blocker)
+        deadline = time.monotonic() + 60
+        while self.executor.busy_cores(a.alloc_id) == 0:
+            assert time.monotonic() < deadline, "the pool never ran the task on the allocation"
+            time.sleep(0.05)
+        self.raced.append(a.alloc_id)
+        return Decision((Cancel(a.alloc_id, "believed pending"),))
+
+
+@pytest.mark.timeout(120)
+def test_cancelling_an_allocation_seen_pending_that_already_runs_a_task_waits_for_the_task() -> None:
+    """No attempt is lost: the batch job is cancelled once the task the pool placed there has ended."""
+    backend = MockBackend(nodes=1, clock="scaled", speedup=SPEEDUP)
+    executor = PoolExecution(backend, speedup=SPEEDUP)
+    workflow = Workflow("one", (Stage("a", 1, 1, 100.0),))
+    try:
+        blocker = backend.submit(JobSpec(cores=1, walltime=10_000.0, name="blocker"))
+        strategy = _CancelsWhenThePoolRunsATask(backend, executor, blocker)
+        knowledge = Knowledge(workflow, waits=ASAEstimator(grid=[0.0, 1e5], policy="greedy"))
+        runner = Runner(
+            workflow, strategy, backend, executor, knowledge, poll_interval=5.0, max_duration=600.0
+        )
+        result = runner.run()
+    finally:
+        executor.close()
+        backend.close()
+    assert strategy.raced == ["a1"]
+    assert result.status == "completed", result.detail
+    assert not _of(result.events, K.TASK_LOST)
+    (task_end,) = _of(result.events, K.TASK_END)
+    (alloc_end,) = _of(result.events, K.ALLOC_END)
+    assert task_end.allocation == "a1" and alloc_end.time >= task_end.time

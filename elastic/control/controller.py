@@ -549,8 +549,9 @@ class AllocationController:
         """Cancel an allocation; one that still runs a task is drained first and cancelled once idle.
 
         A strategy cancels a running allocation only when it saw no task on it, but a live pool places
-        tasks from its own thread: one may have landed between the strategy's view and this call, and
-        cancelling then would kill it (a lost attempt, a failed task where retries are off). So the
+        tasks from its own thread: one may have landed between the strategy's view and this call (even on
+        an allocation the view showed pending: its job started since the last poll, and its agent joined),
+        and cancelling then would kill it (a lost attempt, a failed task where retries are off). So the
         allocation gets no new task from here on, and the batch job is cancelled when its last task ends
         (:meth:`_retire`). ``kill`` (the run is over) cancels at once.
         """
@@ -561,7 +562,9 @@ class AllocationController:
             logger.info("%s: cancel %s: %s", self.strategy.name, a.alloc_id, action.reason)
         a = self._allocs[a.alloc_id] = dataclasses.replace(a, cancelled=True)
         self.execution.release(a.alloc_id)
-        if not kill and a.running and self.execution.busy_cores(a.alloc_id) > 0:
+        # not only ``a.running``: an agent joins, and the pool places tasks on it, as soon as the batch job
+        # starts, while this controller learns of the start at its next poll
+        if not kill and self.execution.busy_cores(a.alloc_id) > 0:
             logger.info("%s: %s still runs a task; cancelled when it ends", self.strategy.name, a.alloc_id)
             self._retiring[a.alloc_id] = action
             return

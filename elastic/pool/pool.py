@@ -293,7 +293,10 @@ class Pool:
         shutil.rmtree(spool.allocation_dir(self.spool_dir, alloc_id), ignore_errors=True)
 
     def drain(self, alloc_id: str, reason: str = "asked to drain") -> None:
-        """Place no new task on an allocation; its agents leave once their running tasks end."""
+        """Place no new task on an allocation; its agents leave once their running tasks end.
+
+        An allocation whose agent has not joined yet is drained as soon as one joins.
+        """
         with self._lock:
             self._state.drain(alloc_id, reason)
         self._wake()

@@ -223,6 +223,7 @@ class PoolState:
         self.allocs: dict[str, Allocation] = {}
         self.agents: dict[bytes, AgentRecord] = {}
         self._seen: set[bytes] = set()  # every agent identity that ever registered
+        self._drain_on_join: dict[str, str] = {}  # allocations drained before any agent joined: why
         self.tasks: dict[str, TaskRecord] = {}
         self._queue: dict[int, dict[str, None]] = {}  # cores -> ordered set of queued task ids
         self._seq = itertools.count()
@@ -273,7 +274,11 @@ class PoolState:
             self.outbox.append((agent.ident, Stop(f"allocation ended {new.value}")))
 
     def drain(self, alloc_id: str, reason: str) -> None:
-        """Place no new task on an allocation; its agents leave once their running tasks end."""
+        """Place no new task on an allocation; its agents leave once their running tasks end.
+
+        An allocation still REQUESTED is drained as its first agent joins (its job may start before the
+        cancel that usually follows a drain takes effect).
+        """
         self._drain(self.allocation(alloc_id), reason)
 
     def allocation(self, alloc_id: str) -> Allocation:
@@ -491,6 +496,8 @@ class PoolState:
         self.emit(AgentEvent(now, msg.alloc_id, name, AgentEventKind.JOINED, f"{msg.cores} cores"))
         self.outbox.append((ident, Welcome(self.heartbeat_interval, self.pool_timeout)))
         logger.info("pool: agent %s joined allocation %s with %d cores", name, msg.alloc_id, msg.cores)
+        if msg.alloc_id in self._drain_on_join:  # released while its job was pending: no task goes there
+            self._drain(self.allocs[msg.alloc_id], self._drain_on_join[msg.alloc_id])
 
     def _started(self, agent: AgentRecord, task_id: str) -> None:
         """Take an agent's report that a task started: an assigned one now runs and takes its cores."""
@@ -687,6 +694,10 @@ class PoolState:
         self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
+        if alloc.state is AllocationState.REQUESTED:
+            # its batch job may start (and its agent join) before the cancel that follows takes effect
+            self._drain_on_join[alloc.alloc_id] = reason
+            return
         if alloc.state is not AllocationState.RUNNING:
             return
         self._set_state(alloc, AllocationState.DRAINING, reason)

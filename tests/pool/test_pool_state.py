@@ -206,6 +206,22 @@ def test_drain_places_nothing_new_and_the_agent_leaves(state: PoolState, clock: 
     assert [e.detail for e in left] == ["drained"] and not state.agents
 
 
+def test_an_allocation_drained_before_its_agent_joined_gets_no_task_once_it_joins(
+    state: PoolState, clock: Clock
+) -> None:
+    """Released while its job was pending; the job starts before the cancel reaches the batch system."""
+    waiting = state.submit(Task.shell("true", task_id="t"))
+    state.drain("a1", "released by the strategy")
+    assert state.allocation("a1").state is AllocationState.REQUESTED  # nothing to drain yet
+    ident = join(state, "a1")
+    state.tick(clock.now)
+    out = take_outbox(state)
+    assert (ident, Drain("released by the strategy")) in out
+    assert not any(isinstance(m, RunTasks) for _, m in out)
+    assert state.allocation("a1").state is AllocationState.DRAINING and state.free_cores() == {}
+    assert not waiting.done() and state.queued() == ["t"]
+
+
 def test_allocation_near_its_walltime_end_is_drained(state: PoolState, clock: Clock) -> None:
     join(state, "a1", end=clock.now + 10.5)  # the agent knows when its job will be killed
     state.tick(clock.now)
