@@ -118,7 +118,10 @@ log "pytest"
 # so a missing browser is a failure, not a skip.
 export ELASTIC_REQUIRE_BROWSER=1
 set +e
-python -m pytest --durations=20 "$@"
+# Two test processes (pytest-xdist): most tests wait on daemons, agents, batch jobs and sleeps rather than
+# on the CPU. Each process starts its own Slurm cluster, PostgreSQL and Prefect server on free ports.
+# A later -n in "$@" overrides this one (-n 0: one process).
+python -m pytest -n 2 --durations=20 "$@"
 rc=$?
 set -e
 if [ "$rc" -eq 5 ]; then
