@@ -20,7 +20,15 @@ from elastic.strategies import Cancel, Knowledge, RunView, Serve, Shorten, Stage
 from elastic.strategies.base import Releasing, walltime_follow_ups
 from elastic.strategies.hold import hold_through
 from elastic.strategies.merge import Choice, groups
-from elastic.strategies.planner import WAVES, Planner, StagePlan, _pieces_for, _subset_widths, plan
+from elastic.strategies.planner import (
+    HEADROOM_SLACK,
+    WAVES,
+    Planner,
+    StagePlan,
+    _pieces_for,
+    _subset_widths,
+    plan,
+)
 from elastic.strategies.timing import PROBS, Prices, acquire_cost, acquire_delayed
 from elastic.workflow import Stage, Workflow
 from learners.ewma import LogEWMA
@@ -529,8 +537,24 @@ def test_a_request_covers_the_stages_after_it_where_the_longer_walltime_waits_no
     ) == math.ceil(own)
     no_estimate = dataclasses.replace(_first_request_view(), estimate=None)
     assert _requested_walltime(Planner(pieces=1), no_estimate) == math.ceil(own)
-    # asked as two batch jobs (the default), each covers two waves of its stages: one may start alone
-    assert _requested_walltime(Planner(), no_estimate) == math.ceil(2 * own)
+    # asked as two batch jobs (the default) without an estimate: each asks its stages' walltime
+    assert _requested_walltime(Planner(), no_estimate) == math.ceil(own)
+
+
+def test_a_piece_asks_two_waves_of_walltime_only_where_the_estimate_says_it_waits_no_longer() -> None:
+    # One piece may start before the other and run its stage alone in two waves; but a longer walltime
+    # waits longer where the scheduler plans every job's walltime (HPC2N capacity)
+    k = Knowledge(WF, waits=LogEWMA(alpha=1.0))
+    own, narrow, wide2 = (k.walltime(s) for s in ("wide1", "narrow", "wide2"))
+    assert own / 10 > HEADROOM_SLACK  # below, a second wave's walltime waits own / 10 s longer
+    # every request waits 600 s whatever its walltime: two waves, and the stages a hold could use
+    assert _requested_walltime(Planner(), _first_request_view(wait=600.0)) == math.ceil(
+        2 * own + narrow + wide2
+    )
+    # a longer request waits longer: one wave (and no cover for holds either)
+    assert _requested_walltime(Planner(), _first_request_view()) == math.ceil(own)
+    # the estimate off: one wave
+    assert _requested_walltime(Planner(estimates=False), _first_request_view(wait=600.0)) == math.ceil(own)
 
 
 def test_a_trailing_narrow_stage_is_covered_only_where_the_request_starts_at_once() -> None:
