@@ -824,7 +824,9 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
     shorter request fits gaps in the schedule a longer one does not: HPC2N capacity, Statistics 28, run
     5: the request for ``period_stats`` asked 2.5 h, still waited when the stage was ready at 11.3 h and
     started at 30.7 h, where Per-Stage's request of 1.25 h, asked then, started at once. Each is lowered
-    to what its stages need (:func:`merge.group_walltime`); walltime follow-ups ask no cover and are left.
+    to what its stages need (:func:`merge.group_walltime`; a piece, to what
+    :meth:`Planner._waves_walltime` would ask, ``piece_walltime``); walltime follow-ups ask no cover and
+    are left.
     """
     out: list[Shorten] = []
     order = {s.name: s.index for s in view.stages}
