@@ -371,7 +371,7 @@ class ElasticExecutor(ParslExecutor):
         now: set[str] = set()
         for w in waiting:
             during = self._submitted.get(w.stage, 0) - before.get(w.stage, 0)
-            front.expect(w.stage, max(0, w.tasks - during), cores=w.cores, after=w.after)
+            front.expect(w.stage, max(0, w.tasks - during), cores=w.cores, after=w.after, runtime=w.runtime)
             now.add(w.stage)
         for stage in set(announced) - now:
             front.expect(stage, 0)

@@ -127,6 +127,8 @@ class WaitingStage:
         Stages of the tasks they wait for (other than their own).
     first : int
         Smallest Parsl task id among them (stages are announced in the order the program invoked them).
+    runtime : float or None
+        Mean of the runtime estimates those of them that give one declare (seconds); None: none does.
     """
 
     stage: str
@@ -134,6 +136,7 @@ class WaitingStage:
     cores: int
     after: tuple[str, ...]
     first: int
+    runtime: float | None = None
 
 
 def record_resources(record: Mapping[str, Any]) -> AppResources:
@@ -153,6 +156,7 @@ def waiting_stages(records: Iterable[Mapping[str, Any]], label: str) -> list[Wai
     counted too: it is about to be submitted.
     """
     found: dict[str, tuple[int, int, dict[str, None], int]] = {}
+    runtimes: dict[str, list[float]] = {}
     for record in records:
         if record.get("executor") != label or record.get("status") != States.pending:
             continue
@@ -166,5 +170,11 @@ def waiting_stages(records: Iterable[Mapping[str, Any]], label: str) -> list[Wai
                 if dep_stage != res.stage:
                     after[dep_stage] = None
         found[res.stage] = (tasks + 1, max(cores, res.cores), after, min(first, task_id))
-    stages = [WaitingStage(s, n, c, tuple(a), f) for s, (n, c, a, f) in found.items()]
+        if res.runtime is not None:
+            runtimes.setdefault(res.stage, []).append(res.runtime)
+    stages = [WaitingStage(s, n, c, tuple(a), f, _mean(runtimes.get(s))) for s, (n, c, a, f) in found.items()]
     return sorted(stages, key=lambda w: w.first)
+
+
+def _mean(values: list[float] | None) -> float | None:
+    return sum(values) / len(values) if values else None

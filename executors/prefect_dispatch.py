@@ -107,6 +107,7 @@ class FlowRunDispatch:
         self._held: dict[str, int] = defaultdict(int)
         self._after: dict[str, set[str]] = defaultdict(set)
         self._cores: dict[str, int] = defaultdict(lambda: 1)
+        self._runtime: dict[str, float] = {}  # the longest runtime estimate of a held run, by stage
         self._timers: dict[_Run, threading.Timer] = {}
         self._cancelled: str | None = None
         self._stopping = False
@@ -155,6 +156,8 @@ class FlowRunDispatch:
                     stage = placement.stage
                     self._held[stage] += 1
                     self._cores[stage] = max(self._cores[stage], placement.cores)
+                    if placement.runtime is not None:
+                        self._runtime[stage] = max(self._runtime.get(stage, 0.0), placement.runtime)
                     self._after[stage].update(s for f in pending if (s := getattr(f, "stage", None)))
                     self._announce(stage)
         if cancelled is not None:
@@ -171,7 +174,11 @@ class FlowRunDispatch:
     def _announce(self, stage: str) -> None:
         """Tell the front door how many runs of ``stage`` are held, after which stages (lock held)."""
         self.elastic.expect(
-            stage, self._held[stage], cores=self._cores[stage], after=sorted(self._after[stage] - {stage})
+            stage,
+            self._held[stage],
+            cores=self._cores[stage],
+            after=sorted(self._after[stage] - {stage}),
+            runtime=self._runtime.get(stage),
         )
 
     def _upstream_done(self, run: _Run) -> None:

@@ -45,6 +45,7 @@ from elastic.backends.base import BatchBackend, EstimatesReleasing, ShortensWall
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
+from elastic.control.liveness import unserved
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import (
@@ -57,6 +58,7 @@ from elastic.strategies.base import (
     StageView,
     Strategy,
     Submit,
+    merge,
 )
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
@@ -175,6 +177,8 @@ class AllocationController:
         """The backend's priority model for held jobs (None when it does not say)."""
         self._estimates: dict[tuple[int, float, tuple[tuple[str, float], ...]], float | None] = {}
         self._estimated_at: float | None = None
+        self._task_cores: dict[str, int] = {}
+        """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
 
     # -- the step ------------------------------------------------------------------------------------
 
@@ -197,6 +201,8 @@ class AllocationController:
         if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
             return now + self.poll_interval
         decision = self.strategy.decide(view)
+        decision = merge(decision, unserved(view, decision, max_cores=self.max_cores))
+        self._task_cores = {st.name: st.cores for st in view.stages}
         self.apply(decision, now)
         self.demand.dispatch(now)
         self._advance(now)
@@ -432,13 +438,20 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
-        widths = _split(action.cores, action.pieces, self.job_cores)
+        widths = _split(action.cores, action.pieces, self.job_cores, self._widest_task(action))
         if len(widths) == 1:
             self._submit_job(action, now)
             return
         first = f"a{len(self._allocs) + 1}"
         for cores in widths:
             self._submit_job(dataclasses.replace(action, cores=cores, pieces=1), now, piece_of=first)
+
+    def _widest_task(self, action: Submit) -> int:
+        """Cores of the widest task ``action``'s stages have (every stage's for the whole workflow)."""
+        labels = set(action.serves or (action.stage,))
+        if TOTAL in labels:
+            return max(self._task_cores.values(), default=1)
+        return max((c for name, c in self._task_cores.items() if name in labels), default=1)
 
     def _submit_job(self, action: Submit, now: float, *, piece_of: str | None = None) -> None:
         alloc_id = f"a{len(self._allocs) + 1}"
@@ -592,24 +605,35 @@ def _priority_model(backend: BatchBackend) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def _split(cores: int, pieces: int, job_cores: int | None) -> list[int]:
+def _split(cores: int, pieces: int, job_cores: int | None, task: int = 1) -> list[int]:
     """Return the widths of the batch jobs a request of ``cores`` is submitted as.
 
     ``pieces`` near-equal jobs (the strategy's :attr:`Submit.pieces`), each split again into jobs of at
-    most ``job_cores``.
+    most ``job_cores``, in whole numbers of the widest task's ``task`` cores: a task runs inside one job,
+    so no job is narrower than ``task`` (a lone 2-core task asked in two pieces gets one 2-core job, not
+    two 1-core jobs it could never run on), and cores beyond a whole number of tasks go to the first job.
+    Where ``job_cores`` is narrower than ``task``, a job is ``task`` cores wide.
 
     Examples
     --------
     >>> _split(56, 1, None), _split(56, 2, None), _split(7, 2, None), _split(56, 2, 20)
     ([56], [28, 28], [4, 3], [20, 8, 20, 8])
+    >>> _split(2, 2, None, task=2), _split(28, 2, 14, task=28), _split(12, 2, 5, task=4)
+    ([2], [28], [4, 4, 4])
     """
-    base, extra = divmod(cores, pieces)
+    task = max(1, min(task, cores))
+    units, spare = divmod(cores, task)
+    per_job = None if job_cores is None else max(1, job_cores // task)
+    pieces = max(1, min(pieces, units))
+    base, extra = divmod(units, pieces)
     out: list[int] = []
     for i in range(pieces):
         width = base + (1 if i < extra else 0)
-        if job_cores is None or width <= job_cores:
+        if per_job is None or width <= per_job:
             out.append(width)
         else:
-            whole, rest = divmod(width, job_cores)
-            out.extend([job_cores] * whole + ([rest] if rest else []))
+            whole, rest = divmod(width, per_job)
+            out.extend([per_job] * whole + ([rest] if rest else []))
+    out = [w * task for w in out]
+    out[0] += spare
     return out

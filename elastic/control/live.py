@@ -50,6 +50,7 @@ class _Stage:
     held: int = 0
     expected: int = 0
     expected_ready: bool = False  # the announced tasks could run now (they wait for cores, not inputs)
+    expected_runtime: float | None = None  # the announced tasks' runtime estimate (backend seconds)
     queued: int = 0
     running: int = 0
     done: int = 0
@@ -139,17 +140,30 @@ class LiveDemand:
             self._queue(self._add(stage, cores, estimate, after))
 
     def expect(
-        self, stage: str, tasks: int, *, cores: int = 1, after: Iterable[str] = (), ready: bool = False
+        self,
+        stage: str,
+        tasks: int,
+        *,
+        cores: int = 1,
+        after: Iterable[str] = (),
+        ready: bool = False,
+        runtime: float | None = None,
     ) -> None:
         """Say that ``tasks`` tasks of ``stage`` exist in the user's program but are not submitted yet.
 
         The count replaces the previous one of the stage (front-ends call it with what they see now).
         ``ready``: they could run now and wait only for cores (the stage is ready once announced so).
+        ``runtime``: their mean runtime estimate (real seconds), the stage's runtime until a declared one
+        or the estimates of its submitted tasks say otherwise (walltimes are asked from it).
         """
         with self._lock:
             st = self._add(stage, cores, None, after)
             st.expected = max(0, tasks)
             st.expected_ready = ready
+            if runtime is not None:
+                if st.expected_runtime is None:
+                    self._plan = None
+                st.expected_runtime = runtime * self.speedup
 
     def close(self) -> None:
         """Say that the user is done submitting: every stage with nothing outstanding is complete."""
@@ -258,6 +272,7 @@ class LiveDemand:
                         end_time=st.end_time,
                         runtime=_runtime(st),
                         rerun_end=st.attempts.rerun_end(),
+                        queued=st.queued,
                     )
                 )
         return tuple(views)
@@ -307,6 +322,8 @@ class LiveDemand:
             runtime = st.runtime
             if runtime is None and st.estimated:
                 runtime = max(st.estimates / st.estimated, 1e-3)
+            if runtime is None and st.expected_runtime is not None:
+                runtime = max(st.expected_runtime, 1e-3)
             deps = tuple(d for d in st.depends_on if d in seen)  # only earlier stages: the order they came in
             stages.append(Stage(st.name, max(1, st.known, st.planned), st.cores, runtime, depends_on=deps))
             seen.add(st.name)

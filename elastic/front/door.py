@@ -27,6 +27,7 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import contextlib
+import dataclasses
 import logging
 import threading
 import weakref
@@ -41,8 +42,11 @@ from elastic.control.execution import RunResult
 from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
 from elastic.errors import ConfigError, ElasticError
+from elastic.front import signals
 from elastic.front.setup import (
+    driver_identity,
     plan_to_json,
+    recover_abandoned,
     remembered_plan,
     resolve_backend,
     resolve_store,
@@ -231,7 +235,8 @@ class Elastic(concurrent.futures.Executor):
                 self._backend, speedup=self._speedup, pool=self._pool, on_event=self._poke.set
             )
             self._cleanup.append(self._execution.close)
-            partition = self._backend.partition().cores
+            self._partition = self._backend.partition()
+            partition = self._partition.cores
             self._controller = AllocationController(
                 self._strategy,
                 self._backend,
@@ -246,9 +251,14 @@ class Elastic(concurrent.futures.Executor):
                 job_cores=job_cores,
             )
             self._run_id = None
+            self._jobs: list[str] = []
             if self._store is not None:
+                recover_abandoned(self._store, self._backend)
                 self._run_id = self._store.record_run(
-                    self._name, self._strategy.name, self._backend.name, params={"frontdoor": True}
+                    self._name,
+                    self._strategy.name,
+                    self._backend.name,
+                    params={"frontdoor": True, "driver": driver_identity()},
                 )
         except BaseException:
             self._release()
@@ -257,6 +267,8 @@ class Elastic(concurrent.futures.Executor):
         self._thread = threading.Thread(target=self._control, name="elastic-control", daemon=True)
         self._thread.start()
         atexit.register(self._at_exit)
+        signals.install()
+        self._cleanup.insert(0, signals.uninstall)  # run last
         logger.info(
             "front door: %s on %s, pool at %s", self._strategy.name, self._backend.name, self._pool.address
         )
@@ -294,15 +306,42 @@ class Elastic(concurrent.futures.Executor):
         return self._hold(task.stage, task.cores, task.estimate, deps, lambda: task, ordering_only=True)
 
     def expect(
-        self, stage: str, tasks: int, *, cores: int = 1, after: Sequence[str] = (), ready: bool = False
+        self,
+        stage: str,
+        tasks: int,
+        *,
+        cores: int = 1,
+        after: Sequence[str] = (),
+        ready: bool = False,
+        runtime: float | None = None,
     ) -> None:
         """Announce ``tasks`` tasks of ``stage`` that exist but are not submitted yet (front-ends call it).
 
         The count replaces the last one announced for the stage; strategies can then size and pre-submit the
         stage's allocation before its first task is submitted. ``ready``: the tasks could run now and wait
-        only for cores (a Mesos framework waiting for offers), so the stage is ready at once.
+        only for cores (a Mesos framework waiting for offers), so the stage is ready at once. ``runtime``:
+        their expected runtime in seconds, if known (the walltime of the stage's first allocation is asked
+        from it, as for submitted tasks' estimates).
+
+        Raises
+        ------
+        ConfigError
+            ``tasks``, ``cores`` or ``runtime`` is not a number in range.
         """
-        self._demand.expect(stage, tasks, cores=cores, after=after, ready=ready)
+        _check(
+            isinstance(tasks, int) and not isinstance(tasks, bool) and tasks >= 0,
+            f"expect: tasks must be a whole number >= 0, got {tasks!r}",
+        )
+        _check(
+            isinstance(cores, int) and not isinstance(cores, bool) and cores >= 1,
+            f"expect: cores must be a whole number >= 1, got {cores!r}",
+        )
+        _check(
+            runtime is None
+            or (isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and 0 <= runtime < 1e9),
+            f"expect: runtime must be seconds >= 0 (or None), got {runtime!r}",
+        )
+        self._demand.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime)
         self._poke.set()
 
     def _check_open(self) -> None:
@@ -317,8 +356,33 @@ class Elastic(concurrent.futures.Executor):
         self._stage_of[future] = stage
         return future
 
+    def _unservable(self, stage: str, cores: int, estimate: float | None) -> Fut[Any] | None:
+        """Return a failed future for a task no allocation could ever run; None if one could."""
+        most = self._controller.max_cores
+        limit = self._partition.max_walltime
+        why = None
+        if most is not None and cores > most:
+            why = (
+                f"task of stage {stage!r} asks for {cores} cores, but no allocation may have more than "
+                f"{most} (the partition's size, or max_cores); ask for fewer cores or a larger partition"
+            )
+        elif estimate is not None and limit is not None and estimate * self._speedup > limit:
+            why = (
+                f"task of stage {stage!r} is expected to run {estimate:.0f} s, longer than the partition's "
+                f"time limit ({limit / self._speedup:.0f} s); no allocation can run it to its end"
+            )
+        if why is None:
+            return None
+        logger.error("front door: %s", why)
+        future: Fut[Any] = concurrent.futures.Future()
+        future.set_exception(ConfigError(why))
+        return future
+
     def _queue(self, task: Task) -> Fut[Any]:
         self._check_open()
+        refused = self._unservable(task.stage, task.cores, task.estimate)
+        if refused is not None:
+            return refused
         self._demand.queued(task.stage, task.cores, task.estimate)
         future = self._track(self._pool.submit(task), task.stage)
         self._poke.set()
@@ -335,6 +399,9 @@ class Elastic(concurrent.futures.Executor):
         ordering_only: bool,
     ) -> Fut[Any]:
         self._check_open()
+        refused = self._unservable(stage, cores, estimate)
+        if refused is not None:
+            return refused
         after = [s for s in (self._stage_of.get(d) for d in deps) if s is not None]
         self._demand.held(stage, cores, estimate, after)
         outer: Fut[Any] = self._track(concurrent.futures.Future(), stage)
@@ -406,6 +473,23 @@ class Elastic(concurrent.futures.Executor):
             self._recorder.add(event)
             if event.kind not in _TASK_KINDS:  # task events are folded in, not kept
                 self._timeline.append(event)
+        if event.kind is EventKind.ALLOC_SUBMIT and event.job_id is not None:
+            self._remember_job(event.job_id)
+
+    def _remember_job(self, job_id: str) -> None:
+        """Keep the run's batch job ids in the store, so a run whose driver was killed can be cleaned up.
+
+        The next front door on the same store finds such a run
+        (:func:`~elastic.front.setup.recover_abandoned`) and cancels these jobs; a store that cannot be
+        written only loses that safety net.
+        """
+        self._jobs.append(job_id)
+        if self._store is None or self._run_id is None:
+            return
+        try:
+            self._store.add_run_params(self._run_id, {"jobs": list(self._jobs)})
+        except ElasticError as exc:
+            logger.warning("front door: cannot record batch job %s in the store: %s", job_id, exc)
 
     def _control(self) -> None:
         failures = 0
@@ -490,6 +574,8 @@ class Elastic(concurrent.futures.Executor):
         atexit.unregister(self._at_exit)
         if self._error is not None:
             status = "failed"
+        elif signals.received() is not None:  # SIGTERM/SIGHUP: however the program shut us down
+            status = "interrupted"
         try:
             self.result = self._finish(status)
         finally:
@@ -519,7 +605,7 @@ class Elastic(concurrent.futures.Executor):
                 self._run_id,
                 status,
                 summary,
-                params={"plan": plan_to_json(plan) if status == "completed" else None},
+                params={"plan": _plan_seen(plan, stages) if status == "completed" else None},
             )
         logger.info("front door: run %s, makespan %.0f s", status, metrics.makespan)
         return RunResult(self._name, self._strategy.name, status, tuple(self._timeline), metrics)
@@ -532,6 +618,21 @@ class Elastic(concurrent.futures.Executor):
             except Exception:
                 logger.exception("front door: closing %r failed", close)
         self._cleanup.clear()
+
+
+def _plan_seen(plan: Workflow, stages: Sequence[StageView]) -> list[dict[str, Any]] | None:
+    """Return the stages of ``plan`` that had a task in this run, as the store keeps plans (None: none did).
+
+    A stage remembered from an earlier run or declared, that got no task this time (the script changed),
+    is not carried on to the next run; a run in which no task ran leaves no plan at all (no placeholder).
+    """
+    ran = {s.name for s in stages if s.ready}
+    kept = [
+        dataclasses.replace(s, depends_on=tuple(d for d in (s.depends_on or ()) if d in ran))
+        for s in plan.stages
+        if s.name in ran
+    ]
+    return plan_to_json(Workflow(plan.name, tuple(kept))) if kept else None
 
 
 _END_STATUSES = ("completed", "cancelled", "failed", "interrupted")

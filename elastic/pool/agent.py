@@ -67,7 +67,15 @@ from elastic.pool.spool import agent_dir, spool_dir
 from elastic.pool.tasks import Task, TaskKind, TaskResult
 from elastic.pool.worker import Worker
 
-__all__ = ["EXIT_NO_POOL", "EXIT_POOL_SILENT", "SIGNAL_GRACE", "Agent", "AgentCommand", "main"]
+__all__ = [
+    "EXIT_NO_POOL",
+    "EXIT_POOL_SILENT",
+    "SIGNAL_GRACE",
+    "Agent",
+    "AgentCommand",
+    "main",
+    "pool_listening",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +85,8 @@ EXIT_POOL_SILENT = 4
 """Exit code when the pool stopped answering."""
 
 _REGISTER_TICK = 0.05
+_PROBE_AFTER = 2.0
+"""Seconds without a welcome after which the agent checks that something listens at the pool's port."""
 """Seconds between two looks at the socket while waiting for the pool's welcome."""
 
 REPORT_DELAY = 0.002
@@ -176,8 +186,18 @@ class Agent:
             shutil.rmtree(workdir, ignore_errors=True)
 
     def _await_welcome(self, sock: AgentSocket) -> Welcome | None:
-        deadline = time.monotonic() + self.command.register_timeout
+        start = time.monotonic()
+        deadline = start + self.command.register_timeout
+        probed = False
         while time.monotonic() < deadline and self._signalled is None:
+            if not probed and time.monotonic() - start >= _PROBE_AFTER:
+                # a live pool welcomes within milliseconds; ZeroMQ would retry a dead one silently until
+                # the timeout. A job held by a dependency, or queued, that starts after its driver died
+                # finds nothing listening: it does no work and gives its cores back at once
+                probed = True
+                if not pool_listening(self.command.pool):
+                    logger.error("%s nothing listens at %s: pool gone", self._prefix, self.command.pool)
+                    return None
             try:
                 msg = sock.recv(_REGISTER_TICK)
             except ProtocolError as exc:
@@ -447,6 +467,34 @@ def _result_bytes(result: TaskResult) -> int:
     """Roughly the bytes ``result`` takes in a message."""
     texts = (result.stdout, result.stderr, result.traceback, result.error_message)
     return 256 + len(result.value) + len(result.error) + sum(len(t) for t in texts)
+
+
+def pool_listening(address: str, *, tries: int = 3, pause: float = 0.5, timeout: float = 5.0) -> bool:
+    """Whether something accepts TCP connections at the pool's ``tcp://host:port`` address.
+
+    A refused connection, ``tries`` times ``pause`` seconds apart, means nothing listens there: the
+    driver that owned the pool has exited (ZeroMQ itself would retry silently until the registration
+    timeout). A timeout or any other error is not proof of that, and answers True (registration then
+    tells). Addresses that are not TCP answer True.
+    """
+    if not address.startswith("tcp://"):
+        return True
+    host, _, port = address[len("tcp://") :].rpartition(":")
+    host = host.strip("[]")
+    try:
+        port_number = int(port)
+    except ValueError:
+        return True
+    for attempt in range(tries):
+        try:
+            with socket.create_connection((host, port_number), timeout=timeout):
+                return True
+        except ConnectionRefusedError:
+            if attempt + 1 < tries:
+                time.sleep(pause)
+        except OSError:
+            return True
+    return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:

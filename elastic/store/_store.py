@@ -244,6 +244,21 @@ class Store:
         if done != 1:
             raise UnknownRunError(self._url, run_id)
 
+    def add_run_params(self, run_id: int, params: Mapping[str, Any]) -> None:
+        """Merge ``params`` (a JSON object) into a run's params while it runs (e.g. its batch job ids).
+
+        Raises
+        ------
+        UnknownRunError
+            No run has this id.
+        """
+        extra = _check_json("params", params)
+        with self._errors("update a run"), self._transaction(write=True) as conn:
+            old = conn.execute(select(RunRow.params).where(RunRow.id == run_id)).first()
+            if old is None:
+                raise UnknownRunError(self._url, run_id)
+            conn.execute(update(RunRow).where(RunRow.id == run_id).values(params={**(old[0] or {}), **extra}))
+
     def runs(
         self, *, workflow: str | None = None, strategy: str | None = None, backend: str | None = None
     ) -> pd.DataFrame:

@@ -181,6 +181,10 @@ class StageView:
     re-run starts from scratch and takes at least as long as the lost attempt had run, so each such task
     not done ends no sooner than its current attempt's start (its loss, while it waits) plus the seconds
     its lost attempts ran. ``None``: no task of it was lost, or all those are done."""
+    queued: int | None = None
+    """Tasks queued for cores now (they could run on any allocation wide enough). ``None``: every task
+    neither done nor running (a declared stage's tasks are all released when it is ready); a front-door
+    stage also counts tasks that exist but wait for their inputs, which are not queued."""
 
     @property
     def width(self) -> int:

@@ -731,6 +731,11 @@ class Planner:
         for s in view.stages:
             if s.complete or s.name in covered:
                 segments.append([])
+            elif s.ready and segments[-1]:
+                # a ready stage is needed now, whatever comes before it in the plan: a stage of a
+                # remembered or declared plan that has no task yet (the script changed since) must not
+                # hold it back, and on a DAG a sibling branch is no predecessor
+                segments.append([s])
             else:
                 segments[-1].append(s)
         caps = _lead_caps(view)

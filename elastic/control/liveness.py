@@ -1,0 +1,106 @@
+"""The liveness rule: a ready task that no allocation can run gets one, whatever the strategy decided.
+
+Strategies plan from what they believe: a plan declared by the user or remembered from the last run of
+the same workflow name, predicted stage ends, learned waits. When that belief disagrees with the tasks
+that actually came (a script whose stages changed since the last run, a stage nobody announced, a task
+wider than the pieces a request was split into), a strategy can leave a ready task with no allocation that
+could ever run it, and the run stalls silently. This rule, applied by run control after every decision of
+every strategy (:meth:`~elastic.control.controller.AllocationController.step`), makes that impossible:
+
+    For every stage that is ready and has tasks waiting for cores, if no allocation that is kept for it
+    (or for the whole workflow) and is not ended or being released is at least as wide as its widest
+    task, and the strategy's decision requests none, request one now, as Per-Stage would: as wide as the
+    cores its waiting tasks need, with the walltime its speculative sequence gives next.
+
+A remembered or declared plan is thus a hint that the live tasks overrule, never a gate. A task wider
+than the most cores an allocation may have (``max_cores``) cannot be served by any request: the front
+door refuses it when it is submitted (:class:`~elastic.front.door.Elastic`), so it is skipped here.
+
+The rule only adds requests; it never cancels, so it cannot fight a strategy's own release rules: an
+allocation it requests is kept for its stage and released by :func:`~elastic.strategies.base.release_idle`
+like any other once the stage is done.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
+from elastic.strategies.knowledge import TOTAL
+
+__all__ = ["LIVENESS_REASON", "unserved"]
+
+logger = logging.getLogger(__name__)
+
+LIVENESS_REASON = "liveness"
+"""The :attr:`~elastic.strategies.base.Submit.reason` of the requests this rule adds."""
+
+
+def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None) -> Decision:
+    """Return the requests the liveness rule adds to ``decision`` (module docstring); often none.
+
+    Parameters
+    ----------
+    view : RunView
+        What the strategy saw when it decided.
+    decision : Decision
+        What it decided: its Submits count as allocations, its Cancels remove them, its Serves change the
+        stages they are kept for.
+    max_cores : int or None, default None
+        The most cores one allocation may have; a stage whose tasks are wider is skipped.
+    """
+    cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
+    # (labels, widest job) of every allocation that can still take a task once the decision is carried out
+    able: list[tuple[frozenset[str], int]] = [
+        (frozenset(serves.get(a.alloc_id, a.labels)), a.cores)
+        for a in view.allocations
+        if not a.ended and not a.cancelled and a.alloc_id not in cancelled
+    ]
+    for s in decision.actions:
+        if isinstance(s, Submit):
+            able.append((frozenset(s.serves or (s.stage,)), _capped(s.cores, max_cores)))
+    out: list[Submit] = []
+    for stage in view.stages:
+        if not _waits_for_cores(stage):
+            continue
+        if max_cores is not None and stage.cores > max_cores:
+            continue
+        if any((stage.name in labels or TOTAL in labels) and cores >= stage.cores for labels, cores in able):
+            continue
+        cores = max(stage.cores, _queued(stage) * stage.cores)
+        previous = [a.walltime for a in view.allocations if a.stage == stage.name]
+        submit = Submit(
+            stage.name,
+            cores,
+            view.knowledge.walltime(stage.name, previous),
+            reason=LIVENESS_REASON,
+            predicted_wait=view.knowledge.predict_wait(cores),
+        )
+        logger.warning(
+            "liveness: stage %s has tasks of %d core(s) ready that no allocation can run (the strategy's "
+            "plan did not cover them); requesting %d cores for %.0f s",
+            stage.name,
+            stage.cores,
+            submit.cores,
+            submit.walltime,
+        )
+        out.append(submit)
+        able.append((frozenset({stage.name}), _capped(cores, max_cores)))
+    return Decision(tuple(out))
+
+
+def _waits_for_cores(stage: StageView) -> bool:
+    """Whether ``stage`` is ready, not complete, and has tasks queued for cores."""
+    return stage.ready and not stage.complete and _queued(stage) > 0
+
+
+def _queued(stage: StageView) -> int:
+    """Tasks of ``stage`` queued for cores (:attr:`StageView.queued`, else those neither done nor running)."""
+    if stage.queued is not None:
+        return stage.queued
+    return max(0, stage.tasks - stage.done - stage.running)
+
+
+def _capped(cores: int, max_cores: int | None) -> int:
+    return cores if max_cores is None else min(cores, max_cores)
