@@ -10,7 +10,8 @@ every strategy (:meth:`~elastic.control.controller.AllocationController.step`), 
     For every stage that is ready and has tasks waiting for cores, if no allocation that is kept for it
     (or for the whole workflow) and is not ended or being released is at least as wide as its widest
     task, and the strategy's decision requests none, request one now, as Per-Stage would: as wide as the
-    cores its waiting tasks need, with the walltime its speculative sequence gives next.
+    cores its waiting tasks need (no more than the partition has beside what the run holds, no less than
+    its widest task), with the walltime its speculative sequence gives next.
 
 A remembered or declared plan is thus a hint that the live tasks overrule, never a gate. A task wider
 than the most cores an allocation may have (``max_cores``) cannot be served by any request: the front
@@ -50,8 +51,8 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         The most cores one allocation may have; a stage whose tasks are wider is skipped.
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
-    # (labels, widest job) of every allocation that can still take a task once the decision is carried out
     able: list[tuple[frozenset[str], int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.cores)
         for a in view.allocations
@@ -68,7 +69,13 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             continue
         if any((stage.name in labels or TOTAL in labels) and cores >= stage.cores for labels, cores in able):
             continue
-        cores = max(stage.cores, _queued(stage) * stage.cores)
+        cores = _queued(stage) * stage.cores
+        if max_cores is not None:
+            # beside what the run holds: a request the partition cannot start until the run's own
+            # allocation ends would wait for ever under a strategy that keeps that one (Big-Job)
+            held = sum(c for _, c in able)
+            cores = min(cores, max(max_cores - held, stage.cores))
+        cores = max(cores, stage.cores)
         previous = [a.walltime for a in view.allocations if a.stage == stage.name]
         submit = Submit(
             stage.name,

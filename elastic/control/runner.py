@@ -60,6 +60,9 @@ class Runner:
         Called with the :class:`RunView` after every step (the CLI's live view).
     job_cores : int or None, default None
         Most cores in one batch job (:class:`~elastic.control.controller.AllocationController`).
+    max_cores : int or None, default None
+        No allocation wider; default the backend's partition (a stage wider than the partition runs in
+        waves, as on the front door, instead of being refused by the batch system).
     """
 
     def __init__(
@@ -77,6 +80,7 @@ class Runner:
         user: str | None = None,
         on_iteration: Callable[[RunView], None] | None = None,
         job_cores: int | None = None,
+        max_cores: int | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"Runner: poll_interval must be > 0 seconds, got {poll_interval!r}")
@@ -102,6 +106,7 @@ class Runner:
             name=name,
             user=user,
             job_cores=job_cores,
+            max_cores=min(backend.partition().cores, max_cores or backend.partition().cores),
         )
 
     @property

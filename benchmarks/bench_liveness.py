@@ -1,0 +1,107 @@
+"""Random scenarios through the real control loop: stalls, stranded tasks and leftovers, with the time taken.
+
+Each scenario (``tests/control/scenarios.py``: a random DAG of 1 to ``--max-stages`` stages, task widths
+up to the partition, runtimes up to 3x longer or shorter than their hints, lognormal spread, outside kills
+of running allocations, a random strategy and batch-job shape, one run of history or none) runs through
+the real Runner and AllocationController on the mock backend's virtual clock. Counted:
+
+- **stalls**: the run did not complete (or fail with the documented error of a task lost more often than
+  its retries allow) within 60 virtual days;
+- **stranded**: after some decision, a ready stage with queued tasks had no allocation kept for it at least
+  as wide as its widest task;
+- **leftovers**: batch jobs of the run still queued or running after it ended;
+- **lost**: runs that failed with the documented retries-exhausted error (allowed, reported).
+
+    .venv/bin/python benchmarks/bench_liveness.py [--scenarios 10000] [--max-stages 50] [--seed 1]
+        [--processes 2] [--csv out.csv]
+
+Every failing scenario is printed in full, so it can be pasted into ``tests/control/test_liveness_random.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import csv
+import logging
+import multiprocessing
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.control.scenarios import random_scenario, run_scenario  # noqa: E402
+
+
+def _one(args: tuple[int, int, int]) -> dict[str, object]:
+    seed, index, max_stages = args
+    logging.disable(logging.CRITICAL)
+    rng = np.random.default_rng([seed, index])
+    scenario = random_scenario(rng, max_stages=max_stages)
+    start = time.process_time()
+    try:
+        out = run_scenario(scenario)
+        violations, status, detail = out.violations, out.status, out.detail
+    except Exception as exc:  # a crash is a finding too
+        violations, status, detail = [f"exception: {exc!r}"], "exception", repr(exc)
+    kinds = collections.Counter(
+        "leftover" if "left after" in v else "stranded" if "waits with no allocation" in v else "stall"
+        for v in violations
+    )
+    return {
+        "index": index,
+        "strategy": scenario.strategy,
+        "stages": len(scenario.stages),
+        "job_cores": scenario.job_cores,
+        "status": status,
+        "lost": status == "failed" and "was lost" in detail,
+        "stall": kinds["stall"] > 0,
+        "stranded": kinds["stranded"] > 0,
+        "leftover": kinds["leftover"] > 0,
+        "cpu_s": round(time.process_time() - start, 3),
+        "scenario": repr(scenario) if violations else "",
+        "violations": "; ".join(violations[:3]),
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--scenarios", type=int, default=10_000)
+    parser.add_argument("--max-stages", type=int, default=50)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--processes", type=int, default=2)
+    parser.add_argument("--csv", type=Path)
+    args = parser.parse_args()
+    start = time.monotonic()
+    jobs = [(args.seed, i, args.max_stages) for i in range(args.scenarios)]
+    rows = []
+    with multiprocessing.Pool(args.processes) as pool:
+        for n, row in enumerate(pool.imap_unordered(_one, jobs, chunksize=4), 1):
+            rows.append(row)
+            if row["scenario"]:
+                print(f"FAIL {row['index']} {row['violations']}\n  {row['scenario']}", flush=True)
+            if n % 100 == 0:
+                print(f"{n}/{args.scenarios} scenarios, {time.monotonic() - start:.0f} s", flush=True)
+    wall = time.monotonic() - start
+    count = {k: sum(bool(r[k]) for r in rows) for k in ("stall", "stranded", "leftover", "lost")}
+    cpu = sorted(float(r["cpu_s"]) for r in rows)  # type: ignore[arg-type]
+    print(
+        f"{len(rows)} scenarios (max {args.max_stages} stages, seed {args.seed}): "
+        f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
+        f"{count['lost']} failed with the documented lost-task error; "
+        f"{wall:.0f} s wall on {args.processes} processes, CPU per scenario median {cpu[len(cpu) // 2]:.2f} s, "
+        f"max {cpu[-1]:.1f} s"
+    )
+    if args.csv is not None:
+        with args.csv.open("w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return 1 if count["stall"] or count["stranded"] or count["leftover"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""The liveness rule (elastic/control/liveness.py) and the task-aware split of requests into batch jobs."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic.allocations import Allocation, AllocationState
+from elastic.control.controller import _split
+from elastic.control.liveness import LIVENESS_REASON, unserved
+from elastic.strategies import Cancel, Decision, Knowledge, RunView, Serve, StageView, Submit
+from elastic.workflow import Stage, Workflow
+
+
+def _view(stages: tuple[StageView, ...], allocations: tuple[Allocation, ...] = ()) -> RunView:
+    wf = Workflow("w", tuple(Stage(s.name, s.tasks, s.cores, 60.0, depends_on=()) for s in stages))
+    return RunView(100.0, wf, stages, allocations, Knowledge(wf))
+
+
+def _ready(name: str, tasks: int, cores: int, *, index: int = 0, queued: int | None = None) -> StageView:
+    return StageView(name, index, tasks, cores, (), ready_time=0.0, queued=queued)
+
+
+def _alloc(alloc_id: str, stage: str, cores: int, *, running: bool = False, **kw: object) -> Allocation:
+    a = Allocation(alloc_id, cores=cores, walltime=600.0, stage=stage, submit_time=0.0, **kw)  # type: ignore[arg-type]
+    return a.transition(AllocationState.RUNNING, 10.0) if running else a
+
+
+def test_a_ready_stage_with_no_allocation_gets_one_sized_for_its_queued_tasks() -> None:
+    view = _view((_ready("b", 3, 2, queued=2),))
+    [s] = unserved(view, Decision()).actions
+    assert isinstance(s, Submit)
+    assert (s.stage, s.cores, s.reason) == ("b", 4, LIVENESS_REASON)
+    assert s.walltime > 0
+
+
+def test_nothing_is_added_where_an_allocation_kept_for_the_stage_can_run_its_tasks() -> None:
+    view = _view((_ready("b", 3, 2),), (_alloc("a1", "b", 2),))
+    assert unserved(view, Decision()).actions == ()
+    # one for the whole workflow serves every stage
+    view = _view((_ready("b", 3, 2),), (_alloc("a1", "*", 6, running=True),))
+    assert unserved(view, Decision()).actions == ()
+
+
+def test_an_allocation_narrower_than_the_widest_task_does_not_count() -> None:
+    view = _view((_ready("c", 1, 8),), (_alloc("a1", "c", 4), _alloc("a2", "c", 4)))
+    [s] = unserved(view, Decision()).actions
+    assert isinstance(s, Submit) and s.cores == 8
+
+
+def test_the_decision_is_taken_into_account() -> None:
+    stages = (_ready("b", 1, 2),)
+    view = _view(stages, (_alloc("a1", "b", 2),))
+    # the strategy cancels the only allocation: one is added
+    assert len(unserved(view, Decision((Cancel("a1"),))).actions) == 1
+    # it keeps it for another stage only: one is added
+    assert len(unserved(view, Decision((Serve("a1", ("a",)),))).actions) == 1
+    # it requests one itself: nothing is added
+    view = _view(stages)
+    assert unserved(view, Decision((Submit("b", 2, 60.0),))).actions == ()
+
+
+def test_tasks_not_queued_do_not_call_for_cores() -> None:
+    # a front-door stage whose only tasks wait for their inputs (held), none queued
+    assert unserved(_view((_ready("b", 3, 2, queued=0),)), Decision()).actions == ()
+    # a stage not ready, or complete
+    assert unserved(_view((StageView("b", 0, 3, 2, ()),)), Decision()).actions == ()
+    done = dataclasses.replace(_ready("b", 3, 2), end_time=50.0)
+    assert unserved(_view((done,)), Decision()).actions == ()
+
+
+def test_a_stage_wider_than_any_allocation_may_be_is_left_to_the_front_door() -> None:
+    assert unserved(_view((_ready("c", 1, 8),)), Decision(), max_cores=4).actions == ()
+
+
+@st.composite
+def _scenes(draw: st.DrawFn) -> tuple[RunView, Decision, int]:
+    n = draw(st.integers(1, 4))
+    stages = []
+    for i in range(n):
+        tasks = draw(st.integers(1, 6))
+        stages.append(
+            StageView(
+                f"s{i}",
+                i,
+                tasks,
+                draw(st.integers(1, 8)),
+                (),
+                done=draw(st.integers(0, tasks)),
+                ready_time=draw(st.sampled_from([None, 0.0])),
+                queued=draw(st.one_of(st.none(), st.integers(0, tasks))),
+            )
+        )
+    names = [s.name for s in stages] + ["*"]
+    allocs = tuple(
+        _alloc(f"a{j}", draw(st.sampled_from(names)), draw(st.integers(1, 10)), running=draw(st.booleans()))
+        for j in range(draw(st.integers(0, 4)))
+    )
+    actions = draw(
+        st.lists(
+            st.one_of(
+                st.builds(Cancel, st.sampled_from([a.alloc_id for a in allocs] or ["x"])),
+                st.builds(Submit, st.sampled_from(names), st.integers(1, 10), st.just(60.0)),
+            ),
+            max_size=3,
+        )
+    )
+    return _view(tuple(stages), allocs), Decision(tuple(actions)), draw(st.integers(1, 12))
+
+
+@given(_scenes())
+@settings(max_examples=300, deadline=None)
+def test_after_the_rule_every_ready_stage_with_queued_tasks_has_an_allocation_it_fits(
+    scene: tuple[RunView, Decision, int],
+) -> None:
+    view, decision, most = scene
+    added = unserved(view, decision, max_cores=most).actions
+    cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    able = [
+        (set(a.labels), a.cores)
+        for a in view.allocations
+        if not a.ended and not a.cancelled and a.alloc_id not in cancelled
+    ]
+    able += [({s.stage}, min(s.cores, most)) for s in (*decision.actions, *added) if isinstance(s, Submit)]
+    for s in view.stages:
+        queued = s.queued if s.queued is not None else s.tasks - s.done - s.running
+        if not s.ready or s.complete or queued <= 0 or s.cores > most:
+            continue
+        assert any((s.name in labels or "*" in labels) and c >= s.cores for labels, c in able), s
+    # and it adds nothing where nothing is missing: at most one request per stage, only for ready stages
+    assert len({a.stage for a in added}) == len(added)
+    assert all(view.stage(a.stage).ready for a in added if isinstance(a, Submit))
+
+
+@given(
+    cores=st.integers(1, 300),
+    pieces=st.integers(1, 8),
+    job_cores=st.one_of(st.none(), st.integers(1, 64)),
+    task=st.integers(1, 64),
+)
+def test_split_pieces_are_whole_tasks_wide(cores: int, pieces: int, job_cores: int | None, task: int) -> None:
+    widths = _split(cores, pieces, job_cores, task)
+    assert sum(widths) == cores
+    fit = min(task, cores)
+    assert all(w >= fit for w in widths)  # every job can run the widest task
+    assert all((w - (cores % fit if i == 0 else 0)) % fit == 0 for i, w in enumerate(widths))
+    if job_cores is not None and job_cores >= fit:
+        assert all(w <= job_cores for w in widths[1:])
+    if task == 1:  # one-core tasks: exactly the split it always was
+        assert len(widths) >= min(pieces, cores)
+
+
+def test_split_known_answers() -> None:
+    assert _split(2, 2, None, 2) == [2]  # a lone 2-core task: one 2-core job, not two 1-core jobs
+    assert _split(28, 2, 14, 28) == [28]  # a 28-core task on a 28-core request, whatever job_cores says
+    assert _split(12, 2, 5, 4) == [4, 4, 4]  # a 3 x 4-core stage under job_cores=5
+    assert _split(56, 2, 20) == [20, 8, 20, 8]  # 1-core tasks: unchanged
