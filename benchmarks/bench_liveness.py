@@ -33,7 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.control.scenarios import random_scenario, run_scenario  # noqa: E402
+from tests.control.scenarios import random_scenario, run_scenario
 
 
 def _one(args: tuple[int, int, int]) -> dict[str, object]:
@@ -68,7 +68,9 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--scenarios", type=int, default=10_000)
     parser.add_argument("--max-stages", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
@@ -92,8 +94,8 @@ def main() -> int:
         f"{len(rows)} scenarios (max {args.max_stages} stages, seed {args.seed}): "
         f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
         f"{count['lost']} failed with the documented lost-task error; "
-        f"{wall:.0f} s wall on {args.processes} processes, CPU per scenario median {cpu[len(cpu) // 2]:.2f} s, "
-        f"max {cpu[-1]:.1f} s"
+        f"{wall:.0f} s wall on {args.processes} processes, "
+        f"CPU per scenario median {cpu[len(cpu) // 2]:.2f} s, max {cpu[-1]:.1f} s"
     )
     if args.csv is not None:
         with args.csv.open("w", newline="") as f:
