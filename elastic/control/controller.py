@@ -355,7 +355,7 @@ class AllocationController:
             self._advance(at)
             a = self._allocs[alloc_id]
             if kind == 0:
-                self._started(a, at)
+                self._started(a, at, granted=info.walltime)
             else:
                 self._ended(a, AllocationState.from_job_state(info.state), at)
         for a in list(self._allocs.values()):
@@ -388,10 +388,13 @@ class AllocationController:
             eligible = max(eligible, released if released is not None else at)
         return min(eligible, at)
 
-    def _started(self, a: Allocation, at: float, *, offer: bool = True) -> None:
+    def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
         eligible = self._eligible(a, at)
+        # the limit the batch system set, where it differs from the request (Slurm: whole minutes, so 68 s
+        # asked run up to 120 s): follow-ups, releases and the pool's drain go by what the job really has
+        walltime = granted if granted is not None and granted > a.walltime else a.walltime
         a = self._allocs[a.alloc_id] = dataclasses.replace(
-            a.transition(AllocationState.RUNNING, at), eligible_time=eligible
+            a.transition(AllocationState.RUNNING, at), eligible_time=eligible, walltime=walltime
         )
         follow_up = any(
             b.alloc_id != a.alloc_id and b.start_time is not None and b.start_time <= eligible

@@ -73,6 +73,7 @@ __all__ = [
     "SIGNAL_GRACE",
     "Agent",
     "AgentCommand",
+    "granted_end",
     "main",
     "pool_listening",
 ]
@@ -160,7 +161,8 @@ class Agent:
             shutil.rmtree(workdir, ignore_errors=True)
             raise
         try:
-            reg = Register(cmd.allocation, self.cores, socket.gethostname(), os.getpid(), cmd.walltime_end)
+            walltime_end = granted_end(cmd.walltime_end)
+            reg = Register(cmd.allocation, self.cores, socket.gethostname(), os.getpid(), walltime_end)
             sock.send(reg)
             welcome = self._await_welcome(sock)
             if welcome is None:
@@ -467,6 +469,30 @@ def _result_bytes(result: TaskResult) -> int:
     """Roughly the bytes ``result`` takes in a message."""
     texts = (result.stdout, result.stderr, result.traceback, result.error_message)
     return 256 + len(result.value) + len(result.error) + sum(len(t) for t in texts)
+
+
+def granted_end(walltime_end: float | None) -> float | None:
+    """Return when this batch job really ends: Slurm's end time where it is later than ``walltime_end``.
+
+    The script computes ``walltime_end`` from the walltime *requested*; Slurm grants whole minutes (68 s
+    asked, 120 s granted), and an agent draining by the request would leave the rest of its job unused.
+    Asked of ``squeue`` for ``SLURM_JOB_ID`` (its end time, ``%e``, in the node's local time); outside a
+    Slurm job, or when ``squeue`` does not answer within 5 s, ``walltime_end`` as given.
+    """
+    job = os.environ.get("SLURM_JOB_ID")
+    if walltime_end is None or not job:
+        return walltime_end
+    import datetime
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job, "-o", "%e"], capture_output=True, text=True, timeout=5, check=True
+        ).stdout.strip()
+        end = datetime.datetime.fromisoformat(out).timestamp()  # naive: local time, as squeue prints it
+    except (OSError, subprocess.SubprocessError, ValueError):
+        return walltime_end
+    return max(walltime_end, end) if end < walltime_end + 86400 * 366 else walltime_end
 
 
 def pool_listening(address: str, *, tries: int = 3, pause: float = 0.5, timeout: float = 5.0) -> bool:

@@ -141,3 +141,30 @@ def test_the_next_run_cancels_the_jobs_of_a_killed_driver(cluster: LocalSlurmClu
         "killed": "interrupted",
         "next": "completed",
     }
+
+
+def _sleep_then(seconds: float) -> str:
+    time.sleep(seconds)
+    return "done"
+
+
+@pytest.mark.timeout(300)
+def test_drain_and_follow_ups_use_the_walltime_slurm_granted(
+    cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from elastic.front.tasks import task
+
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))  # the workers import this module's function
+    backend = SlurmBackend(partition="debug", env=cluster.env, workdir=tmp_path, command_timeout=20)
+    # an estimate of 5.4 s: the first walltime asked is 1.5 x 5.4 + 60 = 68 s; Slurm grants 2 minutes
+    slow = task(stage="granted", runtime=5.4)(_sleep_then)
+    with Elastic(backend, "perstage", workflow="granted", store=False, poll_interval=1.0) as el:
+        future = el.submit(slow, 5.0)
+        deadline = time.monotonic() + 120
+        while not el.pool.agents() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        [agent] = el.pool.agents()
+        assert future.result(timeout=120) == "done"
+        [alloc] = [a for a in el.view().allocations if a.stage == "granted"]
+    assert alloc.walltime == 120.0, "the allocation record holds the limit Slurm set"
+    assert agent.remaining > 70.0, "the pool drains by it too (it joined within seconds of the start)"
