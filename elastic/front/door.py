@@ -194,6 +194,9 @@ class Elastic(concurrent.futures.Executor):
             waits, learner_name = learner, "ewma" if isinstance(learner, LogEWMA) else "asa"
         self._strategy = resolve_strategy(strategy)
         self._closed = threading.Event()
+        self._ended = threading.Event()
+        self._end_lock = threading.Lock()
+        self._ender: threading.Thread | None = None
         self._poke = threading.Event()
         self._cleanup: list[Callable[[], None]] = []
         self._outstanding: set[Fut[Any]] = set()
@@ -470,12 +473,48 @@ class Elastic(concurrent.futures.Executor):
         status : {"completed", "cancelled", "failed", "interrupted"} or None, default None
             How the run is recorded (default: ``"cancelled"`` when cancelling, else ``"completed"``), e.g.
             ``"failed"`` when the program stops because a task failed.
+
+        Notes
+        -----
+        Any thread may call it, and several at once: the run ends once, and each call returns when it
+        has ended. From a future's done callback (the thread that completes futures, which the end must
+        wait for and join) it returns at once and the run ends in a thread of its own, ``elastic-shutdown``
+        (not a daemon: the program waits for it); :attr:`result` is set when it is done.
         """
         cancel = cancel_pending or cancel_futures
         if status is None:
             status = "cancelled" if cancel else "completed"
         _check(status in _END_STATUSES, f"status must be one of {', '.join(_END_STATUSES)}, got {status!r}")
+        if self._internal_thread():
+            threading.Thread(
+                target=self._end,
+                args=(status,),
+                kwargs={"wait": wait, "cancel": cancel},
+                name="elastic-shutdown",
+            ).start()
+            return
         self._end(status, wait=wait, cancel=cancel)
+
+    def _internal_thread(self) -> bool:
+        """Tell whether the caller is a thread the end must wait for or join (control, the pool's I/O)."""
+        return threading.current_thread() is self._thread or self._pool.in_io_thread()
+
+    def _claim_end(self) -> bool:
+        """Tell whether this thread ends the run; if another one is ending it, return False once it has.
+
+        An internal thread (:meth:`_internal_thread`) is not made to wait. A thread that started the end
+        and was interrupted (Ctrl-C while waiting for tasks) may end the run again, as may any thread
+        once the one ending it is gone.
+        """
+        me = threading.current_thread()
+        while True:
+            with self._end_lock:
+                ender = self._ender
+                if ender is None or ender is me or not ender.is_alive():
+                    self._ender = me
+                    return True
+            if self._internal_thread() or self._ended.wait(0.2):
+                return False
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
@@ -489,7 +528,10 @@ class Elastic(concurrent.futures.Executor):
             self._end("interrupted", wait=False, cancel=True)
 
     def _end(self, status: str, *, wait: bool, cancel: bool) -> None:
+        if not self._claim_end():
+            return
         if self._closed.is_set():
+            self._ended.set()
             return
         if cancel:
             for future in list(self._outstanding):
@@ -506,6 +548,7 @@ class Elastic(concurrent.futures.Executor):
             self.result = self._finish(status)
         finally:
             self._release()
+            self._ended.set()
 
     def _finish(self, status: str) -> RunResult:
         self._demand.close()
