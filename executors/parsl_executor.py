@@ -168,17 +168,34 @@ class ElasticExecutor(ParslExecutor):
                 f"ElasticExecutor: backend must be one of {', '.join(BACKENDS)} or a BatchBackend, "
                 f"got {type(backend).__name__}"
             )
-        if not 0 <= plan_interval < float("inf"):
+        interval_ok = isinstance(plan_interval, (int, float)) and not isinstance(plan_interval, bool)
+        if not (interval_ok and 0 <= plan_interval < float("inf")):
             raise ConfigError(
                 f"ElasticExecutor: plan_interval must be finite seconds >= 0, got {plan_interval!r}"
             )
+        if not (isinstance(job_name, str) and job_name and not any(c.isspace() for c in job_name)):
+            raise ConfigError(
+                f"ElasticExecutor: job_name must be a non-empty prefix without spaces, got {job_name!r}"
+            )
+        if storage_access is not None and not isinstance(storage_access, list):
+            raise ConfigError(
+                "ElasticExecutor: storage_access must be a list of Parsl staging providers or None, "
+                f"got {storage_access!r}"
+            )
         check_settings(
+            backend=backend,
+            strategy=strategy,
+            workflow="parsl" if workflow is None else workflow,  # None: the DataFlowKernel's name
+            store=store,
             learner=learner,
-            idle_timeout=idle_timeout,
-            drain_margin=drain_margin,
-            poll_interval=poll_interval,
             max_cores=max_cores,
             job_cores=job_cores,
+            idle_timeout=idle_timeout,
+            poll_interval=poll_interval,
+            max_retries=max_retries,
+            drain_margin=drain_margin,
+            speedup=speedup,
+            name=job_name,
             pool_options=pool_options,
         )
         self.label = label

@@ -52,7 +52,7 @@ from elastic.backends.base import BatchBackend
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError
 from elastic.front.door import Elastic, check_settings
-from elastic.front.setup import BACKENDS, resolve_strategy
+from elastic.front.setup import BACKENDS
 from elastic.pool.pool import Pool
 from executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
 from executors.prefect_runs import RunContext, placement_of
@@ -260,7 +260,6 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
         raise ConfigError(
             f"ElasticTaskRunner: backend must be a name or a BatchBackend, got {type(backend).__name__}"
         )
-    resolve_strategy(strategy)  # raises for an unknown name
     if "max_retries" in options:
         raise ConfigError(
             "ElasticTaskRunner: max_retries is not an option: a task run lost with its allocation counts "
@@ -272,10 +271,14 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
         raise ConfigError(f"ElasticTaskRunner: unknown options {sorted(unknown)}; allowed: {allowed}")
     # the values too, as ElasticExecutor does: a bad one is refused here, not when a flow starts
     check_settings(
+        backend=backend,
+        strategy=strategy,
         **{k: v for k, v in options.items() if k in _CHECKED},
-        pool_options={k: v for k, v in options.items() if k in _POOL_OPTIONS},
+        pool_options={k: v for k, v in options.items() if k not in _CHECKED},
     )
-    if cancel_poll_interval is not None and not 0 < cancel_poll_interval < float("inf"):
+    interval = cancel_poll_interval
+    interval_ok = isinstance(interval, (int, float)) and not isinstance(interval, bool)
+    if interval is not None and not (interval_ok and 0 < interval < float("inf")):
         raise ConfigError(
             f"ElasticTaskRunner: cancel_poll_interval must be finite seconds > 0 or None, "
             f"got {cancel_poll_interval!r}"

@@ -23,6 +23,7 @@ from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, ElasticError
 from elastic.experiments import start_points, window
 from elastic.front.door import Elastic
+from elastic.limits import check_speedup
 from elastic.report.experiment import RunOne, RunRequest
 from elastic.simulator.workload import Workload
 from workflows.dataflow import check_size, check_workdir
@@ -152,8 +153,7 @@ def demo_runner(
     if size is not None:
         for n in names:
             check_size(DEMOS[n], size)
-    if not speedup > 0:
-        raise ConfigError(f"--speedup must be > 0, got {speedup}")
+    check_speedup(speedup, "--speedup")
     if workdir is not None:
         check_workdir(workdir)
     starts = start_points(background, runs, seed=seed, warmup=WARMUP, horizon=HORIZON)

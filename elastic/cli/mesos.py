@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int
+from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int, speedup
 from elastic.errors import ConfigError
 from elastic.strategies import STRATEGY_NAMES
 
@@ -46,7 +46,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--secret-dir", help="directory of the secret file (default: a private temporary one)"
     )
-    parser.add_argument("--speedup", type=positive_float, help="mock backend: clock speed-up K (default 60)")
+    parser.add_argument(
+        "--speedup", type=speedup, help="mock backend: clock speed-up K, from 0.01 to 1000 (default 60)"
+    )
     parser.add_argument("--partition", help="Slurm partition")
     parser.add_argument("--account", help="Slurm account")
     parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on for agents")

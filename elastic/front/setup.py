@@ -65,9 +65,15 @@ def resolve_backend(backend: str | BatchBackend, *, speedup: float | None = None
         An unknown name.
     ConfigError
         A mock backend on the virtual clock (it cannot run real tasks), or ``speedup`` with a backend
-        object.
+        other than ``"mock"`` (the local and Slurm backends run on the real clock; a backend object
+        brings its own).
     """
     if isinstance(backend, str):
+        if speedup is not None and backend != "mock":
+            raise ConfigError(
+                f"speedup applies to backend='mock' only; backend={backend!r} runs on the real clock: "
+                f"drop speedup={speedup!r}"
+            )
         if backend == "local":
             from elastic.backends.local import LocalBackend
 

@@ -240,6 +240,14 @@ class Pool:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def in_io_thread(self) -> bool:
+        """Tell whether the calling thread is the pool's I/O thread (the one that resolves futures).
+
+        Done callbacks of the pool's futures run there: such code must not wait for other futures of the
+        pool, nor close it (:meth:`close` joins that thread).
+        """
+        return threading.current_thread() is self._thread
+
     def agent_script(self, allocation: Allocation) -> str:
         """Return the job script body that starts ``allocation``'s agent(s) (``JobSpec.script``)."""
         multi = allocation.nodes is not None and allocation.nodes > 1
@@ -419,7 +427,19 @@ class Pool:
         return unsubscribe
 
     def close(self) -> None:
-        """Stop every agent, fail unfinished futures with :class:`PoolClosedError`, delete the secret file."""
+        """Stop every agent, fail unfinished futures with :class:`PoolClosedError`, delete the secret file.
+
+        Raises
+        ------
+        PoolError
+            Called from the pool's own I/O thread (a future's done callback), which it must join:
+            close the pool from another thread.
+        """
+        if self.in_io_thread():
+            raise PoolError(
+                "Pool.close() was called from the pool's own thread (a future's done callback), which it "
+                "must join: close it from another thread"
+            )
         with self._lock:
             if self._closing.is_set():
                 return
