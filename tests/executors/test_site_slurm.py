@@ -7,13 +7,17 @@ environment (``SLURM_CONF``) and Parsl's run directory, as in a user's fresh dir
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import parsl
 import pytest
+from parsl import python_app
 from parsl.config import Config
 
+from elastic import Elastic
+from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
 from executors.parsl_executor import ElasticExecutor
 from tests.executors import apps
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
@@ -54,3 +58,87 @@ def test_the_readme_parsl_example_runs_from_a_fresh_directory_regression_29(
     assert secret_dir.stat().st_mode & 0o777 == 0o700, "the run's secret directory is private"
     assert list((secret_dir / "slurm").glob("slurm-*.out")), "the job files are under the run directory"
     assert os.environ["SLURM_CONF"] == slurm_cluster.env["SLURM_CONF"]
+
+
+@python_app
+def environment(*names: str) -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in names}
+
+
+def read_env(*names: str) -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in names}
+
+
+def job_comment(cluster: LocalSlurmCluster, job_id: str) -> str:
+    """The job's comment as ``squeue -o %k`` shows it (a comment may hold spaces)."""
+    return cluster.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%k"], timeout=5).stdout.strip()
+
+
+def job_field(cluster: LocalSlurmCluster, job_id: str, key: str) -> str:
+    """One field of ``scontrol show job -o`` (the record is kept MinJobAge = 300 s after the job)."""
+    out = subprocess.run(
+        ["scontrol", "show", "job", "-o", job_id], env=cluster.env, capture_output=True, text=True, check=True
+    ).stdout
+    fields = dict(word.split("=", 1) for word in out.split() if "=" in word)
+    return fields[key]
+
+
+SITE_FILE = """
+directives = ["--comment=elastic-site-29", "#SBATCH --requeue"]
+worker_init = '''
+export SITE_INIT_VAR="from-init:$SITE_ENV_VAR"
+'''
+
+[env]
+SITE_ENV_VAR = "from-env"
+"""
+
+
+@pytest.mark.timeout(240)
+def test_the_site_file_reaches_the_slurm_job(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (fresh_dir / "site.toml").write_text(SITE_FILE)
+    monkeypatch.setenv(SITE_ENV, str(fresh_dir / "site.toml"))
+    ex = ElasticExecutor(backend="slurm", strategy="bigjob", store=False, poll_interval=1.0)
+    assert ex.site is not None and ex.site.env == {"SITE_ENV_VAR": "from-env"}
+    parsl.load(Config(executors=[ex], strategy="none"))
+    try:
+        seen = environment("SITE_ENV_VAR", "SITE_INIT_VAR").result(timeout=180)
+        jobs = [str(a.backend_job_id) for a in ex.view().allocations]
+    finally:
+        parsl.dfk().cleanup()
+    assert seen == {"SITE_ENV_VAR": "from-env", "SITE_INIT_VAR": "from-init:from-env"}
+    assert jobs and all(job_comment(slurm_cluster, j) == "elastic-site-29" for j in jobs)
+    assert all(job_field(slurm_cluster, j, "Requeue") == "1" for j in jobs)
+    assert slurm_cluster.queue() == []
+
+
+@pytest.mark.timeout(240)
+def test_the_front_door_site_reaches_the_slurm_job(fresh_dir: Path, slurm_cluster: LocalSlurmCluster) -> None:
+    site = SiteConfig(
+        directives=["--comment=front door"],
+        worker_init="export SITE_INIT_VAR=door",
+        env={"SITE_ENV_VAR": "e"},
+    )
+    with Elastic("slurm", "bigjob", store=False, poll_interval=1.0, site=site) as el:
+        seen = el.submit(read_env, "SITE_ENV_VAR", "SITE_INIT_VAR").result(timeout=180)
+        jobs = [str(a.backend_job_id) for a in el.view().allocations]
+    assert seen == {"SITE_ENV_VAR": "e", "SITE_INIT_VAR": "door"}
+    assert jobs and all(job_comment(slurm_cluster, j) == "front door" for j in jobs)
+
+
+@pytest.mark.timeout(120)
+def test_a_bad_directive_is_refused_before_any_sbatch(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    before = slurm_cluster.job_ids()
+    (fresh_dir / "site.toml").write_text('directives = ["--comment=fine", "--nodes=8"]\n')
+    monkeypatch.setenv(SITE_ENV, str(fresh_dir / "site.toml"))
+    with pytest.raises(SiteConfigError, match=r"directives\[1\] = '--nodes=8': --nodes is set by Elastic"):
+        ElasticExecutor(backend="slurm")
+    with pytest.raises(SiteConfigError, match=r"directives\[1\] = '--nodes=8'"):
+        Elastic("slurm", store=False)
+    with pytest.raises(SiteConfigError, match=r"directives\[0\] = '--ntasks 2'"):
+        SiteConfig(directives=["--ntasks 2"])
+    assert slurm_cluster.job_ids() == before, "nothing was submitted"
