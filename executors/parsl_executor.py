@@ -124,7 +124,10 @@ class ElasticExecutor(ParslExecutor):
     storage_access : list or None, default None
         Parsl staging providers (``None``: Parsl's default staging).
     remote_monitoring_radio : RadioConfig or None, default None
-        How tasks report resource use when Parsl monitoring is on.
+        How tasks report to Parsl monitoring (``Config(monitoring=MonitoringHub(...))``). None: Parsl's
+        ``FilesystemRadio``, as Parsl's WorkQueue and TaskVine executors default to (HTEX's own radio
+        needs HTEX's result channel): tasks write messages under the run directory, which the allocations
+        see already (the pool's secret is there).
     site : SiteConfig or None, default None
         The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
         the agents' ``python``). None: with ``backend="slurm"``, the site file
@@ -211,6 +214,10 @@ class ElasticExecutor(ParslExecutor):
         self.job_name = job_name
         self.plan_interval = plan_interval
         self.storage_access = storage_access
+        if remote_monitoring_radio is None:
+            from parsl.monitoring.radios.filesystem import FilesystemRadio
+
+            remote_monitoring_radio = FilesystemRadio()
         self.remote_monitoring_radio = remote_monitoring_radio
         self.pool_options = dict(pool_options)
         self._elastic: Elastic | None = None
