@@ -302,3 +302,14 @@ def test_slurm_backend_takes_the_site_and_its_defaults(
     with pytest.raises(ConfigError, match="site must be a SiteConfig"):
         SlurmBackend(site={"mem": "1G"}, workdir=tmp_path)  # type: ignore[arg-type]
     assert os.environ[SITE_ENV] == str(path)
+
+
+def test_the_readme_site_file_is_a_valid_site(tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Site configuration", 1)[1]
+    text = section.split("```toml\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "site.toml").write_text(text)
+    site = SiteConfig.load(tmp_path / "site.toml")
+    assert site.account == "proj123" and site.python == "python3" and site.env == {"OMP_NUM_THREADS": "1"}
+    assert '--comment="elastic"' in site.sbatch_options()
+    assert "source ~/venvs/elastic/bin/activate" in site.worker_init
