@@ -107,3 +107,21 @@ def test_the_slurm_name_reads_the_site_file(bad_site_file: Path, tmp_path: Path)
     resolved = resolve_backend("slurm")
     assert resolved.site == SiteConfig(qos="long")
     assert isinstance(resolved.backend, SlurmBackend) and resolved.backend.qos == "long"
+
+
+def test_elastic_run_agents_use_the_slurm_sites_python(tmp_path: Path) -> None:
+    # `elastic run --backend slurm` builds PoolExecution(SlurmBackend(...)): the site's python is used
+    from elastic.control.pool_execution import PoolExecution
+
+    backend = SlurmBackend(site=SiteConfig(python="python3.11"), workdir=tmp_path)
+    execution = PoolExecution(backend)
+    try:
+        script = execution.job_script("a1", cores=2, walltime=600.0, stage="s")
+        assert script is not None and "exec python3.11 -m elastic.pool.agent" in script
+    finally:
+        execution.close()
+    plain = PoolExecution(SlurmBackend(site=SiteConfig(), workdir=tmp_path))
+    try:
+        assert f"exec {sys.executable} -m elastic.pool.agent" in str(plain.job_script("a2", 1, 600.0, "s"))
+    finally:
+        plain.close()
