@@ -37,7 +37,7 @@ from elastic.errors import (
     SubmitError,
     UnknownJobError,
 )
-from elastic.site import SiteConfig, load_site
+from elastic.site import SiteConfig, SiteConfigError, load_site
 
 __all__ = ["SlurmBackend", "render_job_script"]
 
@@ -425,6 +425,33 @@ class SlurmBackend:
             if job.state in (JobState.PENDING, JobState.RUNNING):
                 jobs.append(job)
         return jobs
+
+    def check_site(self) -> None:
+        """Ask Slurm whether it takes the site's options, before any allocation is submitted.
+
+        Runs ``sbatch --test-only`` on a one-core, one-minute job carrying :attr:`site`'s options (no job
+        is created, a job id is consumed). Does nothing when the site adds no ``#SBATCH`` option.
+
+        Raises
+        ------
+        SiteConfigError
+            ``sbatch`` refused them: an option it does not know, a value it cannot read, a reservation,
+            feature or resource the partition does not have; the message carries its words.
+        BackendUnavailableError
+            Slurm is not installed here or slurmctld does not answer.
+        """
+        options = self.site.sbatch_options()
+        if not options:
+            return
+        args = ["sbatch", "--test-only"]
+        probe = JobSpec(cores=1, walltime=60.0, name="elastic-site-check")
+        proc = self._run(args, stdin=self._script(probe), check=False)
+        if proc.returncode != 0:
+            raise SiteConfigError(
+                "sbatch options",
+                options,
+                f"`sbatch --test-only` refused them (exit {proc.returncode}): {proc.stderr.strip()}",
+            )
 
     def expected_start(self, spec: JobSpec) -> float | None:
         """When ``spec`` would start if submitted now (``sbatch --test-only``); None if Slurm cannot say.

@@ -139,8 +139,9 @@ class Elastic(concurrent.futures.Executor):
     site : SiteConfig or None, default None
         The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
         the agents' ``python``). None: with ``"slurm"``, the site file (``~/.config/elastic/site.toml`` or
-        ``$ELASTIC_SITE``); a ``SlurmBackend`` object brings its own. On the local and mock backends only
-        ``python`` applies.
+        ``$ELASTIC_SITE``); a ``SlurmBackend`` object brings its own. On Slurm, its options are checked
+        with ``sbatch --test-only`` here (:meth:`~elastic.backends.slurm.SlurmBackend.check_site`), before
+        any allocation. On the local and mock backends only ``python`` applies.
     **pool_options
         Passed to :class:`~elastic.pool.pool.Pool`: ``workers``, ``worker_memory``, ``prefetch_seconds``,
         ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``.
@@ -207,6 +208,9 @@ class Elastic(concurrent.futures.Executor):
         if resolved.owned and hasattr(self._backend, "close"):
             self._cleanup.append(self._backend.close)
         try:
+            check_site = getattr(self._backend, "check_site", None)  # Slurm: sbatch --test-only
+            if callable(check_site):
+                check_site()
             self._store: Store | None
             self._store, own_store = resolve_store(store)
             if own_store and self._store is not None:

@@ -142,3 +142,20 @@ def test_a_bad_directive_is_refused_before_any_sbatch(
     with pytest.raises(SiteConfigError, match=r"directives\[0\] = '--ntasks 2'"):
         SiteConfig(directives=["--ntasks 2"])
     assert slurm_cluster.job_ids() == before, "nothing was submitted"
+
+
+@pytest.mark.timeout(120)
+def test_options_slurm_does_not_take_are_refused_before_any_allocation(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster
+) -> None:
+    # well-formed, so SiteConfig takes them; Slurm itself refuses them at the front door's start
+    for site, said in [
+        (SiteConfig(directives=["--frobnicate=3"]), "frobnicate"),
+        (SiteConfig(reservation="no-such-reservation"), "eservation"),
+    ]:
+        with pytest.raises(SiteConfigError, match=f"sbatch --test-only. refused them .*{said}") as info:
+            Elastic("slurm", store=False, site=site)
+        assert info.value.value == site.sbatch_options()
+        assert slurm_cluster.queue() == [], "no allocation was submitted"
+    with Elastic("slurm", store=False, site=SiteConfig(directives=["--comment=fine"])) as el:
+        assert el.site is not None and el.site.directives == ("--comment=fine",)
