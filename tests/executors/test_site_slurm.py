@@ -20,6 +20,7 @@ from elastic import Elastic
 from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
 from executors.parsl_executor import ElasticExecutor
 from tests.executors import apps
+from tests.fixtures.prefect_server import PrefectServer
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -159,3 +160,25 @@ def test_options_slurm_does_not_take_are_refused_before_any_allocation(
         assert slurm_cluster.queue() == [], "no allocation was submitted"
     with Elastic("slurm", store=False, site=SiteConfig(directives=["--comment=fine"])) as el:
         assert el.site is not None and el.site.directives == ("--comment=fine",)
+
+
+@pytest.mark.timeout(300)
+def test_the_prefect_runners_site_reaches_the_slurm_job(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster, api: PrefectServer
+) -> None:
+    from prefect import flow
+
+    from executors.prefect_runner import ElasticTaskRunner
+    from tests.executors import prefect_flows as flows
+
+    site = SiteConfig(directives=["--comment=prefect site"], worker_init="export SITE_INIT_VAR=prefect")
+    runner = ElasticTaskRunner("slurm", "bigjob", store=False, poll_interval=1.0, site=site)
+
+    def body() -> dict[str, str | None]:
+        return flows.environ.submit("SITE_INIT_VAR").result()  # type: ignore[no-any-return]
+
+    state = flow(name="site-slurm", task_runner=runner)(body)(return_state=True)
+    assert state.is_completed() and state.result() == {"SITE_INIT_VAR": "prefect"}
+    assert slurm_cluster.queue() == []
+    comments = slurm_cluster.run(["squeue", "-h", "-t", "all", "-o", "%k"], timeout=5).stdout.splitlines()
+    assert "prefect site" in comments
