@@ -54,6 +54,7 @@ from elastic.errors import ConfigError
 from elastic.front.door import Elastic, check_settings
 from elastic.front.setup import BACKENDS
 from elastic.pool.pool import Pool
+from elastic.site import SiteConfig, load_site
 from executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
 from executors.prefect_runs import RunContext, placement_of
 
@@ -92,7 +93,9 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
     **options
         Passed to :class:`elastic.Elastic`: ``workflow`` (default: the flow's name, so later runs of the
         flow know its stages from the store), ``store``, ``learner``, ``max_cores``, ``job_cores``,
-        ``idle_timeout``, ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user`` and pool
+        ``idle_timeout``, ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user``, ``site`` (a
+        :class:`~elastic.site.SiteConfig`: ``#SBATCH`` options, ``worker_init``, environment, the agents'
+        ``python``; with ``"slurm"`` and no ``site``, the site file, read and checked here) and pool
         options (``workers``, ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run
         lost with its allocation is retried under the Prefect task's own ``retries``.
 
@@ -260,6 +263,11 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
         raise ConfigError(
             f"ElasticTaskRunner: backend must be a name or a BatchBackend, got {type(backend).__name__}"
         )
+    site = options.get("site")
+    if site is not None and not isinstance(site, SiteConfig):
+        raise ConfigError(f"ElasticTaskRunner: site must be a SiteConfig or None, got {site!r}")
+    if backend == "slurm" and site is None:
+        load_site()  # a bad site file is refused here, not when a flow starts
     if "max_retries" in options:
         raise ConfigError(
             "ElasticTaskRunner: max_retries is not an option: a task run lost with its allocation counts "

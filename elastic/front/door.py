@@ -60,6 +60,7 @@ from elastic.limits import check_speedup
 from elastic.metrics import Event, EventKind, MetricsRecorder
 from elastic.pool.pool import Pool, PoolClosedError
 from elastic.pool.tasks import Task
+from elastic.site import SiteConfig, describe
 from elastic.strategies.base import StageView, Strategy
 from elastic.strategies.knowledge import Knowledge, MemoryHistory
 from elastic.workflow import Workflow, check_scale
@@ -143,6 +144,12 @@ class Elastic(concurrent.futures.Executor):
         Prefix of batch job names.
     user : str or None, default None
         Owner of the jobs (mock backend accounting).
+    site : SiteConfig or None, default None
+        The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
+        the agents' ``python``). None: with ``"slurm"``, the site file (``~/.config/elastic/site.toml`` or
+        ``$ELASTIC_SITE``); a ``SlurmBackend`` object brings its own. On Slurm, its options are checked
+        with ``sbatch --test-only`` here (:meth:`~elastic.backends.slurm.SlurmBackend.check_site`), before
+        any allocation. On the local and mock backends only ``python`` applies.
     **pool_options
         Passed to :class:`~elastic.pool.pool.Pool`: ``workers``, ``worker_memory``, ``prefetch_seconds``,
         ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``.
@@ -165,6 +172,7 @@ class Elastic(concurrent.futures.Executor):
         speedup: float | None = None,
         name: str = "elastic",
         user: str | None = None,
+        site: SiteConfig | None = None,
         **pool_options: Any,
     ) -> None:
         check_settings(
@@ -212,11 +220,16 @@ class Elastic(concurrent.futures.Executor):
         self._ctl_lock = threading.Lock()
         self.result: RunResult | None = None
         """The run's result, once :meth:`shutdown` returned."""
-        resolved = resolve_backend(backend, speedup=speedup)
+        resolved = resolve_backend(backend, speedup=speedup, site=site)
         self._backend, self._speedup = resolved.backend, resolved.speedup
+        self.site = resolved.site
+        """The site configuration in force (None: none given, not on Slurm)."""
         if resolved.owned and hasattr(self._backend, "close"):
             self._cleanup.append(self._backend.close)
         try:
+            check_site = getattr(self._backend, "check_site", None)  # Slurm: sbatch --test-only
+            if callable(check_site):
+                check_site()
             self._store: Store | None
             self._store, own_store = resolve_store(store)
             if own_store and self._store is not None:
@@ -243,6 +256,10 @@ class Elastic(concurrent.futures.Executor):
                 shared=self._store,
                 learner_name=learner_name,
             )
+            if self.site is not None:
+                _note_site(self.site, self._backend.name)
+                if self.site.python is not None:
+                    pool_options = {**pool_options, "python": self.site.python}
             self._pool = Pool(
                 max_retries=max_retries, drain_margin=drain_margin / self._speedup, **pool_options
             )
@@ -742,6 +759,21 @@ _POOL_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
     "events_kept": (lambda v: _whole(v) and v >= 1, "a whole number >= 1"),
 }
 """Each pool option's check and what it expects (the pool's own checks assume these types)."""
+
+
+def _note_site(site: SiteConfig, backend: str) -> None:
+    """Log the site settings in force; warn about those the backend does not use (all but ``python``)."""
+    settings = describe(site)
+    if not settings:
+        return
+    logger.info("front door: site settings %s", settings)
+    unused = sorted(set(settings) - {"python"})
+    if backend != "slurm" and unused:
+        logger.warning(
+            "front door: site settings %s apply to Slurm jobs only; on the %s backend only python is used",
+            unused,
+            backend,
+        )
 
 
 def check_settings(

@@ -91,7 +91,8 @@ class Pool:
         Host agents connect to; default ``bind``, or this host's name when binding all interfaces.
     secret_dir : str, Path or None, default None
         Where to write the secret file and the spool directory beside it (both must be visible to the
-        agents, e.g. a shared home on Slurm); default a fresh private temporary directory.
+        agents, e.g. a shared home on Slurm); created with mode 0700 if missing (an existing directory is
+        left as it is); default a fresh private temporary directory.
     heartbeat_interval : float, default 1.0
         Seconds between heartbeats, both ways.
     heartbeat_timeout : float, default 10.0
@@ -176,6 +177,8 @@ class Pool:
         self._own_dir = secret_dir is None
         directory = Path(tempfile.mkdtemp(prefix="elastic-pool-")) if secret_dir is None else Path(secret_dir)
         try:
+            # a directory that does not exist yet (a run directory's subfolder) is created private
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.secret_file = write_secret_file(self._secret, directory)
         except OSError as exc:
             raise ConfigError(
