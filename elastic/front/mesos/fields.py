@@ -20,6 +20,7 @@ __all__ = [
     "MAX_BODY",
     "BadCallError",
     "CallError",
+    "ForbiddenError",
     "NotSubscribedError",
     "UnsupportedCallError",
     "id_value",
@@ -74,10 +75,14 @@ class UnsupportedCallError(CallError):
         super().__init__(f"{call} is not supported by this front door; supported: {', '.join(supported)}")
 
 
-class NotSubscribedError(CallError):
-    """A call from a framework that is not subscribed on this stream (HTTP 403)."""
+class ForbiddenError(CallError):
+    """A call the framework may not make (HTTP 403): another principal's framework, an id never issued."""
 
     status = 403
+
+
+class NotSubscribedError(ForbiddenError):
+    """A call from a framework that is not subscribed on this stream (HTTP 403)."""
 
 
 _RECORDIO = re.compile(rb"\s*\d+\n")

@@ -81,6 +81,8 @@ class Framework:
     framework_id: str
     info: FrameworkInfo
     stage: str
+    principal: str | None = None
+    """The principal that subscribed it (None: authentication is off); only it may fail over or call."""
     stream: Stream | None = None
     """Its event stream; None while disconnected."""
     stream_id: str | None = None

@@ -28,7 +28,6 @@ import concurrent.futures
 import functools
 import logging
 import queue
-import secrets
 import threading
 import time
 import uuid
@@ -49,7 +48,7 @@ from elastic.front.mesos.calls import (
     Suppress,
     Teardown,
 )
-from elastic.front.mesos.fields import BadCallError, NotSubscribedError
+from elastic.front.mesos.fields import BadCallError, ForbiddenError, NotSubscribedError
 from elastic.front.mesos.frameworks import (
     POOL_PREFIX,
     Framework,
@@ -118,7 +117,7 @@ class MesosMaster:
         self.mem_per_core = mem_per_core
         self.retry_min = retry_min
         self.host, self.port = "127.0.0.1", 0
-        self.master_id = secrets.token_hex(4)
+        self.master_id = str(uuid.uuid4())
         self._clock = clock
         self._lock = threading.RLock()
         self._inbox: queue.SimpleQueue[PoolEvent | tuple[str, concurrent.futures.Future[Any]]] = (
@@ -129,6 +128,7 @@ class MesosMaster:
         self._book = OfferBook(self.master_id, offer_timeout=offer_timeout)
         self.frameworks: dict[str, Framework] = {}
         self._removed: set[str] = set()
+        self._issued: set[str] = set()
         self._by_pool_id: dict[str, MesosTask] = {}
         self._seq = 0
         self._announced: dict[str, int] = {}
@@ -138,33 +138,52 @@ class MesosMaster:
 
     # -- calls -------------------------------------------------------------------------------------------
 
-    def subscribe(self, info: FrameworkInfo, framework_id: str | None, stream: Stream) -> tuple[str, str]:
+    def subscribe(
+        self, info: FrameworkInfo, framework_id: str | None, stream: Stream, principal: str | None = None
+    ) -> tuple[str, str]:
         """Attach a framework's event stream; return ``(framework id, Mesos-Stream-Id)``.
 
         A framework subscribing with a known id fails over: its previous stream gets an ERROR and closes.
+        ``principal`` is the authenticated principal (None: authentication is off).
 
         Raises
         ------
-        NotSubscribedError
-            The id names a framework that was torn down or removed after its failover timeout.
+        ForbiddenError
+            The id was never issued by this master, names a framework that was torn down or removed after
+            its failover timeout, or one another principal subscribed; or ``framework_info.principal``
+            differs from the authenticated principal.
         """
         check_labels(info)
+        if principal is not None and info.principal not in (None, principal):
+            raise ForbiddenError(
+                f"subscribe.framework_info.principal {info.principal!r} is not the authenticated principal "
+                f"{principal!r}"
+            )
         with self._lock:
             if framework_id in self._removed:
                 raise NotSubscribedError(
                     f"framework {framework_id} was removed (torn down, or not back within its failover "
                     "timeout); subscribe without an id to start a new one"
                 )
+            if framework_id is not None and framework_id not in self.frameworks:
+                raise ForbiddenError(
+                    f"framework id {framework_id!r} was never issued by this master (it may have been "
+                    "restarted); subscribe without an id to start a new framework"
+                )
             fw = self.frameworks.get(framework_id or "")
             if fw is None:
-                if framework_id is None:
-                    self._seq += 1
-                    framework_id = f"{self.master_id}-{self._seq:04d}"
-                fw = self.frameworks[framework_id] = Framework(framework_id, info, stage_of(info))
+                framework_id = self._new_framework_id()
+                fw = self.frameworks[framework_id] = Framework(
+                    framework_id, info, stage_of(info), principal=principal
+                )
                 logger.info(
                     "mesos: framework %s (%s) subscribed, stage %s", framework_id, info.name, fw.stage
                 )
             else:
+                if fw.principal != principal:
+                    raise ForbiddenError(
+                        f"framework {framework_id} was subscribed by another principal; only it may fail over"
+                    )
                 if fw.stream is not None:
                     fw.emit(ev.error("Framework failed over to a new subscription"))
                     fw.stream.close()
@@ -193,19 +212,23 @@ class MesosMaster:
             logger.info("mesos: framework %s disconnected", framework_id)
         self._wake.set()
 
-    def call(self, framework_id: str, stream_id: str | None, call: Call) -> None:
+    def call(
+        self, framework_id: str, stream_id: str | None, call: Call, principal: str | None = None
+    ) -> None:
         """Serve one call other than SUBSCRIBE (answered 202 when this returns).
+
+        ``principal`` is the authenticated principal (None: authentication is off).
 
         Raises
         ------
         BadCallError
             No ``Mesos-Stream-Id``, or not the framework's current one.
         NotSubscribedError
-            The framework is not subscribed.
+            The framework is not subscribed, or was subscribed by another principal.
         """
         with self._lock:
             fw = self.frameworks.get(framework_id)
-            if fw is None or fw.stream is None:
+            if fw is None or fw.stream is None or fw.principal != principal:
                 raise NotSubscribedError(f"framework {framework_id} is not subscribed; send SUBSCRIBE first")
             if stream_id is None:
                 raise BadCallError("Mesos-Stream-Id", "header required (the one the SUBSCRIBE response gave)")
@@ -290,9 +313,17 @@ class MesosMaster:
         self._inbox.put((pool_id, future))
         self._wake.set()
 
+    def _new_framework_id(self) -> str:
+        """Return a framework id never issued before: random (a UUID, as Mesos' ids), not guessable."""
+        while True:
+            framework_id = str(uuid.uuid4())
+            if framework_id not in self._issued:
+                self._issued.add(framework_id)
+                return framework_id
+
     def _new_pool_id(self) -> str:
         self._seq += 1
-        return f"{POOL_PREFIX}{self.master_id}-{self._seq}"
+        return f"{POOL_PREFIX}{self.master_id[:8]}-{self._seq}"
 
     def _kill(self, fw: Framework, task_id: str, now: float) -> None:
         task = fw.tasks.get(task_id)

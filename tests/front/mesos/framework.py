@@ -126,16 +126,20 @@ class ShellFramework(Scheduler):  # type: ignore[misc]
 def running(
     scheduler: Scheduler,
     address: str,
-    secret: str,
+    secret: str | None = None,
     *,
+    principal: str = "tests",
     name: str = "shell",
     labels: dict[str, str] | None = None,
 ) -> Iterator[MesosSchedulerDriver]:
-    """Run ``scheduler`` with a pymesos driver against ``address``; stop it (TEARDOWN) at the end."""
+    """Run ``scheduler`` with a pymesos driver against ``address``; stop it (TEARDOWN) at the end.
+
+    Without ``secret`` the driver sends no credentials (as most frameworks).
+    """
     framework: dict[str, Any] = {"user": getpass.getuser(), "name": name, "hostname": "localhost"}
     if labels:
         framework["labels"] = {"labels": [{"key": k, "value": v} for k, v in labels.items()]}
-    driver = MesosSchedulerDriver(scheduler, framework, address, principal="tests", secret=secret)
+    driver = MesosSchedulerDriver(scheduler, framework, address, principal=principal, secret=secret)
     driver.start()
     try:
         yield driver
