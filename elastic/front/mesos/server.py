@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import secrets
 import socket
 import tempfile
@@ -47,6 +48,7 @@ from elastic.front.mesos.auth import (
     write_credentials,
 )
 from elastic.front.mesos.calls import Subscribe, parse_call
+from elastic.front.mesos.connections import ConnectionGuard, ConnectionLimits, guarded_protocol
 from elastic.front.mesos.events import API_VERSION
 from elastic.front.mesos.fields import MAX_BODY, CallError
 from elastic.front.mesos.master import MesosMaster
@@ -73,8 +75,39 @@ class _QueueStream:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
 
 
-def make_app(master: MesosMaster, credentials: Mapping[str, str] | None) -> Starlette:
-    """Return the Starlette app serving ``master``; ``credentials`` (principal to secret), None: no auth."""
+class _BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def _read_body(request: Request, timeout: float) -> bytes:
+    """Read the body as it streams in; stop past :data:`MAX_BODY` bytes (chunked or not) or ``timeout``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise _BodyError(408, f"the body did not arrive within {timeout:g} s") from None
+    return b"".join(chunks)
+
+
+def make_app(
+    master: MesosMaster, credentials: Mapping[str, str] | None, *, body_timeout: float = 30.0
+) -> Starlette:
+    """Return the Starlette app serving ``master``.
+
+    ``credentials``: principal to secret (None: no authentication); ``body_timeout``: seconds a request
+    body may take to arrive.
+    """
 
     async def scheduler(request: Request) -> Response:
         principal = None
@@ -90,9 +123,10 @@ def make_app(master: MesosMaster, credentials: Mapping[str, str] | None) -> Star
         kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
         if kind != "application/json":
             return PlainTextResponse(f"Content-Type {kind!r} is not served; send application/json", 415)
-        if int(request.headers.get("content-length") or 0) > MAX_BODY:
-            return PlainTextResponse(f"the body is larger than {MAX_BODY} bytes", 413)
-        body = await request.body()
+        try:
+            body = await _read_body(request, body_timeout)
+        except _BodyError as exc:  # the rest of the body is not read: the connection closes
+            return PlainTextResponse(str(exc), exc.status, headers={"Connection": "close"})
         try:
             framework_id, call = parse_call(body)
             if isinstance(call, Subscribe):
@@ -157,6 +191,14 @@ class MesosServer:
         credential is drawn (principal ``elastic``, a random secret) and written to :attr:`credentials_file`.
     secret_dir : str, Path or None, default None
         Where to write a drawn credentials file (mode 0600); default a fresh private temporary directory.
+    keep_alive : float, default 86400
+        Seconds an idle kept-alive connection stays open (pymesos keeps one for its calls).
+    max_connections : int or None, default None
+        Connections open at once; None: 512, or a quarter of the file-descriptor limit if lower.
+    max_per_client : int, default 128
+        Connections open at once from one client address.
+    header_timeout, body_timeout : float, default 10 and 30
+        Seconds a request's head, and its body, may take to arrive.
     **options
         Passed to :class:`~elastic.front.mesos.master.MesosMaster`: ``heartbeat_interval``,
         ``mem_per_core``, ``offer_timeout``, ``retry_min``.
@@ -185,8 +227,23 @@ class MesosServer:
         authenticate: bool | None = None,
         credentials: str | Path | Mapping[str, str] | None = None,
         secret_dir: str | Path | None = None,
+        keep_alive: float = 86400.0,
+        max_connections: int | None = None,
+        max_per_client: int = 128,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
         **options: Any,
     ) -> None:
+        self.limits = ConnectionLimits(
+            keep_alive=keep_alive,
+            max_connections=max_connections or 0,
+            max_per_client=max_per_client,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
+        )
+        """The connections' limits (:mod:`elastic.front.mesos.connections`)."""
+        self.guard = ConnectionGuard(self.limits)
+        """The open connections (event-loop thread)."""
         loopback = is_loopback(host)
         if authenticate is False and not loopback:
             raise ConfigError(
@@ -235,7 +292,9 @@ class MesosServer:
         self.master = MesosMaster(elastic, **options)
         self.master.host, self.master.port = self.host, self.port
         config = uvicorn.Config(
-            make_app(self.master, self.credentials),
+            make_app(self.master, self.credentials, body_timeout=body_timeout),
+            http=guarded_protocol(self.guard),
+            timeout_keep_alive=math.ceil(keep_alive),
             log_level="warning",
             lifespan="off",
             access_log=False,

@@ -55,11 +55,19 @@ class ShellFramework(Scheduler):  # type: ignore[misc]
     launched: dict[str, float] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
+    registered_count: int = 0
+    reregistered_count: int = 0
     all_done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.waiting = [f"task-{i}" for i in range(self.n)]
+
+    def registered(self, driver: MesosSchedulerDriver, framework_id: Any, master_info: Any) -> None:
+        self.registered_count += 1
+
+    def reregistered(self, driver: MesosSchedulerDriver, master_info: Any) -> None:
+        self.reregistered_count += 1
 
     def resourceOffers(self, driver: MesosSchedulerDriver, offers: list[dict[str, Any]]) -> None:
         now = time.monotonic()
