@@ -150,14 +150,17 @@ class Framework:
         return "PARTITION_AWARE" in self.info.capabilities
 
 
+_LABEL_BOUNDS = {"elastic.tasks": (0, 1_000_000), "elastic.cores": (1, 4096)}
+
+
 def check_labels(info: FrameworkInfo) -> None:
     """Check the ``elastic.*`` labels of a subscribing framework.
 
     Raises
     ------
     BadCallError
-        ``elastic.tasks`` is not an integer >= 0, ``elastic.cores`` not an integer >= 1, or an ``elastic.``
-        label is unknown.
+        ``elastic.tasks`` is not an integer from 0 to 1,000,000 (ASCII digits), ``elastic.cores`` not one
+        from 1 to 4096, or an ``elastic.`` label is unknown.
     """
     path = "subscribe.framework_info.labels"
     for key, value in info.labels.items():
@@ -165,9 +168,13 @@ def check_labels(info: FrameworkInfo) -> None:
             continue
         if key not in LABELS:
             raise BadCallError(f"{path}[{key}]", f"unknown label; the front door reads {', '.join(LABELS)}")
-        low = {"elastic.tasks": 0, "elastic.cores": 1}.get(key)
-        if low is not None and not (value.isdigit() and int(value) >= low):
-            raise BadCallError(f"{path}[{key}]", f"expected an integer >= {low}, got {value!r}")
+        bounds = _LABEL_BOUNDS.get(key)
+        if bounds is None:
+            continue
+        low, high = bounds
+        digits = value.isascii() and value.isdigit() and len(value) <= len(str(high))
+        if not (digits and low <= int(value) <= high):
+            raise BadCallError(f"{path}[{key}]", f"expected an integer from {low} to {high}, got {value!r}")
 
 
 def stage_of(info: FrameworkInfo) -> str:
