@@ -9,6 +9,7 @@ each (default 1): enough for every strategy to request an allocation for a frame
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from elastic.pool.tasks import Task
 
 __all__ = [
     "LABELS",
+    "MAX_COMPLETED",
     "POOL_PREFIX",
     "Framework",
     "MesosTask",
@@ -34,6 +36,9 @@ __all__ = [
 
 POOL_PREFIX = "mesos-"
 """Prefix of the pool task ids of launched tasks."""
+
+MAX_COMPLETED = 1000
+"""Completed tasks kept per framework for RECONCILE (Mesos: ``max_completed_tasks_per_framework``)."""
 
 LABELS = ("elastic.stage", "elastic.tasks", "elastic.cores")
 """Framework labels the front door reads (see the module docstring)."""
@@ -91,6 +96,8 @@ class Framework:
     last_heartbeat: float = 0.0
     tasks: dict[str, MesosTask] = field(default_factory=dict)
     """Its tasks by id, until their terminal update is acknowledged."""
+    completed: OrderedDict[str, TaskStatus] = field(default_factory=OrderedDict)
+    """Terminal statuses of its last :data:`MAX_COMPLETED` tasks whose terminal update was acknowledged."""
     launched: int = 0
 
     @property
@@ -119,12 +126,31 @@ class Framework:
             self.emit(ev.update(due))
         elif task.terminal and not task.updates:
             del self.tasks[task.task_id]
+            if task.latest is not None:
+                self.completed[task.task_id] = task.latest
+                self.completed.move_to_end(task.task_id)
+                while len(self.completed) > MAX_COMPLETED:
+                    self.completed.popitem(last=False)
 
     def reconcile(self, task_ids: Iterable[str], now: float, message: str = "") -> None:
-        """Send the latest status of each task (unknown: TASK_LOST, or TASK_UNKNOWN if partition-aware)."""
+        """Send the latest status of each task (unknown: TASK_LOST, or TASK_UNKNOWN if partition-aware).
+
+        A task accepted whose first update is not out yet is TASK_STAGING; one whose terminal update was
+        acknowledged keeps its terminal state (among the last :data:`MAX_COMPLETED` of the framework).
+        """
         for task_id in task_ids:
             task = self.tasks.get(task_id)
-            latest = None if task is None else task.latest
+            latest = self.completed.get(task_id) if task is None else task.latest
+            if task is not None and latest is None:
+                latest = TaskStatus(
+                    task_id,
+                    "TASK_STAGING",
+                    "SOURCE_MASTER",
+                    "accepted; not started yet",
+                    None,
+                    task.agent_id,
+                    now,
+                )
             self.emit(
                 ev.update(
                     reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
