@@ -2,8 +2,8 @@
 
 ``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--authenticate]
 [--credentials FILE] [--secret-dir DIR] [--speedup K] [--partition P] [--account A] [--bind IFACE]
-[--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--mem-per-core MB]
-[--store URL | --no-store]``
+[--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--offer-timeout S]
+[--mem-per-core MB] [--store URL | --no-store]``
 
 It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT")``) and whether
 frameworks must authenticate: not on a loopback ``--host`` (the default), unless ``--authenticate`` or
@@ -71,6 +71,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--heartbeat", type=positive_float, default=15.0, help="seconds between HEARTBEATs")
     parser.add_argument(
+        "--offer-timeout",
+        type=nonnegative_float,
+        help="seconds before an unanswered offer is rescinded, 0 for never (default 30, as MesosMaster)",
+    )
+    parser.add_argument(
         "--mem-per-core", type=positive_float, default=1024.0, help="mem (MB) offered per core (default 1024)"
     )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
@@ -104,6 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from elastic import Elastic
     from elastic.front.mesos import MesosServer
+    from elastic.front.mesos.master import DEFAULT_OFFER_TIMEOUT
 
     console = Console(soft_wrap=True)
     backend: Any = args.backend
@@ -133,6 +139,7 @@ def _serve(args: argparse.Namespace) -> int:
             credentials=args.credentials,
             secret_dir=args.secret_dir,
             heartbeat_interval=args.heartbeat,
+            offer_timeout=DEFAULT_OFFER_TIMEOUT if args.offer_timeout is None else args.offer_timeout or None,
             mem_per_core=args.mem_per_core,
         )
         console.print(f"Mesos scheduler API at http://{server.address}/api/v1/scheduler", highlight=False)

@@ -68,11 +68,14 @@ from elastic.pool.tasks import TaskEvent, TaskState
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
 
-__all__ = ["MesosMaster"]
+__all__ = ["DEFAULT_OFFER_TIMEOUT", "MesosMaster"]
 
 logger = logging.getLogger(__name__)
 
 _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
+
+DEFAULT_OFFER_TIMEOUT = 30.0
+"""Seconds after which an unanswered offer is rescinded, unless told otherwise."""
 
 _TICK = 1.0
 """Longest sleep of the background thread (seconds): offers' walltime left is refreshed this often."""
@@ -89,8 +92,9 @@ class MesosMaster:
         Seconds between HEARTBEAT events (Mesos' default).
     mem_per_core : float, default 1024.0
         ``mem`` (MB) offered per core (checked against launches, not enforced).
-    offer_timeout : float or None, default None
-        Rescind offers unanswered this long (seconds); None: never (Mesos' default).
+    offer_timeout : float or None, default 30.0
+        Rescind offers unanswered this long (seconds; the Mesos master's ``--offer_timeout``), so a
+        framework that never answers does not hold cores; their cores are offered again. None: never.
     retry_min : float, default 10.0
         First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
     clock : callable, default time.time
@@ -103,7 +107,7 @@ class MesosMaster:
         *,
         heartbeat_interval: float = 15.0,
         mem_per_core: float = 1024.0,
-        offer_timeout: float | None = None,
+        offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
