@@ -11,7 +11,10 @@
   (``Elastic.submit_task``) and count like any task; SUPPRESS and TEARDOWN announce 0, so the stage ends
   once its tasks are done and its allocation is released.
 - **Offers** come from the pool's agents (the rule: :mod:`elastic.front.mesos.offers`), from a
-  background thread woken by every pool event; agents that are lost or leave are reported with FAILURE.
+  background thread woken by every pool event. An agent that leaves or is lost has its offers rescinded
+  first; it is reported with FAILURE when a framework's task ran there or it was lost without being
+  released, while an agent that said goodbye or whose allocation was drained (released by the strategy)
+  with nothing running leaves quietly (routine scale-down, as Mesos removes a drained agent).
 - **Launches** run as pool shell tasks pinned to the offer's agent; their progress and outcome become
   status updates (:mod:`elastic.front.mesos.states`), resent until acknowledged
   (:mod:`elastic.front.mesos.updates`).
@@ -34,6 +37,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from elastic.allocations import AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.front.mesos import events as ev
 from elastic.front.mesos.calls import (
@@ -133,6 +137,8 @@ class MesosMaster:
         self.frameworks: dict[str, Framework] = {}
         self._removed: set[str] = set()
         self._issued: set[str] = set()
+        self._drained: set[str] = set()  # allocations seen draining (released by the strategy)
+        self._lost_on: set[str] = set()  # agents a task was lost on, until their FAILURE
         self._by_pool_id: dict[str, MesosTask] = {}
         self._seq = 0
         self._announced: dict[str, int] = {}
@@ -423,6 +429,8 @@ class MesosMaster:
             fw = None if task is None else self.frameworks.get(task.framework_id)
             if task is not None and fw is not None:
                 ended = outcome_status(task.task_id, task.agent_id, future, now, started=task.started)
+                if ended.state == "TASK_LOST":
+                    self._lost_on.add(task.agent_id)  # the agent went under it: a FAILURE follows
                 fw.update(task, ended, now)
                 task.terminal = True
                 self._announce()
@@ -437,9 +445,23 @@ class MesosMaster:
                 task.started = task.started or status.state == "TASK_RUNNING"
                 fw.update(task, status, now)
         elif isinstance(item, AgentEvent) and item.kind in (AgentEventKind.LOST, AgentEventKind.LEFT):
-            for fw in self.frameworks.values():
-                fw.emit(ev.failure(item.agent))
-        # allocation events only wake the thread: the offer rule rescinds offers of draining allocations
+            for offer in self._book.drop_agent(item.agent):  # its offers end first
+                self.frameworks[offer.framework_id].emit(ev.rescind(offer.offer_id))
+            busy = item.agent in self._lost_on or any(
+                t.agent_id == item.agent and not t.terminal
+                for fw in self.frameworks.values()
+                for t in fw.tasks.values()
+            )
+            self._lost_on.discard(item.agent)
+            released = item.kind is AgentEventKind.LEFT or item.alloc_id in self._drained
+            if busy or not released:
+                for fw in self.frameworks.values():
+                    fw.emit(ev.failure(item.agent))
+            else:
+                logger.info("mesos: agent %s left with nothing running (no FAILURE)", item.agent)
+        elif isinstance(item, AllocationEvent) and item.state is AllocationState.DRAINING:
+            self._drained.add(item.alloc_id)  # released: its agents' end is routine, not a failure
+        # other allocation events only wake the thread: the offer rule rescinds offers of draining ones
 
     def _chores(self, now: float) -> float:
         """Resend due updates, send heartbeats, remove frameworks gone too long; return the next sleep."""
