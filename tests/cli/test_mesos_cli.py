@@ -30,6 +30,8 @@ def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path:
         "--secret-dir",
         str(tmp_path),
         "--authenticate",
+        "--offer-timeout",
+        "20",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
     try:
