@@ -21,7 +21,7 @@ import os
 from elastic.backends.mock import MockBackend
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, ElasticError
-from elastic.experiments import start_points, window
+from elastic.experiments import parse_strategy, split_cores, start_points, window
 from elastic.front.door import Elastic
 from elastic.limits import check_speedup
 from elastic.report.experiment import RunOne, RunRequest
@@ -70,14 +70,16 @@ class _DemoRunner:
             start=WARMUP,
             priority=self.priority,
         )
+        strategy, shape = parse_strategy(cell.strategy)
         with backend:
             el = Elastic(
                 backend,
-                cell.strategy,
+                strategy,
                 workflow=demo.name,
                 store=False,
                 learner=request.waits,
                 max_cores=cell.cores if self.cap else None,
+                job_cores=split_cores(cell.workflow) if shape == "split" else None,
             )
             try:
                 with el:
