@@ -155,7 +155,10 @@ class Runner:
             logger.error("%s: %s; releasing every allocation", self.strategy.name, exc)
         finally:
             end = self.backend.now()
-            self.controller.shutdown(end)
+            try:
+                self.controller.shutdown(end)
+            except ElasticError as exc:  # tasks lost by the release itself (retries exhausted): it is over
+                logger.warning("%s: while releasing every allocation: %s", self.strategy.name, exc)
         self._events.append(Event(end, EventKind.RUN_END, note=status))
         learn_runtimes(
             self.knowledge, self._demand.stages(), status=status, end=end, width=self.workflow.max_width
