@@ -282,7 +282,8 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
         backend=backend,
         strategy=strategy,
         **{k: v for k, v in options.items() if k in _CHECKED},
-        pool_options={k: v for k, v in options.items() if k not in _CHECKED},
+        # the door's own options check_settings does not take (``site``: checked above) are no pool options
+        pool_options={k: v for k, v in options.items() if k not in _CHECKED and k not in _DOOR_OPTIONS},
     )
     interval = cancel_poll_interval
     interval_ok = isinstance(interval, (int, float)) and not isinstance(interval, bool)

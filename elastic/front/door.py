@@ -652,10 +652,13 @@ class Elastic(concurrent.futures.Executor):
             status = "failed"
         elif signals.received() is not None:  # SIGTERM/SIGHUP: however the program shut us down
             status = "interrupted"
+        result = None
         try:
-            self.result = self._finish(status)
+            result = self._finish(status)
         finally:
             self._release()
+            # set once everything is released: a caller that sees the result sees no pool left either
+            self.result = result
             self._ended.set()
 
     def _finish(self, status: str) -> RunResult:
