@@ -23,14 +23,14 @@ WIDTH = "100"
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
-    """Each subcommand parser of ``parser``, in the order ``--help`` lists them."""
+    """Yield each subcommand parser of ``parser``, in the order ``--help`` lists them."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             yield from action.choices.items()
 
 
 def _help(parser: argparse.ArgumentParser) -> str:
-    """``parser``'s ``--help`` text at the fixed width."""
+    """Return ``parser``'s ``--help`` text at the fixed width."""
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
@@ -43,14 +43,14 @@ def _help(parser: argparse.ArgumentParser) -> str:
 
 
 def _sections(prog: str, parser: argparse.ArgumentParser, level: int) -> Iterator[str]:
-    """A Markdown section with ``parser``'s help, then one per subcommand, recursively."""
+    """Yield a Markdown section with ``parser``'s help, then one per subcommand, recursively."""
     yield f"{'#' * level} `{prog}`\n\n```text\n{_help(parser)}\n```\n"
     for name, sub in _subcommands(parser):
         yield from _sections(f"{prog} {name}", sub, level + 1)
 
 
 def render() -> str:
-    """The Markdown of every ``elastic`` help text: the top level, then each subcommand in full."""
+    """Return the Markdown of every ``elastic`` help text: the top level, then each subcommand."""
     from elastic import cli
 
     top = cli._parser([])
@@ -62,7 +62,7 @@ def render() -> str:
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
-    """MkDocs hook: put the rendered help where the page has the marker."""
+    """Put the rendered help where the page has the marker (the MkDocs hook)."""
     if MARKER not in markdown:
         return markdown
     return markdown.replace(MARKER, render())
