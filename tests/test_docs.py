@@ -4,11 +4,11 @@ Conventions this file enforces (also stated at the end of README.md):
 
 - README.md has at most ``MAX_README_LINES`` lines and nothing that looks like a commit hash or a date;
   the pages under ``docs/`` have no commit hash either.
-- Every fenced ``python`` block of README.md is run as a script, in a fresh empty directory, on the
-  local backend, unless the line before its fence is ``<!-- not-run: REASON -->`` (a reason is
-  required). A ``print(...)  # TEXT`` line in a block asserts that TEXT appears in what the script
-  printed. Blocks that import Prefect run against the test session's Prefect server. The store is a
-  temporary SQLite file, never the user's own.
+- Every fenced ``python`` block of README.md and of the pages under ``docs/`` is run as a script, in a
+  fresh empty directory, on the local backend, unless the line before its fence is
+  ``<!-- not-run: REASON -->`` (a reason is required). A ``print(...)  # -> TEXT`` line in a block
+  asserts that TEXT appears in what the script printed. Blocks that import Prefect run against the test
+  session's Prefect server. The store is a temporary SQLite file, never the user's own.
 - ``mkdocs build --strict`` succeeds (skipped only when MkDocs is not installed).
 """
 
@@ -36,7 +36,7 @@ COMMIT_HASH = re.compile(r"(?<![\w#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-
 #: An ISO date such as ``2026-11-24``: the README says what is, not when.
 DATE = re.compile(r"\b(19|20)\d\d-[01]\d-[0-3]\d\b")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(?P<reason>.*?)\s*-->$")
-EXPECTED = re.compile(r"^\s*print\(.*\)\s*#\s*(?P<expected>\S.*?)\s*$")
+EXPECTED = re.compile(r"^\s*print\(.*\)\s*#\s*->\s*(?P<expected>\S.*?)\s*$")
 BLOCK_TIMEOUT = 300.0
 
 
@@ -44,12 +44,13 @@ BLOCK_TIMEOUT = 300.0
 class Block:
     """A fenced ``python`` block of a Markdown file: where it starts, its code, why it is not run."""
 
+    source: str
     line: int
     code: str
     not_run: str | None
 
 
-def python_blocks(text: str) -> list[Block]:
+def python_blocks(text: str, source: str = "README.md") -> list[Block]:
     """Return the fenced ``python`` blocks of ``text`` with the ``not-run`` reason before each, if any."""
     lines = text.splitlines()
     blocks: list[Block] = []
@@ -63,10 +64,11 @@ def python_blocks(text: str) -> list[Block]:
                 body.append(lines[i])
                 i += 1
             if i == len(lines):
-                raise ValueError(f"README.md:{start + 1}: python block never closed")
+                raise ValueError(f"{source}:{start + 1}: python block never closed")
             before = lines[start - 1].strip() if start > 0 else ""
             match = NOT_RUN.match(before)
-            blocks.append(Block(start + 1, "\n".join(body) + "\n", match["reason"] if match else None))
+            code = "\n".join(body) + "\n"
+            blocks.append(Block(source, start + 1, code, match["reason"] if match else None))
         i += 1
     return blocks
 
@@ -103,11 +105,15 @@ def test_hash_regex_ignores_numbers_words_colours_and_ids(text: str) -> None:
 
 
 def test_blocks_parse_with_their_not_run_reason() -> None:
-    text = "x\n```python\nprint(1)  # 1\n```\n<!-- not-run: needs Slurm -->\n```python\nimport slurm\n```\n"
-    assert python_blocks(text) == [
-        Block(2, "print(1)  # 1\n", None),
-        Block(6, "import slurm\n", "needs Slurm"),
+    text = (
+        "x\n```python\nprint(1)  # -> 1\n```\n<!-- not-run: needs Slurm -->\n```python\nimport slurm\n```\n"
+    )
+    assert python_blocks(text, "a.md") == [
+        Block("a.md", 2, "print(1)  # -> 1\n", None),
+        Block("a.md", 6, "import slurm\n", "needs Slurm"),
     ]
+    assert EXPECTED.match("print(x)  # -> 140")["expected"] == "140"
+    assert EXPECTED.match("print(x)  # seconds") is None  # a plain comment asserts nothing
 
 
 # -- README.md as a front page -------------------------------------------------------------------------
@@ -141,21 +147,28 @@ def test_readme_keeps_the_setup_commands() -> None:
 
 
 README_BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+DOCS_BLOCKS = [
+    block
+    for page in sorted(ROOT.joinpath("docs").rglob("*.md"))
+    for block in python_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
+]
 
 
 def test_readme_blocks_are_run_or_say_why_not() -> None:
     assert any(b.not_run is None for b in README_BLOCKS), "no README block is run"
-    for block in README_BLOCKS:
-        assert block.not_run != "", f"README.md:{block.line}: not-run needs a reason"
+    for block in README_BLOCKS + DOCS_BLOCKS:
+        assert block.not_run != "", f"{block.source}:{block.line}: not-run needs a reason"
     assert any("ElasticExecutor(" in b.code and b.not_run is None for b in README_BLOCKS)
     assert any("ElasticTaskRunner(" in b.code and b.not_run is None for b in README_BLOCKS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "block", [b for b in README_BLOCKS if b.not_run is None], ids=lambda b: f"README.md:{b.line}"
+    "block",
+    [b for b in README_BLOCKS + DOCS_BLOCKS if b.not_run is None],
+    ids=lambda b: f"{b.source}:{b.line}",
 )
-def test_readme_block_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+def test_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     """Run the block as a user would: a script in an empty directory, the repository importable."""
     script = tmp_path / "example.py"
     script.write_text(block.code, encoding="utf-8")
@@ -178,14 +191,14 @@ def test_readme_block_runs(block: Block, tmp_path: Path, request: pytest.Fixture
             stdin=subprocess.DEVNULL,
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"README.md:{block.line}: still running after {BLOCK_TIMEOUT} s\n{exc.stderr}")
-    assert done.returncode == 0, f"README.md:{block.line} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+        pytest.fail(f"{block.source}:{block.line}: still running after {BLOCK_TIMEOUT} s\n{exc.stderr}")
+    assert done.returncode == 0, f"{block.source}:{block.line} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
     printed = done.stdout.splitlines()
     for line in block.code.splitlines():
         match = EXPECTED.match(line)
         if match:
             assert any(match["expected"] in out for out in printed), (
-                f"README.md:{block.line}: expected {match['expected']!r} in the output, got {printed}"
+                f"{block.source}:{block.line}: expected {match['expected']!r} in the output, got {printed}"
             )
 
 
