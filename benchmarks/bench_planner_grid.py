@@ -1,28 +1,37 @@
 """Issue 9's grid: Big-Job, Per-Stage and ``asa`` (the planner) per workflow x peak x queue x priority.
 
-Each cell is ``elastic compare`` of the same runs (same seed, same start points for every strategy); a
-row gives mean and median makespan and core-hours charged, the share of the Per-Stage - Big-Job
-makespan gap ``asa`` closes (on means), ``asa``'s core-hours over Per-Stage's, and the goal's verdict:
+Each cell is ``elastic compare`` of the same runs (same seed, same start points for every strategy). The
+baselines run in every allocation shape of ``--shapes`` (default ``plain,split``: one batch job per
+allocation, and jobs of at most half the peak, rounded up: ``bigjob-split``, ``perstage-split``;
+:data:`elastic.experiments.SHAPES`), and ``asa`` is read against the best shape of each baseline (the
+lowest mean makespan of its kind, :func:`elastic.report.tables.versus_baselines`). A row gives mean and
+median makespan and core-hours charged of every row label, the best Big-Job and Per-Stage, the share of
+their makespan gap ``asa`` closes (on means; ``n/a`` where the gap is within 5 % of the better makespan,
+:func:`elastic.metrics.gap_closed`), ``asa``'s core-hours over the best Per-Stage's, and the goal's
+verdict:
 
-- where Per-Stage's mean makespan is >= 1.3x Big-Job's ("hard"): ``asa`` closes >= 80 % of the gap at
-  <= 1.10x Per-Stage's core-hours;
+- where the best Per-Stage's mean makespan is >= 1.3x the best Big-Job's ("hard"): ``asa`` closes >= 80 %
+  of the gap at <= 1.10x the best Per-Stage's core-hours;
 - elsewhere ("easy"): ``asa`` is within 5 % of the better of the two on makespan and on core-hours.
 
-Means and medians are over the runs every strategy completed within the horizon (``paired``; each
-strategy's count is ``<name>_completed``): a run that gave up has no makespan, and charged only what it
-ran. Baselines (Big-Job, Per-Stage) are measured in the same run as ``asa``. Queues: ``synthetic`` (busy
-synthetic load, 90 % offered, on ``max(64, 2 x peak)`` cores), ``replay`` (the HPC2N trace replayed
-with EASY), ``capacity`` (HPC2N, ``--mode capacity``: the centre's recorded waits). Each finished cell
-is appended to ``--csv`` at once, so a long grid can be stopped and its finished cells kept.
+Means and medians are over the runs every row label completed within the horizon (``paired``; each
+label's count is ``<label>_completed``): a run that gave up has no makespan, and charged only what it
+ran. Baselines are measured in the same run as ``asa``. Queues: ``synthetic`` (busy synthetic load, 90 %
+offered, on ``max(64, 2 x peak)`` cores), ``replay`` (the HPC2N trace replayed with EASY), ``capacity``
+(HPC2N, ``--mode capacity``: the centre's recorded waits). Each finished cell is appended to ``--csv`` at
+once, so a long grid can be stopped and its finished cells kept.
 
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows montage,blast,statistics]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity] [--priorities age,basic,accrue-always]
-[--runs 30] [--seed 1] [--job-cores N] [--learned-waits] [--no-estimates] [--weight W] [--csv OUT]
-``--job-cores N`` submits every strategy's allocations as batch jobs of at most N cores (``job_cores``).
-``--learned-waits`` prices ``asa``'s follow-ups by the learned wait distribution, not by the run's latest
-wait (``Planner(run_waits=False)``). ``--no-estimates``: ``asa`` does not ask the scheduler's estimate
-(``Planner(estimates=False)``). ``--weight W``: ``asa``'s price of a second of makespan, in seconds of the
-peak allocation (``Planner(weight=W)``, default 1).
+[--runs 30] [--seed 1] [--shapes plain,split] [--job-cores N] [--learned-waits] [--no-estimates]
+[--weight W] [--csv OUT]
+``--shapes plain`` compares against the paper's baselines only (one job per allocation). ``--job-cores N``
+submits every strategy's allocations, ``asa``'s too, as batch jobs of at most N cores (``job_cores``;
+with ``--shapes plain`` only: the split shape sets its own). ``--learned-waits`` prices ``asa``'s
+follow-ups by the learned wait distribution, not by the run's latest wait (``Planner(run_waits=False)``).
+``--no-estimates``: ``asa`` does not ask the scheduler's estimate (``Planner(estimates=False)``).
+``--weight W``: ``asa``'s price of a second of makespan, in seconds of the peak allocation
+(``Planner(weight=W)``, default 1).
 The HPC2N trace is read from ../shared/data/traces (or $ELASTIC_TRACES).
 """
 
@@ -37,8 +46,10 @@ from pathlib import Path
 
 import numpy as np
 
-from elastic.experiments import default_background, simulate_runs
+from elastic.experiments import SHAPES, default_background, shaped_strategies, simulate_runs
+from elastic.metrics import format_gap
 from elastic.report.scaling import scale_workflow
+from elastic.report.tables import versus_baselines
 from elastic.simulator.trace import read_swf
 from elastic.simulator.workload import Workload
 from elastic.workflow import builtin_workflow
@@ -79,8 +90,11 @@ def cell(
     learned_waits: bool = False,
     estimates: bool = True,
     weight: float = 1.0,
+    shapes: tuple[str, ...] = SHAPES,
 ) -> dict[str, object]:
-    """Simulate one cell and return its row."""
+    """Simulate one cell (every row label of ``shapes``) and return its row."""
+    if job_cores is not None and "split" in shapes:
+        raise SystemExit("--job-cores splits every strategy: use it with --shapes plain")
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
     background, mode, policy = queue_setting(queue, peak, seed)
     row: dict[str, object] = {
@@ -93,7 +107,7 @@ def cell(
     began = time.perf_counter()
     options = {"run_waits": not learned_waits, "estimates": estimates, "weight": weight}
     measured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for name in STRATEGIES:
+    for name in shaped_strategies(STRATEGIES, shapes):
         results = simulate_runs(
             wf,
             name,
@@ -123,18 +137,35 @@ def cell(
     return verdict(row)
 
 
+def labels(row: dict[str, object]) -> list[str]:
+    """The row labels (strategies in their shapes) a cell's row holds, in order."""
+    return [key.removesuffix("_completed") for key in row if key.endswith("_completed")]
+
+
 def verdict(row: dict[str, object]) -> dict[str, object]:
-    """Add the gap closed, the core-hour ratio and the goal's verdict to a cell's row."""
-    big, per, asa = (float(row[f"{s}_h"]) for s in STRATEGIES)  # type: ignore[arg-type]
-    big_ch, per_ch, asa_ch = (float(row[f"{s}_ch"]) for s in STRATEGIES)  # type: ignore[arg-type]
+    """Add the best baselines, the gap closed, the core-hour ratio and the goal's verdict to a cell's row."""
+    names = labels(row)
+    span = {s: float(row[f"{s}_h"]) for s in names}  # type: ignore[arg-type]
+    core_h = {s: float(row[f"{s}_ch"]) for s in names}  # type: ignore[arg-type]
+    v = versus_baselines(span, core_h)
+    if v is None:
+        raise SystemExit("the grid needs a Big-Job and a Per-Stage row in every cell")
+    big, per, asa = v.bigjob_makespan, v.perstage_makespan, span["asa"]
+    big_ch, per_ch, asa_ch = core_h[v.bigjob], core_h[v.perstage], core_h["asa"]
     hard = per >= HARD * big
-    gap = (per - asa) / (per - big) if per > big else float("nan")
-    ratio = asa_ch / per_ch
+    gap, ratio = v.gap_closed["asa"], v.core_hours["asa"]
     if hard:
         met = gap >= GAP_GOAL and ratio <= CORE_H_GOAL
     else:
         met = asa <= TOLERANCE * min(big, per) and asa_ch <= TOLERANCE * min(big_ch, per_ch)
-    row.update(hard=hard, gap_closed=gap, core_h_ratio=ratio, goal_met=met)
+    row.update(
+        best_bigjob=v.bigjob,
+        best_perstage=v.perstage,
+        hard=hard,
+        gap_closed=gap,
+        core_h_ratio=ratio,
+        goal_met=met,
+    )
     return row
 
 
@@ -147,15 +178,20 @@ def main() -> None:
     parser.add_argument("--priorities", default="age,basic,accrue-always")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--job-cores", type=int, default=None)
     parser.add_argument("--learned-waits", action="store_true")
     parser.add_argument("--no-estimates", action="store_true")
     parser.add_argument("--weight", type=float, default=1.0)
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
+    shapes = tuple(args.shapes.split(","))
+    if args.job_cores is not None and "split" in shapes:
+        parser.error("--job-cores splits every strategy's allocations: use it with --shapes plain")
+    names = " ".join(shaped_strategies(STRATEGIES, shapes))
     print(
-        "workflow peak queue priority | makespan h mean (median): bigjob perstage asa | "
-        "core-h mean (median): bigjob perstage asa | gap closed, asa/perstage core-h, goal"
+        f"workflow peak queue priority | makespan h mean (median): {names} | core-h mean (median): "
+        f"{names} | best Big-Job, best Per-Stage: gap closed, asa / best Per-Stage core-h, goal"
     )
     for queue in args.queues.split(","):
         for priority in args.priorities.split(","):
@@ -164,13 +200,14 @@ def main() -> None:
                     row = cell(
                         workflow, peak, queue, priority, args.runs, args.seed, args.job_cores,
                         learned_waits=args.learned_waits,
-                        estimates=not args.no_estimates, weight=args.weight,
+                        estimates=not args.no_estimates, weight=args.weight, shapes=shapes,
                     )  # fmt: skip
-                    spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in STRATEGIES)
-                    hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in STRATEGIES)
+                    spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in labels(row))
+                    hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in labels(row))
                     print(
                         f"{workflow} {peak} {queue} {priority} | {spans} | {hours} | "
-                        f"{row['gap_closed']:.0%} {row['core_h_ratio']:.2f}x "
+                        f"{row['best_bigjob']}, {row['best_perstage']}: "
+                        f"{format_gap(float(row['gap_closed']))} {row['core_h_ratio']:.2f}x "  # type: ignore[arg-type]
                         f"{'hard' if row['hard'] else 'easy'} {'met' if row['goal_met'] else 'MISSED'} "
                         f"[{row['seconds']:.0f} s]",
                         flush=True,

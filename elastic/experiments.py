@@ -8,7 +8,8 @@ for every strategy), builds a mock backend on the virtual clock for each run and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -17,7 +18,7 @@ import numpy.typing as npt
 
 from elastic.control.execution import RunResult
 from elastic.control.sim_execution import SimExecution
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.priority import DEFAULT_PRIORITY
 from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
@@ -27,10 +28,16 @@ if TYPE_CHECKING:
     from learners.base import LearnerStateStore, WaitPredictor
 
 __all__ = [
+    "BASELINES",
     "DEFAULT_PROCESSORS",
     "MAX_RUNS",
+    "SHAPES",
+    "baseline_kind",
     "default_background",
+    "parse_strategy",
+    "shaped_strategies",
     "simulate_runs",
+    "split_cores",
     "start_points",
     "window",
 ]
@@ -45,6 +52,108 @@ MAX_RUNS = 10_000
 A pure-simulation run of ``montage`` takes about 0.1 s and its result (event timeline and metrics)
 about 50 kB, all kept until the comparison is printed: 10,000 runs are about 15 minutes and 0.5 GB
 per strategy."""
+
+
+SHAPES = ("plain", "split")
+"""Allocation shapes a comparison can give the baselines (``elastic compare --shapes``).
+
+``plain``: one batch job per allocation, as in the ASA paper. ``split``: every allocation wider than
+:func:`split_cores` (half the workflow's peak width, rounded up) is submitted as batch jobs of at most
+that many cores (run control's ``job_cores``), each released on its own once idle. The shape is not a
+strategy: any strategy may be run split; a split run is labelled ``<strategy>-split``."""
+
+BASELINES = ("bigjob", "perstage")
+"""The baseline kinds: a comparison reads every other strategy against the best run shape of each."""
+
+_SPLIT = "-split"
+
+
+def split_cores(workflow: Workflow) -> int:
+    """Return the ``job_cores`` of the ``split`` shape: half ``workflow``'s peak width, rounded up.
+
+    Examples
+    --------
+    >>> from elastic.workflow import builtin_workflow
+    >>> builtin_workflow("montage").max_width, split_cores(builtin_workflow("montage"))
+    (28, 14)
+    """
+    return max(1, math.ceil(workflow.max_width / 2))
+
+
+def parse_strategy(label: str) -> tuple[str, str]:
+    """Return ``(strategy registry name, shape)`` of a comparison row label (``bigjob-split``).
+
+    Raises
+    ------
+    UnknownNameError
+        The label is no registered strategy, with or without the ``-split`` suffix.
+
+    Examples
+    --------
+    >>> parse_strategy("bigjob-split"), parse_strategy("asa")
+    (('bigjob', 'split'), ('asa', 'plain'))
+    """
+    from elastic.strategies import STRATEGY_NAMES
+
+    if label in STRATEGY_NAMES:
+        return label, "plain"
+    base = label.removesuffix(_SPLIT)
+    if label.endswith(_SPLIT) and base in STRATEGY_NAMES:
+        return base, "split"
+    raise UnknownNameError("strategy", label, [*STRATEGY_NAMES, *(f"{s}{_SPLIT}" for s in STRATEGY_NAMES)])
+
+
+def baseline_kind(label: str) -> str | None:
+    """Return the baseline kind (:data:`BASELINES`) a row label is a shape of, else None (any other label).
+
+    Examples
+    --------
+    >>> baseline_kind("perstage-split"), baseline_kind("asa"), baseline_kind("mine")
+    ('perstage', None, None)
+    """
+    base = label.removesuffix(_SPLIT)
+    return base if base in BASELINES else None
+
+
+def shaped_strategies(strategies: Sequence[str], shapes: Sequence[str]) -> tuple[str, ...]:
+    """Return the comparison's row labels: every baseline in every shape, other strategies once.
+
+    Parameters
+    ----------
+    strategies : sequence of str
+        Strategy registry names, in order.
+    shapes : sequence of str
+        From :data:`SHAPES`; ``split`` adds ``<baseline>-split`` after each baseline of
+        :data:`BASELINES`. Strategies that are no baseline keep their own allocation shape (``asa``
+        plans its own pieces) and are run once.
+
+    Raises
+    ------
+    ConfigError
+        No shape, or one not in :data:`SHAPES`.
+
+    Examples
+    --------
+    >>> shaped_strategies(["bigjob", "perstage", "asa"], ["plain", "split"])
+    ('bigjob', 'bigjob-split', 'perstage', 'perstage-split', 'asa')
+    >>> shaped_strategies(["bigjob", "asa"], ["split"])
+    ('bigjob-split', 'asa')
+    """
+    bad = [s for s in shapes if s not in SHAPES]
+    if not shapes or bad:
+        raise ConfigError(
+            f"unknown allocation shape {', '.join(bad) or '(none)'}; choose from: {', '.join(SHAPES)}"
+        )
+    out: list[str] = []
+    for s in strategies:
+        if s not in BASELINES:
+            out.append(s)
+            continue
+        if "plain" in shapes:
+            out.append(s)
+        if "split" in shapes:
+            out.append(f"{s}{_SPLIT}")
+    return tuple(dict.fromkeys(out))
 
 
 def window(workload: Workload, start: float, end: float) -> Workload:
@@ -130,7 +239,8 @@ def simulate_runs(
     workflow : Workflow
         What to run.
     strategy : str
-        Registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``).
+        Registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``), or a name with ``-split``: the
+        ``split`` shape of :data:`SHAPES` (``job_cores`` = :func:`split_cores` of ``workflow``).
     runs : int, default 1
         How many runs.
     seed : int, default 0
@@ -168,7 +278,8 @@ def simulate_runs(
         Called with ``(index, result)`` after each run (progress bars, reports).
     job_cores : int or None, default None
         Submit an allocation wider than this as batch jobs of at most this many cores
-        (:class:`~elastic.control.runner.Runner` ``job_cores``); None = one job per allocation.
+        (:class:`~elastic.control.runner.Runner` ``job_cores``); None = one job per allocation (or the
+        ``-split`` label's). Not with a ``-split`` label.
 
     Returns
     -------
@@ -180,6 +291,14 @@ def simulate_runs(
     from learners.choice import make_wait_learner, shared_name
 
     _check_runs(runs)
+    strategy, shape = parse_strategy(strategy)
+    if shape == "split":
+        if job_cores is not None:
+            raise ConfigError(
+                f"{strategy}-split sets its own job_cores ({split_cores(workflow)}); "
+                f"got job_cores={job_cores}"
+            )
+        job_cores = split_cores(workflow)
     if background is None:
         background = default_background(seed=seed)
     if workflow.max_width > background.processors:

@@ -12,14 +12,21 @@ makespan
 stage execution time
     Last successful task end of the stage - first task start of the stage.
 queue wait
-    Per allocation ``start - eligible``, where an allocation is eligible at submit or, with batch
-    dependencies or a begin time, once those are satisfied (a dependency hold is not a queue wait: it
-    is not charged and overlaps the predecessor's run); a stage's queue wait sums the waits of the
-    allocations requested for it; the total sums all allocations (Big-Job has one). Allocations
-    cancelled before they started have no wait (their time in the queue shows up in perceived waits).
+    Per *request*: the time until its cores were usable. A request is what a strategy asked for at once;
+    run control may submit it as several batch jobs (its *pieces*, :attr:`Event.request`,
+    :attr:`~elastic.allocations.Allocation.request`). A request's wait runs from when it became eligible
+    (at submit or, with batch dependencies or a begin time, once those are satisfied: a dependency hold
+    is not a queue wait, it is not charged and overlaps the predecessor's run; the earliest of its
+    started pieces') to the start of the **last** of its pieces that started: the pieces' waits
+    overlap, so they are never summed. A request of one job waits ``start - eligible``. A stage's queue
+    wait sums the waits of the requests made for it; the run's total sums all requests (Big-Job has
+    one). Pieces cancelled before they started have no wait (their time in the queue shows up in
+    perceived waits); a request none of whose pieces started has none either.
 perceived wait
     Per stage: first task start - the moment the stage became ready (its dependencies done; the run start
-    for the first stage): the time the stage's work really waited for cores.
+    for the first stage): the time the stage's work really waited for cores. Per run: the length of the
+    *union* of those stages' intervals ``[ready, first task start]``, the time in which some ready stage
+    waited for cores; stages waiting at the same time count once, so it never exceeds the makespan.
 core-hours charged / used
     Charged = allocated cores x (allocation end - start), over allocations that started. Used = task cores x
     (task end - start) over every task attempt, lost attempts included (those cores were busy).
@@ -28,6 +35,11 @@ overhead
 resubmissions
     Allocation submissions other than the first for a stage's plan: walltime follow-ups, replacements of
     lost allocations, and ASA-naive cancel-and-resubmit.
+gap closed
+    Comparing strategies (means over runs): the share of the Per-Stage - Big-Job makespan gap a strategy
+    closes, ``(Per-Stage - it) / (Per-Stage - Big-Job)`` (1 = Big-Job's makespan, above 1 = faster),
+    defined only where that gap exceeds :data:`GAP_MIN_SHARE` of the better of the two makespans: a
+    share of a gap close to 0 says nothing (printed ``n/a``).
 prediction hits / misses
     For allocations submitted with a predicted queue wait: a *hit* when the actual wait is within
     ``tolerance`` of the prediction, an *over*-prediction (the paper's "miss": resources came earlier than
@@ -53,6 +65,7 @@ Examples
 from __future__ import annotations
 
 import enum
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass
 
@@ -61,6 +74,7 @@ from elastic.errors import ConfigError
 __all__ = [
     "Event",
     "EventKind",
+    "GAP_MIN_SHARE",
     "MetricsRecorder",
     "PredictionOutcome",
     "RunMetrics",
@@ -69,10 +83,14 @@ __all__ = [
     "compute_metrics",
     "core_seconds_charged",
     "core_seconds_used",
+    "format_gap",
+    "gap_closed",
     "makespan",
     "perceived_waits",
     "prediction_outcomes",
+    "request_waits",
     "stage_execution_times",
+    "union_length",
 ]
 
 
@@ -105,6 +123,10 @@ class EventKind(str, enum.Enum):
     """A queued task will not run any more: its future was cancelled, or it was lost too often."""
 
 
+GAP_MIN_SHARE = 0.05
+"""The Per-Stage - Big-Job makespan gap must exceed this share of the better makespan for "gap closed"."""
+
+
 @dataclass(frozen=True, slots=True)
 class Event:
     """One entry of a run's timeline; fields not meaningful for ``kind`` stay at their defaults.
@@ -134,6 +156,10 @@ class Event:
         satisfied); ``None`` = at submit. The queue wait is ``start - eligible``.
     job_id : str or None
         ALLOC_SUBMIT only: the backend's batch job id.
+    request : str or None
+        ALLOC_SUBMIT only: the request this batch job is a piece of (the id shared by the pieces run
+        control split one request into, :attr:`~elastic.allocations.Allocation.request`); ``None`` = a
+        request of its own, under its ``allocation`` id.
     """
 
     time: float
@@ -147,6 +173,7 @@ class Event:
     note: str = ""
     eligible: float | None = None
     job_id: str | None = None
+    request: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +260,7 @@ class _Alloc:
     stage: str | None
     predicted: float | None
     reason: str
+    request: str
     start: float | None = None
     end: float | None = None
     eligible: float | None = None
@@ -242,7 +270,12 @@ class _Alloc:
         """Queue wait: start - max(submit, eligible), once started."""
         if self.start is None:
             return None
-        return self.start - max(self.submit, self.eligible if self.eligible is not None else self.submit)
+        return self.start - self.since
+
+    @property
+    def since(self) -> float:
+        """When it became eligible: max(submit, eligible)."""
+        return max(self.submit, self.eligible if self.eligible is not None else self.submit)
 
 
 class MetricsRecorder:
@@ -293,7 +326,8 @@ class MetricsRecorder:
             elif kind is EventKind.TASK_END and e.stage is not None:
                 self.last_end[e.stage] = max(self.last_end.get(e.stage, e.time), e.time)
         elif kind is EventKind.ALLOC_SUBMIT and e.allocation is not None:
-            self.allocs[e.allocation] = _Alloc(e.time, e.cores, e.stage, e.predicted_wait, e.note)
+            request = e.request if e.request is not None else e.allocation
+            self.allocs[e.allocation] = _Alloc(e.time, e.cores, e.stage, e.predicted_wait, e.note, request)
         elif kind in (EventKind.ALLOC_START, EventKind.ALLOC_END) and e.allocation is not None:
             row = self.allocs.get(e.allocation)
             if row is None:
@@ -337,6 +371,23 @@ class MetricsRecorder:
         """Return ``allocation -> queue wait`` (start - eligible) for every allocation that started."""
         return {a: row.wait for a, row in self.allocs.items() if row.wait is not None}
 
+    def request_waits(self) -> dict[str, tuple[str | None, float]]:
+        """Return ``request -> (stage, queue wait)`` for every request with a started piece.
+
+        A request's wait runs from the earliest eligibility of its started pieces to the start of the last
+        of them (see the module's definition of queue wait).
+        """
+        spans: dict[str, tuple[str | None, float, float]] = {}
+        for row in self.allocs.values():
+            if row.start is None:
+                continue
+            seen = spans.get(row.request)
+            if seen is None:
+                spans[row.request] = (row.stage, row.since, row.start)
+            else:
+                spans[row.request] = (seen[0], min(seen[1], row.since), max(seen[2], row.start))
+        return {request: (stage, last - since) for request, (stage, since, last) in spans.items()}
+
     def core_seconds_charged(self) -> float:
         """Allocated cores x (end - start) over started allocations; an open one ends at RUN_END."""
         run_end = max(self.run_end, default=None)
@@ -357,6 +408,10 @@ class MetricsRecorder:
     def perceived_waits(self) -> dict[str, float]:
         """Return ``stage -> first task start - STAGE_READY`` for stages that became ready and started."""
         return {s: self.first_start[s] - self.ready[s] for s in self.ready if s in self.first_start}
+
+    def perceived_wait(self) -> float:
+        """Return the run's perceived wait: the union of the stages' ``[ready, first task start]``."""
+        return union_length((self.ready[s], self.first_start[s]) for s in self.ready if s in self.first_start)
 
     def prediction_outcomes(self, *, tolerance: float = 60.0, relative: float = 0.1) -> PredictionOutcome:
         """Classify every wait prediction against the real wait (see :func:`prediction_outcomes`)."""
@@ -386,10 +441,9 @@ class MetricsRecorder:
             raise ConfigError(f"tasks still running at the end of the timeline: {self.running_tasks}")
         if stages is None:
             stages = list(self.order)
-        waits = self.allocation_waits()
+        waits = self.request_waits()
         stage_wait: dict[str, float] = {}
-        for alloc, wait in waits.items():
-            label = self.allocs[alloc].stage
+        for label, wait in waits.values():
             if label is not None:
                 stage_wait[label] = stage_wait.get(label, 0.0) + wait
         exec_times = self.stage_execution_times()
@@ -401,8 +455,8 @@ class MetricsRecorder:
         )
         return RunMetrics(
             makespan=self.makespan(),
-            queue_wait=sum(waits.values()),
-            perceived_wait=sum(perceived.values()),
+            queue_wait=sum(wait for _, wait in waits.values()),
+            perceived_wait=self.perceived_wait(),
             core_seconds_charged=self.core_seconds_charged(),
             core_seconds_used=self.core_seconds_used,
             resubmissions=sum(1 for row in self.allocs.values() if row.reason not in ("", "initial")),
@@ -411,6 +465,50 @@ class MetricsRecorder:
             predictions=self.prediction_outcomes(),
             stages=per_stage,
         )
+
+
+def union_length(intervals: Iterable[tuple[float, float]]) -> float:
+    """Return the length of the union of closed intervals ``(start, end)`` (empty ones count 0).
+
+    Examples
+    --------
+    >>> union_length([(0.0, 10.0), (5.0, 15.0), (20.0, 30.0), (25.0, 25.0)])
+    25.0
+    """
+    total, reach = 0.0, -math.inf
+    for start, end in sorted(intervals):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
+
+
+def gap_closed(bigjob: float, perstage: float, other: float, *, min_share: float = GAP_MIN_SHARE) -> float:
+    """Return the share of the Per-Stage - Big-Job makespan gap ``other`` closes, or nan where undefined.
+
+    Parameters
+    ----------
+    bigjob, perstage, other : float
+        Mean makespans of Big-Job, Per-Stage and the strategy read against them (any one unit).
+    min_share : float, default GAP_MIN_SHARE
+        The gap ``perstage - bigjob`` must exceed this share of the better makespan (``min``), else nan:
+        also where Per-Stage is the faster, or any makespan is nan.
+
+    Examples
+    --------
+    >>> gap_closed(4.0, 8.0, 5.0), gap_closed(4.0, 4.1, 3.0), gap_closed(8.0, 4.0, 5.0)
+    (0.75, nan, nan)
+    """
+    gap = perstage - bigjob
+    if not gap > min_share * min(bigjob, perstage):
+        return math.nan
+    return (perstage - other) / gap
+
+
+def format_gap(share: float) -> str:
+    """Return a :func:`gap_closed` share as ``"75 %"``, or ``"n/a"`` where it is undefined (nan)."""
+    return "n/a" if math.isnan(share) else f"{share * 100:.0f} %"
 
 
 def _fold(events: Iterable[Event]) -> MetricsRecorder:
@@ -428,6 +526,23 @@ def makespan(events: Sequence[Event]) -> float:
 def allocation_waits(events: Sequence[Event]) -> dict[str, float]:
     """Return ``allocation -> queue wait`` (start - eligible) for every allocation that started."""
     return _fold(events).allocation_waits()
+
+
+def request_waits(events: Sequence[Event]) -> dict[str, float]:
+    """Return ``request -> queue wait`` (eligible to the start of its last started piece) per request.
+
+    Examples
+    --------
+    >>> ev = [
+    ...     Event(0.0, EventKind.ALLOC_SUBMIT, allocation="a1", request="a1", stage="s", cores=2),
+    ...     Event(0.0, EventKind.ALLOC_SUBMIT, allocation="a2", request="a1", stage="s", cores=2),
+    ...     Event(10.0, EventKind.ALLOC_START, allocation="a1"),
+    ...     Event(30.0, EventKind.ALLOC_START, allocation="a2"),
+    ... ]
+    >>> request_waits(ev), allocation_waits(ev)
+    ({'a1': 30.0}, {'a1': 10.0, 'a2': 30.0})
+    """
+    return {request: wait for request, (_, wait) in _fold(events).request_waits().items()}
 
 
 def core_seconds_charged(events: Sequence[Event]) -> float:

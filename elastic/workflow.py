@@ -45,6 +45,7 @@ from typing import Any
 import numpy as np
 
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, check_count
 
 __all__ = [
     "BUILTIN_WORKFLOWS",
@@ -52,6 +53,7 @@ __all__ = [
     "Stage",
     "Workflow",
     "builtin_workflow",
+    "check_scale",
     "load_workflow",
     "resolve_workflow",
     "workflow_from_mapping",
@@ -374,6 +376,7 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
     raw = data.get("stages")
     if not isinstance(raw, Sequence) or isinstance(raw, str) or not raw:
         raise ConfigError(f"{source}: 'stages' must be a non-empty list of stage tables")
+    check_count(len(raw), MAX_STAGES, f"{source}: stages", _STAGES_WHY)
     stages = []
     for i, item in enumerate(raw):
         where = f"{source}: stages[{i}]"
@@ -405,6 +408,34 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     try:
-        return Workflow(name, tuple(stages))
+        workflow = Workflow(name, tuple(stages))
     except ConfigError as exc:
         raise ConfigError(f"{source}: {exc}") from None
+    check_scale(workflow, source)
+    return workflow
+
+
+_STAGES_WHY = "planning a chain of stages grows faster than the square of their number: 1,000 take minutes"
+_TASKS_WHY = "simulating a stage costs more than its task count: 100,000 tasks take about 90 s"
+
+
+def check_scale(workflow: Workflow, source: str | None = None) -> None:
+    """Refuse a declared workflow too big to plan or simulate in minutes (:mod:`elastic.limits`).
+
+    Parameters
+    ----------
+    workflow : Workflow
+        The declared workflow.
+    source : str or None, default None
+        Where it came from (a file), for the message; default: the workflow's name.
+
+    Raises
+    ------
+    ConfigError
+        More than :data:`~elastic.limits.MAX_STAGES` stages, or a stage of more than
+        :data:`~elastic.limits.MAX_STAGE_TASKS` tasks; the message gives the limit.
+    """
+    where = source if source is not None else f"workflow {workflow.name!r}"
+    check_count(len(workflow.stages), MAX_STAGES, f"{where}: stages", _STAGES_WHY)
+    for stage in workflow.stages:
+        check_count(stage.tasks, MAX_STAGE_TASKS, f"{where}: stage {stage.name!r}: tasks", _TASKS_WHY)

@@ -51,9 +51,10 @@ from elastic.allocations import AllocationEvent, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.front.door import Elastic, FrontDoorView, check_settings
-from elastic.front.setup import BACKENDS, resolve_strategy
+from elastic.front.setup import BACKENDS, resolve_backend, resolve_strategy
 from elastic.pool.events import PoolEvent
 from elastic.pool.tasks import Task
+from elastic.site import SiteConfig, load_site
 from executors.parsl_plan import app_resources, waiting_stages
 
 if TYPE_CHECKING:
@@ -123,7 +124,14 @@ class ElasticExecutor(ParslExecutor):
     storage_access : list or None, default None
         Parsl staging providers (``None``: Parsl's default staging).
     remote_monitoring_radio : RadioConfig or None, default None
-        How tasks report resource use when Parsl monitoring is on.
+        How tasks report to Parsl monitoring (``Config(monitoring=MonitoringHub(...))``). None: Parsl's
+        ``FilesystemRadio``, as Parsl's WorkQueue and TaskVine executors default to (HTEX's own radio
+        needs HTEX's result channel): tasks write messages under the run directory, which the allocations
+        see already (the pool's secret is there).
+    site : SiteConfig or None, default None
+        The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
+        the agents' ``python``). None: with ``backend="slurm"``, the site file
+        (``~/.config/elastic/site.toml`` or ``$ELASTIC_SITE``), read and checked here.
     **pool_options
         Passed to the pool: ``workers``, ``worker_memory``, ``prefetch_seconds``, ``bind``, ``port``,
         ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``, ``events_kept``.
@@ -156,6 +164,7 @@ class ElasticExecutor(ParslExecutor):
         plan_interval: float = 1.0,
         storage_access: list[Any] | None = None,
         remote_monitoring_radio: Any = None,
+        site: SiteConfig | None = None,
         **pool_options: Any,
     ) -> None:
         super().__init__()
@@ -168,21 +177,46 @@ class ElasticExecutor(ParslExecutor):
                 f"ElasticExecutor: backend must be one of {', '.join(BACKENDS)} or a BatchBackend, "
                 f"got {type(backend).__name__}"
             )
-        if not 0 <= plan_interval < float("inf"):
+        interval_ok = isinstance(plan_interval, (int, float)) and not isinstance(plan_interval, bool)
+        if not (interval_ok and 0 <= plan_interval < float("inf")):
             raise ConfigError(
                 f"ElasticExecutor: plan_interval must be finite seconds >= 0, got {plan_interval!r}"
             )
+        if not (isinstance(job_name, str) and job_name and not any(c.isspace() for c in job_name)):
+            raise ConfigError(
+                f"ElasticExecutor: job_name must be a non-empty prefix without spaces, got {job_name!r}"
+            )
+        if storage_access is not None and not isinstance(storage_access, list):
+            raise ConfigError(
+                "ElasticExecutor: storage_access must be a list of Parsl staging providers or None, "
+                f"got {storage_access!r}"
+            )
         check_settings(
+            backend=backend,
+            strategy=strategy,
+            workflow="parsl" if workflow is None else workflow,  # None: the DataFlowKernel's name
+            store=store,
             learner=learner,
-            idle_timeout=idle_timeout,
-            drain_margin=drain_margin,
-            poll_interval=poll_interval,
             max_cores=max_cores,
             job_cores=job_cores,
+            idle_timeout=idle_timeout,
+            poll_interval=poll_interval,
+            max_retries=max_retries,
+            drain_margin=drain_margin,
+            speedup=speedup,
+            name=job_name,
             pool_options=pool_options,
         )
+        if isinstance(backend, str):
+            if site is not None and not isinstance(site, SiteConfig):
+                raise ConfigError(f"ElasticExecutor: site must be a SiteConfig or None, got {site!r}")
+            if backend == "slurm" and site is None:
+                site = load_site()  # checked now, before anything is submitted
+        else:
+            site = resolve_backend(backend, speedup=speedup, site=site).site  # a backend object's own
         self.label = label
         self.backend = backend
+        self.site = site
         self.strategy = resolve_strategy(strategy)
         self.workflow = workflow
         self.store = store
@@ -197,6 +231,10 @@ class ElasticExecutor(ParslExecutor):
         self.job_name = job_name
         self.plan_interval = plan_interval
         self.storage_access = storage_access
+        if remote_monitoring_radio is None:
+            from parsl.monitoring.radios.filesystem import FilesystemRadio
+
+            remote_monitoring_radio = FilesystemRadio()
         self.remote_monitoring_radio = remote_monitoring_radio
         self.pool_options = dict(pool_options)
         self._elastic: Elastic | None = None
@@ -226,7 +264,8 @@ class ElasticExecutor(ParslExecutor):
         if backend == "slurm":  # job files and the pool's secret beside Parsl's run directory
             from elastic.backends.slurm import SlurmBackend
 
-            backend = self._own_backend = SlurmBackend(workdir=Path(self.run_dir) / "elastic" / "slurm")
+            workdir = Path(self.run_dir) / "elastic" / "slurm"
+            backend = self._own_backend = SlurmBackend(workdir=workdir, site=self.site)
             options.setdefault("secret_dir", str(Path(self.run_dir) / "elastic"))
         workflow = self.workflow
         if workflow is None:
@@ -245,6 +284,7 @@ class ElasticExecutor(ParslExecutor):
             drain_margin=self.drain_margin,
             speedup=self.speedup,
             name=self.job_name,
+            site=self.site,
             **options,
         )
         self._unsubscribe = self._elastic.pool.subscribe(self._log_allocation)

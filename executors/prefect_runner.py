@@ -52,8 +52,9 @@ from elastic.backends.base import BatchBackend
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError
 from elastic.front.door import Elastic, check_settings
-from elastic.front.setup import BACKENDS, resolve_strategy
+from elastic.front.setup import BACKENDS
 from elastic.pool.pool import Pool
+from elastic.site import SiteConfig, load_site
 from executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
 from executors.prefect_runs import RunContext, placement_of
 
@@ -92,7 +93,9 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
     **options
         Passed to :class:`elastic.Elastic`: ``workflow`` (default: the flow's name, so later runs of the
         flow know its stages from the store), ``store``, ``learner``, ``max_cores``, ``job_cores``,
-        ``idle_timeout``, ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user`` and pool
+        ``idle_timeout``, ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user``, ``site`` (a
+        :class:`~elastic.site.SiteConfig`: ``#SBATCH`` options, ``worker_init``, environment, the agents'
+        ``python``; with ``"slurm"`` and no ``site``, the site file, read and checked here) and pool
         options (``workers``, ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run
         lost with its allocation is retried under the Prefect task's own ``retries``.
 
@@ -260,7 +263,11 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
         raise ConfigError(
             f"ElasticTaskRunner: backend must be a name or a BatchBackend, got {type(backend).__name__}"
         )
-    resolve_strategy(strategy)  # raises for an unknown name
+    site = options.get("site")
+    if site is not None and not isinstance(site, SiteConfig):
+        raise ConfigError(f"ElasticTaskRunner: site must be a SiteConfig or None, got {site!r}")
+    if backend == "slurm" and site is None:
+        load_site()  # a bad site file is refused here, not when a flow starts
     if "max_retries" in options:
         raise ConfigError(
             "ElasticTaskRunner: max_retries is not an option: a task run lost with its allocation counts "
@@ -272,10 +279,14 @@ def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, opti
         raise ConfigError(f"ElasticTaskRunner: unknown options {sorted(unknown)}; allowed: {allowed}")
     # the values too, as ElasticExecutor does: a bad one is refused here, not when a flow starts
     check_settings(
+        backend=backend,
+        strategy=strategy,
         **{k: v for k, v in options.items() if k in _CHECKED},
-        pool_options={k: v for k, v in options.items() if k in _POOL_OPTIONS},
+        pool_options={k: v for k, v in options.items() if k not in _CHECKED},
     )
-    if cancel_poll_interval is not None and not 0 < cancel_poll_interval < float("inf"):
+    interval = cancel_poll_interval
+    interval_ok = isinstance(interval, (int, float)) and not isinstance(interval, bool)
+    if interval is not None and not (interval_ok and 0 < interval < float("inf")):
         raise ConfigError(
             f"ElasticTaskRunner: cancel_poll_interval must be finite seconds > 0 or None, "
             f"got {cancel_poll_interval!r}"

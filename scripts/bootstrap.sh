@@ -93,9 +93,9 @@ if [ "$mode" = demo ]; then
     exec elastic "$@"
   fi
   # The main job: the three demo workflows for real (Montage, BLAST+, pandas; small inputs, checked
-  # outputs) under ASA on the mock queue, then Big-Job, Per-Stage and ASA on the Montage-shaped workflow,
-  # 30 runs each, in pure simulation (a busy synthetic 64-core queue; no trace or cluster needed), written
-  # as an HTML report.
+  # outputs) under ASA on the mock queue, then Big-Job and Per-Stage (one job per allocation, and split
+  # into half-width jobs) and ASA on the Montage-shaped workflow, 30 runs each, in pure simulation (a
+  # busy synthetic 64-core queue; no trace or cluster needed), written as an HTML report.
   for demo in montage blast statistics; do
     log "running the demo: elastic run $demo --strategy asa"
     elastic run "$demo" --strategy asa

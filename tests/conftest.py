@@ -7,6 +7,7 @@ Fixtures that start real services (Slurm daemons, PostgreSQL, a Prefect server) 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run every demo x strategy x front-end x backend case (tests/workflows/test_matrix.py), "
         "not only the pairwise subset",
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_site_file() -> Iterator[None]:
+    """Read no site file (``~/.config/elastic/site.toml``): a developer's own would change every job."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ELASTIC_SITE", "")
+        yield
 
 
 #: Real workload traces shipped beside the project (never committed into it).

@@ -129,6 +129,18 @@ def test_jobs_split_from_a_wide_allocation_are_released_once_their_cores_are_not
     submits = _of(split.events, K.ALLOC_SUBMIT)
     assert {e.cores for e in submits} == {1}
     assert len(submits) >= 8  # the widest stage's request became 8 jobs
+    # each job names its request; a request waits until its last piece started, counted once
+    assert len({e.request for e in submits}) < len(submits)
+    starts = {e.allocation: e for e in _of(split.events, K.ALLOC_START)}
+    started = [(e.request, max(e.time, starts[e.allocation].eligible or e.time), starts[e.allocation].time)
+               for e in submits if e.allocation in starts]  # fmt: skip
+    requests = {r for r, _, _ in started}
+    assert split.metrics.queue_wait == pytest.approx(
+        sum(
+            max(t for q, _, t in started if q == r) - min(since for q, since, _ in started if q == r)
+            for r in requests
+        )
+    )
     ends = {e.allocation: e.time for e in _of(split.events, K.ALLOC_END)}
     process_end = next(e.time for e in _of(split.events, K.STAGE_END, stage="process"))
     last_task_ends = sorted(e.time for e in _of(split.events, K.TASK_END, stage="process"))

@@ -30,6 +30,8 @@ def test_compare_prints_every_strategy_and_is_reproducible(
         "32",
         "--strategies",
         "bigjob,perstage,asa",
+        "--shapes",
+        "plain",
     ]
     assert main([*args, "--csv", str(tmp_path / "a.csv")]) == 0
     out = capsys.readouterr().out

@@ -21,8 +21,9 @@ import os
 from elastic.backends.mock import MockBackend
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, ElasticError
-from elastic.experiments import start_points, window
+from elastic.experiments import parse_strategy, split_cores, start_points, window
 from elastic.front.door import Elastic
+from elastic.limits import check_speedup
 from elastic.report.experiment import RunOne, RunRequest
 from elastic.simulator.workload import Workload
 from workflows.dataflow import check_size, check_workdir
@@ -69,14 +70,16 @@ class _DemoRunner:
             start=WARMUP,
             priority=self.priority,
         )
+        strategy, shape = parse_strategy(cell.strategy)
         with backend:
             el = Elastic(
                 backend,
-                cell.strategy,
+                strategy,
                 workflow=demo.name,
                 store=False,
                 learner=request.waits,
                 max_cores=cell.cores if self.cap else None,
+                job_cores=split_cores(cell.workflow) if shape == "split" else None,
             )
             try:
                 with el:
@@ -152,8 +155,7 @@ def demo_runner(
     if size is not None:
         for n in names:
             check_size(DEMOS[n], size)
-    if not speedup > 0:
-        raise ConfigError(f"--speedup must be > 0, got {speedup}")
+    check_speedup(speedup, "--speedup")
     if workdir is not None:
         check_workdir(workdir)
     starts = start_points(background, runs, seed=seed, warmup=WARMUP, horizon=HORIZON)

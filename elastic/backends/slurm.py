@@ -37,6 +37,7 @@ from elastic.errors import (
     SubmitError,
     UnknownJobError,
 )
+from elastic.site import SiteConfig, SiteConfigError, load_site
 
 __all__ = ["SlurmBackend", "render_job_script"]
 
@@ -60,6 +61,7 @@ def render_job_script(
     partition: str | None = None,
     account: str | None = None,
     qos: str | None = None,
+    site: SiteConfig | None = None,
 ) -> str:
     """Return the batch script for ``spec``: ``#SBATCH`` options, then the environment, then the body.
 
@@ -71,6 +73,11 @@ def render_job_script(
         Working directory of the job, where ``slurm-<id>.out`` and ``slurm-<id>.err`` are written.
     partition, account, qos : str or None
         The backend's defaults, passed through unchanged.
+    site : SiteConfig or None, default None
+        The site's further options (:meth:`SiteConfig.sbatch_options`, after Elastic's own), its
+        environment (exported before ``spec.env``, which wins) and its ``worker_init`` lines (run after
+        the environment, before the body). Its partition, account and QOS are not read here: the backend
+        passes them as its defaults.
 
     Returns
     -------
@@ -104,6 +111,8 @@ def render_job_script(
     ):
         if value:
             opts.append(f"--{option}={_quote(value)}")
+    if site is not None:
+        opts += [o for o in site.sbatch_options() if o not in opts]  # --exclusive may be there already
     opts += [
         f"--chdir={_quote(str(workdir))}",
         f"--output={_quote(str(workdir / 'slurm-%j.out'))}",
@@ -112,10 +121,14 @@ def render_job_script(
     ]
     lines = ["#!/bin/bash", *(f"#SBATCH {opt}" for opt in opts), ""]
     lines += ['export ELASTIC_JOB_ID="$SLURM_JOB_ID"', f"export ELASTIC_JOB_CORES={spec.cores}"]
+    if site is not None:
+        lines += [f"export {key}={shlex.quote(value)}" for key, value in site.env.items()]
     for key, value in spec.env.items():
         if not _ENV_NAME.fullmatch(key):
             raise ConfigError(f"JobSpec.env key {key!r} is not a valid environment variable name")
         lines.append(f"export {key}={shlex.quote(value)}")
+    if site is not None and site.worker_init.strip():
+        lines += ["", "# worker_init (site configuration)", *site.worker_init.strip("\n").splitlines()]
     lines.append("")
     if spec.script is not None:
         lines.append(spec.script)
@@ -178,11 +191,17 @@ class SlurmBackend:
     jobcomp_path : str or Path or None, default None
         The ``jobcomp/filetxt`` file to read final states from once slurmctld forgot a job. Default: the
         ``JobCompLoc`` of ``scontrol show config`` when ``JobCompType=jobcomp/filetxt``, else none.
+    site : SiteConfig or None, default None
+        Site options written into every job script (:mod:`elastic.site`): further ``#SBATCH`` options,
+        environment, ``worker_init``; its partition, account and QOS are used where the arguments above
+        are None. None: the site file (:func:`elastic.site.load_site`; none at all without one).
 
     Raises
     ------
     ConfigError
         ``command_timeout`` is not positive.
+    SiteConfigError
+        ``site`` is None and the site file cannot be read or holds a bad setting.
 
     Examples
     --------
@@ -201,12 +220,17 @@ class SlurmBackend:
         command_timeout: float = 30.0,
         workdir: str | os.PathLike[str] | None = None,
         jobcomp_path: str | os.PathLike[str] | None = None,
+        site: SiteConfig | None = None,
     ) -> None:
         if not command_timeout > 0:
             raise ConfigError(f"SlurmBackend command_timeout must be > 0 seconds, got {command_timeout!r}")
-        self.partition_name = partition
-        self.account = account
-        self.qos = qos
+        if site is not None and not isinstance(site, SiteConfig):
+            raise ConfigError(f"SlurmBackend site must be a SiteConfig or None, got {type(site).__name__}")
+        self.site = site if site is not None else load_site()
+        """The site configuration written into every job script."""
+        self.partition_name = partition if partition is not None else self.site.partition
+        self.account = account if account is not None else self.site.account
+        self.qos = qos if qos is not None else self.site.qos
         self.command_timeout = float(command_timeout)
         self.workdir = (
             Path(workdir) if workdir is not None else platformdirs.user_state_path("elastic") / "slurm"
@@ -402,6 +426,33 @@ class SlurmBackend:
                 jobs.append(job)
         return jobs
 
+    def check_site(self) -> None:
+        """Ask Slurm whether it takes the site's options, before any allocation is submitted.
+
+        Runs ``sbatch --test-only`` on a one-core, one-minute job carrying :attr:`site`'s options (no job
+        is created, a job id is consumed). Does nothing when the site adds no ``#SBATCH`` option.
+
+        Raises
+        ------
+        SiteConfigError
+            ``sbatch`` refused them: an option it does not know, a value it cannot read, a reservation,
+            feature or resource the partition does not have; the message carries its words.
+        BackendUnavailableError
+            Slurm is not installed here or slurmctld does not answer.
+        """
+        options = self.site.sbatch_options()
+        if not options:
+            return
+        args = ["sbatch", "--test-only"]
+        probe = JobSpec(cores=1, walltime=60.0, name="elastic-site-check")
+        proc = self._run(args, stdin=self._script(probe), check=False)
+        if proc.returncode != 0:
+            raise SiteConfigError(
+                "sbatch options",
+                options,
+                f"`sbatch --test-only` refused them (exit {proc.returncode}): {proc.stderr.strip()}",
+            )
+
     def expected_start(self, spec: JobSpec) -> float | None:
         """When ``spec`` would start if submitted now (``sbatch --test-only``); None if Slurm cannot say.
 
@@ -423,7 +474,12 @@ class SlurmBackend:
     # ------------------------------------------------------------------ helpers
     def _script(self, spec: JobSpec) -> str:
         return render_job_script(
-            spec, workdir=self.workdir, partition=self.partition_name, account=self.account, qos=self.qos
+            spec,
+            workdir=self.workdir,
+            partition=self.partition_name,
+            account=self.account,
+            qos=self.qos,
+            site=self.site,
         )
 
     @staticmethod

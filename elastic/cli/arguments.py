@@ -12,7 +12,7 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from elastic.cli.values import parse_cores, parse_reserve, positive_duration, positive_float, positive_int
+from elastic.cli.values import parse_cores, parse_reserve, positive_duration, positive_float, processors
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -214,7 +214,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--processors",
-        type=positive_int,
+        type=processors,
         default=None,
         help=f"partition cores: scale the trace to this size, or size of the synthetic machine "
         f"(default: the trace's size, {DEFAULT_PROCESSORS} for synthetic load)",

@@ -1,12 +1,21 @@
 """``elastic compare``: Big-Job, Per-Stage and ASA side by side, many runs each, in pure simulation.
 
 ``elastic compare --workflow demo3|FILE --runs N --backend mock [--trace PATH] [--load F] [--seed S]
-[--strategies bigjob,perstage,asa] [--policy easy] [--priority age] [--learner ewma] [--csv OUT]``
-runs every strategy ``N`` times on the mock backend's virtual clock (no processes: task durations are
-sampled from the stages' runtime distributions), each run at a different point of the background load
-(the same points for every strategy), and prints the mean of each metric with its 95 % confidence
-interval (Student t). The title names the background, the queue policy and the priority model
+[--strategies bigjob,perstage,asa] [--shapes plain,split] [--policy easy] [--priority age]
+[--learner ewma] [--csv OUT]`` runs every strategy ``N`` times on the mock backend's virtual clock (no
+processes: task durations are sampled from the stages' runtime distributions), each run at a different
+point of the background load (the same points for every strategy), and prints the mean of each metric
+with its 95 % confidence interval (Student t) over the runs every strategy completed, beside each
+strategy's completion count. The title names the background, the queue policy and the priority model
 (:mod:`elastic.simulator.priority`) the runs used.
+
+Allocation shape is not a strategy: ``--shapes`` (:data:`~elastic.experiments.SHAPES`, default both in
+simulation, ``plain`` with ``--emulate``) runs the baselines (Big-Job, Per-Stage) as one batch job per
+allocation (``plain``) and split into jobs of at most half the workflow's peak width (``split``, rows
+``bigjob-split`` and ``perstage-split``). Every other strategy is read against the best shape of each
+baseline (lowest mean makespan): the share of their makespan gap it closes
+(:func:`~elastic.metrics.gap_closed`, ``n/a`` where the gap is within 5 % of the better makespan) and
+its core-hours over the best Per-Stage's.
 
 With ``--out DIR``, several workflows (``--workflow montage,blast,statistics``) or ``--peak-cores
 28,56,112`` it runs the ASA paper's experiment instead and prints its Table 1, writing the report to
@@ -35,8 +44,10 @@ from elastic.cli.outputs import check_output, check_output_dir, write_output
 from elastic.cli.values import int_in_range, parse_peaks, parse_seed
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.experiments import MAX_RUNS, simulate_runs
+from elastic.experiments import MAX_RUNS, SHAPES, simulate_runs
+from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
+from elastic.report.tables import common_runs, versus_baselines
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
 from learners.choice import WAIT_LEARNERS
@@ -45,6 +56,7 @@ __all__ = [
     "COLUMNS",
     "register",
     "summarise",
+    "versus_lines",
 ]
 
 COLUMNS: tuple[tuple[str, str, float], ...] = (
@@ -67,6 +79,16 @@ def _names(text: str) -> list[str]:
             f"unknown strategy {', '.join(bad) or '(none)'}; choose from: {', '.join(STRATEGY_NAMES)}"
         )
     return names
+
+
+def _shapes(text: str) -> list[str]:
+    shapes = [n.strip() for n in text.split(",") if n.strip()]
+    bad = [n for n in shapes if n not in SHAPES]
+    if not shapes or bad:
+        raise argparse.ArgumentTypeError(
+            f"unknown allocation shape {', '.join(bad) or '(none)'}; choose from: {', '.join(SHAPES)}"
+        )
+    return shapes
 
 
 def register(subparsers: Any) -> None:
@@ -126,6 +148,15 @@ def register(subparsers: Any) -> None:
         help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default: bigjob,perstage,asa)",
     )
     parser.add_argument(
+        "--shapes",
+        type=_shapes,
+        default=None,
+        metavar="plain,split",
+        help="allocation shapes of the baselines: plain (one batch job per allocation) and/or split (jobs "
+        "of at most half the peak width: rows bigjob-split, perstage-split); default both, plain with "
+        "--emulate",
+    )
+    parser.add_argument(
         "--learner",
         choices=WAIT_LEARNERS,
         default=None,
@@ -168,23 +199,53 @@ def _mean_ci(values: Sequence[float]) -> tuple[float, float]:
     return float(x.mean()), half
 
 
+def _common(frame: pd.DataFrame) -> pd.DataFrame:
+    """Return the runs (by index) every strategy of ``frame`` completed."""
+    return common_runs(frame.assign(workflow="", cores=0)).drop(columns=["workflow", "cores"])
+
+
 def table(frame: pd.DataFrame, title: str) -> Table:
-    """Rich table: one row per strategy, ``mean ± 95% CI`` per metric."""
-    out = Table(title=title)
+    """Rich table: one row per strategy, ``mean ± 95% CI`` per metric over the runs all completed."""
+    common = _common(frame)
+    compared = common["run"].nunique()
+    out = Table(title=f"{title}\nmeans over the {compared} runs every strategy completed")
     out.add_column("strategy")
-    out.add_column("runs", justify="right")
+    out.add_column("completed", justify="right")
     for _, name, _ in COLUMNS:
         out.add_column(name, justify="right")
     out.add_column("wait predictions hit/over/under", justify="right")
     for strategy, group in frame.groupby("strategy", sort=False):
         cells = [str(strategy), f"{(group['status'] == 'completed').sum()}/{len(group)}"]
+        paired = common[common["strategy"] == strategy]
         for key, _, divisor in COLUMNS:
-            mean, half = _mean_ci(list(group[key] / divisor))
+            mean, half = _mean_ci(list(paired[key] / divisor))
             cells.append(f"{mean:.2f}" + ("" if math.isnan(half) else f" ± {half:.2f}"))
         hits = [int(group[k].sum()) for k in ("prediction_hits", "prediction_misses", "prediction_under")]
         cells.append("/".join(map(str, hits)))
         out.add_row(*cells)
     return out
+
+
+def versus_lines(frame: pd.DataFrame) -> list[str]:
+    """Every strategy that is no baseline against the best Big-Job and Per-Stage (means, common runs)."""
+    by = _common(frame).groupby("strategy", sort=False)
+    if not len(by):
+        return []
+    v = versus_baselines(
+        {str(s): float(m) / 3600.0 for s, m in by["makespan"].mean().items()},
+        {str(s): float(m) for s, m in by["core_hours_charged"].mean().items()},
+    )
+    if v is None:
+        return []
+    head = (
+        f"best Big-Job: {v.bigjob} ({v.bigjob_makespan:.2f} h), best Per-Stage: {v.perstage} "
+        f"({v.perstage_makespan:.2f} h)"
+    )
+    return [head] + [
+        f"{s}: gap closed {format_gap(v.gap_closed[s])}, {v.core_hours[s]:.2f}x the best Per-Stage's "
+        "core-hours"
+        for s in v.gap_closed
+    ]
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -211,9 +272,12 @@ def _run(args: argparse.Namespace) -> int:
     background = setup.workload
     results: dict[str, list[RunResult]] = {}
     began = time.perf_counter()
+    from elastic.cli.compare_report import rows
+
+    labels = rows(args)
     with Progress(console=console, transient=True) as progress:
-        task = progress.add_task("simulating", total=len(args.strategies))
-        for name in args.strategies:
+        task = progress.add_task("simulating", total=len(labels))
+        for name in labels:
             progress.update(task, description=f"simulating {name}")
             results[name] = simulate_runs(
                 workflow,
@@ -235,7 +299,9 @@ def _run(args: argparse.Namespace) -> int:
         f"{setup.describe()} (seed {args.seed})"
     )
     console.print(table(frame, title))
-    total = args.runs * len(args.strategies)
+    for line in versus_lines(frame):
+        console.print(line, highlight=False)
+    total = args.runs * len(labels)
     console.print(
         f"{total} simulated runs in {elapsed:.1f} s ({elapsed / total * 1000:.0f} ms per run); "
         "mean ± 95% confidence interval",

@@ -28,6 +28,7 @@ from rich.progress import (
 
 from elastic.cli.arguments import BackgroundSetup, load_background
 from elastic.errors import ConfigError
+from elastic.experiments import SHAPES, shaped_strategies
 from elastic.report.experiment import Cell, CellRunner, ExperimentPlan, Simulation, emulation, run_experiment
 from elastic.report.records import RunRecord
 from elastic.workflow import Workflow
@@ -35,9 +36,19 @@ from elastic.workflow import Workflow
 if TYPE_CHECKING:
     from pathlib import Path
 
-__all__ = ["run_report", "settings"]
+__all__ = ["rows", "run_report", "settings"]
 
 _FIGURES_PER_WORKFLOW = 2  # breakdown and Gantt chart; plus one convergence figure
+
+
+def rows(args: argparse.Namespace) -> tuple[str, ...]:
+    """Return the comparison's row labels: ``--strategies`` with the baselines in every ``--shapes``.
+
+    Without ``--shapes``: both shapes (:data:`~elastic.experiments.SHAPES`), ``plain`` with ``--emulate``
+    (real runs of the demos cost minutes each).
+    """
+    shapes = args.shapes or (["plain"] if args.emulate else list(SHAPES))
+    return shaped_strategies(args.strategies, shapes)
 
 
 def settings(
@@ -53,6 +64,11 @@ def settings(
         ("workflows", ", ".join(w.name for w in plan.workflows)),
         ("peak cores", f"{peaks} ({plan.scaling} scaling)"),
         ("strategies", ", ".join(plan.strategies)),
+        (
+            "allocation shapes",
+            "plain: one batch job per allocation; -split: each allocation as batch jobs of at most half "
+            "the workflow's peak width, rounded up (others plan their own)",
+        ),
         ("runs per cell", str(plan.runs)),
         (
             "execution",
@@ -94,7 +110,7 @@ def run_report(
         raise ConfigError("--runtimes store is for pure simulation; --emulate runs the real programs")
     plan = ExperimentPlan(
         tuple(workflows),
-        tuple(args.strategies),
+        rows(args),
         args.runs,
         cores=tuple(args.peak_cores or ()),
         scaling=args.scaling,

@@ -1,7 +1,10 @@
 """``elastic fidelity``: how closely each mock-backend mode reproduces a trace's recorded waits.
 
-``elastic fidelity --trace PATH [--cores LO:HI] [--modes replay,recorded,...] [--reserve X]
-[--capacity-window 12h] [--no-queue-rules] [--order conservative|fcfs] [--out FILE.csv]``
+``elastic fidelity --trace PATH [--processors N] [--cores LO:HI] [--modes replay,recorded,...]
+[--reserve X] [--capacity-window 12h] [--no-queue-rules] [--order conservative|fcfs] [--out FILE.csv]``
+
+``--processors`` gives the machine's size when the trace's header does not (the reader's warning asks
+for it), or scales the trace's jobs to another size, as for ``elastic simulate``.
 
 For the trace's own jobs of ``LO``-``HI`` cores, prints simulated vs recorded wait (mean, median, p90,
 share started at once), the median per-job error and the per-job Spearman rank correlation, one row
@@ -17,7 +20,7 @@ from typing import Any
 
 from elastic.cli.arguments import add_capacity_window, capacity_window, read_trace
 from elastic.cli.outputs import check_output, write_output
-from elastic.cli.values import parse_cores, parse_modes, parse_reserve
+from elastic.cli.values import parse_cores, parse_modes, parse_reserve, processors
 from elastic.errors import ConfigError
 
 __all__ = ["register"]
@@ -38,6 +41,13 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--trace", metavar="PATH", required=True, help="SWF trace with recorded waits")
+    parser.add_argument(
+        "--processors",
+        type=processors,
+        default=None,
+        metavar="N",
+        help="the machine's cores when the trace's header does not say (else: scale the jobs to N cores)",
+    )
     parser.add_argument(
         "--cores",
         type=parse_cores,
@@ -94,7 +104,10 @@ def run(args: argparse.Namespace) -> int:
         console = Console(width=200)
     t0 = time.perf_counter()
     workload = read_trace(
-        args.trace, "fidelity", needs_waits="elastic fidelity compares simulated with recorded waits"
+        args.trace,
+        "fidelity",
+        needs_waits="elastic fidelity compares simulated with recorded waits",
+        processors=args.processors,
     ).workload
     with console.status("simulating the modes (the calibrated one runs several half-trace simulations)"):
         report = fidelity_report(

@@ -1,13 +1,16 @@
 """``elastic mesos``: serve the Mesos scheduler API on a front door until interrupted.
 
-``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--secret-dir DIR]
-[--speedup K] [--partition P] [--account A] [--bind IFACE] [--workflow NAME] [--max-cores N]
-[--idle-timeout S] [--heartbeat S] [--mem-per-core MB] [--store URL | --no-store]``
+``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--authenticate]
+[--credentials FILE] [--secret-dir DIR] [--speedup K] [--partition P] [--account A] [--bind IFACE]
+[--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--offer-timeout S]
+[--mem-per-core MB] [--store URL | --no-store]``
 
-It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT", principal=any,
-secret=<the secret file's content>)``) and the secret file, then serves frameworks until Ctrl-C or SIGTERM;
-it then ends every framework's stream, releases every allocation and prints the run's makespan and
-core-hours. Every option is checked before anything starts.
+It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT")``) and whether
+frameworks must authenticate: not on a loopback ``--host`` (the default), unless ``--authenticate`` or
+``--credentials`` (a Mesos ``--credentials`` JSON file) are given; on any other address always, with the
+given credentials or one drawn (principal ``elastic``) and written to a printed 0600 file. It serves
+frameworks until Ctrl-C or SIGTERM, then ends every framework's stream, releases every allocation and prints
+the run's makespan and core-hours. Every option is checked before anything starts.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int
+from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int, speedup
 from elastic.errors import ConfigError
 from elastic.strategies import STRATEGY_NAMES
 
@@ -44,9 +47,22 @@ def register(subparsers: Any) -> None:
         "--port", type=int_in_range(0, 65535), default=5050, help="TCP port, 0 for any (default 5050)"
     )
     parser.add_argument(
-        "--secret-dir", help="directory of the secret file (default: a private temporary one)"
+        "--authenticate",
+        action="store_true",
+        help="require credentials also on a loopback --host (always required on other addresses)",
     )
-    parser.add_argument("--speedup", type=positive_float, help="mock backend: clock speed-up K (default 60)")
+    parser.add_argument(
+        "--credentials",
+        metavar="FILE",
+        help='JSON {"credentials": [{"principal": P, "secret": S}, ...]} as Mesos\' --credentials '
+        "(default with authentication: one drawn, principal 'elastic')",
+    )
+    parser.add_argument(
+        "--secret-dir", help="directory of a drawn credentials file (default: a private temporary one)"
+    )
+    parser.add_argument(
+        "--speedup", type=speedup, help="mock backend: clock speed-up K, from 0.01 to 1000 (default 60)"
+    )
     parser.add_argument("--partition", help="Slurm partition")
     parser.add_argument("--account", help="Slurm account")
     parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on for agents")
@@ -56,6 +72,11 @@ def register(subparsers: Any) -> None:
         "--idle-timeout", type=nonnegative_float, default=300.0, help="seconds an idle stage keeps its cores"
     )
     parser.add_argument("--heartbeat", type=positive_float, default=15.0, help="seconds between HEARTBEATs")
+    parser.add_argument(
+        "--offer-timeout",
+        type=nonnegative_float,
+        help="seconds before an unanswered offer is rescinded, 0 for never (default 30, as MesosMaster)",
+    )
     parser.add_argument(
         "--mem-per-core", type=positive_float, default=1024.0, help="mem (MB) offered per core (default 1024)"
     )
@@ -72,6 +93,10 @@ def _check(args: argparse.Namespace) -> None:
             raise ConfigError(f"--{option} applies to --backend slurm only, got --backend {args.backend}")
     if args.store is not None and args.no_store:
         raise ConfigError("--store and --no-store contradict each other; give one")
+    if args.credentials is not None:
+        from elastic.front.mesos.auth import read_credentials
+
+        read_credentials(args.credentials)
     if args.secret_dir is not None:
         path = Path(args.secret_dir)
         if not path.is_dir():
@@ -86,6 +111,7 @@ def _serve(args: argparse.Namespace) -> int:
 
     from elastic import Elastic
     from elastic.front.mesos import MesosServer
+    from elastic.front.mesos.master import DEFAULT_OFFER_TIMEOUT
 
     console = Console(soft_wrap=True)
     backend: Any = args.backend
@@ -111,15 +137,22 @@ def _serve(args: argparse.Namespace) -> int:
             el,
             host=args.host,
             port=args.port,
+            authenticate=True if args.authenticate else None,
+            credentials=args.credentials,
             secret_dir=args.secret_dir,
             heartbeat_interval=args.heartbeat,
+            offer_timeout=DEFAULT_OFFER_TIMEOUT if args.offer_timeout is None else args.offer_timeout or None,
             mem_per_core=args.mem_per_core,
         )
         console.print(f"Mesos scheduler API at http://{server.address}/api/v1/scheduler", highlight=False)
         console.print(f"master (for pymesos): {server.address}", highlight=False)
-        console.print(
-            f"secret file (HTTP Basic password, any principal): {server.secret_file}", highlight=False
-        )
+        if not server.authenticate:
+            console.print("authentication: off (loopback address; --authenticate to require it)")
+        else:
+            console.print(
+                f"credentials file (principal and secret for pymesos): {server.credentials_file}",
+                highlight=False,
+            )
         console.print(
             f"strategy {args.strategy} on the {args.backend} backend; Ctrl-C to stop", highlight=False
         )

@@ -44,7 +44,7 @@ from elastic.cli.arguments import (
 from elastic.cli.outputs import check_output
 from elastic.cli.run_demo import add_demo_arguments, check_demo_arguments, print_outcome, run_demo
 from elastic.cli.run_view import live_view, metrics_table, sigterm_interrupts, write_events
-from elastic.cli.values import parse_seed, positive_float
+from elastic.cli.values import parse_seed, positive_float, speedup
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
@@ -85,7 +85,10 @@ def register(subparsers: Any) -> None:
         "--simulate", action="store_true", help="pure simulation: virtual clock, no processes"
     )
     parser.add_argument(
-        "--speedup", type=positive_float, default=60.0, help="mock clock speed-up K (default: 60)"
+        "--speedup",
+        type=speedup,
+        default=60.0,
+        help="mock clock speed-up K, from 0.01 to 1000 (default: 60)",
     )
     parser.add_argument(
         "--seed", type=parse_seed, default=0, help="seed of the start point, durations, learner (>= 0)"

@@ -18,7 +18,13 @@ import time
 from typing import Any
 
 from elastic.cli.outputs import check_output, write_output
-from elastic.cli.values import int_in_range, parse_seed, parse_window, positive_float, positive_int
+from elastic.cli.values import (
+    int_in_range,
+    parse_seed,
+    parse_window,
+    positive_float,
+    processors,
+)
 from elastic.errors import ConfigError
 from elastic.simulator.base import POLICIES
 from elastic.simulator.synthetic import MAX_JOBS
@@ -66,7 +72,7 @@ def register(subparsers: Any) -> None:
         help="arrival-rate factor: 2 = jobs arrive twice as often (synthetic: scales utilisation 0.7)",
     )
     parser.add_argument(
-        "--processors", type=positive_int, metavar="N", help="partition cores (trace: scales job sizes)"
+        "--processors", type=processors, metavar="N", help="partition cores (trace: scales job sizes)"
     )
     parser.add_argument(
         "--estimate-ratio",

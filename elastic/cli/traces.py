@@ -26,7 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from elastic.cli.values import positive_float, positive_int
+from elastic.cli.values import positive_float, processors
 from elastic.errors import ConfigError
 from elastic.simulator.download import DEFAULT_BASE_URL, KNOWN_TRACES, download_trace, resolve_trace
 from elastic.simulator.trace import SwfReading, read_swf_report
@@ -70,7 +70,7 @@ def register(subparsers: Any) -> None:
         help="only jobs submitted in [START, END) seconds since the trace start",
     )
     info.add_argument("--load", type=positive_float, default=1.0, help="arrival-rate factor (default: 1)")
-    info.add_argument("--processors", type=positive_int, default=None, help="scale the machine to N cores")
+    info.add_argument("--processors", type=processors, default=None, help="scale the machine to N cores")
     info.add_argument("--no-header", action="store_true", help="do not print the header lines")
     info.set_defaults(func=_info)
 

@@ -26,6 +26,8 @@ __all__ = [
     "positive_duration",
     "positive_float",
     "positive_int",
+    "processors",
+    "speedup",
 ]
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -117,6 +119,38 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected an integer >= 1; got {text!r}")
     return value
+
+
+def speedup(text: str) -> float:
+    """Parse a mock clock speed-up within :data:`~elastic.limits.MIN_SPEEDUP` .. ``MAX_SPEEDUP``.
+
+    Examples
+    --------
+    >>> speedup("60")
+    60.0
+    """
+    from elastic.limits import SPEEDUP_RANGE, speedup_problem
+
+    try:
+        problem = speedup_problem(float(text))
+    except ValueError:
+        problem = "not a number"
+    if problem is not None:
+        raise argparse.ArgumentTypeError(f"expected a speed-up {SPEEDUP_RANGE} ({problem}); got {text!r}")
+    return float(text)
+
+
+def processors(text: str) -> int:
+    """Parse a partition size in cores, from 1 to :data:`~elastic.limits.MAX_PROCESSORS`.
+
+    Examples
+    --------
+    >>> processors("512")
+    512
+    """
+    from elastic.limits import MAX_PROCESSORS
+
+    return int_in_range(1, MAX_PROCESSORS, "twice the largest machine built; limits in elastic.limits")(text)
 
 
 def parse_seed(text: str) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,7 @@ from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
 from elastic.pool.tasks import Task, TaskEvent, TaskState
+from elastic.site import SiteConfig
 
 if TYPE_CHECKING:
     from elastic.pool.events import PoolEvent
@@ -62,8 +64,9 @@ class PoolExecution:
     speedup : float, default 1.0
         Backend seconds per real second (the mock backend's scaled clock; 1 on Slurm).
     pool : Pool or None, default None
-        The pool agents connect to; ``None`` creates one (loopback, drain margin scaled to real time).
-        It is closed by :meth:`close`.
+        The pool agents connect to; ``None`` creates one (loopback, drain margin scaled to real time,
+        agents on the interpreter of the backend's site configuration, ``backend.site.python``, if it
+        names one). It is closed by :meth:`close`.
     drain_margin : float, default 30.0
         Backend seconds before an allocation's walltime end when the created pool stops placing tasks on
         it (``drain_margin / speedup`` real seconds).
@@ -93,7 +96,9 @@ class PoolExecution:
         if pool is None:
             from elastic.pool.pool import Pool
 
-            pool = Pool(bind=bind, drain_margin=drain_margin / speedup)
+            site = getattr(backend, "site", None)  # the Slurm backend's (elastic.site)
+            python = site.python if isinstance(site, SiteConfig) and site.python else sys.executable
+            pool = Pool(bind=bind, drain_margin=drain_margin / speedup, python=python)
         self.pool = pool
         self.backend = backend
         self.speedup = speedup

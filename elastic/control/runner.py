@@ -11,11 +11,13 @@ time), its scaled clock and Slurm (real sleeps). Everything that happens is reco
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable
 
 import numpy as np
 
+from elastic.allocations import request_of
 from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.demand import DeclaredDemand
@@ -101,13 +103,21 @@ class Runner:
             execution,
             knowledge,
             self._demand,
-            record=self._events.append,
+            record=self._record,
             poll_interval=poll_interval,
             name=name,
             user=user,
             job_cores=job_cores,
             max_cores=min(backend.partition().cores, max_cores or backend.partition().cores),
         )
+
+    def _record(self, event: Event) -> None:
+        """Keep an event of the controller; a batch job's submission names the request it is a piece of."""
+        if event.kind is EventKind.ALLOC_SUBMIT and event.request is None and event.allocation is not None:
+            event = dataclasses.replace(
+                event, request=request_of(self.controller.allocations, event.allocation)
+            )
+        self._events.append(event)
 
     @property
     def events(self) -> tuple[Event, ...]:
@@ -145,7 +155,10 @@ class Runner:
             logger.error("%s: %s; releasing every allocation", self.strategy.name, exc)
         finally:
             end = self.backend.now()
-            self.controller.shutdown(end)
+            try:
+                self.controller.shutdown(end)
+            except ElasticError as exc:  # tasks lost by the release itself (retries exhausted): it is over
+                logger.warning("%s: while releasing every allocation: %s", self.strategy.name, exc)
         self._events.append(Event(end, EventKind.RUN_END, note=status))
         learn_runtimes(
             self.knowledge, self._demand.stages(), status=status, end=end, width=self.workflow.max_width

@@ -29,19 +29,22 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
+import math
+import numbers
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
-from elastic.allocations import Allocation
+from elastic.allocations import Allocation, request_of
 from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.execution import RunResult
 from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, ElasticError, UnknownNameError
 from elastic.front import signals
 from elastic.front.setup import (
     driver_identity,
@@ -53,12 +56,14 @@ from elastic.front.setup import (
     resolve_strategy,
 )
 from elastic.front.tasks import DependencyError, options_of, resolve_arguments
+from elastic.limits import check_speedup
 from elastic.metrics import Event, EventKind, MetricsRecorder
 from elastic.pool.pool import Pool, PoolClosedError
 from elastic.pool.tasks import Task
+from elastic.site import SiteConfig, describe
 from elastic.strategies.base import StageView, Strategy
 from elastic.strategies.knowledge import Knowledge, MemoryHistory
-from elastic.workflow import Workflow
+from elastic.workflow import Workflow, check_scale
 
 if TYPE_CHECKING:
     from elastic.store import Store
@@ -139,6 +144,12 @@ class Elastic(concurrent.futures.Executor):
         Prefix of batch job names.
     user : str or None, default None
         Owner of the jobs (mock backend accounting).
+    site : SiteConfig or None, default None
+        The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
+        the agents' ``python``). None: with ``"slurm"``, the site file (``~/.config/elastic/site.toml`` or
+        ``$ELASTIC_SITE``); a ``SlurmBackend`` object brings its own. On Slurm, its options are checked
+        with ``sbatch --test-only`` here (:meth:`~elastic.backends.slurm.SlurmBackend.check_site`), before
+        any allocation. On the local and mock backends only ``python`` applies.
     **pool_options
         Passed to :class:`~elastic.pool.pool.Pool`: ``workers``, ``worker_memory``, ``prefetch_seconds``,
         ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``.
@@ -161,15 +172,24 @@ class Elastic(concurrent.futures.Executor):
         speedup: float | None = None,
         name: str = "elastic",
         user: str | None = None,
+        site: SiteConfig | None = None,
         **pool_options: Any,
     ) -> None:
         check_settings(
+            backend=backend,
+            strategy=strategy,
+            workflow=workflow,
+            store=store,
             learner=learner,
-            idle_timeout=idle_timeout,
-            drain_margin=drain_margin,
-            poll_interval=poll_interval,
             max_cores=max_cores,
             job_cores=job_cores,
+            idle_timeout=idle_timeout,
+            poll_interval=poll_interval,
+            max_retries=max_retries,
+            drain_margin=drain_margin,
+            speedup=speedup,
+            name=name,
+            user=user,
             pool_options=pool_options,
         )
         from elastic.strategies import STRATEGY_NAMES, strategy_learner
@@ -186,6 +206,9 @@ class Elastic(concurrent.futures.Executor):
             waits, learner_name = learner, "ewma" if isinstance(learner, LogEWMA) else "asa"
         self._strategy = resolve_strategy(strategy)
         self._closed = threading.Event()
+        self._ended = threading.Event()
+        self._end_lock = threading.Lock()
+        self._ender: threading.Thread | None = None
         self._poke = threading.Event()
         self._cleanup: list[Callable[[], None]] = []
         self._outstanding: set[Fut[Any]] = set()
@@ -197,11 +220,16 @@ class Elastic(concurrent.futures.Executor):
         self._ctl_lock = threading.Lock()
         self.result: RunResult | None = None
         """The run's result, once :meth:`shutdown` returned."""
-        resolved = resolve_backend(backend, speedup=speedup)
+        resolved = resolve_backend(backend, speedup=speedup, site=site)
         self._backend, self._speedup = resolved.backend, resolved.speedup
+        self.site = resolved.site
+        """The site configuration in force (None: none given, not on Slurm)."""
         if resolved.owned and hasattr(self._backend, "close"):
             self._cleanup.append(self._backend.close)
         try:
+            check_site = getattr(self._backend, "check_site", None)  # Slurm: sbatch --test-only
+            if callable(check_site):
+                check_site()
             self._store: Store | None
             self._store, own_store = resolve_store(store)
             if own_store and self._store is not None:
@@ -228,6 +256,10 @@ class Elastic(concurrent.futures.Executor):
                 shared=self._store,
                 learner_name=learner_name,
             )
+            if self.site is not None:
+                _note_site(self.site, self._backend.name)
+                if self.site.python is not None:
+                    pool_options = {**pool_options, "python": self.site.python}
             self._pool = Pool(
                 max_retries=max_retries, drain_margin=drain_margin / self._speedup, **pool_options
             )
@@ -469,6 +501,11 @@ class Elastic(concurrent.futures.Executor):
     # -- allocation control ----------------------------------------------------------------------------
 
     def _record(self, event: Event) -> None:
+        if event.kind is EventKind.ALLOC_SUBMIT and event.request is None and event.allocation is not None:
+            # a batch job's submission names the request it is a piece of (the controller exists by then)
+            event = dataclasses.replace(
+                event, request=request_of(self._controller.allocations, event.allocation)
+            )
         with self._record_lock:
             self._recorder.add(event)
             if event.kind not in _TASK_KINDS:  # task events are folded in, not kept
@@ -542,12 +579,48 @@ class Elastic(concurrent.futures.Executor):
         status : {"completed", "cancelled", "failed", "interrupted"} or None, default None
             How the run is recorded (default: ``"cancelled"`` when cancelling, else ``"completed"``), e.g.
             ``"failed"`` when the program stops because a task failed.
+
+        Notes
+        -----
+        Any thread may call it, and several at once: the run ends once, and each call returns when it
+        has ended. From a future's done callback (the thread that completes futures, which the end must
+        wait for and join) it returns at once and the run ends in a thread of its own, ``elastic-shutdown``
+        (not a daemon: the program waits for it); :attr:`result` is set when it is done.
         """
         cancel = cancel_pending or cancel_futures
         if status is None:
             status = "cancelled" if cancel else "completed"
         _check(status in _END_STATUSES, f"status must be one of {', '.join(_END_STATUSES)}, got {status!r}")
+        if self._internal_thread():
+            threading.Thread(
+                target=self._end,
+                args=(status,),
+                kwargs={"wait": wait, "cancel": cancel},
+                name="elastic-shutdown",
+            ).start()
+            return
         self._end(status, wait=wait, cancel=cancel)
+
+    def _internal_thread(self) -> bool:
+        """Tell whether the caller is a thread the end must wait for or join (control, the pool's I/O)."""
+        return threading.current_thread() is self._thread or self._pool.in_io_thread()
+
+    def _claim_end(self) -> bool:
+        """Tell whether this thread ends the run; if another one is ending it, return False once it has.
+
+        An internal thread (:meth:`_internal_thread`) is not made to wait. A thread that started the end
+        and was interrupted (Ctrl-C while waiting for tasks) may end the run again, as may any thread
+        once the one ending it is gone.
+        """
+        me = threading.current_thread()
+        while True:
+            with self._end_lock:
+                ender = self._ender
+                if ender is None or ender is me or not ender.is_alive():
+                    self._ender = me
+                    return True
+            if self._internal_thread() or self._ended.wait(0.2):
+                return False
 
     def __exit__(self, exc_type: type[BaseException] | None, *rest: object) -> None:
         if exc_type is None:
@@ -561,7 +634,10 @@ class Elastic(concurrent.futures.Executor):
             self._end("interrupted", wait=False, cancel=True)
 
     def _end(self, status: str, *, wait: bool, cancel: bool) -> None:
+        if not self._claim_end():
+            return
         if self._closed.is_set():
+            self._ended.set()
             return
         if cancel:
             for future in list(self._outstanding):
@@ -580,6 +656,7 @@ class Elastic(concurrent.futures.Executor):
             self.result = self._finish(status)
         finally:
             self._release()
+            self._ended.set()
 
     def _finish(self, status: str) -> RunResult:
         self._demand.close()
@@ -659,25 +736,107 @@ def _check(ok: bool, message: str) -> None:
         raise ConfigError(f"Elastic: {message}")
 
 
+def _real(value: object) -> TypeGuard[float]:
+    """Tell whether ``value`` is a real number (not a bool, not a string holding one)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def _whole(value: object) -> TypeGuard[int]:
+    """Tell whether ``value`` is a whole number (not a bool)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _seconds(name: str, value: object, *, low: float, strict: bool) -> None:
+    ok = _real(value) and math.isfinite(value) and (value > low if strict else value >= low)
+    _check(ok, f"{name} must be finite seconds {'>' if strict else '>='} {low:g}, got {value!r}")
+
+
+_POOL_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
+    "workers": (lambda v: v is None or (_whole(v) and v >= 1), "a whole number >= 1 or None"),
+    "worker_memory": (lambda v: v is None or (_whole(v) and v >= 1), "whole bytes >= 1 or None"),
+    "prefetch_seconds": (lambda v: _real(v) and 0 <= v < math.inf, "finite seconds >= 0"),
+    "bind": (lambda v: isinstance(v, str) and bool(v), "an interface name or address (a non-empty string)"),
+    "port": (lambda v: _whole(v) and 0 <= v <= 65535, "a TCP port from 0 (any) to 65535"),
+    "advertise": (lambda v: v is None or (isinstance(v, str) and bool(v)), "a host name or None"),
+    "secret_dir": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "a directory path or None"),
+    "heartbeat_interval": (lambda v: _real(v) and 0 < v < math.inf, "finite seconds > 0"),
+    "heartbeat_timeout": (lambda v: _real(v) and 0 < v < math.inf, "finite seconds > 0"),
+    "events_kept": (lambda v: _whole(v) and v >= 1, "a whole number >= 1"),
+}
+"""Each pool option's check and what it expects (the pool's own checks assume these types)."""
+
+
+def _note_site(site: SiteConfig, backend: str) -> None:
+    """Log the site settings in force; warn about those the backend does not use (all but ``python``)."""
+    settings = describe(site)
+    if not settings:
+        return
+    logger.info("front door: site settings %s", settings)
+    unused = sorted(set(settings) - {"python"})
+    if backend != "slurm" and unused:
+        logger.warning(
+            "front door: site settings %s apply to Slurm jobs only; on the %s backend only python is used",
+            unused,
+            backend,
+        )
+
+
 def check_settings(
     *,
+    backend: object = "local",
+    strategy: object = "asa",
+    workflow: object = "default",
+    store: object = None,
     learner: object = None,
-    idle_timeout: float = 300.0,
-    drain_margin: float = 30.0,
-    poll_interval: float | None = None,
-    max_cores: int | None = None,
-    job_cores: int | None = None,
+    max_cores: object = None,
+    job_cores: object = None,
+    idle_timeout: object = 300.0,
+    poll_interval: object = None,
+    max_retries: object = 2,
+    drain_margin: object = 30.0,
+    speedup: object = None,
+    name: object = "elastic",
+    user: object = None,
     pool_options: Mapping[str, Any] | None = None,
 ) -> None:
     """Refuse the settings :class:`Elastic` would refuse, without starting anything (front-ends check early).
+
+    Every argument of :class:`Elastic` is checked, its type included; the defaults are those of
+    :class:`Elastic`. ``speedup`` is refused with a backend that has no scaled clock to apply it to (the
+    local and Slurm backends run on the real clock; a backend object brings its own).
 
     Raises
     ------
     ConfigError
         The first bad setting, named with its value and what is allowed.
     """
+    from elastic.front.setup import BACKENDS
     from learners.choice import WAIT_LEARNERS
 
+    if isinstance(backend, str):
+        if backend not in BACKENDS:
+            raise UnknownNameError("backend", backend, BACKENDS)
+    else:
+        _check(
+            isinstance(backend, BatchBackend),
+            f"backend must be one of {', '.join(BACKENDS)} or a BatchBackend object, got {backend!r}",
+        )
+    resolve_strategy(strategy)  # type: ignore[arg-type]  # refuses what is neither a name nor a Strategy
+    if isinstance(workflow, Workflow):
+        check_scale(workflow)
+    else:
+        _check(
+            isinstance(workflow, str) and bool(workflow),
+            f"workflow must be a name (a non-empty string) or a Workflow, got {workflow!r}",
+        )
+    if not (store is None or isinstance(store, (bool, str))):
+        from elastic.store import Store
+
+        _check(
+            isinstance(store, Store),
+            "store must be None (the default store), False (none), a SQLAlchemy URL or a Store, "
+            f"got {store!r}",
+        )
     if isinstance(learner, str):
         _check(
             learner in WAIT_LEARNERS,
@@ -689,22 +848,47 @@ def check_settings(
             callable(getattr(learner, "predict", None)) and callable(getattr(learner, "observe", None)),
             f"learner must be a policy name or have predict(key) and observe(key, wait), got {learner!r}",
         )
+    _seconds("idle_timeout", idle_timeout, low=0, strict=False)
+    _seconds("drain_margin", drain_margin, low=0, strict=False)
+    if poll_interval is not None:
+        _seconds("poll_interval", poll_interval, low=0, strict=True)
     _check(
-        0 <= idle_timeout < float("inf"),
-        f"idle_timeout must be finite seconds >= 0, got {idle_timeout!r}",
+        max_cores is None or (_whole(max_cores) and max_cores >= 1),
+        f"max_cores must be a whole number of cores >= 1 or None, got {max_cores!r}",
     )
     _check(
-        0 <= drain_margin < float("inf"),
-        f"drain_margin must be finite seconds >= 0, got {drain_margin!r}",
-    )
-    _check(
-        poll_interval is None or 0 < poll_interval < float("inf"),
-        f"poll_interval must be finite seconds > 0, got {poll_interval!r}",
-    )
-    _check(max_cores is None or max_cores >= 1, f"max_cores must be >= 1 or None, got {max_cores!r}")
-    _check(
-        job_cores is None or (isinstance(job_cores, int) and job_cores >= 1),
+        job_cores is None or (_whole(job_cores) and job_cores >= 1),
         f"job_cores must be a whole number of cores >= 1 or None, got {job_cores!r}",
     )
-    unknown = set(pool_options or {}) - _POOL_OPTIONS
+    _check(
+        _whole(max_retries) and max_retries >= 0,
+        f"max_retries must be a whole number >= 0, got {max_retries!r}",
+    )
+    if speedup is not None:
+        if backend == "mock":
+            check_speedup(speedup, "Elastic: speedup")
+        else:
+            where = (
+                f"backend={backend!r} runs on the real clock"
+                if isinstance(backend, str)
+                else "a backend object brings its own clock (MockBackend(clock='scaled', speedup=...))"
+            )
+            _check(False, f"speedup applies to backend='mock' only; {where}: drop speedup={speedup!r}")
+    _check(
+        isinstance(name, str)
+        and 0 < len(name) <= 64
+        and name.isprintable()
+        and not any(c.isspace() for c in name),
+        f"name (the prefix of batch job names) must be 1 to 64 printable characters without spaces, "
+        f"got {name!r}",
+    )
+    _check(
+        user is None or (isinstance(user, str) and bool(user) and user.isprintable()),
+        f"user must be a user name (a non-empty string) or None, got {user!r}",
+    )
+    options = dict(pool_options or {})
+    unknown = set(options) - _POOL_OPTIONS
     _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(_POOL_OPTIONS))}")
+    for option, value in options.items():
+        ok, expected = _POOL_CHECKS[option]
+        _check(ok(value), f"{option} must be {expected}, got {value!r}")

@@ -4,7 +4,8 @@ Names a user may give (errors list the allowed ones):
 
 - backend: ``"local"`` (this machine, :class:`~elastic.backends.local.LocalBackend`; the default),
   ``"mock"`` (the simulated Slurm queue on its scaled clock, busy with synthetic background load), ``"slurm"``
-  (the cluster ``SLURM_CONF`` points at, default partition), or any object with the
+  (the cluster ``SLURM_CONF`` points at, default partition, with the site file's settings:
+  :mod:`elastic.site`), or any object with the
   :class:`~elastic.backends.base.BatchBackend` protocol (``MockBackend(clock="scaled", ...)``,
   ``SlurmBackend(partition=..., account=...)``);
 - strategy: a registry name (``bigjob``, ``perstage``, ``asa``, ...) or a
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from elastic.backends.base import BatchBackend
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.site import SiteConfig
 from elastic.strategies.base import Strategy, make_strategy
 from elastic.workflow import Stage, Workflow
 
@@ -54,24 +56,43 @@ class Backend:
     speedup: float
     """Backend seconds per real second (the mock backend's scaled clock; 1 elsewhere)."""
     owned: bool
+    site: SiteConfig | None = None
+    """The site configuration in force: the Slurm backend's, or the one given for another backend."""
 
 
-def resolve_backend(backend: str | BatchBackend, *, speedup: float | None = None) -> Backend:
-    """Return the backend ``backend`` names (see the module docstring).
+def resolve_backend(
+    backend: str | BatchBackend, *, speedup: float | None = None, site: SiteConfig | None = None
+) -> Backend:
+    """Return the backend ``backend`` names (see the module docstring), with the site configuration.
+
+    ``"slurm"`` is created with ``site`` (None: the site file, :func:`elastic.site.load_site`). A
+    ``SlurmBackend`` object brings its own site; ``site`` may then only repeat it. Other backends keep
+    ``site`` as given (only its ``python`` applies there) and read no site file.
 
     Raises
     ------
     UnknownNameError
         An unknown name.
     ConfigError
-        A mock backend on the virtual clock (it cannot run real tasks), or ``speedup`` with a backend
-        object.
+        A mock backend on the virtual clock (it cannot run real tasks), ``speedup`` with a backend
+        other than ``"mock"`` (the local and Slurm backends run on the real clock; a backend object
+        brings its own), ``site`` not a :class:`~elastic.site.SiteConfig`, or a backend object whose own
+        site differs from ``site``.
+    SiteConfigError
+        ``"slurm"`` without ``site`` and a bad site file.
     """
+    if site is not None and not isinstance(site, SiteConfig):
+        raise ConfigError(f"site must be a SiteConfig or None, got {type(site).__name__}")
     if isinstance(backend, str):
+        if speedup is not None and backend != "mock":
+            raise ConfigError(
+                f"speedup applies to backend='mock' only; backend={backend!r} runs on the real clock: "
+                f"drop speedup={speedup!r}"
+            )
         if backend == "local":
             from elastic.backends.local import LocalBackend
 
-            return Backend(LocalBackend(), 1.0, True)
+            return Backend(LocalBackend(), 1.0, True, site)
         if backend == "mock":
             from elastic.backends.mock import MockBackend
             from elastic.experiments import default_background
@@ -79,11 +100,12 @@ def resolve_backend(backend: str | BatchBackend, *, speedup: float | None = None
             k = 60.0 if speedup is None else speedup
             load = default_background(64)
             mock = MockBackend(nodes=64, workload=load, clock="scaled", speedup=k, start=86400.0)
-            return Backend(mock, k, True)
+            return Backend(mock, k, True, site)
         if backend == "slurm":
             from elastic.backends.slurm import SlurmBackend
 
-            return Backend(SlurmBackend(), 1.0, True)
+            slurm = SlurmBackend(site=site)
+            return Backend(slurm, 1.0, True, slurm.site)
         raise UnknownNameError("backend", backend, BACKENDS)
     if not isinstance(backend, BatchBackend):
         raise ConfigError(
@@ -98,7 +120,15 @@ def resolve_backend(backend: str | BatchBackend, *, speedup: float | None = None
             "this mock backend runs on the virtual clock, which cannot run real tasks: create it with "
             "clock='scaled' and a speedup"
         )
-    return Backend(backend, float(own_speed), False)
+    own_site = getattr(backend, "site", None)
+    if isinstance(own_site, SiteConfig):
+        if site is not None and site != own_site:
+            raise ConfigError(
+                f"site={site!r} differs from the site of the backend object ({own_site!r}): give it once, "
+                f"as {type(backend).__name__}(site=...)"
+            )
+        site = own_site
+    return Backend(backend, float(own_speed), False, site)
 
 
 def resolve_strategy(strategy: str | Strategy) -> Strategy:

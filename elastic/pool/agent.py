@@ -62,6 +62,7 @@ from elastic.pool.messages import (
     Welcome,
 )
 from elastic.pool.protocol import ProtocolError, batches, read_secret_file
+from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.sockets import AgentSocket
 from elastic.pool.spool import agent_dir, spool_dir
 from elastic.pool.tasks import Task, TaskKind, TaskResult
@@ -149,6 +150,7 @@ class Agent:
     def run(self) -> int:
         """Serve the pool until told to leave; return the process exit code."""
         cmd = self.command
+        become_subreaper()
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -181,6 +183,7 @@ class Agent:
             return self._serve(sock, welcome, workdir, wake_read)
         finally:
             self._kill_all()
+            end_descendants()  # what tasks left running, adopted by this subreaper (elastic.pool.reaper)
             sock.close()
             signal.set_wakeup_fd(old_wakeup)
             os.close(wake_read)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import cloudpickle
 
+from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.spool import read_output
 from elastic.pool.tasks import ShellResult, ShellTaskError, Task, TaskKind, TaskResult, execute, how_it_ended
 
@@ -178,7 +179,9 @@ def _child_main(result_path: str, spool: str) -> int:
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=watch_parent, daemon=True).start()
+    become_subreaper()  # what the task leaves running stays here, to be ended before the child exits
     result = execute(task, Path(spool) if spool else None)
+    end_descendants()
     sys.stdout.flush()
     sys.stderr.flush()
     tmp = Path(result_path + ".tmp")

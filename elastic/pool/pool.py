@@ -91,7 +91,8 @@ class Pool:
         Host agents connect to; default ``bind``, or this host's name when binding all interfaces.
     secret_dir : str, Path or None, default None
         Where to write the secret file and the spool directory beside it (both must be visible to the
-        agents, e.g. a shared home on Slurm); default a fresh private temporary directory.
+        agents, e.g. a shared home on Slurm); created with mode 0700 if missing (an existing directory is
+        left as it is); default a fresh private temporary directory.
     heartbeat_interval : float, default 1.0
         Seconds between heartbeats, both ways.
     heartbeat_timeout : float, default 10.0
@@ -176,6 +177,8 @@ class Pool:
         self._own_dir = secret_dir is None
         directory = Path(tempfile.mkdtemp(prefix="elastic-pool-")) if secret_dir is None else Path(secret_dir)
         try:
+            # a directory that does not exist yet (a run directory's subfolder) is created private
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             self.secret_file = write_secret_file(self._secret, directory)
         except OSError as exc:
             raise ConfigError(
@@ -239,6 +242,14 @@ class Pool:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def in_io_thread(self) -> bool:
+        """Tell whether the calling thread is the pool's I/O thread (the one that resolves futures).
+
+        Done callbacks of the pool's futures run there: such code must not wait for other futures of the
+        pool, nor close it (:meth:`close` joins that thread).
+        """
+        return threading.current_thread() is self._thread
 
     def agent_script(self, allocation: Allocation) -> str:
         """Return the job script body that starts ``allocation``'s agent(s) (``JobSpec.script``)."""
@@ -419,7 +430,19 @@ class Pool:
         return unsubscribe
 
     def close(self) -> None:
-        """Stop every agent, fail unfinished futures with :class:`PoolClosedError`, delete the secret file."""
+        """Stop every agent, fail unfinished futures with :class:`PoolClosedError`, delete the secret file.
+
+        Raises
+        ------
+        PoolError
+            Called from the pool's own I/O thread (a future's done callback), which it must join:
+            close the pool from another thread.
+        """
+        if self.in_io_thread():
+            raise PoolError(
+                "Pool.close() was called from the pool's own thread (a future's done callback), which it "
+                "must join: close it from another thread"
+            )
         with self._lock:
             if self._closing.is_set():
                 return

@@ -34,6 +34,7 @@ from typing import Any
 import cloudpickle
 
 from elastic.errors import ConfigError, PoolError
+from elastic.pool import pickling
 from elastic.pool import spool as _spool
 
 __all__ = [
@@ -112,7 +113,8 @@ class Task:
     kind : TaskKind
         Callable or shell command.
     payload : bytes
-        ``cloudpickle.dumps((fn, args, kwargs))`` for CALL, the UTF-8 command for SHELL.
+        ``pickling.dumps((fn, args, kwargs))`` for CALL (cloudpickle keeping code's file names:
+        :mod:`elastic.pool.pickling`), the UTF-8 command for SHELL.
     cores : int, default 1
         Cores it needs on one agent.
     estimate : float or None, default None
@@ -194,7 +196,7 @@ class Task:
         if not callable(fn):
             raise ConfigError(f"Task.call needs a callable, got {type(fn).__name__}")
         try:
-            payload = cloudpickle.dumps((fn, tuple(args), dict(kwargs or {})))
+            payload = pickling.dumps((fn, tuple(args), dict(kwargs or {})))
         except Exception as exc:
             name = getattr(fn, "__qualname__", type(fn).__name__)
             raise ConfigError(

@@ -10,6 +10,8 @@ Safety, as for a fresh child (:mod:`elastic.pool.child`):
 - every worker leads its own process group and holds the read end of a *life pipe* whose write end only
   the agent has: when the agent dies (even by SIGKILL) the pipe closes and a watcher thread kills the
   worker's whole process group, so tasks' subprocesses do not outlive it;
+- it is a child subreaper, and after each task it ends every process the task left running, daemons
+  that left its process group included (:mod:`elastic.pool.reaper`);
 - its standard input is ``/dev/null``;
 - with ``memory_limit``, its address space is capped (``RLIMIT_AS``): a task that exhausts it gets a
   ``MemoryError`` (its future fails, the worker and the agent survive), and a worker whose resident size
@@ -34,6 +36,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.tasks import Task, TaskResult, execute, how_it_ended
 
 __all__ = ["RETIRE_AT", "Worker", "main", "resident_bytes"]
@@ -177,6 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spool-dir", type=Path)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when its workers stop
+    become_subreaper()  # what a task leaves running stays here, to be ended after it
     threading.Thread(target=_watch, args=(args.life_fd,), daemon=True).start()
     if args.memory_limit is not None:
         resource.setrlimit(resource.RLIMIT_AS, (args.memory_limit, args.memory_limit))
@@ -190,6 +194,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["ELASTIC_TASK_ID"] = task.task_id
         os.environ["ELASTIC_TASK_CORES"] = str(task.cores)
         result = execute(task, args.spool_dir)
+        end_descendants()  # nothing a task started outlives it (elastic.pool.reaper)
         sys.stdout.flush()
         sys.stderr.flush()
         rss = resident_bytes()

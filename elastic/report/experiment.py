@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError
-from elastic.experiments import MAX_RUNS
+from elastic.experiments import MAX_RUNS, parse_strategy
 from elastic.report.records import RunRecord
 from elastic.report.scaling import scale_workflow
 from elastic.simulator.priority import DEFAULT_PRIORITY
@@ -65,7 +65,7 @@ class Cell:
     cores : int
         Peak cores (``workflow.max_width``).
     strategy : str
-        Strategy registry name.
+        Strategy registry name, or its ``-split`` shape (:func:`~elastic.experiments.parse_strategy`).
     """
 
     workflow: Workflow
@@ -210,7 +210,7 @@ class ExperimentPlan:
     workflows : tuple of Workflow
         Workflow models, unscaled.
     strategies : tuple of str
-        Strategy registry names.
+        Strategy registry names, or their ``-split`` shapes (:func:`~elastic.experiments.shaped_strategies`).
     runs : int
         Runs per cell, in ``[1, MAX_RUNS]``.
     cores : tuple of int, default ()
@@ -314,7 +314,8 @@ def run_experiment(
     runner.check(cells)
     gantt = plan.runs - 1 if plan.gantt_run is None else plan.gantt_run
     learners: dict[str, WaitPredictor] = {
-        s: make_wait_learner(plan.learner or strategy_learner(s), seed=plan.seed) for s in plan.strategies
+        s: make_wait_learner(plan.learner or strategy_learner(parse_strategy(s)[0]), seed=plan.seed)
+        for s in plan.strategies
     }
     seen: dict[str, int] = dict.fromkeys(plan.strategies, 0)
     records: list[RunRecord] = []

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from elastic.errors import ConfigError
+from elastic.limits import check_speedup
 
 __all__ = ["ScaledClock", "VirtualClock"]
 
@@ -56,7 +56,8 @@ class ScaledClock:
     Parameters
     ----------
     speedup : float
-        Simulated seconds per real second (K), > 0.
+        Simulated seconds per real second (K), from :data:`~elastic.limits.MIN_SPEEDUP` to
+        :data:`~elastic.limits.MAX_SPEEDUP`.
     offset : float
         Simulated time at :meth:`start`.
     tick : callable
@@ -69,9 +70,7 @@ class ScaledClock:
     kind = "scaled"
 
     def __init__(self, speedup: float, offset: float, tick: Callable[[], None], period: float = 0.01) -> None:
-        if not speedup > 0:
-            raise ConfigError(f"speedup must be > 0 simulated seconds per real second, got {speedup}")
-        self.speedup = float(speedup)
+        self.speedup = check_speedup(speedup)
         self.offset = float(offset)
         self._tick = tick
         self._period = period

@@ -30,6 +30,7 @@ import numpy.typing as npt
 import pandas as pd
 
 from elastic.errors import TraceError
+from elastic.limits import MAX_PROCESSORS, MAX_TRACE_SECONDS
 
 __all__ = [
     "CHUNK_LINES",
@@ -271,11 +272,15 @@ def parse_columns(path: Path) -> Float2D:
             chunksize=CHUNK_LINES,
         )
         with reader:
+            rows = 0
             for chunk in reader:
                 values = chunk.to_numpy(dtype=np.float64)
                 if values.shape[1] != _N_FIELDS or not np.isfinite(values).all():
                     raise _first_bad_line(path, "has missing or non-finite fields")
-                parts.append(np.ascontiguousarray(values[:, _USED_INDEX]))
+                used = np.ascontiguousarray(values[:, _USED_INDEX])
+                _check_magnitudes(path, used, rows)
+                parts.append(used)
+                rows += len(used)
     except pd.errors.EmptyDataError:
         return np.empty((0, len(USED_FIELDS)), dtype=np.float64)
     except TraceError:
@@ -287,6 +292,35 @@ def parse_columns(path: Path) -> Float2D:
     if not parts:
         return np.empty((0, len(USED_FIELDS)), dtype=np.float64)
     return np.concatenate(parts)
+
+
+_TIME_COLUMNS = [USED_FIELDS.index(n) for n in ("submit_time", "wait_time", "run_time", "requested_time")]
+_PROCS_COLUMNS = [USED_FIELDS.index(n) for n in ("allocated_processors", "requested_processors")]
+
+
+def _check_magnitudes(path: Path, used: Float2D, rows_before: int) -> None:
+    """Refuse a time beyond :data:`~elastic.limits.MAX_TRACE_SECONDS` or a size beyond ``MAX_PROCESSORS``.
+
+    Such a value is a unit or typing error in the file; taken as it is, it turns every figure derived
+    from the trace into nonsense (a mean wait of millions of hours) or overflows. The message names the
+    line, the field and the limit.
+    """
+    for columns, limit, unit, why in (
+        (_TIME_COLUMNS, MAX_TRACE_SECONDS, "s", "100 years"),
+        (_PROCS_COLUMNS, MAX_PROCESSORS, "processors", f"{MAX_PROCESSORS:,} processors"),
+    ):
+        block = used[:, columns]
+        over = block > limit
+        if not over.any():
+            continue
+        row, col = (int(i) for i in np.argwhere(over)[0])
+        name = USED_FIELDS[columns[col]]
+        raise TraceError(
+            str(path),
+            data_line_number(path, rows_before + row),
+            f"field {SWF_FIELDS.index(name) + 1} ({name}) is {block[row, col]:g} {unit}, more than {why}: "
+            "a unit or typing error in the trace; fix or remove the line (limits in elastic.limits)",
+        )
 
 
 def _first_bad_line(path: Path, fallback: str) -> TraceError:

@@ -56,6 +56,7 @@ __all__ = [
     "read_swf",
     "read_swf_header",
     "read_swf_report",
+    "recorded_peak",
     "require_recorded_waits",
 ]
 
@@ -172,6 +173,38 @@ def _machine(
     )
 
 
+def recorded_peak(raw: np.ndarray) -> tuple[int, float] | None:
+    """Return the most cores the recorded schedule ran at once, and when (None: nothing recorded).
+
+    Parameters
+    ----------
+    raw : ndarray
+        Job lines as :func:`~elastic.simulator.swf_io.parse_columns` returns them. A job counts from
+        ``submit + wait`` for ``run_time`` seconds on its allocated processors (else its requested ones);
+        jobs with an unknown submit time, wait, runtime or size are left out.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = np.zeros((3, 9))
+    >>> rows[:, 1:5] = [[0, 0, 100, 4], [10, 0, 100, 4], [200, 0, 10, 6]]  # submit, wait, run, cores
+    >>> recorded_peak(rows)
+    (8, 10.0)
+    """
+    cores = np.where(raw[:, _ALLOC] > 0, raw[:, _ALLOC], raw[:, _REQ_PROCS])
+    ok = (raw[:, _SUBMIT] >= 0) & (raw[:, _WAIT] >= 0) & (raw[:, _RUN] > 0) & (cores > 0)
+    if not ok.any():
+        return None
+    start = raw[ok, _SUBMIT] + raw[ok, _WAIT]
+    end = start + raw[ok, _RUN]
+    times = np.concatenate([start, end])
+    deltas = np.concatenate([cores[ok], -cores[ok]])
+    order = np.lexsort((deltas, times))  # at a tie, ends (negative) before starts: no false overlap
+    running = np.cumsum(deltas[order])
+    top = int(np.argmax(running))
+    return int(running[top]), float(times[order][top])
+
+
 def _empty_reason(
     path: Path, job_lines: int, dropped: Mapping[str, int], window: tuple[float, float] | None, span: str
 ) -> TraceError:
@@ -253,6 +286,16 @@ def read_swf_report(
 
     cores_all = np.where(raw[:, _REQ_PROCS] > 0, raw[:, _REQ_PROCS], raw[:, _ALLOC])
     machine, machine_from, assumed = _machine(path, header, cores_all, processors)
+    if machine_from in ("widest job", "processors"):  # no size in the header: does the schedule fit?
+        peak = recorded_peak(raw)
+        if peak is not None and peak[0] > machine:
+            warnings.append(
+                f"{path}: its recorded schedule runs up to {peak[0]:,} cores at once (at {peak[1]:,.0f} s "
+                f"on the trace's clock), {peak[0] / machine:.1f}x the {machine:,} cores "
+                + ("assumed from its widest job" if machine_from == "widest job" else "given")
+                + f": the machine has at least {peak[0]:,} cores; give --processors {peak[0]} (or its real "
+                "size)"
+            )
     if assumed is not None:
         # Nodes counted as processors only matters when jobs wider than that are dropped.
         loud = machine_from != "MaxNodes" or bool(np.any(cores_all > machine))

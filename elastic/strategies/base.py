@@ -401,7 +401,11 @@ def release_idle(view: RunView) -> list[Cancel]:
                 Cancel(a.alloc_id, "cannot end its stage; its tasks wait for the allocation that replaces it")
             )
             continue
-        if a.piece_of is None:
+        if a.piece_of is None or a.reason in _FOLLOW_UPS:
+            # a follow-up idles by design until the jobs it replaces run out of walltime: releasing it
+            # for the idle cores those jobs have now made the follow-up rule ask again, for ever, each
+            # time with the next (doubled) walltime of the sequence (found by the random scenarios:
+            # asa-paper, job_cores=5, 2-core tasks)
             continue
         open_ = {x for x in known if not view.label_done(x)}
         need = max(cores_waited_for(view, x) for x in open_)
@@ -422,6 +426,10 @@ def release_idle(view: RunView) -> list[Cancel]:
                 )
             )
     return out
+
+
+_FOLLOW_UPS = frozenset({"walltime", "lost"})
+"""Reasons of the requests :func:`walltime_follow_ups` makes."""
 
 
 def _replaced(view: RunView, a: Allocation, labels: Sequence[str]) -> bool:

@@ -1,7 +1,8 @@
-"""``elastic mesos``: a pymesos framework runs against the printed address and secret; bad options refused."""
+"""``elastic mesos``: a pymesos framework runs with the printed address and credentials; bad options fail."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -20,17 +21,29 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path: Path) -> None:
     cmd = [sys.executable, "-m", "elastic", "mesos", "--backend", "local", "--strategy", "perstage"]
-    cmd += ["--port", "0", "--no-store", "--idle-timeout", "5", "--secret-dir", str(tmp_path)]
+    cmd += [
+        "--port",
+        "0",
+        "--no-store",
+        "--idle-timeout",
+        "5",
+        "--secret-dir",
+        str(tmp_path),
+        "--authenticate",
+        "--offer-timeout",
+        "20",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
     try:
         lines = [proc.stdout.readline() for _ in range(4)]  # type: ignore[union-attr]
         master = re.search(r"master \(for pymesos\): (\S+)", "".join(lines))
-        secret_file = re.search(r"secret file .*: (\S+)", "".join(lines))
-        assert master and secret_file, lines
-        path = Path(secret_file.group(1))
+        credentials_file = re.search(r"credentials file .*: (\S+)", "".join(lines))
+        assert master and credentials_file, lines
+        path = Path(credentials_file.group(1))
         assert path.parent == tmp_path and (path.stat().st_mode & 0o777) == 0o600
+        (credential,) = json.loads(path.read_text())["credentials"]
         framework = ShellFramework(3, command="true")
-        with running(framework, master.group(1), path.read_text().strip()):
+        with running(framework, master.group(1), credential["secret"], principal=credential["principal"]):
             assert framework.all_done.wait(60), framework.errors
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=60)
@@ -39,7 +52,7 @@ def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path:
             proc.kill()
     assert proc.returncode == 0, err
     assert "run completed: makespan" in out
-    assert not path.exists(), "the secret file is removed at the end"
+    assert not path.exists(), "the drawn credentials file is removed at the end"
 
 
 @pytest.mark.parametrize(
@@ -50,6 +63,8 @@ def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path:
         (["--port", "70000"], "--port"),
         (["--store", "sqlite://", "--no-store"], "contradict"),
         (["--secret-dir", "/nonexistent/dir"], "--secret-dir /nonexistent/dir: not a directory"),
+        (["--offer-timeout", "-1"], "--offer-timeout"),
+        (["--credentials", "/nonexistent/c.json"], "credentials file /nonexistent/c.json: cannot read it"),
     ],
 )
 def test_bad_options_are_refused_before_anything_starts(options: list[str], message: str) -> None:

@@ -25,6 +25,21 @@ REGRESSIONS = [
     Scenario((StageSpec(tasks=1, cores=2, runtime=60.0),), nodes=16, strategy="asa"),
     # a 16-core task on a 16-core request split by job_cores
     Scenario((StageSpec(tasks=1, cores=16, runtime=60.0),), nodes=16, strategy="bigjob", job_cores=4),
+    # a walltime follow-up split into pieces was released at once for the idle cores of the jobs it was to
+    # replace, and asked again with a doubled walltime, for ever (to 1e11 s)
+    Scenario(
+        (
+            StageSpec(tasks=4, cores=1, runtime=690.0, cv=0.3),
+            StageSpec(tasks=10, cores=2, runtime=5132.0, after=(0,), hint=3.0),
+            StageSpec(tasks=16, cores=1, runtime=393.0, after=(0, 1)),
+            StageSpec(tasks=8, cores=1, runtime=902.0, cv=1.0, after=(0,), hint=3.0),
+        ),
+        nodes=16,
+        strategy="asa-paper",
+        job_cores=5,
+        kills=(4274.0,),
+        seed=1680717316,
+    ),
 ]
 
 
@@ -59,6 +74,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
 def test_regressions(scenario: Scenario) -> None:
     out = run_scenario(scenario)
     assert out.violations == [] and out.status == "completed"
+    assert out.allocations < 40, "no request loop"
 
 
 @given(scenarios())

@@ -17,6 +17,11 @@ import elastic
 
 
 @task
+def environ(*names: str) -> dict[str, str | None]:
+    return {name: os.environ.get(name) for name in names}
+
+
+@task
 def inc(x: int) -> int:
     return x + 1
 

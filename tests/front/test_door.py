@@ -134,6 +134,8 @@ def test_a_wide_stage_split_into_one_core_jobs_gives_back_its_finished_cores(loc
     jobs = view.allocations
     assert [a.cores for a in jobs] == [1, 1, 1, 1] and {a.piece_of for a in jobs} == {"a1"}
     events = el.result.events
+    # the timeline names the request each job is a piece of: its wait is counted once, to the last piece
+    assert {e.request for e in events if e.kind is K.ALLOC_SUBMIT} == {"a1"}
     (stage_end,) = [e.time for e in events if e.kind is K.STAGE_END and e.stage == "wide"]
     released_early = [a for a in jobs if a.end_time is not None and a.end_time < stage_end]
     assert len(released_early) >= 2, [(a.alloc_id, a.start_time, a.end_time, stage_end) for a in jobs]

@@ -337,6 +337,22 @@ def test_bad_pool_parameters(kwargs: dict[str, object], match: str) -> None:
         Pool(**kwargs)  # type: ignore[arg-type]
 
 
+def test_a_missing_secret_dir_is_created_private(tmp_path: Path) -> None:
+    # issue 29: ElasticExecutor(backend="slurm") passes <run_dir>/elastic, which nothing had created
+    where = tmp_path / "runinfo" / "000" / "elastic"
+    with Pool(secret_dir=where) as pool:
+        assert pool.secret_file.parent == where.resolve()
+        assert where.stat().st_mode & 0o777 == 0o700
+        assert pool.secret_file.stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unwritable_secret_dir_is_a_config_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ConfigError, match=r"Pool\(secret_dir='.*a-file/sub'\): cannot write the secret"):
+        Pool(secret_dir=blocker / "sub")
+
+
 def test_agent_module_runs_as_a_command() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "elastic.pool.agent", "--help"], capture_output=True, text=True

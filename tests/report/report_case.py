@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-#: The comparison the report tests read: 3 workflows x 2 peak core counts x 3 strategies x 3 runs.
+#: The comparison the report tests read: 3 workflows x 2 peak core counts x 3 strategies x 3 runs, the
+#: baselines in both allocation shapes (5 rows: ``bigjob``, ``bigjob-split``, ...).
 WORKFLOWS = ("montage", "blast", "statistics")
 PEAKS = (8, 16)
-STRATEGIES = ("bigjob", "perstage", "asa")
+ASKED = ("bigjob", "perstage", "asa")
+STRATEGIES = ("bigjob", "bigjob-split", "perstage", "perstage-split", "asa")
 RUNS = 3
 ARGV = [
     "compare",
@@ -14,7 +16,9 @@ ARGV = [
     "--peak-cores",
     ",".join(map(str, PEAKS)),
     "--strategies",
-    ",".join(STRATEGIES),
+    ",".join(ASKED),
+    "--shapes",
+    "plain,split",
     "--runs",
     str(RUNS),
     "--processors",

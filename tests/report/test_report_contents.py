@@ -42,7 +42,12 @@ def test_table1_agrees_with_the_runs(report_dir: Path) -> None:
     runs = pd.read_csv(report_dir / "runs.csv")
     table = pd.read_csv(report_dir / "table1.csv")
     assert len(table) == len(WORKFLOWS) * len(PEAKS) * len(STRATEGIES)
-    done = runs[runs["status"] == "completed"]
+    assert list(dict.fromkeys(table["strategy"])) == list(STRATEGIES)
+    # means and medians over the runs every strategy of the row completed (paired by run index)
+    completed = runs[runs["status"] == "completed"]
+    count = completed.groupby(["workflow", "cores", "run"])["strategy"].transform("nunique")
+    done = completed[count == len(STRATEGIES)]
+    assert (table["runs_compared"] <= table["runs_completed"]).all()
     for key, _, divisor in METRICS:
         expected = done.groupby(["workflow", "cores", "strategy"])[key].agg(["mean", "median"]) / divisor
         got = table.set_index(["workflow", "cores", "strategy"])
@@ -58,6 +63,15 @@ def test_table1_agrees_with_the_runs(report_dir: Path) -> None:
                 np.testing.assert_allclose(over, means / best - 1, rtol=1e-9)
                 assert math.isclose(over.min(), 0.0, abs_tol=1e-12)
     assert (table["runs_total"] == RUNS).all()
+    # asa against the best shape of each baseline: its core-hours over the best Per-Stage's
+    got = table.set_index(["workflow", "cores", "strategy"])
+    for (w, c), row in got.groupby(level=[0, 1]):
+        means = row["makespan_mean"].droplevel([0, 1])
+        per = means[["perstage", "perstage-split"]].idxmin()
+        asa_ch, per_ch = (row.loc[(w, c, s), "core_hours_charged_mean"] for s in ("asa", per))
+        expected = asa_ch / per_ch
+        assert math.isclose(row.loc[(w, c, "asa"), "x_perstage_core_hours"], expected, rel_tol=1e-9)
+        assert row.drop(index=(w, c, "asa"))["x_perstage_core_hours"].isna().all()
 
 
 def test_every_png_is_a_picture_with_something_drawn(report_dir: Path) -> None:

@@ -38,6 +38,7 @@ def test_every_row_has_a_best_at_zero_and_none_below(
     )
     runs["workflow"] = "w"
     runs["status"] = "completed"
+    runs["run"] = runs.groupby(["strategy", "cores"]).cumcount()
     t = table1(runs)
     for cores in set(runs["cores"]):
         row = t.cells.loc[("w", cores)]
@@ -57,6 +58,7 @@ def test_incomplete_runs_are_counted_but_not_averaged() -> None:
             "workflow": ["w"] * 3,
             "cores": [8] * 3,
             "strategy": ["a", "a", "b"],
+            "run": [0, 1, 0],
             "status": ["completed", "failed", "completed"],
             "makespan": [3600.0, 99e6, 7200.0],
             "perceived_wait": [0.0, 0.0, 0.0],

@@ -42,8 +42,12 @@ def test_scaled_clock_target_and_sleep():
 
 
 def test_bad_clock_settings():
-    with pytest.raises(ConfigError, match="speedup must be > 0"):
+    with pytest.raises(ConfigError, match=r"speedup must be from 0\.01 to 1000 simulated seconds per real"):
         ScaledClock(0.0, 0.0, lambda: None)
+    with pytest.raises(
+        ConfigError, match=r"speedup must be from 0\.01 to 1000 .* got 1000000000\.0 \(above 1000"
+    ):
+        ScaledClock(1e9, 0.0, lambda: None)
     with pytest.raises(UnknownNameError, match="unknown clock 'wall'; choose one of: scaled, virtual"):
         MockBackend(clock="wall")
     with pytest.raises(ConfigError, match="sleep seconds must be >= 0"):

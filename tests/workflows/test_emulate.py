@@ -49,7 +49,10 @@ def test_an_emulated_report_runs_each_demo_for_real_and_keeps_one_learner_per_st
             ["--workflow", "blast", "--emulate", "--runtimes", "store"],
             "--runtimes store is for pure simulation",
         ),
-        (["--workflow", "blast", "--emulate", "--speedup", "0"], "--speedup must be > 0, got 0.0"),
+        (
+            ["--workflow", "blast", "--emulate", "--speedup", "0"],
+            "--speedup must be from 0.01 to 1000 simulated seconds per real second, got 0",
+        ),
         (
             ["--workflow", "blast", "--emulate", "--workdir", "/proc/nowhere"],
             "--workdir '/proc/nowhere' does not exist",

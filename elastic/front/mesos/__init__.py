@@ -9,7 +9,11 @@ allocations. The README's "Mesos frameworks" section lists the calls and fields 
 Modules
 -------
 server
-    The HTTP endpoint (Starlette on uvicorn), authentication, :class:`MesosServer`.
+    The HTTP endpoint (Starlette on uvicorn), bodies read while they stream in, :class:`MesosServer`.
+auth
+    Framework authentication as Mesos: off on loopback, credentials per principal from a file.
+connections
+    Keep-alive, connection caps, header timeouts, idle sockets evicted.
 master
     Frameworks, calls, offers made from the pool, launched tasks, status updates.
 offers

@@ -20,11 +20,13 @@ __all__ = [
     "MAX_BODY",
     "BadCallError",
     "CallError",
+    "ForbiddenError",
     "NotSubscribedError",
     "UnsupportedCallError",
     "id_value",
     "items",
     "json_object",
+    "number",
     "labels",
     "obj",
     "offer_ids",
@@ -37,6 +39,9 @@ __all__ = [
 
 MAX_BODY = 8 * 2**20
 """Largest call body (bytes) parsed; a larger one is refused (HTTP 413 before reading, else 400)."""
+
+MAX_DEPTH = 32
+"""Deepest nesting of JSON arrays and objects accepted in a call (Mesos' calls need fewer than 12 levels)."""
 
 DEFAULT_REFUSE_SECONDS = 5.0
 """``filters.refuse_seconds`` when a call gives none (Mesos' default)."""
@@ -74,10 +79,14 @@ class UnsupportedCallError(CallError):
         super().__init__(f"{call} is not supported by this front door; supported: {', '.join(supported)}")
 
 
-class NotSubscribedError(CallError):
-    """A call from a framework that is not subscribed on this stream (HTTP 403)."""
+class ForbiddenError(CallError):
+    """A call the framework may not make (HTTP 403): another principal's framework, an id never issued."""
 
     status = 403
+
+
+class NotSubscribedError(ForbiddenError):
+    """A call from a framework that is not subscribed on this stream (HTTP 403)."""
 
 
 _RECORDIO = re.compile(rb"\s*\d+\n")
@@ -99,13 +108,45 @@ def json_object(body: bytes) -> dict[str, Any]:
         raise BadCallError(
             "", f"the body is not JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
         ) from None
+    except RecursionError:
+        raise BadCallError("", f"the body nests arrays or objects deeper than {MAX_DEPTH} levels") from None
+    except ValueError:  # an integer of more digits than Python converts (sys.get_int_max_str_digits)
+        raise BadCallError("", "the body has a number with too many digits") from None
+    _check_depth(raw)
     return obj(raw, "")
+
+
+def _check_depth(value: Any) -> None:
+    """Refuse JSON nested deeper than :data:`MAX_DEPTH` (checked without recursion)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > MAX_DEPTH:
+            raise BadCallError("", f"the body nests arrays or objects deeper than {MAX_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
 
 
 def shown(value: Any) -> str:
     """Return ``value`` as JSON for a message, cut to 60 characters."""
-    text = json.dumps(value) if not isinstance(value, bytes) else repr(value)
+    try:
+        text = json.dumps(value) if not isinstance(value, bytes) else repr(value)
+    except (ValueError, RecursionError):
+        text = f"a {type(value).__name__}"
     return text if len(text) <= 60 else text[:57] + "..."
+
+
+def number(value: Any) -> float | None:
+    """Return ``value`` as a finite float if it is a JSON number that is one, else None."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    try:
+        out = float(value)
+    except OverflowError:  # an integer beyond a float's range (10**400)
+        return None
+    return out if math.isfinite(out) else None
 
 
 def obj(value: Any, path: str) -> dict[str, Any]:
@@ -147,14 +188,10 @@ def id_value(value: Any, path: str) -> str:
 
 def seconds(value: Any, path: str) -> float:
     """Return ``value`` if it is finite seconds >= 0."""
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, (int, float))
-        or not math.isfinite(value)
-        or value < 0
-    ):
+    out = number(value)
+    if out is None or out < 0:
         raise BadCallError(path, f"expected finite seconds >= 0, got {shown(value)}")
-    return float(value)
+    return out
 
 
 def labels(value: Any, path: str) -> dict[str, str]:

@@ -9,6 +9,7 @@ each (default 1): enough for every strategy to request an allocation for a frame
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -22,6 +23,7 @@ from elastic.pool.tasks import Task
 
 __all__ = [
     "LABELS",
+    "MAX_COMPLETED",
     "POOL_PREFIX",
     "Framework",
     "MesosTask",
@@ -34,6 +36,9 @@ __all__ = [
 
 POOL_PREFIX = "mesos-"
 """Prefix of the pool task ids of launched tasks."""
+
+MAX_COMPLETED = 1000
+"""Completed tasks kept per framework for RECONCILE (Mesos: ``max_completed_tasks_per_framework``)."""
 
 LABELS = ("elastic.stage", "elastic.tasks", "elastic.cores")
 """Framework labels the front door reads (see the module docstring)."""
@@ -81,6 +86,8 @@ class Framework:
     framework_id: str
     info: FrameworkInfo
     stage: str
+    principal: str | None = None
+    """The principal that subscribed it (None: authentication is off); only it may fail over or call."""
     stream: Stream | None = None
     """Its event stream; None while disconnected."""
     stream_id: str | None = None
@@ -89,6 +96,8 @@ class Framework:
     last_heartbeat: float = 0.0
     tasks: dict[str, MesosTask] = field(default_factory=dict)
     """Its tasks by id, until their terminal update is acknowledged."""
+    completed: OrderedDict[str, TaskStatus] = field(default_factory=OrderedDict)
+    """Terminal statuses of its last :data:`MAX_COMPLETED` tasks whose terminal update was acknowledged."""
     launched: int = 0
 
     @property
@@ -117,12 +126,31 @@ class Framework:
             self.emit(ev.update(due))
         elif task.terminal and not task.updates:
             del self.tasks[task.task_id]
+            if task.latest is not None:
+                self.completed[task.task_id] = task.latest
+                self.completed.move_to_end(task.task_id)
+                while len(self.completed) > MAX_COMPLETED:
+                    self.completed.popitem(last=False)
 
     def reconcile(self, task_ids: Iterable[str], now: float, message: str = "") -> None:
-        """Send the latest status of each task (unknown: TASK_LOST, or TASK_UNKNOWN if partition-aware)."""
+        """Send the latest status of each task (unknown: TASK_LOST, or TASK_UNKNOWN if partition-aware).
+
+        A task accepted whose first update is not out yet is TASK_STAGING; one whose terminal update was
+        acknowledged keeps its terminal state (among the last :data:`MAX_COMPLETED` of the framework).
+        """
         for task_id in task_ids:
             task = self.tasks.get(task_id)
-            latest = None if task is None else task.latest
+            latest = self.completed.get(task_id) if task is None else task.latest
+            if task is not None and latest is None:
+                latest = TaskStatus(
+                    task_id,
+                    "TASK_STAGING",
+                    "SOURCE_MASTER",
+                    "accepted; not started yet",
+                    None,
+                    task.agent_id,
+                    now,
+                )
             self.emit(
                 ev.update(
                     reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
@@ -148,14 +176,17 @@ class Framework:
         return "PARTITION_AWARE" in self.info.capabilities
 
 
+_LABEL_BOUNDS = {"elastic.tasks": (0, 1_000_000), "elastic.cores": (1, 4096)}
+
+
 def check_labels(info: FrameworkInfo) -> None:
     """Check the ``elastic.*`` labels of a subscribing framework.
 
     Raises
     ------
     BadCallError
-        ``elastic.tasks`` is not an integer >= 0, ``elastic.cores`` not an integer >= 1, or an ``elastic.``
-        label is unknown.
+        ``elastic.tasks`` is not an integer from 0 to 1,000,000 (ASCII digits), ``elastic.cores`` not one
+        from 1 to 4096, or an ``elastic.`` label is unknown.
     """
     path = "subscribe.framework_info.labels"
     for key, value in info.labels.items():
@@ -163,9 +194,13 @@ def check_labels(info: FrameworkInfo) -> None:
             continue
         if key not in LABELS:
             raise BadCallError(f"{path}[{key}]", f"unknown label; the front door reads {', '.join(LABELS)}")
-        low = {"elastic.tasks": 0, "elastic.cores": 1}.get(key)
-        if low is not None and not (value.isdigit() and int(value) >= low):
-            raise BadCallError(f"{path}[{key}]", f"expected an integer >= {low}, got {value!r}")
+        bounds = _LABEL_BOUNDS.get(key)
+        if bounds is None:
+            continue
+        low, high = bounds
+        digits = value.isascii() and value.isdigit() and len(value) <= len(str(high))
+        if not (digits and low <= int(value) <= high):
+            raise BadCallError(f"{path}[{key}]", f"expected an integer from {low} to {high}, got {value!r}")
 
 
 def stage_of(info: FrameworkInfo) -> str:

@@ -27,7 +27,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from elastic.front.mesos.calls import Launch
-from elastic.front.mesos.fields import BadCallError, id_value, items, obj, optional_string, shown, string
+from elastic.front.mesos.fields import (
+    BadCallError,
+    id_value,
+    items,
+    number,
+    obj,
+    optional_string,
+    shown,
+    string,
+)
 from elastic.front.mesos.frameworks import Framework, MesosTask
 from elastic.front.mesos.offers import Offer
 from elastic.front.mesos.states import TaskStatus
@@ -171,14 +180,10 @@ def _resources(raw: Any, path: str) -> tuple[float, float, str | None]:
         if kind != "SCALAR":
             raise BadCallError(f"{rpath}.type", f"{name} is a SCALAR resource, got {shown(kind)}")
         value = obj(res.get("scalar"), f"{rpath}.scalar").get("value")
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, (int, float))
-            or not math.isfinite(value)
-            or value < 0
-        ):
+        amount = number(value)
+        if amount is None or amount < 0:
             raise BadCallError(f"{rpath}.scalar.value", f"expected a finite number >= 0, got {shown(value)}")
-        totals[name] += float(value)
+        totals[name] += amount
     return totals["cpus"], totals["mem"], problem
 
 

@@ -11,7 +11,10 @@
   (``Elastic.submit_task``) and count like any task; SUPPRESS and TEARDOWN announce 0, so the stage ends
   once its tasks are done and its allocation is released.
 - **Offers** come from the pool's agents (the rule: :mod:`elastic.front.mesos.offers`), from a
-  background thread woken by every pool event; agents that are lost or leave are reported with FAILURE.
+  background thread woken by every pool event. An agent that leaves or is lost has its offers rescinded
+  first; it is reported with FAILURE when a framework's task ran there or it was lost without being
+  released, while an agent that said goodbye or whose allocation was drained (released by the strategy)
+  with nothing running leaves quietly (routine scale-down, as Mesos removes a drained agent).
 - **Launches** run as pool shell tasks pinned to the offer's agent; their progress and outcome become
   status updates (:mod:`elastic.front.mesos.states`), resent until acknowledged
   (:mod:`elastic.front.mesos.updates`).
@@ -28,13 +31,13 @@ import concurrent.futures
 import functools
 import logging
 import queue
-import secrets
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from elastic.allocations import AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.front.mesos import events as ev
 from elastic.front.mesos.calls import (
@@ -49,7 +52,7 @@ from elastic.front.mesos.calls import (
     Suppress,
     Teardown,
 )
-from elastic.front.mesos.fields import BadCallError, NotSubscribedError
+from elastic.front.mesos.fields import BadCallError, ForbiddenError, NotSubscribedError
 from elastic.front.mesos.frameworks import (
     POOL_PREFIX,
     Framework,
@@ -69,11 +72,14 @@ from elastic.pool.tasks import TaskEvent, TaskState
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
 
-__all__ = ["MesosMaster"]
+__all__ = ["DEFAULT_OFFER_TIMEOUT", "MesosMaster"]
 
 logger = logging.getLogger(__name__)
 
 _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
+
+DEFAULT_OFFER_TIMEOUT = 30.0
+"""Seconds after which an unanswered offer is rescinded, unless told otherwise."""
 
 _TICK = 1.0
 """Longest sleep of the background thread (seconds): offers' walltime left is refreshed this often."""
@@ -90,8 +96,9 @@ class MesosMaster:
         Seconds between HEARTBEAT events (Mesos' default).
     mem_per_core : float, default 1024.0
         ``mem`` (MB) offered per core (checked against launches, not enforced).
-    offer_timeout : float or None, default None
-        Rescind offers unanswered this long (seconds); None: never (Mesos' default).
+    offer_timeout : float or None, default 30.0
+        Rescind offers unanswered this long (seconds; the Mesos master's ``--offer_timeout``), so a
+        framework that never answers does not hold cores; their cores are offered again. None: never.
     retry_min : float, default 10.0
         First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
     clock : callable, default time.time
@@ -104,7 +111,7 @@ class MesosMaster:
         *,
         heartbeat_interval: float = 15.0,
         mem_per_core: float = 1024.0,
-        offer_timeout: float | None = None,
+        offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -118,7 +125,7 @@ class MesosMaster:
         self.mem_per_core = mem_per_core
         self.retry_min = retry_min
         self.host, self.port = "127.0.0.1", 0
-        self.master_id = secrets.token_hex(4)
+        self.master_id = str(uuid.uuid4())
         self._clock = clock
         self._lock = threading.RLock()
         self._inbox: queue.SimpleQueue[PoolEvent | tuple[str, concurrent.futures.Future[Any]]] = (
@@ -129,6 +136,9 @@ class MesosMaster:
         self._book = OfferBook(self.master_id, offer_timeout=offer_timeout)
         self.frameworks: dict[str, Framework] = {}
         self._removed: set[str] = set()
+        self._issued: set[str] = set()
+        self._drained: set[str] = set()  # allocations seen draining (released by the strategy)
+        self._lost_on: set[str] = set()  # agents a task was lost on, until their FAILURE
         self._by_pool_id: dict[str, MesosTask] = {}
         self._seq = 0
         self._announced: dict[str, int] = {}
@@ -138,33 +148,52 @@ class MesosMaster:
 
     # -- calls -------------------------------------------------------------------------------------------
 
-    def subscribe(self, info: FrameworkInfo, framework_id: str | None, stream: Stream) -> tuple[str, str]:
+    def subscribe(
+        self, info: FrameworkInfo, framework_id: str | None, stream: Stream, principal: str | None = None
+    ) -> tuple[str, str]:
         """Attach a framework's event stream; return ``(framework id, Mesos-Stream-Id)``.
 
         A framework subscribing with a known id fails over: its previous stream gets an ERROR and closes.
+        ``principal`` is the authenticated principal (None: authentication is off).
 
         Raises
         ------
-        NotSubscribedError
-            The id names a framework that was torn down or removed after its failover timeout.
+        ForbiddenError
+            The id was never issued by this master, names a framework that was torn down or removed after
+            its failover timeout, or one another principal subscribed; or ``framework_info.principal``
+            differs from the authenticated principal.
         """
         check_labels(info)
+        if principal is not None and info.principal not in (None, principal):
+            raise ForbiddenError(
+                f"subscribe.framework_info.principal {info.principal!r} is not the authenticated principal "
+                f"{principal!r}"
+            )
         with self._lock:
             if framework_id in self._removed:
                 raise NotSubscribedError(
                     f"framework {framework_id} was removed (torn down, or not back within its failover "
                     "timeout); subscribe without an id to start a new one"
                 )
+            if framework_id is not None and framework_id not in self.frameworks:
+                raise ForbiddenError(
+                    f"framework id {framework_id!r} was never issued by this master (it may have been "
+                    "restarted); subscribe without an id to start a new framework"
+                )
             fw = self.frameworks.get(framework_id or "")
             if fw is None:
-                if framework_id is None:
-                    self._seq += 1
-                    framework_id = f"{self.master_id}-{self._seq:04d}"
-                fw = self.frameworks[framework_id] = Framework(framework_id, info, stage_of(info))
+                framework_id = self._new_framework_id()
+                fw = self.frameworks[framework_id] = Framework(
+                    framework_id, info, stage_of(info), principal=principal
+                )
                 logger.info(
                     "mesos: framework %s (%s) subscribed, stage %s", framework_id, info.name, fw.stage
                 )
             else:
+                if fw.principal != principal:
+                    raise ForbiddenError(
+                        f"framework {framework_id} was subscribed by another principal; only it may fail over"
+                    )
                 if fw.stream is not None:
                     fw.emit(ev.error("Framework failed over to a new subscription"))
                     fw.stream.close()
@@ -193,19 +222,23 @@ class MesosMaster:
             logger.info("mesos: framework %s disconnected", framework_id)
         self._wake.set()
 
-    def call(self, framework_id: str, stream_id: str | None, call: Call) -> None:
+    def call(
+        self, framework_id: str, stream_id: str | None, call: Call, principal: str | None = None
+    ) -> None:
         """Serve one call other than SUBSCRIBE (answered 202 when this returns).
+
+        ``principal`` is the authenticated principal (None: authentication is off).
 
         Raises
         ------
         BadCallError
             No ``Mesos-Stream-Id``, or not the framework's current one.
         NotSubscribedError
-            The framework is not subscribed.
+            The framework is not subscribed, or was subscribed by another principal.
         """
         with self._lock:
             fw = self.frameworks.get(framework_id)
-            if fw is None or fw.stream is None:
+            if fw is None or fw.stream is None or fw.principal != principal:
                 raise NotSubscribedError(f"framework {framework_id} is not subscribed; send SUBSCRIBE first")
             if stream_id is None:
                 raise BadCallError("Mesos-Stream-Id", "header required (the one the SUBSCRIBE response gave)")
@@ -290,9 +323,17 @@ class MesosMaster:
         self._inbox.put((pool_id, future))
         self._wake.set()
 
+    def _new_framework_id(self) -> str:
+        """Return a framework id never issued before: random (a UUID, as Mesos' ids), not guessable."""
+        while True:
+            framework_id = str(uuid.uuid4())
+            if framework_id not in self._issued:
+                self._issued.add(framework_id)
+                return framework_id
+
     def _new_pool_id(self) -> str:
         self._seq += 1
-        return f"{POOL_PREFIX}{self.master_id}-{self._seq}"
+        return f"{POOL_PREFIX}{self.master_id[:8]}-{self._seq}"
 
     def _kill(self, fw: Framework, task_id: str, now: float) -> None:
         task = fw.tasks.get(task_id)
@@ -388,6 +429,8 @@ class MesosMaster:
             fw = None if task is None else self.frameworks.get(task.framework_id)
             if task is not None and fw is not None:
                 ended = outcome_status(task.task_id, task.agent_id, future, now, started=task.started)
+                if ended.state == "TASK_LOST":
+                    self._lost_on.add(task.agent_id)  # the agent went under it: a FAILURE follows
                 fw.update(task, ended, now)
                 task.terminal = True
                 self._announce()
@@ -402,9 +445,23 @@ class MesosMaster:
                 task.started = task.started or status.state == "TASK_RUNNING"
                 fw.update(task, status, now)
         elif isinstance(item, AgentEvent) and item.kind in (AgentEventKind.LOST, AgentEventKind.LEFT):
-            for fw in self.frameworks.values():
-                fw.emit(ev.failure(item.agent))
-        # allocation events only wake the thread: the offer rule rescinds offers of draining allocations
+            for offer in self._book.drop_agent(item.agent):  # its offers end first
+                self.frameworks[offer.framework_id].emit(ev.rescind(offer.offer_id))
+            busy = item.agent in self._lost_on or any(
+                t.agent_id == item.agent and not t.terminal
+                for fw in self.frameworks.values()
+                for t in fw.tasks.values()
+            )
+            self._lost_on.discard(item.agent)
+            released = item.kind is AgentEventKind.LEFT or item.alloc_id in self._drained
+            if busy or not released:
+                for fw in self.frameworks.values():
+                    fw.emit(ev.failure(item.agent))
+            else:
+                logger.info("mesos: agent %s left with nothing running (no FAILURE)", item.agent)
+        elif isinstance(item, AllocationEvent) and item.state is AllocationState.DRAINING:
+            self._drained.add(item.alloc_id)  # released: its agents' end is routine, not a failure
+        # other allocation events only wake the thread: the offer rule rescinds offers of draining ones
 
     def _chores(self, now: float) -> float:
         """Resend due updates, send heartbeats, remove frameworks gone too long; return the next sleep."""

@@ -175,6 +175,10 @@ class OfferBook:
         """Remove and return the framework's outstanding offers (it disconnected or left)."""
         return [self._remove(o) for o in list(self.outstanding.values()) if o.framework_id == framework_id]
 
+    def drop_agent(self, agent: str) -> list[Offer]:
+        """Remove and return the outstanding offers of ``agent`` (it is leaving)."""
+        return [self._remove(o) for o in list(self.outstanding.values()) if o.agent.name == agent]
+
     def next_expiry(self, now: float) -> float | None:
         """When the next filter or offer timeout expires (epoch seconds), if any."""
         times = [until for _, until in self._filters.values() if until > now]

@@ -5,10 +5,14 @@
 that framework must send back; other calls answer ``202 Accepted``. ``GET /version`` answers the Mesos
 version whose API is served (pymesos asks for it, without credentials).
 
-Errors, each with a one-line plain-text body naming what is wrong: ``401`` without the run's secret
-(HTTP Basic authentication, any principal, the secret as password; pymesos sends it when given
-``principal=`` and ``secret=``), ``400`` for a malformed call (naming the field) or a missing or stale
-``Mesos-Stream-Id``, ``403`` for a framework that is not subscribed, ``413`` for a body over 8 MB, ``415``
+Authentication (:mod:`elastic.front.mesos.auth`): off on a loopback address, else required: HTTP Basic
+with a principal and its secret from the credentials (pymesos sends them when given ``principal=`` and
+``secret=``).
+
+Errors, each with a one-line plain-text body naming what is wrong: ``401`` without valid credentials when
+authentication is on, ``400`` for a malformed call (naming the field) or a missing or stale
+``Mesos-Stream-Id``, ``403`` for a framework that is not subscribed, one another principal subscribed, or an
+id this master never issued, ``413`` for a body over 8 MB, ``415``
 for a body that is not JSON (``application/x-protobuf`` is not served), ``406`` for a SUBSCRIBE that does
 not accept JSON, ``501`` for a Mesos call or operation this front door does not serve (named). A bad call
 changes nothing, and the server goes on serving every other framework.
@@ -17,17 +21,14 @@ changes nothing, and the server goes on serving every other framework.
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import hmac
 import logging
-import os
+import math
 import secrets
 import socket
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,16 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response, Strea
 from starlette.routing import Route
 
 from elastic.errors import ConfigError
+from elastic.front.mesos.auth import (
+    DEFAULT_PRINCIPAL,
+    check_credentials,
+    is_loopback,
+    principal_of,
+    read_credentials,
+    write_credentials,
+)
 from elastic.front.mesos.calls import Subscribe, parse_call
+from elastic.front.mesos.connections import ConnectionGuard, ConnectionLimits, guarded_protocol
 from elastic.front.mesos.events import API_VERSION
 from elastic.front.mesos.fields import MAX_BODY, CallError
 from elastic.front.mesos.master import MesosMaster
@@ -65,34 +75,58 @@ class _QueueStream:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
 
 
-def _authorized(request: Request, secret: str) -> bool:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    if scheme.lower() != "basic":
-        return False
+class _BodyError(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def _read_body(request: Request, timeout: float) -> bytes:
+    """Read the body as it streams in; stop past :data:`MAX_BODY` bytes (chunked or not) or ``timeout``."""
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
+        raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
+    chunks: list[bytes] = []
+    size = 0
     try:
-        _, _, password = base64.b64decode(token.strip(), validate=True).decode().partition(":")
-    except (binascii.Error, UnicodeDecodeError, ValueError):
-        return False
-    return hmac.compare_digest(password.encode(), secret.encode())
+        async with asyncio.timeout(timeout):
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > MAX_BODY:
+                    raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
+                chunks.append(chunk)
+    except TimeoutError:
+        raise _BodyError(408, f"the body did not arrive within {timeout:g} s") from None
+    return b"".join(chunks)
 
 
-def make_app(master: MesosMaster, secret: str) -> Starlette:
-    """Return the Starlette app serving ``master`` to clients that present ``secret``."""
+def make_app(
+    master: MesosMaster, credentials: Mapping[str, str] | None, *, body_timeout: float = 30.0
+) -> Starlette:
+    """Return the Starlette app serving ``master``.
+
+    ``credentials``: principal to secret (None: no authentication); ``body_timeout``: seconds a request
+    body may take to arrive.
+    """
 
     async def scheduler(request: Request) -> Response:
-        if not _authorized(request, secret):
-            return PlainTextResponse(
-                "401 Unauthorized: present the run's secret (HTTP Basic authentication: any principal, the "
-                "secret file's content as password)",
-                401,
-                headers={"WWW-Authenticate": 'Basic realm="elastic"'},
-            )
+        principal = None
+        if credentials is not None:
+            principal = principal_of(request.headers.get("authorization", ""), credentials)
+            if principal is None:
+                return PlainTextResponse(
+                    "401 Unauthorized: present a principal and its secret from the credentials "
+                    "(HTTP Basic authentication)",
+                    401,
+                    headers={"WWW-Authenticate": 'Basic realm="elastic"', "Connection": "close"},
+                )
         kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
         if kind != "application/json":
             return PlainTextResponse(f"Content-Type {kind!r} is not served; send application/json", 415)
-        if int(request.headers.get("content-length") or 0) > MAX_BODY:
-            return PlainTextResponse(f"the body is larger than {MAX_BODY} bytes", 413)
-        body = await request.body()
+        try:
+            body = await _read_body(request, body_timeout)
+        except _BodyError as exc:  # the rest of the body is not read: the connection closes
+            return PlainTextResponse(str(exc), exc.status, headers={"Connection": "close"})
         try:
             framework_id, call = parse_call(body)
             if isinstance(call, Subscribe):
@@ -100,14 +134,14 @@ def make_app(master: MesosMaster, secret: str) -> Starlette:
                 if not any(a in accept for a in ("application/json", "*/*", "application/*")):
                     return PlainTextResponse(f"Accept {accept!r}: only application/json events are sent", 406)
                 stream = _QueueStream(asyncio.get_running_loop())
-                framework_id, stream_id = master.subscribe(call.framework, framework_id, stream)
+                framework_id, stream_id = master.subscribe(call.framework, framework_id, stream, principal)
                 return StreamingResponse(
                     _events(master, stream, framework_id, stream_id),
                     media_type="application/json",
                     headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
                 )
             assert framework_id is not None, "parse_call requires a framework_id for calls but SUBSCRIBE"
-            master.call(framework_id, request.headers.get("mesos-stream-id"), call)
+            master.call(framework_id, request.headers.get("mesos-stream-id"), call, principal)
         except CallError as exc:
             logger.info("mesos: %d for %s: %s", exc.status, request.client, exc)
             return PlainTextResponse(str(exc), exc.status)
@@ -145,24 +179,42 @@ class MesosServer:
     elastic : Elastic
         The front door whose pool and strategy serve the frameworks (not closed by :meth:`close`).
     host : str, default "127.0.0.1"
-        Interface to listen on (``"0.0.0.0"``: all).
+        Interface to listen on (``"0.0.0.0"``: all). On a loopback address authentication is off unless
+        asked; on any other, it is required.
     port : int, default 0
         TCP port; 0: any free one (see :attr:`address`).
-    secret : str or None, default None
-        The password clients must present; None draws a random one. It is written to :attr:`secret_file`.
+    authenticate : bool or None, default None
+        Require credentials; None: when ``host`` is not loopback or ``credentials`` are given. False with a
+        non-loopback ``host`` is refused.
+    credentials : str, Path, mapping or None, default None
+        A Mesos ``--credentials`` JSON file, or principal to secret. None with authentication on: one
+        credential is drawn (principal ``elastic``, a random secret) and written to :attr:`credentials_file`.
     secret_dir : str, Path or None, default None
-        Where to write the secret file (mode 0600); default a fresh private temporary directory.
+        Where to write a drawn credentials file (mode 0600); default a fresh private temporary directory.
+    keep_alive : float, default 86400
+        Seconds an idle kept-alive connection stays open (pymesos keeps one for its calls).
+    max_connections : int or None, default None
+        Connections open at once; None: 512, or a quarter of the file-descriptor limit if lower.
+    max_per_client : int, default 128
+        Connections open at once from one client address.
+    header_timeout, body_timeout : float, default 10 and 30
+        Seconds a request's head, and its body, may take to arrive.
     **options
         Passed to :class:`~elastic.front.mesos.master.MesosMaster`: ``heartbeat_interval``,
         ``mem_per_core``, ``offer_timeout``, ``retry_min``.
+
+    Raises
+    ------
+    ConfigError
+        Authentication turned off on a non-loopback address, unreadable or malformed credentials, or the
+        address cannot be listened on.
 
     Examples
     --------
     ::
 
-        with Elastic("mock", "asa") as el, MesosServer(el) as server:
-            driver = MesosSchedulerDriver(MyScheduler(), framework_info, server.address,
-                                          principal="me", secret=server.secret)
+        with Elastic("mock", "asa") as el, MesosServer(el) as server:  # loopback: no credentials
+            driver = MesosSchedulerDriver(MyScheduler(), framework_info, server.address)
             driver.run()
     """
 
@@ -172,36 +224,77 @@ class MesosServer:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        secret: str | None = None,
+        authenticate: bool | None = None,
+        credentials: str | Path | Mapping[str, str] | None = None,
         secret_dir: str | Path | None = None,
+        keep_alive: float = 86400.0,
+        max_connections: int | None = None,
+        max_per_client: int = 128,
+        header_timeout: float = 10.0,
+        body_timeout: float = 30.0,
         **options: Any,
     ) -> None:
-        if secret is not None and len(secret) < 16:
-            raise ConfigError(f"MesosServer(secret=...) must have at least 16 characters, got {len(secret)}")
-        self.secret = secret if secret is not None else secrets.token_hex(32)
-        """The password clients present (HTTP Basic authentication, any principal)."""
-        self._own_dir = secret_dir is None
-        directory = (
-            Path(tempfile.mkdtemp(prefix="elastic-mesos-")) if secret_dir is None else Path(secret_dir)
+        self.limits = ConnectionLimits(
+            keep_alive=keep_alive,
+            max_connections=max_connections or 0,
+            max_per_client=max_per_client,
+            header_timeout=header_timeout,
+            body_timeout=body_timeout,
         )
-        self.secret_file = directory / f"elastic-mesos-{secrets.token_hex(4)}.secret"
-        fd = os.open(self.secret_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(self.secret + "\n")
+        """The connections' limits (:mod:`elastic.front.mesos.connections`)."""
+        self.guard = ConnectionGuard(self.limits)
+        """The open connections (event-loop thread)."""
+        loopback = is_loopback(host)
+        if authenticate is False and not loopback:
+            raise ConfigError(
+                f"MesosServer: authentication is required on the non-loopback address {host}; "
+                "give credentials, or listen on 127.0.0.1"
+            )
+        if authenticate is False and credentials is not None:
+            raise ConfigError("MesosServer: credentials given with authenticate=False; give one or the other")
+        self.authenticate = (
+            authenticate if authenticate is not None else not loopback or credentials is not None
+        )
+        """Whether calls must present a principal and its secret."""
+        self.credentials_file: Path | None = None
+        """The credentials file read, or drawn and written (None without authentication)."""
+        self._own_dir = self._drawn = False
+        self.credentials: dict[str, str] | None = None
+        """Principal to secret (None: authentication is off)."""
+        if isinstance(credentials, (str, Path)):
+            self.credentials = read_credentials(credentials)
+            self.credentials_file = Path(credentials)
+        elif credentials is not None:
+            self.credentials = check_credentials(credentials, "MesosServer(credentials=...)")
+        elif self.authenticate:
+            self.credentials = {DEFAULT_PRINCIPAL: secrets.token_hex(32)}
+            self._own_dir = secret_dir is None
+            directory = (
+                Path(tempfile.mkdtemp(prefix="elastic-mesos-")) if secret_dir is None else Path(secret_dir)
+            )
+            self.credentials_file = write_credentials(directory, self.credentials)
+            self._drawn = True
+        first = next(iter(self.credentials.items())) if self.credentials else (None, None)
+        self.principal: str | None = first[0]
+        """The first credential's principal (the drawn one), None without authentication."""
+        self.secret: str | None = first[1]
+        """The first credential's secret (the drawn one), None without authentication."""
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
         except OSError as exc:
             sock.close()
-            self._remove_secret()
+            self._remove_credentials()
             raise ConfigError(f"MesosServer: cannot listen on {host}:{port}: {exc.strerror}") from exc
         self.host = socket.gethostname() if host in ("0.0.0.0", "::") else host
         self.port = int(sock.getsockname()[1])
         self.master = MesosMaster(elastic, **options)
         self.master.host, self.master.port = self.host, self.port
         config = uvicorn.Config(
-            make_app(self.master, self.secret),
+            make_app(self.master, self.credentials, body_timeout=body_timeout),
+            http=guarded_protocol(self.guard),
+            timeout_keep_alive=math.ceil(keep_alive),
             log_level="warning",
             lifespan="off",
             access_log=False,
@@ -218,7 +311,11 @@ class MesosServer:
         if not self._server.started:
             self.close()
             raise ConfigError(f"MesosServer: the HTTP server did not start on {self.address}")
-        logger.info("mesos: serving the scheduler API at http://%s/api/v1/scheduler", self.address)
+        logger.info(
+            "mesos: serving the scheduler API at http://%s/api/v1/scheduler (authentication %s)",
+            self.address,
+            "on" if self.authenticate else "off",
+        )
 
     @property
     def address(self) -> str:
@@ -236,9 +333,11 @@ class MesosServer:
         self.master.close()
         self._server.should_exit = True
         self._thread.join(timeout=10.0)
-        self._remove_secret()
+        self._remove_credentials()
 
-    def _remove_secret(self) -> None:
-        self.secret_file.unlink(missing_ok=True)
-        if self._own_dir:
-            self.secret_file.parent.rmdir()
+    def _remove_credentials(self) -> None:
+        """Remove a drawn credentials file (and its private directory); a given file stays."""
+        if self._drawn and self.credentials_file is not None:
+            self.credentials_file.unlink(missing_ok=True)
+            if self._own_dir:
+                self.credentials_file.parent.rmdir()

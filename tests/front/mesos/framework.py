@@ -55,11 +55,19 @@ class ShellFramework(Scheduler):  # type: ignore[misc]
     launched: dict[str, float] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
     errors: list[str] = field(default_factory=list)
+    registered_count: int = 0
+    reregistered_count: int = 0
     all_done: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.waiting = [f"task-{i}" for i in range(self.n)]
+
+    def registered(self, driver: MesosSchedulerDriver, framework_id: Any, master_info: Any) -> None:
+        self.registered_count += 1
+
+    def reregistered(self, driver: MesosSchedulerDriver, master_info: Any) -> None:
+        self.reregistered_count += 1
 
     def resourceOffers(self, driver: MesosSchedulerDriver, offers: list[dict[str, Any]]) -> None:
         now = time.monotonic()
@@ -126,16 +134,20 @@ class ShellFramework(Scheduler):  # type: ignore[misc]
 def running(
     scheduler: Scheduler,
     address: str,
-    secret: str,
+    secret: str | None = None,
     *,
+    principal: str = "tests",
     name: str = "shell",
     labels: dict[str, str] | None = None,
 ) -> Iterator[MesosSchedulerDriver]:
-    """Run ``scheduler`` with a pymesos driver against ``address``; stop it (TEARDOWN) at the end."""
+    """Run ``scheduler`` with a pymesos driver against ``address``; stop it (TEARDOWN) at the end.
+
+    Without ``secret`` the driver sends no credentials (as most frameworks).
+    """
     framework: dict[str, Any] = {"user": getpass.getuser(), "name": name, "hostname": "localhost"}
     if labels:
         framework["labels"] = {"labels": [{"key": k, "value": v} for k, v in labels.items()]}
-    driver = MesosSchedulerDriver(scheduler, framework, address, principal="tests", secret=secret)
+    driver = MesosSchedulerDriver(scheduler, framework, address, principal=principal, secret=secret)
     driver.start()
     try:
         yield driver

@@ -19,7 +19,10 @@ import httpx
 from elastic.front.mesos.events import read_records
 
 
-def basic(secret: str, principal: str = "raw") -> dict[str, str]:
+def basic(secret: str | None, principal: str = "raw") -> dict[str, str]:
+    """Return the HTTP Basic header for ``principal:secret`` (none when ``secret`` is None: no auth)."""
+    if secret is None:
+        return {}
     token = base64.b64encode(f"{principal}:{secret}".encode()).decode()
     return {"Authorization": f"Basic {token}"}
 
@@ -30,8 +33,9 @@ class RawScheduler:
     def __init__(
         self,
         address: str,
-        secret: str,
+        secret: str | None,
         *,
+        principal: str = "raw",
         name: str = "raw",
         info: dict[str, Any] | None = None,
         auto_ack: bool = True,
@@ -39,6 +43,7 @@ class RawScheduler:
         self.auto_ack = auto_ack
         self.url = f"http://{address}/api/v1/scheduler"
         self.secret = secret
+        self.principal = principal
         self.events: list[dict[str, Any]] = []
         self.lock = threading.Lock()
         self.client = httpx.Client(timeout=10.0)
@@ -53,7 +58,7 @@ class RawScheduler:
         assert self._ready.wait(10), "no SUBSCRIBED event"
 
     def _read(self) -> None:
-        headers = {**basic(self.secret), "Accept": "application/json"}
+        headers = {**basic(self.secret, self.principal), "Accept": "application/json"}
         with (
             httpx.Client(timeout=None) as client,
             client.stream("POST", self.url, json=self.subscribe_body, headers=headers) as response,
@@ -89,7 +94,11 @@ class RawScheduler:
         client: httpx.Client | None = None,
     ) -> httpx.Response:
         """Send one call (``body`` as JSON, or ``raw`` bytes) with the secret and the stream id."""
-        base = {**basic(self.secret), "Mesos-Stream-Id": self.stream_id, "Content-Type": "application/json"}
+        base = {
+            **basic(self.secret, self.principal),
+            "Mesos-Stream-Id": self.stream_id,
+            "Content-Type": "application/json",
+        }
         content = raw if raw is not None else json.dumps(body).encode()
         sender = client or self.client
         return sender.post(self.url, content=content, headers={**base, **(headers or {})}, timeout=10)

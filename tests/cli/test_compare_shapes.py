@@ -1,0 +1,63 @@
+"""``elastic compare --shapes``: the baselines split too, and ASA read against the best shape of each."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from elastic.cli import main
+from elastic.report.tables import versus_baselines
+
+
+def test_the_default_compares_both_shapes_of_each_baseline_over_common_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "runs.csv"
+    args = ["compare", "--workflow", "montage", "--runs", "3", "--seed", "1", "--processors", "64"]
+    assert main([*args, "--csv", str(csv)]) == 0
+    out = capsys.readouterr().out
+    runs = pd.read_csv(csv)
+    labels = ["bigjob", "bigjob-split", "perstage", "perstage-split", "asa"]
+    assert list(dict.fromkeys(runs["strategy"])) == labels
+    for label in labels:
+        assert re.search(rf"│ {label} +│ +3/3 │", out), label
+    assert "means over the 3 runs every strategy completed" in out
+    # split Big-Job asks for the 28-core stage as two 14-core jobs: it is charged less than one job
+    charged = runs.groupby("strategy")["core_hours_charged"].mean()
+    assert charged["bigjob-split"] < charged["bigjob"]
+    # the verdict names the best shape of each baseline and reads asa against it
+    means = runs.groupby("strategy", sort=False)[["makespan", "core_hours_charged"]].mean()
+    v = versus_baselines(
+        {s: m / 3600.0 for s, m in means["makespan"].items()}, dict(means["core_hours_charged"])
+    )
+    assert v is not None
+    assert f"best Big-Job: {v.bigjob} ({v.bigjob_makespan:.2f} h)" in out
+    assert f"best Per-Stage: {v.perstage} ({v.perstage_makespan:.2f} h)" in out
+    assert f"asa: gap closed {v.cell('asa').split(',')[0]}, {v.core_hours['asa']:.2f}x" in out
+
+
+def test_shapes_are_checked_and_plain_keeps_the_paper_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit):
+        main(["compare", "--shapes", "plain,round"])
+    assert "unknown allocation shape round; choose from: plain, split" in capsys.readouterr().err
+    csv = tmp_path / "runs.csv"
+    args = [
+        "compare",
+        "--runs",
+        "1",
+        "--processors",
+        "32",
+        "--strategies",
+        "perstage,asa",
+        "--shapes",
+        "split",
+    ]
+    assert main([*args, "--csv", str(csv)]) == 0
+    assert list(dict.fromkeys(pd.read_csv(csv)["strategy"])) == ["perstage-split", "asa"]
+    out = capsys.readouterr().out
+    assert "gap closed" not in out  # no Big-Job: nothing to read asa against

@@ -1,0 +1,138 @@
+"""The endpoint's connections: pymesos' persistent call connection survives long pauses, idle sockets
+cannot starve new frameworks, and slow request heads and bodies are cut off."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from elastic import Elastic
+from elastic.backends.local import LocalBackend
+from elastic.errors import ConfigError
+from elastic.front.mesos import MesosServer
+from elastic.front.mesos.connections import ConnectionLimits
+from tests.front.mesos.framework import ShellFramework, running
+from tests.front.mesos.raw import RawScheduler, launch, task_info
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def el() -> Iterator[Elastic]:
+    with (
+        LocalBackend(cores=2) as backend,
+        Elastic(backend, "perstage", store=False, poll_interval=0.5, idle_timeout=1.0) as el,
+    ):
+        yield el
+
+
+def closed_by_server(sock: socket.socket, timeout: float) -> bool:
+    """Whether the server closed ``sock`` (EOF or reset) within ``timeout`` seconds."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_a_pymesos_framework_with_long_tasks_gets_each_update_once_without_resubscribing(el: Elastic) -> None:
+    # 7-s tasks: between the acknowledgement of TASK_RUNNING and that of TASK_FINISHED pymesos' persistent
+    # call connection is silent for longer than uvicorn's default keep-alive (5 s)
+    with MesosServer(el, heartbeat_interval=2.0) as server:
+        framework = ShellFramework(2, command="sleep 7")
+        with running(framework, server.address):
+            assert framework.all_done.wait(60), framework.errors
+            time.sleep(0.5)  # any duplicate update would come now
+        assert not framework.errors
+        assert (framework.registered_count, framework.reregistered_count) == (1, 0)
+        for task_id in ("task-0", "task-1"):
+            assert framework.states(task_id).count("TASK_FINISHED") == 1, framework.states(task_id)
+
+
+@pytest.mark.timeout(60)
+def test_a_persistent_call_connection_works_after_a_pause_longer_than_six_seconds(el: Elastic) -> None:
+    with MesosServer(el, heartbeat_interval=2.0) as server:
+        raw = RawScheduler(server.address, None)
+        host, port = server.address.split(":")
+        conn = http.client.HTTPConnection(host, int(port), timeout=10)  # as pymesos sends its calls
+        headers = {"Content-Type": "application/json", "Mesos-Stream-Id": raw.stream_id}
+        body = json.dumps({"type": "REVIVE", "framework_id": {"value": raw.framework_id}})
+        for pause in (0.0, 6.5):
+            time.sleep(pause)
+            conn.request("POST", "/api/v1/scheduler", body=body, headers=headers)
+            response = conn.getresponse()
+            response.read()
+            assert response.status == 202
+        conn.close()
+        raw.close()
+
+
+@pytest.mark.timeout(120)
+def test_hundreds_of_idle_connections_do_not_starve_a_new_framework(el: Elastic) -> None:
+    with MesosServer(
+        el, heartbeat_interval=2.0, max_connections=64, max_per_client=48, header_timeout=3.0
+    ) as server:
+        host, port = server.address.split(":")
+        idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(300)]
+        try:
+            raw = RawScheduler(server.address, None)  # subscribes within 10 s or fails
+            offer = raw.offer()
+            accepted = raw.call(
+                "ACCEPT", accept=launch(offer["id"]["value"], task_info("t", offer["agent_id"]["value"]))
+            )
+            assert accepted.status_code == 202
+            assert raw.status("t", "TASK_FINISHED")["message"] == "Command exited with status 0"
+            assert server.guard.open <= 64
+            assert server.guard.evicted >= 300 - 64
+            # the ones left open are closed by the header timeout
+            assert all(closed_by_server(s, 10.0) for s in idle)
+            assert server.guard.timed_out >= 1
+            assert raw.call("REVIVE").status_code == 202, "the framework's own connections were kept"
+            raw.close()
+        finally:
+            for s in idle:
+                s.close()
+
+
+@pytest.mark.timeout(60)
+def test_slow_request_heads_and_bodies_are_cut_off(el: Elastic) -> None:
+    with MesosServer(el, header_timeout=1.0, body_timeout=1.0) as server:
+        host, port = server.address.split(":")
+        slow_head = socket.create_connection((host, int(port)), timeout=5)
+        slow_head.sendall(b"POST /api/v1/scheduler HTTP/1.1\r\nHost: x\r\n")
+        assert closed_by_server(slow_head, 10.0)
+        slow_body = socket.create_connection((host, int(port)), timeout=5)
+        slow_body.sendall(
+            b"POST /api/v1/scheduler HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"type"'
+        )
+        slow_body.settimeout(10.0)
+        answer = b""
+        while chunk := slow_body.recv(4096):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.1 408") and b"did not arrive within 1 s" in answer
+        slow_head.close()
+        slow_body.close()
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"keep_alive": 0}, "keep_alive"),
+        ({"header_timeout": float("inf")}, "header_timeout"),
+        ({"max_connections": -1}, "max_connections"),
+        ({"max_per_client": 0}, "max_per_client"),
+    ],
+)
+def test_bad_connection_limits_are_refused(fields: dict[str, float], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        ConnectionLimits(**fields)  # type: ignore[arg-type]
+    assert ConnectionLimits().max_connections >= 16
