@@ -304,9 +304,9 @@ def test_slurm_backend_takes_the_site_and_its_defaults(
     assert os.environ[SITE_ENV] == str(path)
 
 
-def test_the_readme_site_file_is_a_valid_site(tmp_path: Path) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme.split("### Site configuration", 1)[1]
+def test_the_slurm_guide_site_file_is_a_valid_site(tmp_path: Path) -> None:
+    guide = (Path(__file__).resolve().parents[1] / "docs" / "guide" / "slurm.md").read_text()
+    section = guide.split("### Site configuration", 1)[1]
     text = section.split("```toml\n", 1)[1].split("```", 1)[0]
     (tmp_path / "site.toml").write_text(text)
     site = SiteConfig.load(tmp_path / "site.toml")

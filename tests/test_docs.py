@@ -1,0 +1,228 @@
+"""The README stays a front page whose examples run, and the documentation site builds without warnings.
+
+Conventions this file enforces (also stated at the end of README.md):
+
+- README.md has at most ``MAX_README_LINES`` lines and nothing that looks like a commit hash or a date;
+  the pages under ``docs/`` have no commit hash either.
+- Every fenced ``python`` block of README.md and of the pages under ``docs/`` is run as a script, in a
+  fresh empty directory, on the local backend, unless the line before its fence is
+  ``<!-- not-run: REASON -->`` (a reason is required). A ``print(...)  # -> TEXT`` line in a block
+  asserts that TEXT appears in what the script printed. Blocks that import Prefect run against the test
+  session's Prefect server. The store is a temporary SQLite file, never the user's own.
+- ``mkdocs build --strict`` succeeds (skipped only when MkDocs is not installed).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+MAX_README_LINES = 400
+
+#: Something that looks like a commit hash: a word of 7-40 lowercase hex characters with at least one
+#: digit and at least one letter (so plain numbers such as ``2301`` and words such as ``decade`` or
+#: ``accede`` do not match). Not matched: hex colours (``#a1b2c3d4``, after ``#``), ``0x`` literals and
+#: hex inside identifiers (a word character before or after), and the groups of UUIDs and other
+#: dash-joined ids (a ``-`` before or after).
+COMMIT_HASH = re.compile(r"(?<![\w#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,40}(?![\w-])")
+#: An ISO date such as ``2026-11-24``: the README says what is, not when.
+DATE = re.compile(r"\b(19|20)\d\d-[01]\d-[0-3]\d\b")
+NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(?P<reason>.*?)\s*-->$")
+EXPECTED = re.compile(r"^\s*print\(.*\)\s*#\s*->\s*(?P<expected>\S.*?)\s*$")
+BLOCK_TIMEOUT = 300.0
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced ``python`` block of a Markdown file: where it starts, its code, why it is not run."""
+
+    source: str
+    line: int
+    code: str
+    not_run: str | None
+
+
+def python_blocks(text: str, source: str = "README.md") -> list[Block]:
+    """Return the fenced ``python`` blocks of ``text`` with the ``not-run`` reason before each, if any."""
+    lines = text.splitlines()
+    blocks: list[Block] = []
+    i = 0
+    while i < len(lines):
+        if lines[i].strip() == "```python":
+            start = i
+            i += 1
+            body: list[str] = []
+            while i < len(lines) and lines[i].strip() != "```":
+                body.append(lines[i])
+                i += 1
+            if i == len(lines):
+                raise ValueError(f"{source}:{start + 1}: python block never closed")
+            before = lines[start - 1].strip() if start > 0 else ""
+            match = NOT_RUN.match(before)
+            code = "\n".join(body) + "\n"
+            blocks.append(Block(source, start + 1, code, match["reason"] if match else None))
+        i += 1
+    return blocks
+
+
+def hash_like(text: str) -> list[str]:
+    """Return the words of ``text`` that look like commit hashes (see ``COMMIT_HASH``)."""
+    return COMMIT_HASH.findall(text)
+
+
+# -- the regexes themselves ----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "word", ["a1b2c3d", "0f9e8d7c", "1234abc", "0123456789abcdef0123456789abcdef01234567"]
+)
+def test_hash_regex_finds_short_and_full_hashes(word: str) -> None:
+    assert hash_like(f"measured on {word}, twice") == [word]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2,301 lines and 1234567 jobs",  # numbers
+        "a decade ago, accede, defaced",  # words of hex letters only
+        "colour #a1b2c3d4 and #ff00ff",  # hex colours
+        "0x1f2e3d4c",  # a hex literal
+        "run e6dc069d-144f-42d4-aa37-1d91109535f1",  # a UUID
+        "sha256_ab12cd34ef and ab12cd34ef_x",  # hex inside identifiers
+        "ABCDEF1234",  # upper case is not how git prints a hash
+    ],
+)
+def test_hash_regex_ignores_numbers_words_colours_and_ids(text: str) -> None:
+    assert hash_like(text) == []
+
+
+def test_blocks_parse_with_their_not_run_reason() -> None:
+    text = (
+        "x\n```python\nprint(1)  # -> 1\n```\n<!-- not-run: needs Slurm -->\n```python\nimport slurm\n```\n"
+    )
+    assert python_blocks(text, "a.md") == [
+        Block("a.md", 2, "print(1)  # -> 1\n", None),
+        Block("a.md", 6, "import slurm\n", "needs Slurm"),
+    ]
+    assert EXPECTED.match("print(x)  # -> 140")["expected"] == "140"
+    assert EXPECTED.match("print(x)  # seconds") is None  # a plain comment asserts nothing
+
+
+# -- README.md as a front page -------------------------------------------------------------------------
+
+
+def test_readme_is_a_front_page() -> None:
+    lines = README.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= MAX_README_LINES, (
+        f"README.md has {len(lines)} lines, at most {MAX_README_LINES}: move detail into docs/"
+    )
+
+
+def test_readme_has_no_commit_hash_or_date() -> None:
+    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), 1):
+        assert not hash_like(line), f"README.md:{number}: looks like a commit hash: {hash_like(line)}"
+        assert not DATE.search(line), f"README.md:{number}: a date: {line.strip()!r}"
+
+
+def test_docs_have_no_commit_hash() -> None:
+    pages = [*ROOT.joinpath("docs").rglob("*.md"), ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md"]
+    for page in pages:
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            assert not hash_like(line), f"{page.relative_to(ROOT)}:{number}: looks like a commit hash"
+
+
+def test_readme_keeps_the_setup_commands() -> None:
+    text = README.read_text(encoding="utf-8")
+    assert "On a fresh Debian 12 machine, as root" in text
+    assert "bash scripts/bootstrap.sh demo" in text
+    assert "bash scripts/bootstrap.sh test" in text
+
+
+README_BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+DOCS_BLOCKS = [
+    block
+    for page in sorted(ROOT.joinpath("docs").rglob("*.md"))
+    for block in python_blocks(page.read_text(encoding="utf-8"), str(page.relative_to(ROOT)))
+]
+
+
+def test_readme_blocks_are_run_or_say_why_not() -> None:
+    assert any(b.not_run is None for b in README_BLOCKS), "no README block is run"
+    for block in README_BLOCKS + DOCS_BLOCKS:
+        assert block.not_run != "", f"{block.source}:{block.line}: not-run needs a reason"
+    assert any("ElasticExecutor(" in b.code and b.not_run is None for b in README_BLOCKS)
+    assert any("ElasticTaskRunner(" in b.code and b.not_run is None for b in README_BLOCKS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "block",
+    [b for b in README_BLOCKS + DOCS_BLOCKS if b.not_run is None],
+    ids=lambda b: f"{b.source}:{b.line}",
+)
+def test_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """Run the block as a user would: a script in an empty directory, the repository importable."""
+    script = tmp_path / "example.py"
+    script.write_text(block.code, encoding="utf-8")
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "ELASTIC_STORE_URL": f"sqlite:///{tmp_path / 'store.db'}",
+    }
+    if "prefect" in block.code:
+        server = request.getfixturevalue("prefect_server")
+        env["PREFECT_API_URL"] = server.api_url
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=BLOCK_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
+    except subprocess.TimeoutExpired as exc:
+        pytest.fail(f"{block.source}:{block.line}: still running after {BLOCK_TIMEOUT} s\n{exc.stderr}")
+    assert done.returncode == 0, f"{block.source}:{block.line} failed:\n{done.stdout}\n{done.stderr[-4000:]}"
+    printed = done.stdout.splitlines()
+    for line in block.code.splitlines():
+        match = EXPECTED.match(line)
+        if match:
+            assert any(match["expected"] in out for out in printed), (
+                f"{block.source}:{block.line}: expected {match['expected']!r} in the output, got {printed}"
+            )
+
+
+# -- the documentation site ------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_docs_build_strict(tmp_path: Path) -> None:
+    pytest.importorskip("mkdocs", reason="MkDocs is not installed (pip install -e '.[dev]')")
+    pytest.importorskip("mkdocstrings", reason="mkdocstrings is not installed (pip install -e '.[dev]')")
+    site, config = tmp_path / "site", ROOT / "mkdocs.yml"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--config-file", str(config), "-d", str(site)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, f"mkdocs build --strict failed:\n{done.stdout}\n{done.stderr[-6000:]}"
+    cli = (site / "reference" / "cli" / "index.html").read_text(encoding="utf-8")
+    assert "elastic traces download" in cli and "--peak-cores" in cli  # generated from the parsers
+    api = (site / "reference" / "api" / "parsl" / "index.html").read_text(encoding="utf-8")
+    assert "ElasticExecutor" in api and "plan_interval" in api  # generated from the docstrings
+    assert ":class:" not in api and ":meth:" not in api  # Sphinx roles rewritten (scripts/docs_griffe.py)
+    assert (site / "figures" / "strategies_timeline.png").is_file()
