@@ -51,8 +51,8 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         The most cores one allocation may have; a stage whose tasks are wider is skipped.
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
-    # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
+    # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able: list[tuple[frozenset[str], int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.cores)
         for a in view.allocations
