@@ -506,6 +506,7 @@ class AllocationController:
                 predicted_wait=action.predicted_wait,
                 note=action.reason,
                 job_id=job_id,
+                request=piece_of or alloc_id,
             )
         )
         logger.info(

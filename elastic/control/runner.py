@@ -11,13 +11,11 @@ time), its scaled clock and Slurm (real sleeps). Everything that happens is reco
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Callable
 
 import numpy as np
 
-from elastic.allocations import request_of
 from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.demand import DeclaredDemand
@@ -112,11 +110,7 @@ class Runner:
         )
 
     def _record(self, event: Event) -> None:
-        """Keep an event of the controller; a batch job's submission names the request it is a piece of."""
-        if event.kind is EventKind.ALLOC_SUBMIT and event.request is None and event.allocation is not None:
-            event = dataclasses.replace(
-                event, request=request_of(self.controller.allocations, event.allocation)
-            )
+        """Keep an event of the controller (a batch job's submission names its request already)."""
         self._events.append(event)
 
     @property

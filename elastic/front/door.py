@@ -38,7 +38,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
-from elastic.allocations import Allocation, request_of
+from elastic.allocations import Allocation
 from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.execution import RunResult
@@ -501,11 +501,6 @@ class Elastic(concurrent.futures.Executor):
     # -- allocation control ----------------------------------------------------------------------------
 
     def _record(self, event: Event) -> None:
-        if event.kind is EventKind.ALLOC_SUBMIT and event.request is None and event.allocation is not None:
-            # a batch job's submission names the request it is a piece of (the controller exists by then)
-            event = dataclasses.replace(
-                event, request=request_of(self._controller.allocations, event.allocation)
-            )
         with self._record_lock:
             self._recorder.add(event)
             if event.kind not in _TASK_KINDS:  # task events are folded in, not kept
