@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from elastic.batch import DependencyKind, JobState
@@ -29,7 +28,6 @@ __all__ = [
     "AllocationEvent",
     "AllocationState",
     "IllegalTransitionError",
-    "request_of",
 ]
 
 
@@ -278,23 +276,6 @@ class Allocation:
             return 0.0
         end = self.end_time if self.end_time is not None else now
         return self.cores * max(0.0, end - self.start_time)
-
-
-def request_of(allocations: Sequence[Allocation], alloc_id: str) -> str | None:
-    """Return the request ``alloc_id`` was submitted for (:attr:`Allocation.request`), or None if unknown.
-
-    The newest allocations are searched first: an event sink calls this as each job is submitted.
-
-    Examples
-    --------
-    >>> jobs = (Allocation("a1", 2, 60.0, piece_of="a1"), Allocation("a2", 2, 60.0, piece_of="a1"))
-    >>> request_of(jobs, "a2"), request_of(jobs, "a9")
-    ('a1', None)
-    """
-    for a in reversed(allocations):
-        if a.alloc_id == alloc_id:
-            return a.request
-    return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -101,17 +101,13 @@ class Runner:
             execution,
             knowledge,
             self._demand,
-            record=self._record,
+            record=self._events.append,
             poll_interval=poll_interval,
             name=name,
             user=user,
             job_cores=job_cores,
             max_cores=min(backend.partition().cores, max_cores or backend.partition().cores),
         )
-
-    def _record(self, event: Event) -> None:
-        """Keep an event of the controller (a batch job's submission names its request already)."""
-        self._events.append(event)
 
     @property
     def events(self) -> tuple[Event, ...]:
