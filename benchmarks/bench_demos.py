@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from elastic.front.tasks import resolve_arguments
-from workflows.demos import DEMOS, prepare
+from elastic.workflows.demos import DEMOS, prepare
 
 
 class Inline:

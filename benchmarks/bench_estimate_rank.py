@@ -33,11 +33,11 @@ from elastic.backends.mock import MockBackend
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.experiments import default_background, start_points, window
+from elastic.learners.choice import make_wait_learner
 from elastic.metrics import EventKind
 from elastic.report.scaling import scale_workflow
 from elastic.strategies import Decision, Knowledge, MemoryHistory, RunView, Submit, make_strategy
 from elastic.workflow import builtin_workflow
-from learners.choice import make_wait_learner
 
 WARMUP, HORIZON = 86400.0, 4 * 86400.0
 

@@ -68,7 +68,7 @@ def measure(make_executor: Callable[[], Any], tasks: int) -> dict[str, float]:
 
 def elastic_executor() -> Any:
     from elastic.backends.local import LocalBackend
-    from executors.parsl_executor import ElasticExecutor
+    from elastic.executors.parsl_executor import ElasticExecutor
 
     return ElasticExecutor(backend=LocalBackend(cores=2), strategy="bigjob", store=False, workflow="bench")
 
@@ -77,7 +77,7 @@ def import_seconds() -> dict[str, float]:
     """Seconds to import each front-end's executor (and its provider or backend) the first time."""
     out = {}
     started = time.perf_counter()
-    import executors.parsl_executor  # noqa: F401
+    import elastic.executors.parsl_executor  # noqa: F401
     from elastic.backends.local import LocalBackend  # noqa: F401
 
     out["elastic"] = time.perf_counter() - started

@@ -59,7 +59,7 @@ def make_runner(name: str) -> Any:
             }
         )
     from elastic.backends.local import LocalBackend
-    from executors.prefect_runner import ElasticTaskRunner
+    from elastic.executors.prefect_runner import ElasticTaskRunner
 
     return ElasticTaskRunner(LocalBackend(cores=2), "bigjob", store=False, poll_interval=1.0)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 from scipy import stats
 
-from learners.toptimal import atoptimal, toptimal
-from learners.walltime import ESDD, esdd
+from elastic.learners.toptimal import atoptimal, toptimal
+from elastic.learners.walltime import ESDD, esdd
 
 TABLE1 = stats.truncnorm(-4, 6, loc=8, scale=2)  # the paper's Table 1: mu 8 h, sigma 2 h on [0, 20] h
 

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from elastic.learners.evaluation import DEFAULT_PREDICTORS, OnlineEvaluation, make_predictor
 from elastic.simulator.trace import read_swf
-from learners.evaluation import DEFAULT_PREDICTORS, OnlineEvaluation, make_predictor
 
 DEFAULT = (
     Path(os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[2] / "shared" / "data" / "traces"))

@@ -86,7 +86,7 @@ def run_workflow(stages: Sequence[tuple[str, int, float]], annotate: bool) -> li
 
 def make_executor(config: str, cluster: LocalSlurmCluster, widest: int, run_dir: Path, store: str) -> Any:
     if config.startswith("elastic-"):
-        from executors.parsl_executor import ElasticExecutor
+        from elastic.executors.parsl_executor import ElasticExecutor
 
         backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
         strategy = config.removeprefix("elastic-")

@@ -77,7 +77,7 @@ def make_runner(
     job_cores: int | None = None,
 ) -> Any:
     if config.startswith("elastic-"):
-        from executors.prefect_runner import ElasticTaskRunner
+        from elastic.executors.prefect_runner import ElasticTaskRunner
 
         backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
         strategy = config.removeprefix("elastic-")

@@ -24,8 +24,8 @@ from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
+    from elastic.learners.base import LearnerStateStore, WaitPredictor
     from elastic.strategies.knowledge import RuntimeHistory, WaitStore
-    from learners.base import LearnerStateStore, WaitPredictor
 
 __all__ = [
     "BASELINES",
@@ -260,7 +260,7 @@ def simulate_runs(
         ``mode="calibrated"``: cores withheld from queued jobs (fit it once with
         :func:`~elastic.simulator.fidelity.calibrate_reserve`).
     learner : str or None, default None
-        Wait learner (:data:`learners.choice.WAIT_LEARNERS`); None = the strategy's own
+        Wait learner (:data:`elastic.learners.choice.WAIT_LEARNERS`); None = the strategy's own
         (:func:`~elastic.strategies.base.strategy_learner`: ``ewma``, the paper's learner for ``asa-paper``).
     warmup, horizon : float
         Background seconds simulated before each run starts, and kept after it.
@@ -271,7 +271,7 @@ def simulate_runs(
     waits, history, wait_store : optional
         Wait learner, runtime history and wait store to use (e.g. the project's store); default a fresh
         ``learner`` and an in-memory history. A given ``waits`` must be a ``learner`` (its state is
-        shared under :func:`learners.choice.shared_name` of it).
+        shared under :func:`elastic.learners.choice.shared_name` of it).
     shared : LearnerStateStore or None
         Where the learner's state is shared with other runs, updated atomically on every observation.
     on_run : callable or None, default None
@@ -287,8 +287,8 @@ def simulate_runs(
     """
     from elastic.backends.mock import MockBackend
     from elastic.control.runner import Runner
+    from elastic.learners.choice import make_wait_learner, shared_name
     from elastic.strategies import Knowledge, MemoryHistory, make_strategy, strategy_learner
-    from learners.choice import make_wait_learner, shared_name
 
     _check_runs(runs)
     strategy, shape = parse_strategy(strategy)

@@ -31,8 +31,8 @@ Limits that belong to one module are kept beside their code: :data:`elastic.simu
 :data:`elastic.workflow.MAX_RUNTIME_CV`, :data:`elastic.cli.waits.MAX_ITERATIONS`,
 :data:`elastic.pool.agent_command.MAX_CORES` (cores of one agent), :data:`elastic.pool.protocol.MAX_MESSAGE`,
 :data:`elastic.pool.tasks.MAX_NAME` and ``MAX_COMMAND``, :data:`elastic.front.mesos.fields.MAX_BODY`,
-:data:`learners.toptimal.MAX_TOPTIMAL_POINTS` (and ``MAX_ATOPTIMAL_STATES``, ``MAX_ATOPTIMAL_CELLS``),
-:data:`learners.walltime_baselines.MAX_SAMPLED_RUNTIMES`.
+:data:`elastic.learners.toptimal.MAX_TOPTIMAL_POINTS` (and ``MAX_ATOPTIMAL_STATES``, ``MAX_ATOPTIMAL_CELLS``),
+:data:`elastic.learners.walltime_baselines.MAX_SAMPLED_RUNTIMES`.
 """
 
 from __future__ import annotations

@@ -11,10 +11,11 @@ releases every allocation. What it adds is what only Parsl knows:
 
 - **Stages**: an app's stage is its function's name, or ``parsl_resource_specification["stage"]``; ``cores``
   and ``runtime`` (expected seconds, used for walltime-aware placement and the first walltime requests)
-  come from the same dictionary (:func:`executors.parsl_plan.app_resources`).
+  come from the same dictionary (:func:`elastic.executors.parsl_plan.app_resources`).
 - **Coming stages**: every ``plan_interval`` seconds a thread counts the tasks the DataFlowKernel holds for
   this executor, waiting on their inputs, by stage, and announces them with :meth:`elastic.Elastic.expect`
-  (:func:`executors.parsl_plan.waiting_stages`), so ASA can pre-submit stage k+1's allocation while stage k
+  (:func:`elastic.executors.parsl_plan.waiting_stages`), so ASA can pre-submit stage k+1's allocation while
+  stage k
   runs and Big-Job can size for a stage whose tasks are not ready yet. The DataFlowKernel is the one
   calling :meth:`start` (``DataFlowKernel.add_executors`` calls ``executor.start()``,
   ``parsl/dataflow/dflow.py:1127``), else the one ``parsl.dfk()`` returns.
@@ -50,12 +51,12 @@ from parsl.jobs.states import JobState, JobStatus
 from elastic.allocations import AllocationEvent, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.executors.parsl_plan import app_resources, waiting_stages
 from elastic.front.door import Elastic, FrontDoorView, check_settings
 from elastic.front.setup import BACKENDS, resolve_backend, resolve_strategy
 from elastic.pool.events import PoolEvent
 from elastic.pool.tasks import Task
 from elastic.site import SiteConfig, load_site
-from executors.parsl_plan import app_resources, waiting_stages
 
 if TYPE_CHECKING:
     from parsl.dataflow.dflow import DataFlowKernel

@@ -1,6 +1,7 @@
 """What Parsl knows before a task reaches the executor: its stage, cores and runtime, and the tasks it holds.
 
-Two things :class:`~executors.parsl_executor.ElasticExecutor` reads from Parsl, kept here so the executor
+Two things :class:`~elastic.executors.parsl_executor.ElasticExecutor` reads from Parsl, kept here so the
+executor
 stays an adapter:
 
 - **Resource specifications** (:func:`app_resources`): ``parsl_resource_specification={"stage": ...,
@@ -39,7 +40,7 @@ __all__ = [
 ]
 
 RESOURCE_KEYS = frozenset({"stage", "cores", "runtime"})
-"""Keys ``parsl_resource_specification`` may have for :class:`~executors.parsl_executor.ElasticExecutor`."""
+"""Keys ``parsl_resource_specification`` may have for :class:`ElasticExecutor`."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """One Prefect flow run's task runs on one front door: hold, send, finish, retry, cancel.
 
-:class:`FlowRunDispatch` is the live half of :class:`~executors.prefect_runner.ElasticTaskRunner` (one per
+:class:`FlowRunDispatch` is the live half of :class:`~elastic.executors.prefect_runner.ElasticTaskRunner`
+(one per
 flow run; the runner itself is configuration). It owns the front door it sends task runs to.
 
 - **Holding.** Prefect submits a task at once, its inputs still running. A task run with unfinished
@@ -41,9 +42,7 @@ from typing import Any
 from prefect.futures import PrefectConcurrentFuture
 
 from elastic.errors import ElasticError
-from elastic.front.door import Elastic
-from elastic.pool.tasks import Task, TaskCrashedError, TaskLostError
-from executors.prefect_runs import (
+from elastic.executors.prefect_runs import (
     Placement,
     final_state,
     new_task_run,
@@ -53,7 +52,9 @@ from executors.prefect_runs import (
     upstream_futures,
     with_final_states,
 )
-from executors.prefect_worker import TaskRunReply, TaskRunRequest, run_task_run
+from elastic.executors.prefect_worker import TaskRunReply, TaskRunRequest, run_task_run
+from elastic.front.door import Elastic
+from elastic.pool.tasks import Task, TaskCrashedError, TaskLostError
 
 __all__ = ["ElasticPrefectFuture", "FlowRunDispatch"]
 

@@ -3,7 +3,7 @@
 ::
 
     from prefect import flow, task
-    from executors.prefect_runner import ElasticTaskRunner
+    from elastic.executors.prefect_runner import ElasticTaskRunner
 
     @task(tags=["stage:align", "cores:2"])
     def align(chunk): ...
@@ -18,7 +18,7 @@ started at the flow run's first task submission, which requests allocations from
 strategy decides, runs the task runs on the warm workers of their agents and releases every allocation
 when the flow run ends. Task runs are created and tracked in Prefect as with Prefect's own runners
 (states, lineage, logs, results, retries, caching); see the README's "Prefect" section, and
-:mod:`executors.prefect_dispatch` for holding, retries, cancellation and crashes.
+:mod:`elastic.executors.prefect_dispatch` for holding, retries, cancellation and crashes.
 
 Prefect's contract (``prefect/task_runners.py:64-240``): ``duplicate`` (the engine runs each flow run on
 a duplicate, ``prefect/flow_engine.py:1108``), ``submit``, ``map`` (inherited: it calls ``submit``),
@@ -51,12 +51,12 @@ from typing_extensions import Self
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError
+from elastic.executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
+from elastic.executors.prefect_runs import RunContext, placement_of
 from elastic.front.door import Elastic, check_settings
 from elastic.front.setup import BACKENDS
 from elastic.pool.pool import Pool
 from elastic.site import SiteConfig, load_site
-from executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
-from executors.prefect_runs import RunContext, placement_of
 
 __all__ = ["ElasticPrefectFuture", "ElasticTaskRunner"]
 

@@ -1,6 +1,6 @@
 """Prefect task runs seen from the flow process: placement from tags, run records, states set by the runner.
 
-Helpers of :class:`~executors.prefect_runner.ElasticTaskRunner`, kept apart from its control flow:
+Helpers of :class:`~elastic.executors.prefect_runner.ElasticTaskRunner`, kept apart from its control flow:
 
 - :func:`placement_of`: a task's stage, cores, runtime estimate and isolation, from its tags (``stage:NAME``,
   ``cores:N``, task tags and ``prefect.tags(...)`` contexts alike) or :func:`elastic.task`; a tag that

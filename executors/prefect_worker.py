@@ -1,4 +1,4 @@
-"""What a pool worker runs for one Prefect task run of :class:`~executors.prefect_runner.ElasticTaskRunner`.
+"""What a pool worker runs for one Prefect task run of :class:`ElasticTaskRunner`.
 
 The flow process sends a :class:`TaskRunRequest` (the Prefect task, the task run it already created, the
 parameters with every upstream future replaced by its final state, the serialised Prefect context and the
@@ -48,7 +48,7 @@ class TaskRunRequest:
         Final states of the ``wait_for`` futures.
     context : bytes
         ``prefect.context.serialize_context()`` from the flow thread at submission, pickled with
-        ``cloudpickle`` (once per flow run, see :class:`executors.prefect_runs.RunContext`).
+        ``cloudpickle`` (once per flow run, see :class:`elastic.executors.prefect_runs.RunContext`).
     env : dict
         Prefect settings as environment variables, applied to the worker process.
     """

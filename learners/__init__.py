@@ -1,6 +1,6 @@
 """Online learners: ASA queue-wait estimation, wait-prediction baselines, speculative walltimes.
 
-Names are loaded from their modules on first use (PEP 562), so that ``import learners.asa`` (what the
+Names are loaded from their modules on first use (PEP 562), so that ``import elastic.learners.asa`` (what the
 front door needs) does not pay for :mod:`scipy.stats` (the baselines and walltime learners), about 1 s.
 """
 
@@ -10,9 +10,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from learners.asa import ASAEstimator
-    from learners.asa_grid import DEFAULT_GRID, geometry_key
-    from learners.base import (
+    from elastic.learners.asa import ASAEstimator
+    from elastic.learners.asa_grid import DEFAULT_GRID, geometry_key
+    from elastic.learners.base import (
         Learner,
         NotFittedError,
         PredictionUnavailableError,
@@ -21,12 +21,18 @@ if TYPE_CHECKING:
         load_shared,
         observe_shared,
     )
-    from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
-    from learners.ewma import LogEWMA
-    from learners.reference import AlwaysZero, SchedulerEstimate
-    from learners.toptimal import ReservationSequence, atoptimal, toptimal_policy
-    from learners.walltime import ESDD, WalltimeLearner, esdd, esdd_from_runtimes
-    from learners.walltime_baselines import (
+    from elastic.learners.baselines import (
+        LastWait,
+        QBETSUpperBound,
+        RunningMean,
+        RunningMedian,
+        RunningQuantile,
+    )
+    from elastic.learners.ewma import LogEWMA
+    from elastic.learners.reference import AlwaysZero, SchedulerEstimate
+    from elastic.learners.toptimal import ReservationSequence, atoptimal, toptimal_policy
+    from elastic.learners.walltime import ESDD, WalltimeLearner, esdd, esdd_from_runtimes
+    from elastic.learners.walltime_baselines import (
         MASI,
         ClassicalHPC,
         FixedSequence,
@@ -34,10 +40,11 @@ if TYPE_CHECKING:
         WalltimeStrategy,
         strategy_expectation,
     )
-    from learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
+    from elastic.learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
 
 __all__: list[str] = [
-    # queue-wait learners (learners.base, learners.asa, learners.asa_grid, learners.baselines)
+    # queue-wait learners (elastic.learners.base, elastic.learners.asa, elastic.learners.asa_grid,
+    # elastic.learners.baselines)
     "DEFAULT_GRID",
     "ASAEstimator",
     "LastWait",
@@ -56,7 +63,8 @@ __all__: list[str] = [
     "geometry_key",
     "load_shared",
     "observe_shared",
-    # speculative walltimes (learners.toptimal, learners.walltime, .walltime_cost, .walltime_baselines)
+    # speculative walltimes (elastic.learners.toptimal, elastic.learners.walltime, .walltime_cost,
+    # .walltime_baselines)
     "ESDD",
     "MASI",
     "ClassicalHPC",
@@ -76,11 +84,11 @@ __all__: list[str] = [
     "toptimal_policy",
 ]
 
-# ``toptimal`` the function is not re-exported: it would shadow the ``learners.toptimal`` module.
+# ``toptimal`` the function is not re-exported: it would shadow the ``elastic.learners.toptimal`` module.
 _MODULES: dict[str, tuple[str, ...]] = {
-    "learners.asa": ("ASAEstimator",),
-    "learners.asa_grid": ("DEFAULT_GRID", "geometry_key"),
-    "learners.base": (
+    "elastic.learners.asa": ("ASAEstimator",),
+    "elastic.learners.asa_grid": ("DEFAULT_GRID", "geometry_key"),
+    "elastic.learners.base": (
         "Learner",
         "NotFittedError",
         "PredictionUnavailableError",
@@ -89,12 +97,18 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "load_shared",
         "observe_shared",
     ),
-    "learners.baselines": ("LastWait", "QBETSUpperBound", "RunningMean", "RunningMedian", "RunningQuantile"),
-    "learners.ewma": ("LogEWMA",),
-    "learners.reference": ("AlwaysZero", "SchedulerEstimate"),
-    "learners.toptimal": ("ReservationSequence", "atoptimal", "toptimal_policy"),
-    "learners.walltime": ("ESDD", "WalltimeLearner", "esdd", "esdd_from_runtimes"),
-    "learners.walltime_baselines": (
+    "elastic.learners.baselines": (
+        "LastWait",
+        "QBETSUpperBound",
+        "RunningMean",
+        "RunningMedian",
+        "RunningQuantile",
+    ),
+    "elastic.learners.ewma": ("LogEWMA",),
+    "elastic.learners.reference": ("AlwaysZero", "SchedulerEstimate"),
+    "elastic.learners.toptimal": ("ReservationSequence", "atoptimal", "toptimal_policy"),
+    "elastic.learners.walltime": ("ESDD", "WalltimeLearner", "esdd", "esdd_from_runtimes"),
+    "elastic.learners.walltime_baselines": (
         "MASI",
         "ClassicalHPC",
         "FixedSequence",
@@ -102,7 +116,7 @@ _MODULES: dict[str, tuple[str, ...]] = {
         "WalltimeStrategy",
         "strategy_expectation",
     ),
-    "learners.walltime_cost": ("CostModel", "empirical_cost", "expected_cost", "expected_makespan"),
+    "elastic.learners.walltime_cost": ("CostModel", "empirical_cost", "expected_cost", "expected_makespan"),
 }
 _HOME = {name: module for module, names in _MODULES.items() for name in names}
 

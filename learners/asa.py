@@ -2,7 +2,8 @@
 
 The paper's formulas were lost in extraction; this is the reconstruction of issue #3.
 
-The learner keeps, per key (a job geometry, see :func:`~learners.asa_grid.geometry_key`), a probability
+The learner keeps, per key (a job geometry, see :func:`~elastic.learners.asa_grid.geometry_key`), a
+probability
 vector ``p`` over a fixed sorted grid of K candidate waits ``a_1 < ... < a_K``, the loss vector ``L``
 accumulated in the current round (mini-batch), the loss the learner itself incurred in that round, and
 the round index ``r`` (starting at 1). One observation of a real wait ``w`` is one *case*:
@@ -55,9 +56,9 @@ Policies
 Losses
 ------
 ``"paper"`` (0 for the closest alternative, 1 for the others) and ``"cost"`` (idle core-seconds of an
-early start against seconds of delay): :mod:`learners.asa_losses`. The grid of candidate waits and the
-keys are in :mod:`learners.asa_grid`, the learned state of a key and its dict form in
-:mod:`learners.asa_state`.
+early start against seconds of delay): :mod:`elastic.learners.asa_losses`. The grid of candidate waits and the
+keys are in :mod:`elastic.learners.asa_grid`, the learned state of a key and its dict form in
+:mod:`elastic.learners.asa_state`.
 """
 
 from __future__ import annotations
@@ -71,10 +72,10 @@ import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
-from learners.asa_grid import DEFAULT_GRID, key_cores
-from learners.asa_losses import cost_losses, paper_losses
-from learners.asa_state import KeyState, dump_state, load_state
-from learners.base import BaseLearner, InstanceOf, Interval, Key, Options
+from elastic.learners.asa_grid import DEFAULT_GRID, key_cores
+from elastic.learners.asa_losses import cost_losses, paper_losses
+from elastic.learners.asa_state import KeyState, dump_state, load_state
+from elastic.learners.base import BaseLearner, InstanceOf, Interval, Key, Options
 
 __all__ = ["POLICIES", "ASAEstimator"]
 
@@ -94,7 +95,7 @@ class ASAEstimator(BaseLearner):
     ----------
     grid : sequence of float or None, default None
         Sorted, distinct candidate waits in seconds (>= 0, at least 2).
-        ``None`` = :data:`~learners.asa_grid.DEFAULT_GRID`.
+        ``None`` = :data:`~elastic.learners.asa_grid.DEFAULT_GRID`.
     policy : {"default", "tuned", "greedy"}, default "default"
         How :meth:`predict` chooses and how observations are applied (see the module docstring).
     repetitions : int, default 50
@@ -107,7 +108,7 @@ class ASAEstimator(BaseLearner):
         ``loss="cost"``: weight of one second of delay (>= 0).
     cores : int or None, default None
         ``loss="cost"``: cores an early start idles. ``None`` = the bucket's upper bound when the key
-        comes from :func:`~learners.asa_grid.geometry_key`, else 1.
+        comes from :func:`~elastic.learners.asa_grid.geometry_key`, else 1.
     eta0 : float, default 1.0
         Initial learning rate (> 0); round ``r`` uses ``max(eta0 / sqrt(r), eta_min)``.
     eta_min : float, default 0.0
@@ -131,7 +132,7 @@ class ASAEstimator(BaseLearner):
     Notes
     -----
     ``predict`` for a key never observed samples from the uniform prior (``greedy``: returns the
-    smallest grid value, 0 s by default); it does not raise :class:`~learners.base.NotFittedError`.
+    smallest grid value, 0 s by default); it does not raise :class:`~elastic.learners.base.NotFittedError`.
 
     Examples
     --------
@@ -349,7 +350,7 @@ class ASAEstimator(BaseLearner):
         Parameters
         ----------
         key : str
-            Geometry key, e.g. from :func:`~learners.asa_grid.geometry_key`.
+            Geometry key, e.g. from :func:`~elastic.learners.asa_grid.geometry_key`.
         wait : float
             The wait the allocation really had, in seconds (>= 0; values past the grid count as the
             largest alternative).

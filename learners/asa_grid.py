@@ -1,6 +1,6 @@
 """ASA's candidate waits and the keys its learned state is kept under.
 
-* :data:`DEFAULT_GRID`: the 53 candidate waits (alternatives) of :class:`learners.asa.ASAEstimator`;
+* :data:`DEFAULT_GRID`: the 53 candidate waits (alternatives) of :class:`elastic.learners.asa.ASAEstimator`;
   :func:`nearest_index` maps an observed wait to its closest alternative.
 * :func:`geometry_key`: the key (core bucket, partition, user) ASA state is learned and shared under;
   :func:`key_cores` reads the core count back.
@@ -14,7 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
-from learners.base import Key
+from elastic.learners.base import Key
 
 __all__ = [
     "DEFAULT_GRID",

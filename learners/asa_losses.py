@@ -1,7 +1,7 @@
 """The losses ASA scores its candidate waits with, against one observed wait ``w``.
 
 Both return one loss in [0, 1] per alternative (full information), as the round bound of
-:class:`learners.asa.ASAEstimator` expects.
+:class:`elastic.learners.asa.ASAEstimator` expects.
 
 ``"paper"`` (:func:`paper_losses`)
     0 for the alternative closest to the observed wait, 1 for every other one (definition (3)).
@@ -51,7 +51,7 @@ def paper_losses(grid: FloatArray, wait: float) -> FloatArray:
 
 
 def _nearest(grid: FloatArray, wait: float) -> int:
-    """:func:`~learners.asa_grid.nearest_index` for one wait.
+    """:func:`~elastic.learners.asa_grid.nearest_index` for one wait.
 
     Hand-written with :func:`bisect.bisect_left` because this runs once per observation (about 50,000
     times in ``elastic waits`` on HPC2N) and numpy's array machinery costs ~30x more for one scalar.

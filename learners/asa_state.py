@@ -1,8 +1,8 @@
 """The learned state of one ASA key and its JSON-able form (what the store keeps across runs).
 
-:class:`KeyState` is what :class:`learners.asa.ASAEstimator` updates for one key (the update itself is
-in :mod:`learners.asa`); :func:`dump_state` and :func:`load_state` convert it to and from the dict of
-:meth:`~learners.asa.ASAEstimator.get_state` / :meth:`~learners.asa.ASAEstimator.set_state`,
+:class:`KeyState` is what :class:`elastic.learners.asa.ASAEstimator` updates for one key (the update itself is
+in :mod:`elastic.learners.asa`); :func:`dump_state` and :func:`load_state` convert it to and from the dict of
+:meth:`~elastic.learners.asa.ASAEstimator.get_state` / :meth:`~elastic.learners.asa.ASAEstimator.set_state`,
 validating every field on the way in.
 """
 

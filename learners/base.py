@@ -7,7 +7,7 @@ learned state lives in attributes ending in ``_``; :meth:`BaseLearner.get_params
 from the ``__init__`` signature, so the store can rebuild a learner from its parameters.
 
 Queue-wait predictors (the ASA learner and the baselines) are *online* and *keyed*: one predictor
-instance holds independent state per key (a job geometry, see :func:`learners.asa_grid.geometry_key`).
+instance holds independent state per key (a job geometry, see :func:`elastic.learners.asa_grid.geometry_key`).
 """
 
 from __future__ import annotations
@@ -373,7 +373,7 @@ def load_shared(predictor: _W, store: LearnerStateStore, learner: str, key: Key)
     learner : str
         Name the state is saved under, e.g. ``"asa-tuned"``; all workflows using it share the state.
     key : str
-        Geometry key (:func:`learners.asa_grid.geometry_key`).
+        Geometry key (:func:`elastic.learners.asa_grid.geometry_key`).
 
     Returns
     -------

@@ -1,16 +1,17 @@
-"""Baseline queue-wait predictors with the same interface as :class:`learners.asa.ASAEstimator`.
+"""Baseline queue-wait predictors with the same interface as :class:`elastic.learners.asa.ASAEstimator`.
 
 - :class:`LastWait`: the last wait observed for the key.
 - :class:`RunningMean`, :class:`RunningMedian`, :class:`RunningQuantile`: mean / median / a quantile of
   the last ``window`` waits (:class:`RunningQuantile` also gives the empirical quantiles, see
-  :class:`~learners.base.WaitDistribution`).
+  :class:`~elastic.learners.base.WaitDistribution`).
 - :class:`QBETSUpperBound`: QBETS-style upper confidence bound on a quantile of recent waits
   (Nurmi, Brevik and Wolski, *QBETS: queue bounds estimation from time series*, JSSPP 2007).
 
 All are keyed (independent history per key), learn with ``observe(key, wait)`` (alias ``partial_fit``),
-raise :class:`~learners.base.NotFittedError` from ``predict`` before the first observation of a key, and
+raise :class:`~elastic.learners.base.NotFittedError` from ``predict`` before the first observation of a key,
+and
 keep their state as JSON-able dicts. The predictors that learn nothing (0 s, ask the scheduler) are in
-:mod:`learners.reference`.
+:mod:`elastic.learners.reference`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import numpy.typing as npt
 from scipy import stats
 
 from elastic.errors import ConfigError
-from learners.base import BaseLearner, Interval, Key, NotFittedError
+from elastic.learners.base import BaseLearner, Interval, Key, NotFittedError
 
 __all__ = [
     "LastWait",
@@ -209,8 +210,8 @@ class RunningQuantile(_WindowPredictor):
     """Predict a quantile of the last ``window`` waits of the key.
 
     A low quantile errs short: where an early start idles every core of an allocation and a late one
-    delays only the run, the cheaper error (see :class:`~learners.walltime_cost.CostModel`). Also a
-    :class:`~learners.base.WaitDistribution`: :meth:`quantiles` gives any quantiles of the same waits.
+    delays only the run, the cheaper error (see :class:`~elastic.learners.walltime_cost.CostModel`). Also a
+    :class:`~elastic.learners.base.WaitDistribution`: :meth:`quantiles` gives any quantiles of the same waits.
 
     Parameters
     ----------

@@ -3,14 +3,14 @@
 Every caller that builds a wait learner for strategies (``elastic compare``, ``elastic run``, the front
 door) builds it here, by one of :data:`WAIT_LEARNERS`:
 
-- ``"ewma"`` (:data:`DEFAULT_WAIT_LEARNER`): :class:`~learners.ewma.LogEWMA` with weight 0.3 on the
+- ``"ewma"`` (:data:`DEFAULT_WAIT_LEARNER`): :class:`~elastic.learners.ewma.LogEWMA` with weight 0.3 on the
   newest wait. Chosen on the evidence of ``elastic waits`` on three traces (README, "Queue-wait
   learners"): its predictions follow the queue (rank correlation with the wait that follows at or
   within 0.02 of the best predictor in 8 of 9 trace x geometry cells, against 0.00-0.27 for the ASA
   learner as the paper schedules it), its MAE is at or within 1 % of the lowest in 8 of 9, and it gives
-  quantiles (:class:`~learners.base.WaitDistribution`), which the allocation planner prices its
+  quantiles (:class:`~elastic.learners.base.WaitDistribution`), which the allocation planner prices its
   choices with.
-- ``"tuned"``, ``"default"``, ``"greedy"``: the paper's learner (:class:`~learners.asa.ASAEstimator`)
+- ``"tuned"``, ``"default"``, ``"greedy"``: the paper's learner (:class:`~elastic.learners.asa.ASAEstimator`)
   with that policy and the learning-rate floor ``eta_min=0.1``: with the paper's schedule alone the
   learner freezes on long traces (2 % hits on HPC2N), with the floor it follows the queue
   (``asa-floor`` in the README's tables). The paper's ASA strategies run with ``"tuned"``.
@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 from elastic.errors import UnknownNameError
 
 if TYPE_CHECKING:
-    from learners.base import WaitPredictor
+    from elastic.learners.base import WaitPredictor
 
 __all__ = ["DEFAULT_WAIT_LEARNER", "PAPER_ETA_MIN", "WAIT_LEARNERS", "make_wait_learner", "shared_name"]
 
@@ -63,11 +63,11 @@ def make_wait_learner(name: str, *, seed: int | None = None) -> WaitPredictor:
         ``name`` is not one of :data:`WAIT_LEARNERS`; the message lists them.
     """
     if name == "ewma":
-        from learners.ewma import LogEWMA
+        from elastic.learners.ewma import LogEWMA
 
         return LogEWMA(alpha=_EWMA_ALPHA)
     if name in WAIT_LEARNERS:
-        from learners.asa import ASAEstimator
+        from elastic.learners.asa import ASAEstimator
 
         return ASAEstimator(policy=name, eta_min=PAPER_ETA_MIN, random_state=seed)
     raise UnknownNameError("wait learner", name, WAIT_LEARNERS)

@@ -6,10 +6,11 @@ replayed as two events: at its submit time each predictor *predicts* its wait; a
 (submit + recorded wait), and never earlier, each predictor *observes* the true wait. Events are
 processed in time order from a heap-ordered array (ties: observations before predictions at the same
 instant, since a wait is known at its start time, then trace order). Each predictor instance serves all
-classes, one key per class (``"cores=LOW-HIGH"``, which :func:`learners.asa_grid.key_cores` understands).
+classes, one key per class (``"cores=LOW-HIGH"``, which :func:`elastic.learners.asa_grid.key_cores`
+understands).
 
-A predictor that cannot predict yet (:class:`~learners.base.NotFittedError` or
-:class:`~learners.base.PredictionUnavailableError`) is scored as predicting 0 s, i.e. submitting when
+A predictor that cannot predict yet (:class:`~elastic.learners.base.NotFittedError` or
+:class:`~elastic.learners.base.PredictionUnavailableError`) is scored as predicting 0 s, i.e. submitting when
 the resources are needed (the Per-Stage behaviour); ``coverage`` reports how often it did predict.
 
 Metrics per predictor and class, with ``w`` the true wait, ``x`` the prediction, ``c`` the job's cores:
@@ -48,13 +49,13 @@ import pandas as pd
 from scipy import stats
 
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.learners.asa import ASAEstimator
+from elastic.learners.asa_grid import DEFAULT_GRID, nearest_index
+from elastic.learners.base import NotFittedError, PredictionUnavailableError, WaitPredictor
+from elastic.learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from elastic.learners.ewma import LogEWMA
+from elastic.learners.reference import AlwaysZero
 from elastic.simulator.workload import Workload
-from learners.asa import ASAEstimator
-from learners.asa_grid import DEFAULT_GRID, nearest_index
-from learners.base import NotFittedError, PredictionUnavailableError, WaitPredictor
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
-from learners.ewma import LogEWMA
-from learners.reference import AlwaysZero
 
 __all__ = [
     "DEFAULT_CLASSES",
@@ -96,9 +97,9 @@ PREDICTORS: dict[str, Callable[[int | None], WaitPredictor]] = {
 ``asa-cost`` is ``asa-tuned`` with the cost-aware loss; ``asa-floor`` is ``asa-tuned`` with the
 learning-rate floor ``eta_min=0.1``. ``zero`` always predicts 0 s (Per-Stage's behaviour); ``q25`` is the
 0.25 quantile of the last 10 waits; ``ewma`` the median of a log-normal fitted to the recent waits with
-weight 0.3 on the newest (:class:`~learners.ewma.LogEWMA`). The windows and weights of ``q25`` and
+weight 0.3 on the newest (:class:`~elastic.learners.ewma.LogEWMA`). The windows and weights of ``q25`` and
 ``ewma`` were chosen on the HPC2N trace (README, "Queue-wait learners"). The scheduler baseline
-(:class:`~learners.reference.SchedulerEstimate`) needs a live backend, so it is not replayable here.
+(:class:`~elastic.learners.reference.SchedulerEstimate`) needs a live backend, so it is not replayable here.
 """
 
 DEFAULT_PREDICTORS: tuple[str, ...] = (
@@ -178,7 +179,8 @@ class OnlineEvaluation:
     classes : sequence of int or GeometryClass, default (28, 56, 112)
         Target sizes (turned into classes by :meth:`GeometryClass.around`) or explicit classes.
     grid : sequence of float or None, default None
-        Grid used to score hits (:data:`learners.asa_grid.DEFAULT_GRID` if None); use the ASA estimators'.
+        Grid used to score hits (:data:`elastic.learners.asa_grid.DEFAULT_GRID` if None); use the ASA
+        estimators'.
 
     Attributes
     ----------
@@ -427,7 +429,7 @@ def convergence_experiment(
     policies : sequence of str, default ("default", "tuned", "greedy")
         ASA policies compared.
     grid : sequence of float or None, default None
-        Candidate waits (:data:`learners.asa_grid.DEFAULT_GRID` if None).
+        Candidate waits (:data:`elastic.learners.asa_grid.DEFAULT_GRID` if None).
     repetitions : int, default 50
         Repetitions of the tuned policy.
     window : int, default 10

@@ -8,7 +8,7 @@ distance, so the estimate forgets a wait's influence geometrically (about ``1 / 
 and follows the current queue, while the log scale keeps one wait of a day from swamping a run of
 minutes. ``predict`` returns a quantile of the log-normal these two moments describe (the median by
 default, ``exp(mean) - 1``); :meth:`LogEWMA.quantiles` gives any quantiles of it, the wait distribution
-an allocation planner prices its choices with (:class:`~learners.base.WaitDistribution`).
+an allocation planner prices its choices with (:class:`~elastic.learners.base.WaitDistribution`).
 
 The weighted variance uses the standard incremental form (West 1979; Finch, *Incremental calculation of
 weighted mean and variance*, 2009): with ``d = x - mean``, ``mean += alpha d`` and
@@ -26,8 +26,8 @@ import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
-from learners.base import BaseLearner, Interval, Key, NotFittedError
-from learners.baselines import check_wait
+from elastic.learners.base import BaseLearner, Interval, Key, NotFittedError
+from elastic.learners.baselines import check_wait
 
 __all__ = ["LogEWMA"]
 

@@ -6,7 +6,8 @@
 - :class:`SchedulerEstimate`: the backend's expected start for a job like ours (``sbatch --test-only``
   on Slurm, the simulated queue on the mock backend), minus now.
 
-Both follow the :class:`~learners.base.WaitPredictor` protocol; ``observe`` only counts the observations
+Both follow the :class:`~elastic.learners.base.WaitPredictor` protocol; ``observe`` only counts the
+observations
 per key (the state the store keeps), and ``predict`` needs no observation first.
 """
 
@@ -18,8 +19,8 @@ from typing import Any, ClassVar
 from elastic.backends.base import BatchBackend
 from elastic.batch import JobSpec
 from elastic.errors import ConfigError
-from learners.base import BaseLearner, InstanceOf, Key, PredictionUnavailableError
-from learners.baselines import check_wait
+from elastic.learners.base import BaseLearner, InstanceOf, Key, PredictionUnavailableError
+from elastic.learners.baselines import check_wait
 
 __all__ = ["AlwaysZero", "SchedulerEstimate"]
 

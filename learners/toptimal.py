@@ -310,7 +310,9 @@ def atoptimal(values: npt.ArrayLike, probs: npt.ArrayLike, *, zeta: float) -> Re
         return ReservationSequence((0,), (float(v[0]),), float(v[0]) / (1.0 - zeta))
     delta = (v[-1] - v[0]) / n
     if not np.allclose(np.diff(v), delta, rtol=1e-9, atol=1e-12 * max(1.0, float(v[-1]))):
-        raise ConfigError("atoptimal needs equally spaced values (an ESDD); use learners.walltime.esdd")
+        raise ConfigError(
+            "atoptimal needs equally spaced values (an ESDD); use elastic.learners.walltime.esdd"
+        )
     v = v[0] + delta * np.arange(n + 1)  # exact grid, so sums of requests are exact in (m, k)
     return _atoptimal(v, f, float(zeta), float(delta))
 

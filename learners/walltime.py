@@ -5,9 +5,10 @@
   runtimes where runs killed at their walltime are right-censored (Kaplan-Meier, not dropped).
 * :class:`WalltimeLearner`: censored runtime history -> reservation sequence and ``next_request``.
 
-Costs and evaluators of a sequence live in :mod:`learners.walltime_cost`, the baseline strategies it is
-compared with in :mod:`learners.walltime_baselines`, the TOptimal / ATOptimal dynamic programmes in
-:mod:`learners.toptimal`.
+Costs and evaluators of a sequence live in :mod:`elastic.learners.walltime_cost`, the baseline strategies it
+is
+compared with in :mod:`elastic.learners.walltime_baselines`, the TOptimal / ATOptimal dynamic programmes in
+:mod:`elastic.learners.toptimal`.
 
 All durations are float seconds (any unit works as long as it is used consistently).
 """
@@ -24,8 +25,8 @@ import numpy.typing as npt
 from scipy import stats
 
 from elastic.errors import ConfigError
-from learners.base import BaseLearner, Interval, NotFittedError
-from learners.toptimal import atoptimal, toptimal, toptimal_policy
+from elastic.learners.base import BaseLearner, Interval, NotFittedError
+from elastic.learners.toptimal import atoptimal, toptimal, toptimal_policy
 
 __all__ = [
     "ESDD",
@@ -228,7 +229,7 @@ class WalltimeLearner(BaseLearner):
     at_points : int, default 50
         Intervals for ATOptimal (its cost grows quickly with this; the paper finds < 50 enough).
     alpha, beta, gamma : float
-        :class:`~learners.walltime_cost.CostModel` weights used by TOptimal (ignored by ATOptimal,
+        :class:`~elastic.learners.walltime_cost.CostModel` weights used by TOptimal (ignored by ATOptimal,
         which minimises makespan).
 
     Attributes

@@ -2,8 +2,8 @@
 
 * :class:`FixedSequence` (TOptimal / ATOptimal output, the same sequence for every run),
   :class:`ClassicalHPC`, :class:`Neuroscience` and :class:`MASI`, all :class:`WalltimeStrategy`;
-* :func:`strategy_expectation` averages a metric (e.g. :func:`learners.walltime_cost.expected_cost`)
-  of a history-dependent strategy over histories drawn from an :class:`~learners.walltime.ESDD`.
+* :func:`strategy_expectation` averages a metric (e.g. :func:`elastic.learners.walltime_cost.expected_cost`)
+  of a history-dependent strategy over histories drawn from an :class:`~elastic.learners.walltime.ESDD`.
 
 All durations are float seconds.
 """
@@ -17,7 +17,7 @@ from typing import Protocol
 import numpy as np
 
 from elastic.errors import ConfigError
-from learners.walltime import ESDD
+from elastic.learners.walltime import ESDD
 
 __all__ = [
     "MASI",

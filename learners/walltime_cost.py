@@ -2,7 +2,7 @@
 
 * :class:`CostModel`: iSBatch's cost of one submission, ``alpha * t + beta * min(X, t) + gamma``.
 * :func:`expected_cost` and :func:`expected_makespan` (Theorem 1 of Gainaru et al., ICPP 2019,
-  backfilling rate ``zeta``) of any sequence under an :class:`~learners.walltime.ESDD`;
+  backfilling rate ``zeta``) of any sequence under an :class:`~elastic.learners.walltime.ESDD`;
   :func:`empirical_cost` of a sequence on a list of observed runtimes.
 
 A sequence ``t_0 < t_1 < ...`` is tried in order: a run killed at ``t_k`` restarts with ``t_{k+1}``.
@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
-from learners.walltime import ESDD
+from elastic.learners.walltime import ESDD
 
 __all__ = [
     "CostModel",

@@ -4,22 +4,14 @@ from __future__ import annotations
 
 import doctest
 import importlib
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("elastic", "learners", "executors", "workflows")
+from tests.source_tree import source_modules
 
 
 def _modules_with_examples() -> list[str]:
-    names = []
-    for package in PACKAGES:
-        for path in sorted((ROOT / package).rglob("*.py")):
-            if ">>>" in path.read_text(encoding="utf-8"):
-                parts = path.relative_to(ROOT).with_suffix("").parts
-                names.append(".".join(p for p in parts if p != "__init__"))
-    return names
+    return [name for name, path in source_modules().items() if ">>>" in path.read_text(encoding="utf-8")]
 
 
 MODULES = _modules_with_examples()

@@ -16,6 +16,8 @@ from elastic.control.execution import RunResult
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.experiments import default_background, simulate_runs
+from elastic.learners.asa import ASAEstimator
+from elastic.learners.asa_grid import geometry_key
 from elastic.metrics import Event, EventKind
 from elastic.simulator.workload import Workload
 from elastic.store import Store
@@ -31,8 +33,6 @@ from elastic.strategies import (
 )
 from elastic.strategies.base import release_idle
 from elastic.workflow import Stage, Workflow, builtin_workflow
-from learners.asa import ASAEstimator
-from learners.asa_grid import geometry_key
 from tests.simulator.test_capacity import CAP
 from tests.simulator.test_fidelity import trace
 

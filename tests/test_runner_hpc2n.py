@@ -14,11 +14,11 @@ from elastic.backends.mock import MockBackend
 from elastic.control.pool_execution import PoolExecution
 from elastic.control.runner import Runner
 from elastic.experiments import start_points, window
+from elastic.learners.asa import ASAEstimator
 from elastic.metrics import EventKind
 from elastic.simulator.trace import read_swf
 from elastic.strategies import Knowledge, make_strategy
 from elastic.workflow import builtin_workflow
-from learners.asa import ASAEstimator
 
 SPEEDUP = 300.0  # demo3 takes ~45 simulated minutes: ~10 real seconds
 WARMUP, HORIZON = 86400.0, 4 * 86400.0

@@ -15,12 +15,12 @@ from elastic.batch import JobSpec
 from elastic.control.execution import RunResult
 from elastic.control.pool_execution import PoolExecution
 from elastic.control.runner import Runner
+from elastic.learners.asa import ASAEstimator
 from elastic.metrics import Event, EventKind
 from elastic.pool.events import AgentEvent, AgentEventKind
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.strategies.base import Cancel, Decision, Submit
 from elastic.workflow import Stage, Workflow
-from learners.asa import ASAEstimator
 
 K = EventKind
 SPEEDUP = 20.0  # 20 simulated seconds per real second

@@ -11,10 +11,10 @@ from elastic.backends.slurm import SlurmBackend
 from elastic.control.execution import RunResult
 from elastic.control.pool_execution import PoolExecution
 from elastic.control.runner import Runner
+from elastic.learners.asa import ASAEstimator
 from elastic.metrics import Event, EventKind
 from elastic.strategies import Knowledge, make_strategy
 from elastic.workflow import Stage, Workflow
-from learners.asa import ASAEstimator
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]

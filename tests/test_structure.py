@@ -7,12 +7,10 @@ blocks too), so a lazy import counts as much as a top-level one.
 from __future__ import annotations
 
 import ast
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("elastic", "learners", "executors", "workflows")
+from tests.source_tree import LINKED, source_modules
 
 
 def _part(module: str) -> str:
@@ -23,11 +21,7 @@ def _part(module: str) -> str:
 
 def _imports() -> dict[str, set[str]]:
     """module -> every Elastic module it imports (``from package import module`` names the module)."""
-    paths = {
-        ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__"): path
-        for package in PACKAGES
-        for path in (ROOT / package).rglob("*.py")
-    }
+    paths = source_modules()
     out: dict[str, set[str]] = {}
     for name, path in paths.items():
         found: set[str] = set()
@@ -38,7 +32,7 @@ def _imports() -> dict[str, set[str]]:
                 for alias in node.names:
                     sub = f"{node.module}.{alias.name}"
                     found.add(sub if sub in paths else node.module)
-        out[name] = {m for m in found if m.split(".")[0] in PACKAGES and m != name}
+        out[name] = {m for m in found if m.split(".")[0] in ("elastic", *LINKED) and m != name}
     return out
 
 
@@ -72,8 +66,8 @@ def test_the_source_was_read() -> None:
         ("elastic.strategies", "elastic.backends"),
         ("elastic.control", "elastic.front"),
         ("elastic.batch", "elastic.backends"),
-        ("learners", "elastic.strategies"),
-        ("learners", "elastic.control"),
+        ("elastic.learners", "elastic.strategies"),
+        ("elastic.learners", "elastic.control"),
     ],
 )
 def test_nothing_low_imports_something_high(low: str, high: str) -> None:
@@ -133,3 +127,12 @@ def test_no_import_cycle_between_modules_even_for_type_hints() -> None:
     # simulator.admission -> base -> engine -> admission was one, through TYPE_CHECKING imports
     cycle = _cycle(IMPORTS)
     assert cycle is None, f"import cycle between modules: {' -> '.join(cycle)}"
+
+
+def test_the_linked_folders_are_imported_under_elastic_only() -> None:
+    # `import learners` beside `import elastic.learners` would load every module twice, with two copies
+    # of each class; and the bare names must not be needed, since only `elastic` is installed
+    offenders = sorted(
+        f"{m} imports {t}" for m, targets in IMPORTS.items() for t in targets if t.split(".")[0] in LINKED
+    )
+    assert not offenders, offenders

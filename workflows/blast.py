@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from elastic.front.tasks import task
-from workflows.dataflow import Check, Submitter, Verification, run_program
+from elastic.workflows.dataflow import Check, Submitter, Verification, run_program
 
 __all__ = [
     "COLUMNS",
@@ -153,7 +153,7 @@ def merge(inp: BlastInput, *hit_files: str) -> BlastOutput:
 
 
 def search(submit: Submitter, inp: BlastInput) -> BlastOutput:
-    """Run the BLAST dataflow (written once; see :mod:`workflows.dataflow` for ``submit``)."""
+    """Run the BLAST dataflow (written once; see :mod:`elastic.workflows.dataflow` for ``submit``)."""
     formatted = submit.submit(makeblastdb, inp)
     hits = [submit.submit(blastn, inp, i, formatted) for i in range(inp.chunks)]
     merged: BlastOutput = submit.submit(merge, inp, *hits).result()

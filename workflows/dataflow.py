@@ -1,9 +1,10 @@
 """What the demo workflows share: the adapter their dataflow is written against, programs, checks, folders.
 
-Each demo (:mod:`workflows.montage`, :mod:`workflows.blast`, :mod:`workflows.statistics`) is written once,
+Each demo (:mod:`elastic.workflows.montage`, :mod:`elastic.workflows.blast`,
+:mod:`elastic.workflows.statistics`) is written once,
 as a *driver*: a function ``driver(submit, inputs)`` that calls ``submit.submit(fn, *args)`` for every
 task and passes the returned futures as arguments of later tasks. The three systems that run it all take
-that shape (:mod:`workflows.frontends`):
+that shape (:mod:`elastic.workflows.frontends`):
 
 - :class:`elastic.Elastic` (the front door) *is* a :class:`Submitter`: futures among a task's arguments
   are waited for and replaced by their results;

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from elastic.errors import UnknownNameError
-from workflows import blast, montage, montage_sky, statistics
-from workflows.dataflow import Demo, Submitter, Verification, check_size, new_run_folder
+from elastic.workflows import blast, montage, montage_sky, statistics
+from elastic.workflows.dataflow import Demo, Submitter, Verification, check_size, new_run_folder
 
 __all__ = ["DEMOS", "DemoRun", "get_demo", "prepare", "run_demo"]
 
@@ -125,7 +125,7 @@ def run_demo(
     """Generate a demo's input, run its driver with ``run(driver, inputs)``, and check the output.
 
     ``run`` picks the front-end, e.g. ``lambda d, i: run_elastic(d, i, el)`` or
-    ``lambda d, i: run_parsl(d, i, config)`` (:mod:`workflows.frontends`).
+    ``lambda d, i: run_parsl(d, i, config)`` (:mod:`elastic.workflows.frontends`).
     """
     demo, folder, inputs, generated = prepare(name, size=size, seed=seed, workdir=workdir)
     began = time.perf_counter()

@@ -26,8 +26,8 @@ from elastic.front.door import Elastic
 from elastic.limits import check_speedup
 from elastic.report.experiment import RunOne, RunRequest
 from elastic.simulator.workload import Workload
-from workflows.dataflow import check_size, check_workdir
-from workflows.demos import DEMOS, prepare
+from elastic.workflows.dataflow import check_size, check_workdir
+from elastic.workflows.demos import DEMOS, prepare
 
 __all__ = ["DemoCheckError", "demo_runner"]
 

@@ -1,6 +1,7 @@
 """The three ways to run a demo's driver: Elastic's front door, Parsl apps, a Prefect flow.
 
-A driver (:mod:`workflows.dataflow`) calls ``submit.submit(fn, *args)``. Here is what ``submit`` is in each
+A driver (:mod:`elastic.workflows.dataflow`) calls ``submit.submit(fn, *args)``. Here is what ``submit`` is
+in each
 system, each through its standard API, so that choosing Elastic's executor or task runner is a
 configuration choice, not a change of code:
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from elastic.errors import ConfigError
 from elastic.front.tasks import options_of
-from workflows.dataflow import Handle, Submitter
+from elastic.workflows.dataflow import Handle, Submitter
 
 if TYPE_CHECKING:
     from parsl.config import Config
@@ -57,7 +58,7 @@ def run_elastic(driver: Callable[[Submitter, In], Out], inputs: In, el: Elastic)
 
 
 class ParslSubmitter:
-    """A :class:`~workflows.dataflow.Submitter` that runs each stage function as a Parsl ``python_app``.
+    """A :class:`Submitter` that runs each stage function as a Parsl ``python_app``.
 
     Parameters
     ----------
@@ -95,7 +96,7 @@ def run_parsl(
 
 
 class PrefectSubmitter:
-    """A :class:`~workflows.dataflow.Submitter` that submits each stage function as a Prefect task.
+    """A :class:`~elastic.workflows.dataflow.Submitter` that submits each stage function as a Prefect task.
 
     Must be used inside a flow run (:func:`run_prefect` makes one). Prefect leaves a task whose input
     failed Pending (its result raises ``UnfinishedRun``); the handles returned here raise the failed
@@ -166,12 +167,12 @@ def elastic_parsl_config(label: str = "elastic", *, run_dir: str = "runinfo", **
     Raises
     ------
     ConfigError
-        This installation has no ``executors.parsl_executor``.
+        This installation has no ``elastic.executors.parsl_executor``.
     """
     from parsl.config import Config
 
     try:
-        from executors.parsl_executor import ElasticExecutor  # type: ignore[import-not-found,unused-ignore]
+        from elastic.executors.parsl_executor import ElasticExecutor  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         raise ConfigError(
             "--frontend parsl runs Parsl apps on Elastic's ElasticExecutor (executors/parsl_executor.py), "
@@ -186,10 +187,10 @@ def elastic_prefect_runner(**settings: Any) -> Any:
     Raises
     ------
     ConfigError
-        This installation has no ``executors.prefect_runner``.
+        This installation has no ``elastic.executors.prefect_runner``.
     """
     try:
-        from executors.prefect_runner import ElasticTaskRunner  # type: ignore[import-not-found,unused-ignore]
+        from elastic.executors.prefect_runner import ElasticTaskRunner  # type: ignore[import-not-found,unused-ignore]
     except ImportError as exc:
         raise ConfigError(
             "--frontend prefect runs Prefect tasks on Elastic's ElasticTaskRunner "

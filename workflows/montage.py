@@ -26,7 +26,7 @@ What each runs (arguments as in the Montage manual pages; files under the run fo
 
 The driver (:func:`mosaic`) needs the overlaps before it can submit the per-overlap stages, so it waits
 for ``mOverlaps`` (as a Montage script waits for ``diffs.tbl``). The input (tiles with stars and
-background offsets) and the checks are in :mod:`workflows.montage_sky`; this module imports nothing
+background offsets) and the checks are in :mod:`elastic.workflows.montage_sky`; this module imports nothing
 heavy, since every worker imports it.
 """
 
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from elastic.front.tasks import task
-from workflows.dataflow import ProgramError, Submitter
+from elastic.workflows.dataflow import ProgramError, Submitter
 
 __all__ = [
     "STAGES",
@@ -257,7 +257,7 @@ def mViewer(inp: MontageInput, mosaic_file: str) -> str:
 
 
 def mosaic(submit: Submitter, inp: MontageInput) -> MontageOutput:
-    """Run the Montage dataflow (written once; see :mod:`workflows.dataflow` for ``submit``)."""
+    """Run the Montage dataflow (written once; see :mod:`elastic.workflows.dataflow` for ``submit``)."""
     listed = submit.submit(mImgtbl, inp)
     projected = [submit.submit(mProject, inp, tile, listed) for tile in inp.tiles]
     overlaps = submit.submit(mOverlaps, inp, *projected).result()

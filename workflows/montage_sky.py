@@ -10,7 +10,7 @@ least 24 pixels apart) on a flat sky level of 100, plus the tile's own backgroun
 [-25, 25]: what Montage's background matching must remove) and Gaussian noise (sigma 1). Pixel values
 are surface brightness, so a star's flux is the sum of its pixels on any frame of the same pixel scale.
 
-:func:`verify` checks the mosaic against that truth (:class:`~workflows.dataflow.Check` each):
+:func:`verify` checks the mosaic against that truth (:class:`~elastic.workflows.dataflow.Check` each):
 
 - **dimensions**: the mosaic has the header's size and reference pixel (``mAdd -e``);
 - **no holes**: no NaN pixel inside the footprint (mosaic pixels whose centre lies at least one pixel
@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from workflows.dataflow import Check, Verification
-from workflows.montage import MontageInput, MontageOutput
+from elastic.workflows.dataflow import Check, Verification
+from elastic.workflows.montage import MontageInput, MontageOutput
 
 __all__ = ["FLUX_TOLERANCE", "LEVEL_TOLERANCE", "TILE", "generate", "verify"]
 

@@ -4,7 +4,7 @@ Two narrow and two wide stages, interleaved (functions of this module, named as 
 
     split (1) -> chunk_stats (one per chunk) -> merge (1) -> period_stats (one per calendar week)
 
-- ``split``: read ``household_power_consumption.txt`` (:mod:`workflows.household`) and write it as
+- ``split``: read ``household_power_consumption.txt`` (:mod:`elastic.workflows.household`) and write it as
   ``size`` chunks of equal rows (``chunks/chunk_NNNN.parquet``);
 - ``chunk_stats``: per chunk and measure, the count, mean, sum of squared deviations, minimum and maximum,
   and over the chunk's complete rows the co-moment matrix of the measures, plus the chunk's time range;
@@ -33,8 +33,8 @@ import numpy.typing as npt
 import pandas as pd
 
 from elastic.front.tasks import task
-from workflows.dataflow import Check, Submitter, Verification
-from workflows.household import MEASURES, read_household, write_household
+from elastic.workflows.dataflow import Check, Submitter, Verification
+from elastic.workflows.household import MEASURES, read_household, write_household
 
 __all__ = [
     "RTOL",
@@ -263,7 +263,7 @@ def _jsonable(stats: PeriodStats) -> dict[str, object]:
 
 
 def statistics(submit: Submitter, inp: StatisticsInput) -> StatisticsOutput:
-    """Run the Statistics dataflow (written once; see :mod:`workflows.dataflow` for ``submit``)."""
+    """Run the Statistics dataflow (written once; see :mod:`elastic.workflows.dataflow` for ``submit``)."""
     rows = submit.submit(split, inp)
     parts = [submit.submit(chunk_stats, inp, i, rows) for i in range(inp.chunks)]
     overall, periods = submit.submit(merge, inp, *parts).result()

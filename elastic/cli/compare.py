@@ -45,12 +45,12 @@ from elastic.cli.values import int_in_range, parse_peaks, parse_seed
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.experiments import MAX_RUNS, SHAPES, simulate_runs
+from elastic.learners.choice import WAIT_LEARNERS
 from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
 from elastic.report.tables import common_runs, versus_baselines
 from elastic.strategies import STRATEGY_NAMES
 from elastic.workflow import resolve_workflow
-from learners.choice import WAIT_LEARNERS
 
 __all__ = [
     "COLUMNS",

@@ -121,7 +121,7 @@ def run_report(
     setup = load_background(args)
     runner: CellRunner
     if args.emulate:
-        from workflows.emulate import demo_runner
+        from elastic.workflows.emulate import demo_runner
 
         run_one = demo_runner(
             setup.workload,

@@ -48,6 +48,8 @@ from elastic.cli.values import parse_seed, positive_float, speedup
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.learners.base import WaitPredictor
+from elastic.learners.choice import WAIT_LEARNERS, make_wait_learner, shared_name
 from elastic.metrics import RunMetrics
 from elastic.simulator.priority import DEFAULT_PRIORITY, describe_priority
 from elastic.strategies import (
@@ -58,8 +60,6 @@ from elastic.strategies import (
     strategy_learner,
 )
 from elastic.workflow import Workflow, resolve_workflow
-from learners.base import WaitPredictor
-from learners.choice import WAIT_LEARNERS, make_wait_learner, shared_name
 
 if TYPE_CHECKING:
     from elastic.backends.base import BatchBackend

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from elastic.backends.base import BatchBackend
     from elastic.control.execution import RunResult
     from elastic.store import Store
-    from workflows.dataflow import Verification
+    from elastic.workflows.dataflow import Verification
 
 __all__ = [
     "DEMO_BACKENDS",
@@ -54,7 +54,7 @@ __all__ = [
 DEMO_NAMES = ("montage", "blast", "statistics")
 """The demos (kept here so ``--help`` stays light; a test pins them equal to ``workflows.demos.DEMOS``)."""
 FRONTEND_NAMES = ("elastic", "parsl", "prefect")
-"""The front-ends a demo runs through (``workflows.frontends.FRONTENDS``)."""
+"""The front-ends a demo runs through (``elastic.workflows.frontends.FRONTENDS``)."""
 DEMO_BACKENDS = ("mock", "slurm", "local")
 """Backends a demo runs on."""
 
@@ -102,8 +102,8 @@ def check_demo_arguments(args: argparse.Namespace) -> None:
         the demo's range, a front-end whose Elastic executor or task runner is not installed, or a
         ``--workdir`` that is not an existing writable folder.
     """
-    from workflows.dataflow import check_size
-    from workflows.demos import get_demo
+    from elastic.workflows.dataflow import check_size
+    from elastic.workflows.demos import get_demo
 
     if args.simulate:
         raise ConfigError(f"--simulate runs no program; the {args.demo} demo runs real ones: drop --simulate")
@@ -116,7 +116,9 @@ def check_demo_arguments(args: argparse.Namespace) -> None:
     if args.frontend in ("parsl", "prefect"):  # Elastic's executor or task runner must be installed
         import importlib
 
-        module = {"parsl": "executors.parsl_executor", "prefect": "executors.prefect_runner"}[args.frontend]
+        module = {"parsl": "elastic.executors.parsl_executor", "prefect": "elastic.executors.prefect_runner"}[
+            args.frontend
+        ]
         if args.frontend == "prefect":  # without PREFECT_API_URL Prefect starts a temporary server, which
             # took over its default 20 s to start on a busy 2-core machine: give it 3 minutes unless set
             os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
@@ -181,7 +183,7 @@ def run_demo(args: argparse.Namespace, store: Store | None) -> DemoOutcome:
     Ctrl-C (a ``KeyboardInterrupt``) ends the run ``interrupted`` (recorded, every allocation released);
     a failed task ends it ``failed``; both are returned, not raised.
     """
-    from workflows.demos import prepare
+    from elastic.workflows.demos import prepare
 
     demo, folder, inputs, generated = prepare(args.demo, size=args.size, seed=args.seed, workdir=args.workdir)
     frontend = args.frontend or "elastic"
@@ -238,7 +240,12 @@ def _through_elastic(demo: Any, inputs: Any, settings: dict[str, Any]) -> tuple[
 def _through_workflow_system(
     frontend: str, demo: Any, folder: Path, inputs: Any, settings: dict[str, Any]
 ) -> tuple[str, str, Any, Any]:
-    from workflows.frontends import elastic_parsl_config, elastic_prefect_runner, run_parsl, run_prefect
+    from elastic.workflows.frontends import (
+        elastic_parsl_config,
+        elastic_prefect_runner,
+        run_parsl,
+        run_prefect,
+    )
 
     status, detail, output = "completed", "", None
     if frontend == "parsl":
@@ -268,7 +275,7 @@ def _through_workflow_system(
 
 
 def _verify(demo: Any, inputs: Any, output: Any) -> Verification:
-    from workflows.dataflow import Check, Verification
+    from elastic.workflows.dataflow import Check, Verification
 
     try:
         verification: Verification = demo.verify(inputs, output)

@@ -25,7 +25,7 @@ from elastic.cli.arguments import read_trace
 from elastic.cli.outputs import check_output, write_output
 from elastic.cli.values import int_in_range, parse_seed
 from elastic.errors import ConfigError
-from learners.evaluation import (
+from elastic.learners.evaluation import (
     DEFAULT_CLASSES,
     DEFAULT_PREDICTORS,
     PREDICTORS,

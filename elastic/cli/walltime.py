@@ -35,9 +35,9 @@ from elastic.cli.values import (
     positive_float,
 )
 from elastic.errors import ConfigError, TraceError, UnknownNameError
-from learners.toptimal import MAX_TOPTIMAL_POINTS, atoptimal, toptimal
-from learners.walltime import ESDD, esdd, esdd_from_runtimes
-from learners.walltime_baselines import (
+from elastic.learners.toptimal import MAX_TOPTIMAL_POINTS, atoptimal, toptimal
+from elastic.learners.walltime import ESDD, esdd, esdd_from_runtimes
+from elastic.learners.walltime_baselines import (
     MASI,
     MAX_SAMPLED_RUNTIMES,
     ClassicalHPC,
@@ -46,7 +46,7 @@ from learners.walltime_baselines import (
     WalltimeStrategy,
     strategy_expectation,
 )
-from learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
+from elastic.learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
 
 __all__ = ["continuous_distribution", "read_runtimes", "register"]
 

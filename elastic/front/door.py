@@ -66,8 +66,8 @@ from elastic.strategies.knowledge import Knowledge, MemoryHistory
 from elastic.workflow import Workflow, check_scale
 
 if TYPE_CHECKING:
+    from elastic.learners.base import WaitPredictor
     from elastic.store import Store
-    from learners.base import WaitPredictor
 
 __all__ = ["Elastic", "FrontDoorView", "check_settings"]
 
@@ -120,7 +120,7 @@ class Elastic(concurrent.futures.Executor):
     store : None, False, str or Store, default None
         Where runs, runtimes, waits and learner state are kept: the default store, none, a URL, a store.
     learner : str, WaitPredictor or None, default None
-        Wait learner by name (:data:`learners.choice.WAIT_LEARNERS`), or a wait learner object (e.g.
+        Wait learner by name (:data:`elastic.learners.choice.WAIT_LEARNERS`), or a wait learner object (e.g.
         ``ASAEstimator(grid=..., ...)``: anything with ``predict(key)`` and ``observe(key, wait)``); None =
         the strategy's own (:func:`~elastic.strategies.base.strategy_learner`; ``ewma`` for a strategy
         object).
@@ -192,8 +192,8 @@ class Elastic(concurrent.futures.Executor):
             user=user,
             pool_options=pool_options,
         )
+        from elastic.learners.choice import DEFAULT_WAIT_LEARNER, make_wait_learner, shared_name
         from elastic.strategies import STRATEGY_NAMES, strategy_learner
-        from learners.choice import DEFAULT_WAIT_LEARNER, make_wait_learner, shared_name
 
         if learner is None:
             named = strategy if isinstance(strategy, str) and strategy in STRATEGY_NAMES else None
@@ -201,7 +201,7 @@ class Elastic(concurrent.futures.Executor):
         if isinstance(learner, str):
             waits, learner_name = make_wait_learner(learner), shared_name(learner)
         else:  # a learner object: its state is shared under its kind's name
-            from learners.ewma import LogEWMA
+            from elastic.learners.ewma import LogEWMA
 
             waits, learner_name = learner, "ewma" if isinstance(learner, LogEWMA) else "asa"
         self._strategy = resolve_strategy(strategy)
@@ -809,7 +809,7 @@ def check_settings(
         The first bad setting, named with its value and what is allowed.
     """
     from elastic.front.setup import BACKENDS
-    from learners.choice import WAIT_LEARNERS
+    from elastic.learners.choice import WAIT_LEARNERS
 
     if isinstance(backend, str):
         if backend not in BACKENDS:

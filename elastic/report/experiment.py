@@ -36,8 +36,8 @@ from elastic.simulator.priority import DEFAULT_PRIORITY
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
+    from elastic.learners.base import WaitPredictor
     from elastic.simulator.workload import Workload
-    from learners.base import WaitPredictor
 
 __all__ = [
     "Cell",
@@ -220,7 +220,7 @@ class ExperimentPlan:
     seed : int, default 0
         Seeds the learners.
     learner : str or None, default None
-        Wait learner for every strategy (:data:`learners.choice.WAIT_LEARNERS`); None: each strategy's
+        Wait learner for every strategy (:data:`elastic.learners.choice.WAIT_LEARNERS`); None: each strategy's
         own (:func:`~elastic.strategies.base.strategy_learner`).
     gantt_run : int or None, default None
         Run index whose busy cores are kept for the Gantt chart (default: the last run).
@@ -307,8 +307,8 @@ def run_experiment(
     -------
     ExperimentResult
     """
+    from elastic.learners.choice import make_wait_learner
     from elastic.strategies import strategy_learner
-    from learners.choice import make_wait_learner
 
     cells = plan.cells()
     runner.check(cells)

@@ -616,25 +616,25 @@ _REGISTRY: dict[str, tuple[str, str, dict[str, Any]]] = {
 
 _PAPER_LEARNER = "tuned"
 """The wait learner the paper's ASA variants use unless told otherwise (the ASA learner, with the
-learning-rate floor: see :mod:`learners.choice`)."""
+learning-rate floor: see :mod:`elastic.learners.choice`)."""
 
 STRATEGY_NAMES: tuple[str, ...] = tuple(_REGISTRY)
 """Names :func:`make_strategy` accepts."""
 
 
 def strategy_learner(name: str) -> str:
-    """Return the wait learner (a name of :data:`learners.choice.WAIT_LEARNERS`) strategy ``name`` runs with.
+    """Return the wait learner strategy ``name`` runs with (a name of ``WAIT_LEARNERS``).
 
     The paper's ASA variants (``asa-paper``, ``asa-after``, ``asa-naive``) use the paper's learner, so
     the comparison with the paper stays possible; every other strategy the default learner
-    (:data:`learners.choice.DEFAULT_WAIT_LEARNER`, chosen on the evidence in the README).
+    (:data:`elastic.learners.choice.DEFAULT_WAIT_LEARNER`, chosen on the evidence in the README).
 
     Raises
     ------
     UnknownNameError
         ``name`` is not registered.
     """
-    from learners.choice import DEFAULT_WAIT_LEARNER
+    from elastic.learners.choice import DEFAULT_WAIT_LEARNER
 
     if name not in _REGISTRY:
         raise UnknownNameError("strategy", name, STRATEGY_NAMES)

@@ -3,15 +3,17 @@
 :class:`Knowledge` is the one place strategies ask
 
 - how long an allocation of ``c`` cores will wait: one value (:meth:`Knowledge.predict_wait`) or the
-  distribution (:meth:`Knowledge.wait_quantiles`), from any :class:`~learners.base.WaitPredictor` keyed by
-  :func:`learners.asa_grid.geometry_key`. Waits are also kept apart by *phase*: the first allocation of a
+  distribution (:meth:`Knowledge.wait_quantiles`), from any :class:`~elastic.learners.base.WaitPredictor`
+  keyed by
+  :func:`elastic.learners.asa_grid.geometry_key`. Waits are also kept apart by *phase*: the first allocation
+  of a
   run (nothing of the run holds cores when it becomes eligible) and follow-ups (another allocation of the
   run holds, or held, cores by then), which differ by hours on a queue whose cores, once released by a
   run, go back to it first (HPC2N's capacity mode: first waits of hours, follow-ups of minutes);
 - how long a stage (or, with label ``"*"``, the whole workflow) will run, given how long it has run already
   ("its runtime history and its progress so far");
 - which walltime to request next for a stage: the next value of its speculative reservation sequence
-  (:mod:`learners.walltime`, fitted on the censored runtime history), given the requests already made.
+  (:mod:`elastic.learners.walltime`, fitted on the censored runtime history), given the requests already made.
 
 Runtime history lives in a :class:`RuntimeHistory`: the project's :class:`~elastic.store.Store` fits the
 protocol as is (so history persists across runs); :class:`MemoryHistory` keeps it in memory for pure
@@ -35,7 +37,7 @@ from elastic.errors import ConfigError
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
-    from learners.base import LearnerStateStore
+    from elastic.learners.base import LearnerStateStore
 
 __all__ = ["TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore"]
 
@@ -128,13 +130,14 @@ class Knowledge:
     workflow : Workflow
         The workflow being run.
     waits : WaitPredictor or None, default None
-        Queue-wait learner (e.g. :class:`learners.asa.ASAEstimator`); ``None`` predicts 0 s (no learning).
+        Queue-wait learner (e.g. :class:`elastic.learners.asa.ASAEstimator`); ``None`` predicts 0 s (no
+        learning).
     history : RuntimeHistory or None, default None
         Stage runtime history; ``None`` = a fresh :class:`MemoryHistory`.
     wait_store : WaitStore or None, default None
         Where every observed wait is also kept (the store), if anywhere.
     partition, user, backend : str or None
-        Passed to :func:`learners.asa_grid.geometry_key` and the wait store.
+        Passed to :func:`elastic.learners.asa_grid.geometry_key` and the wait store.
     min_history : int, default 3
         Runtimes needed before the history replaces the workflow's own estimate.
     slack : float, default 1.5
@@ -148,11 +151,12 @@ class Knowledge:
         Prior task runtime of a stage whose plan gives none (and no task brought an estimate), seconds.
     shared : LearnerStateStore or None, default None
         Where the wait learner's state is shared with other runs (the store): every observed wait is
-        learned into it atomically when it is made (:func:`learners.base.observe_shared`), and a prediction
+        learned into it atomically when it is made (:func:`elastic.learners.base.observe_shared`), and a
+        prediction
         starts from its latest state (read at most every ``refresh`` seconds per geometry), so concurrent
         runs never lose each other's observations.
     learner_name : str, default "asa"
-        Name the learner's state is shared under (:func:`learners.choice.shared_name` of the learner).
+        Name the learner's state is shared under (:func:`elastic.learners.choice.shared_name` of the learner).
     refresh : float, default 60.0
         Real seconds a shared state read for a prediction is reused.
     """
@@ -214,7 +218,7 @@ class Knowledge:
         >>> k.wait_key(28), k.wait_key(28, follow_up=True), k.wait_key(None, follow_up=False)
         ('cores=17-32', 'cores=17-32/follow-up', 'cores=any/first')
         """
-        from learners.asa_grid import geometry_key
+        from elastic.learners.asa_grid import geometry_key
 
         key = geometry_key(1 if cores is None else cores, self.partition, self.user)
         if cores is None:
@@ -228,7 +232,7 @@ class Knowledge:
         if self.waits is None or self.shared is None:
             return
         if time.monotonic() - self._loaded.get(key, -math.inf) >= self.refresh:
-            from learners.base import load_shared
+            from elastic.learners.base import load_shared
 
             load_shared(self.waits, self.shared, self.learner_name, key)  # type: ignore[type-var]
             self._loaded[key] = time.monotonic()
@@ -237,9 +241,10 @@ class Knowledge:
         """Predicted queue wait in seconds for ``cores`` cores, every phase together.
 
         0 without a learner, and while the learner has seen no wait of this geometry (a learner that
-        predicts only what it has seen, such as :class:`~learners.ewma.LogEWMA`, has nothing to say yet).
+        predicts only what it has seen, such as :class:`~elastic.learners.ewma.LogEWMA`, has nothing to say
+        yet).
         """
-        from learners.base import NotFittedError
+        from elastic.learners.base import NotFittedError
 
         if self.waits is None:
             return 0.0
@@ -259,9 +264,9 @@ class Knowledge:
         (``follow_up`` True or False), every geometry in this phase, this geometry in every phase; else 0
         s everywhere (nothing known: acquiring cores is taken as free, so a planner behaves like
         Per-Stage until it has seen the queue). A learner that gives one value only (not a
-        :class:`~learners.base.WaitDistribution`) gives it for every quantile.
+        :class:`~elastic.learners.base.WaitDistribution`) gives it for every quantile.
         """
-        from learners.base import NotFittedError
+        from elastic.learners.base import NotFittedError
 
         p = np.asarray(probs, dtype=np.float64)
         if self.waits is None:
@@ -296,7 +301,7 @@ class Knowledge:
             keys += [self.wait_key(cores, follow_up), self.wait_key(None, follow_up)]
         for key in keys:
             if self.waits is not None and self.shared is not None:
-                from learners.base import observe_shared
+                from elastic.learners.base import observe_shared
 
                 observe_shared(self.waits, self.shared, self.learner_name, key, max(0.0, wait))  # type: ignore[type-var]
                 self._loaded[key] = time.monotonic()  # the predictor now holds the latest shared state
@@ -395,7 +400,7 @@ def _learned_request(
     runtimes: FloatArray, censored: BoolArray, previous: Sequence[float], upper: float | None
 ) -> float | None:
     """Next value of the TOptimal sequence learned from censored runtimes, or None to use the prior."""
-    from learners.walltime import WalltimeLearner
+    from elastic.learners.walltime import WalltimeLearner
 
     # Let requests go beyond the longest runtime seen (twice it), unless the partition caps them.
     top = float(runtimes.max()) * 2.0

@@ -4,7 +4,7 @@ An allocation requested too early idles (every core is charged from its start); 
 delays the run. Both are priced in one currency (:class:`Prices`): ``alpha`` per core-second charged and
 ``beta`` per second of makespan, with ``beta = weight x`` the widest stage's cores (a second of makespan
 is worth ``weight`` seconds of the whole workflow's peak allocation; the user sets ``weight``). This is
-the trade :class:`learners.walltime_cost.CostModel` prices a walltime request with (reserved seconds
+the trade :class:`elastic.learners.walltime_cost.CostModel` prices a walltime request with (reserved seconds
 against seconds of delay), applied to queue waits.
 
 The queue wait ``W`` of a new allocation is a distribution, given as quantiles at :data:`PROBS`

@@ -19,11 +19,11 @@ from elastic.cli import main
 from elastic.cli.outputs import check_output, write_output
 from elastic.errors import ConfigError, TraceError
 from elastic.experiments import MAX_RUNS, default_background, start_points
+from elastic.learners.toptimal import MAX_TOPTIMAL_POINTS, toptimal
+from elastic.learners.walltime_baselines import MAX_SAMPLED_RUNTIMES
 from elastic.simulator.synthetic import MAX_JOBS, synthetic_workload
 from elastic.store import Store, StoreError
 from elastic.workflow import MAX_RUNTIME_CV, Stage, load_workflow
-from learners.toptimal import MAX_TOPTIMAL_POINTS, toptimal
-from learners.walltime_baselines import MAX_SAMPLED_RUNTIMES
 
 #: A small SWF trace with recorded waits: 400 jobs of 16-32 cores on a 64-core machine, 10 min apart.
 TINY_SWF = "; MaxProcs: 64\n" + "".join(

@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 from elastic.backends.mock import MockBackend
 from elastic.batch import JobSpec
 from elastic.errors import ConfigError
-from learners.asa import ASAEstimator
-from learners.base import NotFittedError, WaitPredictor
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
-from learners.ewma import LogEWMA
-from learners.reference import AlwaysZero, SchedulerEstimate
+from elastic.learners.asa import ASAEstimator
+from elastic.learners.base import NotFittedError, WaitPredictor
+from elastic.learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from elastic.learners.ewma import LogEWMA
+from elastic.learners.reference import AlwaysZero, SchedulerEstimate
 
 FACTORIES = {
     "asa-default": lambda: ASAEstimator(policy="default", random_state=0),
@@ -128,8 +128,8 @@ def test_learners_follow_a_stable_queue(name):
 
 
 def test_state_is_shared_through_the_real_store(name, tmp_path):
+    from elastic.learners.base import load_shared, observe_shared
     from elastic.store import Store
-    from learners.base import load_shared, observe_shared
 
     store = Store(f"sqlite:///{tmp_path / 'elastic.db'}")
     writer = FACTORIES[name]()

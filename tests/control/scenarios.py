@@ -27,11 +27,11 @@ from elastic.allocations import Allocation
 from elastic.backends.mock import MockBackend
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
+from elastic.learners.choice import make_wait_learner
 from elastic.metrics import EventKind
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy, strategy_learner
 from elastic.strategies.knowledge import TOTAL
 from elastic.workflow import Stage, Workflow
-from learners.choice import make_wait_learner
 
 __all__ = ["MAX_DURATION", "Outcome", "Scenario", "StageSpec", "random_scenario", "run_scenario"]
 

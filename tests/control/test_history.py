@@ -11,10 +11,10 @@ from elastic.control.demand import DeclaredDemand
 from elastic.control.history import learn_runtimes
 from elastic.control.live import LiveDemand
 from elastic.control.sim_execution import SimExecution
+from elastic.learners.asa import ASAEstimator
 from elastic.metrics import Event, EventKind
 from elastic.strategies import Knowledge, MemoryHistory
 from elastic.workflow import Stage, Workflow
-from learners.asa import ASAEstimator
 
 WIDE = Workflow("wide", (Stage("s", tasks=3, cores=1, runtime=100.0, runtime_cv=0.0),))
 

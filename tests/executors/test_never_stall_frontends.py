@@ -12,10 +12,10 @@ from prefect import flow, task
 
 import elastic
 from elastic.backends.local import LocalBackend
+from elastic.executors.parsl_executor import ElasticExecutor
+from elastic.executors.prefect_runner import ElasticTaskRunner
 from elastic.metrics import EventKind
 from elastic.store import Store
-from executors.parsl_executor import ElasticExecutor
-from executors.prefect_runner import ElasticTaskRunner
 from tests.executors import apps
 from tests.executors import prefect_flows as flows
 from tests.fixtures.prefect_server import PrefectServer

@@ -22,11 +22,11 @@ from parsl.utils import get_all_checkpoints
 from elastic.backends.local import LocalBackend
 from elastic.backends.mock import MockBackend
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.executors.parsl_executor import ElasticExecutor
+from elastic.learners.asa import ASAEstimator
 from elastic.metrics import EventKind
 from elastic.pool.tasks import TaskEvent, TaskState
 from elastic.strategies.base import Decision, RunView, Submit, make_strategy
-from executors.parsl_executor import ElasticExecutor
-from learners.asa import ASAEstimator
 from tests.executors import apps
 
 K = EventKind

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from elastic.backends.slurm import SlurmBackend
+from elastic.executors.parsl_executor import ElasticExecutor
+from elastic.learners.asa import ASAEstimator
 from elastic.metrics import EventKind
 from elastic.pool.tasks import TaskEvent, TaskState
 from elastic.strategies import make_strategy
-from executors.parsl_executor import ElasticExecutor
-from learners.asa import ASAEstimator
 from tests.executors import apps
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 

@@ -15,7 +15,7 @@ from parsl.monitoring import MonitoringHub
 from parsl.monitoring.radios.filesystem import FilesystemRadio
 from parsl.monitoring.radios.udp import UDPRadio
 
-from executors.parsl_executor import ElasticExecutor
+from elastic.executors.parsl_executor import ElasticExecutor
 from tests.executors import apps
 
 

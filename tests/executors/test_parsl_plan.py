@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from parsl.dataflow.states import States
 from parsl.executors.errors import InvalidResourceSpecification
 
-from executors.parsl_plan import RESOURCE_KEYS, AppResources, app_resources, waiting_stages
+from elastic.executors.parsl_plan import RESOURCE_KEYS, AppResources, app_resources, waiting_stages
 
 
 def test_a_resource_specification_sets_stage_cores_and_runtime() -> None:

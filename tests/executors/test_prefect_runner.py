@@ -20,9 +20,9 @@ from prefect.task_runners import ThreadPoolTaskRunner
 from elastic.backends.local import LocalBackend
 from elastic.backends.mock import MockBackend
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.executors.prefect_runner import ElasticTaskRunner
 from elastic.metrics import EventKind
 from elastic.store import Store
-from executors.prefect_runner import ElasticTaskRunner
 from tests.executors import prefect_flows as flows
 from tests.executors.readback import all_final, by_task, inputs_of, log_messages, states_of, task_runs
 from tests.fixtures.prefect_server import PrefectServer

@@ -15,8 +15,8 @@ from prefect.client.schemas.filters import FlowFilter, FlowFilterName
 from prefect.states import Cancelling
 
 from elastic.backends.slurm import SlurmBackend
+from elastic.executors.prefect_runner import ElasticTaskRunner
 from elastic.metrics import EventKind
-from executors.prefect_runner import ElasticTaskRunner
 from tests.executors import prefect_flows as flows
 from tests.executors.readback import all_final, task_runs
 from tests.fixtures.prefect_server import PrefectServer

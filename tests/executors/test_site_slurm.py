@@ -17,8 +17,8 @@ from parsl import python_app
 from parsl.config import Config
 
 from elastic import Elastic
+from elastic.executors.parsl_executor import ElasticExecutor
 from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
-from executors.parsl_executor import ElasticExecutor
 from tests.executors import apps
 from tests.fixtures.prefect_server import PrefectServer
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
@@ -168,7 +168,7 @@ def test_the_prefect_runners_site_reaches_the_slurm_job(
 ) -> None:
     from prefect import flow
 
-    from executors.prefect_runner import ElasticTaskRunner
+    from elastic.executors.prefect_runner import ElasticTaskRunner
     from tests.executors import prefect_flows as flows
 
     site = SiteConfig(directives=["--comment=prefect site"], worker_init="export SITE_INIT_VAR=prefect")

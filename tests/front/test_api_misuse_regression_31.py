@@ -152,7 +152,7 @@ EXECUTOR_BAD = {k: v for k, v in BAD.items() if k not in ("name", "workflow")} |
 def test_each_argument_of_the_parsl_executor_refuses_wrong_values_by_name(
     argument: str, data: st.DataObject
 ) -> None:
-    from executors.parsl_executor import ElasticExecutor
+    from elastic.executors.parsl_executor import ElasticExecutor
 
     named, values = EXECUTOR_BAD[argument]
     value = data.draw(values, label=argument)
@@ -171,7 +171,7 @@ RUNNER_BAD = {k: v for k, v in BAD.items() if k != "max_retries"} | {
 def test_each_argument_of_the_prefect_runner_refuses_wrong_values_by_name(
     argument: str, data: st.DataObject
 ) -> None:
-    from executors.prefect_runner import ElasticTaskRunner
+    from elastic.executors.prefect_runner import ElasticTaskRunner
 
     named, values = RUNNER_BAD[argument]
     value = data.draw(values, label=argument)
@@ -180,6 +180,6 @@ def test_each_argument_of_the_prefect_runner_refuses_wrong_values_by_name(
 
 
 def test_the_prefect_runner_takes_drain_margin_as_documented() -> None:
-    from executors.prefect_runner import ElasticTaskRunner
+    from elastic.executors.prefect_runner import ElasticTaskRunner
 
     ElasticTaskRunner(drain_margin=10.0, store=False)  # was refused as an unknown pool option

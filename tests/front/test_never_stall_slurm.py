@@ -33,7 +33,7 @@ _PARSL_DRIVER = textwrap.dedent(
     from parsl import python_app
     from parsl.config import Config
     from elastic.backends.slurm import SlurmBackend
-    from executors.parsl_executor import ElasticExecutor
+    from elastic.executors.parsl_executor import ElasticExecutor
 
     @python_app
     def first():

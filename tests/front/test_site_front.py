@@ -18,10 +18,10 @@ from elastic import Elastic
 from elastic.backends.local import LocalBackend
 from elastic.backends.slurm import SlurmBackend
 from elastic.errors import ConfigError
+from elastic.executors.parsl_executor import ElasticExecutor
+from elastic.executors.prefect_runner import ElasticTaskRunner
 from elastic.front.setup import resolve_backend
 from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
-from executors.parsl_executor import ElasticExecutor
-from executors.prefect_runner import ElasticTaskRunner
 
 
 def pid() -> int:

@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
-from learners.asa import ASAEstimator
-from learners.asa_grid import DEFAULT_GRID, geometry_key, key_cores, nearest_index
-from learners.base import InvalidParameterError, clone
-from learners.evaluation import iterations_to_converge
+from elastic.learners.asa import ASAEstimator
+from elastic.learners.asa_grid import DEFAULT_GRID, geometry_key, key_cores, nearest_index
+from elastic.learners.base import InvalidParameterError, clone
+from elastic.learners.evaluation import iterations_to_converge
 
 GRID = np.asarray(DEFAULT_GRID)
 waits = st.floats(min_value=0, max_value=300_000, allow_nan=False, allow_infinity=False)
@@ -366,8 +366,8 @@ def test_partial_fit_is_observe():
 
 
 def test_two_workflows_share_asa_state_through_the_store(tmp_path):
+    from elastic.learners.base import load_shared, observe_shared
     from elastic.store import Store
-    from learners.base import load_shared, observe_shared
 
     store = Store(f"sqlite:///{tmp_path / 'elastic.db'}")
     key = geometry_key(28, user="alice")
@@ -386,8 +386,8 @@ def test_two_workflows_share_asa_state_through_the_store(tmp_path):
 def test_concurrent_observers_never_lose_an_observation(tmp_path):
     import threading
 
+    from elastic.learners.base import observe_shared
     from elastic.store import Store
-    from learners.base import observe_shared
 
     url = f"sqlite:///{tmp_path / 'elastic.db'}"
     key = geometry_key(56)

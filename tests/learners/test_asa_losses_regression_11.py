@@ -6,8 +6,8 @@ import numpy as np
 from hypothesis import given
 from hypothesis import strategies as st
 
-from learners.asa_grid import DEFAULT_GRID, nearest_index
-from learners.asa_losses import paper_losses
+from elastic.learners.asa_grid import DEFAULT_GRID, nearest_index
+from elastic.learners.asa_losses import paper_losses
 
 
 @given(st.floats(0, 1e7) | st.sampled_from([float(g) for g in DEFAULT_GRID]))

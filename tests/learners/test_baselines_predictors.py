@@ -14,10 +14,15 @@ from scipy import stats
 from elastic.backends.mock import MockBackend
 from elastic.batch import Dependency, DependencyKind, JobSpec
 from elastic.errors import ConfigError
-from learners.base import InvalidParameterError, NotFittedError, PredictionUnavailableError, WaitDistribution
-from learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
-from learners.ewma import LogEWMA
-from learners.reference import AlwaysZero, SchedulerEstimate
+from elastic.learners.base import (
+    InvalidParameterError,
+    NotFittedError,
+    PredictionUnavailableError,
+    WaitDistribution,
+)
+from elastic.learners.baselines import LastWait, QBETSUpperBound, RunningMean, RunningMedian, RunningQuantile
+from elastic.learners.ewma import LogEWMA
+from elastic.learners.reference import AlwaysZero, SchedulerEstimate
 
 waits = st.floats(min_value=0, max_value=1e6, allow_nan=False, allow_infinity=False)
 

@@ -13,12 +13,10 @@ from hypothesis import strategies as st
 
 from elastic.cli import main
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.simulator.trace import read_swf
-from elastic.simulator.workload import Workload
-from learners.asa import ASAEstimator
-from learners.asa_grid import DEFAULT_GRID
-from learners.baselines import LastWait
-from learners.evaluation import (
+from elastic.learners.asa import ASAEstimator
+from elastic.learners.asa_grid import DEFAULT_GRID
+from elastic.learners.baselines import LastWait
+from elastic.learners.evaluation import (
     DEFAULT_PREDICTORS,
     GeometryClass,
     OnlineEvaluation,
@@ -28,6 +26,8 @@ from learners.evaluation import (
     make_predictor,
     plot_convergence,
 )
+from elastic.simulator.trace import read_swf
+from elastic.simulator.workload import Workload
 
 
 def workload(submit, wait, cores) -> Workload:

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from elastic.errors import ConfigError
-from learners.toptimal import atoptimal, toptimal, toptimal_policy
-from learners.walltime import ESDD, esdd
-from learners.walltime_cost import CostModel, expected_cost, expected_makespan
+from elastic.learners.toptimal import atoptimal, toptimal, toptimal_policy
+from elastic.learners.walltime import ESDD, esdd
+from elastic.learners.walltime_cost import CostModel, expected_cost, expected_makespan
 
 # Table 1 of Gainaru et al. (ICPP 2019): truncated normal, mu = 8 h, sigma = 2 h on [0, 20] h.
 TABLE1 = stats.truncnorm((0 - 8) / 2, (20 - 8) / 2, loc=8, scale=2)
@@ -207,7 +207,7 @@ def test_bad_cost_weights() -> None:
 
 
 def test_atoptimal_refuses_a_state_space_too_large(monkeypatch: pytest.MonkeyPatch) -> None:
-    module = importlib.import_module("learners.toptimal")
+    module = importlib.import_module("elastic.learners.toptimal")
     monkeypatch.setattr(module, "MAX_ATOPTIMAL_STATES", 100)
     d = table1(100)
     with pytest.raises(ConfigError, match="use fewer points"):

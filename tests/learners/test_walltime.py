@@ -9,11 +9,17 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from elastic.errors import ConfigError
-from learners.base import InvalidParameterError, NotFittedError, clone
-from learners.toptimal import toptimal
-from learners.walltime import ESDD, WalltimeLearner, esdd, esdd_from_runtimes
-from learners.walltime_baselines import MASI, ClassicalHPC, FixedSequence, Neuroscience, strategy_expectation
-from learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
+from elastic.learners.base import InvalidParameterError, NotFittedError, clone
+from elastic.learners.toptimal import toptimal
+from elastic.learners.walltime import ESDD, WalltimeLearner, esdd, esdd_from_runtimes
+from elastic.learners.walltime_baselines import (
+    MASI,
+    ClassicalHPC,
+    FixedSequence,
+    Neuroscience,
+    strategy_expectation,
+)
+from elastic.learners.walltime_cost import CostModel, empirical_cost, expected_cost, expected_makespan
 
 TABLE1 = stats.truncnorm(-4, 6, loc=8, scale=2)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from elastic.allocations import AllocationState
+from elastic.learners.asa import ASAEstimator
 from elastic.strategies import (
     STRATEGY_NAMES,
     TOTAL,
@@ -17,7 +18,6 @@ from elastic.strategies import (
     make_strategy,
 )
 from elastic.workflow import builtin_workflow
-from learners.asa import ASAEstimator
 from tests.strategies.views import Allocation, alloc, split
 
 WF = builtin_workflow("demo3")

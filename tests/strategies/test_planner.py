@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.allocations import Allocation, AllocationState
+from elastic.learners.ewma import LogEWMA
 from elastic.strategies import Cancel, Knowledge, RunView, Serve, Shorten, StageView, Submit, make_strategy
 from elastic.strategies.base import Releasing, walltime_follow_ups
 from elastic.strategies.hold import hold_through
@@ -31,7 +32,6 @@ from elastic.strategies.planner import (
 )
 from elastic.strategies.timing import PROBS, Prices, acquire_cost, acquire_delayed
 from elastic.workflow import Stage, Workflow
-from learners.ewma import LogEWMA
 from tests.strategies.views import alloc, split
 
 BETA = 28.0  # weight 1 x the widest stage's 28 cores: a second of makespan is worth 28 core-seconds

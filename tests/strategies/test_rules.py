@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from elastic.allocations import AllocationState
 from elastic.batch import DependencyKind
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.learners.asa import ASAEstimator
 from elastic.strategies import (
     ASA,
     TOTAL,
@@ -23,7 +24,6 @@ from elastic.strategies import (
 )
 from elastic.strategies.base import release_idle, walltime_follow_ups
 from elastic.workflow import builtin_workflow
-from learners.asa import ASAEstimator
 from tests.strategies.views import Allocation, alloc, split
 
 WF = builtin_workflow("demo3")  # prepare 1x1 (600 s), process 8x1 (1800 s, cv 0.2), merge 1x1 (300 s)

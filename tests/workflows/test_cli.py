@@ -18,9 +18,9 @@ from elastic.backends._proctrack import process_tree
 from elastic.cli import main
 from elastic.cli.run_demo import DEMO_NAMES, FRONTEND_NAMES
 from elastic.store import Store
+from elastic.workflows.demos import DEMOS
+from elastic.workflows.frontends import FRONTENDS
 from tests.workflows.conftest import SMALL
-from workflows.demos import DEMOS
-from workflows.frontends import FRONTENDS
 
 
 def _shim(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, program: str, script: str) -> None:
@@ -177,7 +177,9 @@ def test_a_front_end_without_its_elastic_executor_is_refused(
 ) -> None:
     # an installation without Elastic's executors: importing the module fails (a None entry in
     # sys.modules makes ``import`` raise ImportError)
-    module = {"parsl": "executors.parsl_executor", "prefect": "executors.prefect_runner"}[frontend]
+    module = {"parsl": "elastic.executors.parsl_executor", "prefect": "elastic.executors.prefect_runner"}[
+        frontend
+    ]
     monkeypatch.setitem(sys.modules, module, None)
     args = ["run", "blast", "--strategy", "asa", "--frontend", frontend, "--workdir", str(tmp_path)]
     assert main([*args, "--no-store"]) == 2

@@ -22,10 +22,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.workflows.demos import DEMOS, get_demo, prepare
+from elastic.workflows.household import MEASURES, read_household
+from elastic.workflows.statistics import combine, moments
 from tests.workflows.conftest import SMALL, SerialSubmitter
-from workflows.demos import DEMOS, get_demo, prepare
-from workflows.household import MEASURES, read_household
-from workflows.statistics import combine, moments
 
 
 def _run(name: str, tmp_path: Path, serial: SerialSubmitter, seed: int = 0) -> tuple[Any, Any]:

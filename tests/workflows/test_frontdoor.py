@@ -15,9 +15,9 @@ from elastic import Elastic
 from elastic.backends.mock import MockBackend
 from elastic.metrics import EventKind
 from elastic.store import Store
+from elastic.workflows.demos import DEMOS, run_demo
+from elastic.workflows.frontends import run_elastic
 from tests.workflows.conftest import SMALL
-from workflows.demos import DEMOS, run_demo
-from workflows.frontends import run_elastic
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 

@@ -24,9 +24,9 @@ import pytest
 from elastic.cli import main
 from elastic.store import Store
 from elastic.strategies.base import STRATEGY_NAMES
+from elastic.workflows.demos import DEMOS
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 from tests.workflows.conftest import SMALL
-from workflows.demos import DEMOS
 
 FRONTENDS = ("elastic", "parsl", "prefect")
 BACKENDS = ("mock", "slurm")
@@ -84,7 +84,9 @@ def test_a_demo_under_a_strategy_through_a_front_end_on_a_backend(
     request: pytest.FixtureRequest,
 ) -> None:
     name, strategy, frontend, backend = case
-    module = {"parsl": "executors.parsl_executor", "prefect": "executors.prefect_runner"}.get(frontend)
+    module = {"parsl": "elastic.executors.parsl_executor", "prefect": "elastic.executors.prefect_runner"}.get(
+        frontend
+    )
     if module is not None:
         try:
             importlib.import_module(module)

@@ -1,7 +1,8 @@
 """The same demo drivers as Parsl apps and as a Prefect flow (standard executors and task runners).
 
 Elastic's ElasticExecutor and ElasticTaskRunner plug in as a configuration choice
-(workflows.frontends.elastic_parsl_config / elastic_prefect_runner); here Parsl's ThreadPoolExecutor and
+(elastic.workflows.frontends.elastic_parsl_config / elastic_prefect_runner); here Parsl's ThreadPoolExecutor
+and
 HighThroughputExecutor (workers in other processes, importing the stage functions by module) and
 Prefect's ThreadPoolTaskRunner run them. A failed program reaches the driver as its own error in all three.
 """
@@ -18,10 +19,10 @@ import pytest
 
 from elastic import Elastic
 from elastic.backends.local import LocalBackend
+from elastic.workflows.dataflow import ProgramError
+from elastic.workflows.demos import DEMOS, run_demo
+from elastic.workflows.frontends import run_elastic, run_parsl, run_prefect
 from tests.workflows.conftest import SMALL
-from workflows.dataflow import ProgramError
-from workflows.demos import DEMOS, run_demo
-from workflows.frontends import run_elastic, run_parsl, run_prefect
 
 
 def _threads() -> object:
