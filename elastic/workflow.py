@@ -46,14 +46,17 @@ import numpy as np
 
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, check_count
+from elastic.workflow_suite import PUBLISHED_SHAPES
 
 __all__ = [
     "BUILTIN_WORKFLOWS",
+    "WORKFLOW_GROUPS",
     "MAX_RUNTIME_CV",
     "Stage",
     "Workflow",
     "builtin_workflow",
     "check_scale",
+    "expand_workflow_names",
     "load_workflow",
     "resolve_workflow",
     "workflow_from_mapping",
@@ -282,6 +285,45 @@ workflows at 28 cores: a wide stage then a sequential one; alternating wide and 
 narrow and two wide stages interleaved, each long (split, per-chunk statistics, merge, per-period
 statistics; the stage names of the Statistics demo, so its recorded runtimes apply).
 :func:`elastic.report.scaling.scale_workflow` widens them to the paper's other scales (56 and 112 cores)."""
+
+
+BUILTIN_WORKFLOWS.update(
+    {
+        name: Workflow(
+            name,
+            tuple(
+                Stage(stage, tasks, cores, runtime, cv, depends_on=deps)
+                for stage, tasks, cores, runtime, cv, deps in shape
+            ),
+        )
+        for name, shape in PUBLISHED_SHAPES.items()
+    }
+)
+# the published shapes of :mod:`elastic.workflow_suite` (1000genome, cybershake, epigenomics, seismology,
+# soykb, srasearch, bwa): DAGs with parallel branches, long chains and 4-core tasks
+
+WORKFLOW_GROUPS: dict[str, tuple[str, ...]] = {
+    "paper": ("blast", "montage", "statistics"),
+    "published": tuple(PUBLISHED_SHAPES),
+    "suite": ("blast", "montage", "statistics", *PUBLISHED_SHAPES),
+}
+"""Names that stand for several built-in workflows where a list is accepted (``--workflow suite``):
+``paper`` is the ASA paper's three, ``published`` the shapes of :mod:`elastic.workflow_suite`, ``suite``
+both."""
+
+
+def expand_workflow_names(text: str) -> list[str]:
+    """Split a comma-separated list of workflow names or files, expanding :data:`WORKFLOW_GROUPS`.
+
+    >>> expand_workflow_names("montage, paper")
+    ['montage', 'blast', 'statistics']
+    """
+    out: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        for name in WORKFLOW_GROUPS.get(item, (item,)) if item else ():
+            if name not in out:
+                out.append(name)
+    return out
 
 
 def builtin_workflow(name: str) -> Workflow:

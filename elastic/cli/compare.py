@@ -50,7 +50,7 @@ from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
 from elastic.report.tables import common_runs, versus_baselines
 from elastic.strategies import STRATEGY_NAMES
-from elastic.workflow import resolve_workflow
+from elastic.workflow import expand_workflow_names, resolve_workflow
 
 __all__ = [
     "COLUMNS",
@@ -104,7 +104,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--workflow",
         default="demo3",
-        help="built-in name or .toml/.json file, or several comma-separated (default: demo3)",
+        help="built-in name or .toml/.json file, or several comma-separated; the groups paper (blast, "
+        "montage, statistics), published (1000genome, cybershake, epigenomics, seismology, soykb, "
+        "srasearch, bwa) and suite (both) stand for their workflows (default: demo3)",
     )
     parser.add_argument(
         "--peak-cores",
@@ -255,7 +257,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ConfigError("--size and --workdir are --emulate's: the real demos' size and run folders")
     csv = check_output(args.csv, "--csv")
     out = check_output_dir(args.out, "--out")
-    workflows = [resolve_workflow(name.strip()) for name in args.workflow.split(",") if name.strip()]
+    workflows = [resolve_workflow(name) for name in expand_workflow_names(args.workflow)]
     if not workflows:
         raise ConfigError(f"--workflow names no workflow: {args.workflow!r}")
     console = Console()
