@@ -70,7 +70,8 @@ def test_a_healthy_store_gets_every_call_in_order(tmp_path: Path) -> None:
     # a read sees this process's own queued writes
     store.add_stage_runtime("wf", "s1", 7.0, censored=True)
     assert list(store.stage_runtimes("wf", "s1")[0]) == [12.5, 7.0]
-    assert store.close() is None
+    store.close()
+    assert store.journal is None
     with Store(url) as plain:
         assert list(plain.stage_runtimes("wf", "s1")[1]) == [False, True]
 
@@ -100,7 +101,8 @@ def test_a_locked_sqlite_store_does_not_block_and_loses_nothing(tmp_path: Path, 
         assert time.monotonic() - began < 4.0
         assert store.pending >= 7
     assert "is not answering" in caplog.text
-    assert store.close() is None  # the lock is gone: everything is written on close
+    store.close()
+    assert store.journal is None  # the lock is gone: everything is written on close
     _check_written(url)
 
 
@@ -111,7 +113,8 @@ def test_writes_the_store_never_takes_go_to_a_journal_that_replays(tmp_path: Pat
     store = ResilientStore(Store(url), timeout=0.3, flush_timeout=0.5, journal_dir=tmp_path / "j")
     with caplog.at_level(logging.ERROR, logger="elastic.store.resilient"), _sqlite_locked(path):
         _a_run(store)
-        journal = store.close()
+        store.close()
+        journal = store.journal
     assert journal is not None and journal.parent == tmp_path / "j"
     assert f"elastic store replay {journal}" in caplog.text
     lines = [json.loads(line) for line in journal.read_text().splitlines()]
@@ -169,7 +172,8 @@ def test_a_frozen_postgresql_server_does_not_block_the_run(
     finally:
         for pid in pids:
             os.kill(pid, signal.SIGCONT)
-    assert store.close() is None
+    store.close()
+    assert store.journal is None
     _check_written(postgres_url)
 
 
@@ -186,10 +190,61 @@ def test_a_postgresql_database_that_goes_away_keeps_the_writes(
     try:
         _, longest = _a_run(store)
         assert longest < 2.0
-        journal = store.close()
+        store.close()
+        journal = store.journal
     finally:
         postgres_server._admin(f'ALTER DATABASE "{name}" ALLOW_CONNECTIONS true')
     assert journal is not None
     with Store(postgres_url) as target:
         replay_journal(journal, target)
     _check_written(postgres_url)
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_sigterm_ends_elastic_run_while_its_postgresql_store_is_frozen(
+    postgres_server: PostgresServer, postgres_url: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    Store(postgres_url).runs()
+    cmd = [sys.executable, "-m", "elastic", "run", "--workflow", "demo3", "--strategy", "asa"]
+    proc = subprocess.Popen(
+        [*cmd, "--speedup", "60", "--store", postgres_url],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:  # until the run has recorded itself
+            with Store(postgres_url) as plain:
+                if not plain.runs().empty:
+                    break
+            time.sleep(0.2)
+        pids = _server_pids(postgres_server)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            time.sleep(3)
+            proc.send_signal(signal.SIGTERM)
+            began = time.monotonic()
+            _, err = proc.communicate(timeout=60)
+            ended_in = time.monotonic() - began
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err[-2000:]
+    assert ended_in < 30, f"SIGTERM took {ended_in:.0f} s to end the run"
+    journals = list((tmp_path / ".elastic-journal").glob("journal-*.jsonl"))
+    assert len(journals) == 1, err[-2000:]
+    assert f"elastic store replay {journals[0]}" in err
+    with Store(postgres_url) as plain:
+        replay_journal(journals[0], plain)
+        assert list(plain.runs()["status"]) == ["interrupted"]

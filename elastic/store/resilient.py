@@ -109,6 +109,8 @@ class ResilientStore:
     journal_dir : path or None, default None
         Where :meth:`close` writes what could not be written; None: the current directory's
         ``.elastic-journal/``.
+    owns : bool, default True
+        Whether :meth:`close` closes ``store`` too (False for a store the caller keeps using).
 
     Examples
     --------
@@ -127,10 +129,12 @@ class ResilientStore:
         timeout: float = DEFAULT_TIMEOUT,
         flush_timeout: float | None = None,
         journal_dir: str | os.PathLike[str] | None = None,
+        owns: bool = True,
     ) -> None:
         if not isinstance(store, Store):
             raise ConfigError(f"store must be a Store, got {type(store).__name__}")
         self._store = store
+        self._owns = bool(owns)
         self._timeout = _positive("timeout", timeout)
         self._flush = self._timeout if flush_timeout is None else _positive("flush_timeout", flush_timeout)
         self._journal_dir = Path(journal_dir) if journal_dir is not None else Path.cwd() / ".elastic-journal"
@@ -143,6 +147,8 @@ class ResilientStore:
         self._provisional = -1
         self._ids: dict[int, int] = {}  # provisional run id -> id the store gave
         self._close_deadline = math.inf
+        self.journal: Path | None = None
+        """The journal :meth:`close` wrote (the calls the store did not take), or None."""
         self._journaled = False  # close() wrote the queue to a journal: the worker must not touch it
         self._worker = threading.Thread(target=self._work, name="elastic-store", daemon=True)
         self._worker.start()
@@ -389,17 +395,15 @@ class ResilientStore:
 
     # -- closing ----------------------------------------------------------------------------
 
-    def close(self) -> Path | None:
+    def close(self) -> None:
         """Write what is queued, waiting up to ``flush_timeout``; journal the rest; close the store.
 
-        Returns
-        -------
-        Path or None
-            The journal written with the calls that did not reach the store, or None when all did.
+        :attr:`journal` is then the journal written with the calls that did not reach the store (None
+        when all did).
         """
         with self._cond:
             if self._closing:
-                return None
+                return
             self._closing = True
             self._close_deadline = time.monotonic() + self._flush
             self._cond.notify_all()
@@ -410,10 +414,10 @@ class ResilientStore:
             hung = self._worker.is_alive()
             self._journaled = bool(left)
         if not left:
-            if not hung:
+            if not hung and self._owns:
                 self._store.close()
-            return None
-        path = self._write_journal(left)
+            return
+        path = self.journal = self._write_journal(left)
         logger.error(
             "store %s did not take %d write(s) within %g s; they are kept in %s: write them with "
             "`elastic store replay %s --store URL` once the store answers",
@@ -423,9 +427,8 @@ class ResilientStore:
             path,
             path,
         )
-        if not hung:  # a worker stuck in a call keeps its connection; the process exit ends both
+        if not hung and self._owns:  # a worker stuck in a call keeps its connection; exit ends both
             self._store.close()
-        return path
 
     def _write_journal(self, calls: list[_Call]) -> Path:
         self._journal_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
