@@ -9,8 +9,8 @@ and one that goes away must not make it give up its work. :class:`ResilientStore
 - **writes** (``add_wait``, ``add_stage_runtime``, ``add_run_params``, ``finish_run``,
   ``save_learner_state``, ``update_learner_state``) are queued and return at once; the worker retries
   a write the database could not take (backing off up to :data:`MAX_BACKOFF` s) until it is back;
-- **reads** wait at most ``timeout`` seconds; past it, or while the store is unavailable, they answer
-  from what this process already knows (the last answer to the same read, with the writes queued since
+- **reads** wait at most ``timeout`` seconds; past it, and until the store has caught up with every
+  queued write, they answer at once from what this process already knows (the last answer to the same read, with the writes queued since
   applied where that is exact, or nothing: an empty history, no learner state) and log once per outage;
 - ``update_learner_state`` applies its update to the state this process knows, returns that, and
   replays the same update on the database's state when it is back (the update functions are written to
@@ -201,11 +201,11 @@ class ResilientStore:
                     continue
                 self._queue.popleft()
                 self._cond.notify_all()
-                if self._down_since is not None:
+                if self._down_since is not None and not self._queue:  # caught up: wait for reads again
                     down = time.monotonic() - self._down_since
                     self._down_since = None
                     logger.warning(
-                        "store %s answers again after %.0f s; writing what was queued", self.url, down
+                        "store %s has caught up after %.0f s: everything queued is written", self.url, down
                     )
             if call.future is not None and not call.future.done():
                 if outcome == "ok":
