@@ -10,8 +10,9 @@ and one that goes away must not make it give up its work. :class:`ResilientStore
   ``save_learner_state``, ``update_learner_state``) are queued and return at once; the worker retries
   a write the database could not take (backing off up to :data:`MAX_BACKOFF` s) until it is back;
 - **reads** wait at most ``timeout`` seconds; past it, and until the store has caught up with every
-  queued write, they answer at once from what this process already knows (the last answer to the same read, with the writes queued since
-  applied where that is exact, or nothing: an empty history, no learner state) and log once per outage;
+  queued write, they answer at once from what this process already knows (the last answer to the same
+  read, with the writes queued since applied where that is exact, or nothing: an empty history, no
+  learner state) and log once per outage;
 - ``update_learner_state`` applies its update to the state this process knows, returns that, and
   replays the same update on the database's state when it is back (the update functions are written to
   be replayed: they fold one observation into whatever state they are given);
