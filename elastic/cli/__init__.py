@@ -45,6 +45,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "run a workflow under one strategy (mock or Slurm) and print its metrics",
     ),
     "compare": ("elastic.cli.compare", "compare Big-Job, Per-Stage and ASA over many simulated runs"),
+    "store": ("elastic.cli.store", "write a run's journal (what its store did not take) to the store"),
     "mesos": (
         "elastic.cli.mesos",
         "serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",

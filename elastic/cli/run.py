@@ -63,7 +63,7 @@ from elastic.workflow import Workflow, resolve_workflow
 
 if TYPE_CHECKING:
     from elastic.backends.base import BatchBackend
-    from elastic.store import Store
+    from elastic.store.resilient import ResilientStore
 
 __all__ = ["register"]
 
@@ -121,7 +121,7 @@ def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:
 
 
 def _simulate(
-    args: argparse.Namespace, workflow: Workflow, learner: WaitPredictor, store: Store | None
+    args: argparse.Namespace, workflow: Workflow, learner: WaitPredictor, store: ResilientStore | None
 ) -> RunResult:
     from elastic.experiments import simulate_runs
 
@@ -152,7 +152,7 @@ def _real(
     args: argparse.Namespace,
     workflow: Workflow,
     learner: WaitPredictor,
-    store: Store | None,
+    store: ResilientStore | None,
     console: Console,
 ) -> RunResult:
     from elastic.control.pool_execution import PoolExecution
@@ -252,11 +252,12 @@ def _run(args: argparse.Namespace) -> int:
         return _run_demo(args)
     workflow = resolve_workflow(args.workflow)
     console = Console()
-    store: Store | None = None
+    store: ResilientStore | None = None
     if not args.no_store:
         from elastic.store import Store
+        from elastic.store.resilient import ResilientStore
 
-        store = Store(args.store)
+        store = ResilientStore(Store(args.store))
     try:
         learner = make_wait_learner(args.learner or strategy_learner(args.strategy), seed=args.seed)
         run_id = None
@@ -307,11 +308,12 @@ def _run(args: argparse.Namespace) -> int:
 def _run_demo(args: argparse.Namespace) -> int:
     """Run a demo (:mod:`elastic.cli.run_demo`), print its checks and metrics; 1 if a check failed."""
     console = Console()
-    store: Store | None = None
+    store: ResilientStore | None = None
     if not args.no_store:
         from elastic.store import Store
+        from elastic.store.resilient import ResilientStore
 
-        store = Store(args.store)
+        store = ResilientStore(Store(args.store))
     try:
         with sigterm_interrupts():
             outcome = run_demo(args, store)

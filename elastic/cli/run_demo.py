@@ -37,7 +37,7 @@ from elastic.errors import ConfigError
 if TYPE_CHECKING:
     from elastic.backends.base import BatchBackend
     from elastic.control.execution import RunResult
-    from elastic.store import Store
+    from elastic.store.resilient import ResilientStore
     from elastic.workflows.dataflow import Verification
 
 __all__ = [
@@ -177,7 +177,7 @@ def _backend(args: argparse.Namespace) -> BatchBackend:
     return SlurmBackend(args.partition, args.account, args.qos)
 
 
-def run_demo(args: argparse.Namespace, store: Store | None) -> DemoOutcome:
+def run_demo(args: argparse.Namespace, store: ResilientStore | None) -> DemoOutcome:
     """Generate the demo's input, run it through the chosen front-end, check the output.
 
     Ctrl-C (a ``KeyboardInterrupt``) ends the run ``interrupted`` (recorded, every allocation released);
@@ -285,7 +285,7 @@ def _verify(demo: Any, inputs: Any, output: Any) -> Verification:
 
 
 def print_outcome(
-    console: Console, outcome: DemoOutcome, args: argparse.Namespace, store: Store | None
+    console: Console, outcome: DemoOutcome, args: argparse.Namespace, store: ResilientStore | None
 ) -> None:
     """Print the checks, the run's metrics (from the front door, else from the store) and where things are."""
     title = f"{outcome.demo} under {args.strategy} on {args.backend} through {outcome.frontend}"
@@ -320,7 +320,9 @@ def print_outcome(
         )
 
 
-def _print_stored_metrics(console: Console, outcome: DemoOutcome, store: Store | None, title: str) -> None:
+def _print_stored_metrics(
+    console: Console, outcome: DemoOutcome, store: ResilientStore | None, title: str
+) -> None:
     """Metrics of the front-end's run as the store recorded them (the newest run of the demo's name)."""
     runs = store.runs(workflow=outcome.demo) if store is not None else None
     if runs is None or runs.empty:

@@ -68,6 +68,7 @@ from elastic.workflow import Workflow, check_scale
 if TYPE_CHECKING:
     from elastic.learners.base import WaitPredictor
     from elastic.store import Store
+    from elastic.store.resilient import ResilientStore
 
 __all__ = ["Elastic", "FrontDoorView", "check_settings"]
 
@@ -230,9 +231,8 @@ class Elastic(concurrent.futures.Executor):
             check_site = getattr(self._backend, "check_site", None)  # Slurm: sbatch --test-only
             if callable(check_site):
                 check_site()
-            self._store: Store | None
-            self._store, own_store = resolve_store(store)
-            if own_store and self._store is not None:
+            self._store: ResilientStore | None = resolve_store(store)
+            if self._store is not None:
                 self._cleanup.append(self._store.close)
             self._name = workflow.name if isinstance(workflow, Workflow) else str(workflow)
             plan = workflow if isinstance(workflow, Workflow) else None

@@ -29,6 +29,7 @@ from elastic.workflow import Stage, Workflow
 
 if TYPE_CHECKING:
     from elastic.store import Store
+    from elastic.store.resilient import ResilientStore
 
 logger = logging.getLogger(__name__)
 
@@ -140,17 +141,22 @@ def resolve_strategy(strategy: str | Strategy) -> Strategy:
     return strategy
 
 
-def resolve_store(store: str | Store | bool | None) -> tuple[Store | None, bool]:
-    """Return ``(store or None, whether the front door closes it)``."""
+def resolve_store(store: str | Store | bool | None) -> ResilientStore | None:
+    """Return the run's store (None: none), wrapped so that it never blocks the run.
+
+    The front door always closes what this returns: a store it opened is closed with it, one the user
+    gave is only flushed (:class:`~elastic.store.resilient.ResilientStore` ``owns=False``).
+    """
     if store is False:
-        return None, False
+        return None
     if store is True:
         store = None
-    if store is None or isinstance(store, str):
-        from elastic.store import Store
+    from elastic.store import Store
+    from elastic.store.resilient import ResilientStore
 
-        return Store(store), True
-    return store, False
+    if store is None or isinstance(store, str):
+        return ResilientStore(Store(store))
+    return ResilientStore(store, owns=False)
 
 
 def plan_to_json(plan: Workflow) -> list[dict[str, Any]]:
@@ -188,7 +194,7 @@ def plan_from_json(name: str, records: object) -> Workflow | None:
         return None
 
 
-def remembered_plan(store: Store, name: str) -> Workflow | None:
+def remembered_plan(store: Store | ResilientStore, name: str) -> Workflow | None:
     """Return the plan of the last completed run of workflow ``name`` kept in ``store``, if any."""
     runs = store.runs(workflow=name)
     if runs.empty:
@@ -238,7 +244,7 @@ def _driver_alive(driver: Mapping[str, Any]) -> bool:
     return since is None or _process_start(pid) in (None, since)
 
 
-def recover_abandoned(store: Store, backend: BatchBackend) -> list[int]:
+def recover_abandoned(store: Store | ResilientStore, backend: BatchBackend) -> list[int]:
     """End the runs of this host whose driver died without ending them; return their ids.
 
     A driver killed by SIGKILL (or the machine's OOM killer) leaves its run ``running`` in the store and its

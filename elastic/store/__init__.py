@@ -13,6 +13,9 @@ _schema
     The tables and the schema version check.
 _errors
     :class:`StoreError` and its subclasses.
+resilient
+    :class:`~elastic.store.resilient.ResilientStore`: what runs use, so a store that stops answering
+    never blocks them (writes behind, bounded reads, a journal for what the store never took).
 """
 
 from __future__ import annotations
