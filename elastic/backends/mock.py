@@ -28,7 +28,6 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -236,15 +235,6 @@ class MockBackend:
         """
         return self._recorded
 
-    @property
-    def estimates_releasing(self) -> bool:
-        """Whether :meth:`expected_start` can end the caller's own jobs when it releases them (``releasing``).
-
-        True in ``replay`` mode; the recorded modes plan around pinned jobs and cannot (their estimates
-        are not shown to strategies anyway, :attr:`estimates_see_ahead`).
-        """
-        return not self._recorded
-
     def priority_model(self) -> str:
         """Return :attr:`priority`, as :meth:`elastic.backends.slurm.SlurmBackend.priority_model` does."""
         return self.priority
@@ -350,19 +340,17 @@ class MockBackend:
             )
             return [self._info(j) for j in jobs]
 
-    def expected_start(self, spec: JobSpec, *, releasing: Mapping[str, float] | None = None) -> float | None:
-        """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit.
+    def expected_start(self, spec: JobSpec) -> float | None:
+        """When ``spec`` would start if submitted now; refuses like submit.
 
-        ``releasing``: job id (the caller's own) -> when the caller will release it; such a job ends then
-        rather than at its walltime (a queued one is left out); only where :attr:`estimates_releasing` (see
-        :func:`elastic.simulator.expected.expected_start`). Raises UnknownJobError for an id this backend
-        never handed out.
+        The same computation as the Slurm backend's (:mod:`elastic.simulator.snapshot`): the queue as
+        ``squeue`` would show it, every job held to its time limit, simulated under this backend's
+        policy (:func:`elastic.simulator.expected.expected_start`).
         """
         self._check_spec(spec, run=False)
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
-            released = {self._index(job_id): at for job_id, at in (releasing or {}).items()}
             return expected_start(
                 self._engine,
                 cores=spec.cores,
@@ -370,7 +358,6 @@ class MockBackend:
                 nodes=spec.nodes,
                 dependencies=deps,
                 begin=spec.begin,
-                releasing=released,
             )
 
     def records(self) -> pd.DataFrame:
