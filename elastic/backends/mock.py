@@ -23,15 +23,11 @@ from __future__ import annotations
 import atexit
 import logging
 import math
-import os
-import signal
-import subprocess
 import threading
-import time
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from elastic.backends._proctrack import Proc, alive, process_tree, signal_all
+from elastic.backends._pilots import Pilots
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import ConfigError, DependencyError, SubmitError, UnknownJobError, UnknownNameError
 from elastic.simulator.base import QueuePolicy, make_policy
@@ -190,11 +186,7 @@ class MockBackend:
         if pinned is not None:
             self._engine.pin(*pinned)
         self._partition = PartitionInfo(partition_name, nodes, cores_per_node, max_walltime)
-        self._grace = grace
-        self._scripts: dict[int, tuple[str, dict[str, str]]] = {}
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        # pgid -> (real time to send SIGKILL, the job's processes when it was stopped)
-        self._stopping: dict[int, tuple[float, list[Proc]]] = {}
+        self._pilots = Pilots(grace)
         self._closed = False
         if start:
             self._engine.run(until=float(start))
@@ -274,7 +266,7 @@ class MockBackend:
                     self._user_chain[j] = self._last_of_user[spec.user]
                 self._last_of_user[spec.user] = j
             if spec.script is not None:
-                self._scripts[j] = (spec.script, dict(spec.env))
+                self._pilots.scripts[j] = (spec.script, dict(spec.env))
             self._engine.submit(
                 cores=spec.cores,
                 nodes=spec.nodes,
@@ -376,17 +368,7 @@ class MockBackend:
         atexit.unregister(self.close)
         self._clock.stop()
         with self._lock:
-            for proc in list(self._procs.values()):
-                # every descendant too: tasks started with setsid have left the pilot's group (as _stop)
-                descendants = process_tree(proc.pid)
-                _killpg(proc.pid, signal.SIGKILL)
-                signal_all(descendants, signal.SIGKILL)
-                proc.wait()
-            self._procs.clear()
-            for pgid, (_, procs) in self._stopping.items():  # SIGTERMed jobs not gone yet
-                _killpg(pgid, signal.SIGKILL)
-                signal_all(procs, signal.SIGKILL)
-            self._stopping.clear()
+            self._pilots.kill_all()
 
     def __enter__(self) -> MockBackend:
         return self
@@ -400,25 +382,16 @@ class MockBackend:
 
     def job_started(self, job: int) -> None:
         """Start the pilot process of ``job``."""
-        script, env = self._scripts[job]
-        full_env = {**os.environ, **env}
-        full_env["ELASTIC_JOB_ID"] = _job_id(job)
-        full_env["ELASTIC_JOB_CORES"] = str(self._engine.jobs.cores[job])
-        logger.info("job %s: starting pilot process", _job_id(job))
-        self._procs[job] = subprocess.Popen(["bash", "-c", script], env=full_env, start_new_session=True)
+        self._pilots.start(job, _job_id(job), self._engine.jobs.cores[job])
 
     def job_ended(self, job: int) -> None:
         """Stop every process of the job (SIGTERM now, SIGKILL after the grace), as Slurm does.
 
         That is the pilot's process group and every descendant of the pilot, including tasks that
-        started their own session (see :mod:`elastic.backends._proctrack`).
+        started their own session (see :mod:`elastic.backends._pilots`).
         """
-        proc = self._procs.get(job)
-        if proc is None:
-            return
-        if self._engine.jobs.state[job] == RUNNING:  # requeued: cannot happen for pilots
-            return
-        self._stop(proc.pid)
+        if self._engine.jobs.state[job] != RUNNING:  # requeued: cannot happen for pilots
+            self._pilots.ended(job)
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -438,31 +411,15 @@ class MockBackend:
 
     def _poll(self) -> None:
         eng = self._engine
-        for job, proc in list(self._procs.items()):
-            code = proc.poll()
-            if code is None:
-                continue
-            del self._procs[job]
-            if eng.jobs.state[job] == RUNNING:
-                logger.info("job %s: pilot process exited with code %s", _job_id(job), code)
-                eng.finish(job, code)
-                self._stop(proc.pid)  # leftovers of the script
-        if self._stopping:
-            now = time.monotonic()
-            for pgid, (deadline, procs) in list(self._stopping.items()):
-                if not _group_alive(pgid) and not alive(procs):
-                    del self._stopping[pgid]
-                elif now >= deadline:
-                    _killpg(pgid, signal.SIGKILL)
-                    signal_all(procs, signal.SIGKILL)
-                    del self._stopping[pgid]
 
-    def _stop(self, pid: int) -> None:
-        """SIGTERM the process group led by ``pid`` and every descendant of ``pid``; SIGKILL later."""
-        procs = process_tree(pid)
-        group = _killpg(pid, signal.SIGTERM)
-        if signal_all(procs, signal.SIGTERM) or group:
-            self._stopping[pid] = (time.monotonic() + self._grace, procs)
+        def exited(job: int, code: int) -> bool:
+            if eng.jobs.state[job] != RUNNING:
+                return False
+            logger.info("job %s: pilot process exited with code %s", _job_id(job), code)
+            eng.finish(job, code)
+            return True
+
+        self._pilots.poll(exited)
 
     def _index(self, job_id: str) -> int:
         try:
@@ -513,22 +470,3 @@ class MockBackend:
 
 def _job_id(j: int) -> str:
     return str(j + 1)
-
-
-def _killpg(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to a process group; return whether the group existed."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - another user's reused group id
-        return False
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
