@@ -476,24 +476,26 @@ class SlurmBackend:
             ``squeue``, ``sinfo`` or ``scontrol`` failed.
         """
         part = self._estimate_partition()
-        now = self.now()
-        args = ["squeue", "-h", "-p", part.name, "-t", _queue.SNAPSHOT_STATES, "-o", _queue.SNAPSHOT_FORMAT]
-        proc = self._run(args, check=False)
-        if proc.returncode != 0:
-            self._fail(args, proc)
-        snap = _queue.parse_snapshot(
-            proc.stdout.splitlines(), now=now, nodes=part.nodes, cores_per_node=part.cores_per_node
-        )
-        info = ["sinfo", "-h", "-p", part.name, "-o", "%C"]
-        alloc = self._run(info, check=False)
-        if alloc.returncode != 0:
-            self._fail(info, alloc)
-        held = sum(r.cores for r in snap.running)
-        if _queue.parse_allocated(alloc.stdout.splitlines()[0] if alloc.stdout.strip() else "0") > held:
-            logger.info(
-                "slurm: squeue shows fewer allocated CPUs than sinfo (hidden jobs); using --test-only"
+        for attempt in range(2):  # a job ending between sinfo and squeue looks hidden once
+            info = ["sinfo", "-h", "-p", part.name, "-o", "%C"]
+            alloc = self._run(info, check=False)
+            if alloc.returncode != 0:
+                self._fail(info, alloc)
+            now = self.now()
+            args = ["squeue", "-h", "-p", part.name, "-t", _queue.SNAPSHOT_STATES]
+            args += ["-o", _queue.SNAPSHOT_FORMAT]
+            proc = self._run(args, check=False)
+            if proc.returncode != 0:
+                self._fail(args, proc)
+            snap = _queue.parse_snapshot(
+                proc.stdout.splitlines(), now=now, nodes=part.nodes, cores_per_node=part.cores_per_node
             )
-            return self.test_only_start(spec)
+            allocated = _queue.parse_allocated(alloc.stdout.splitlines()[0] if alloc.stdout.strip() else "0")
+            if allocated <= sum(r.cores for r in snap.running):
+                break
+            if attempt:
+                logger.info("slurm: squeue shows fewer allocated CPUs than sinfo (hidden); using --test-only")
+                return self.test_only_start(spec)
         after: list[tuple[DependencyKind, str]] = []
         listed = {r.job_id for r in snap.running} | {p.job_id for p in snap.pending}
         for dep in spec.dependencies:

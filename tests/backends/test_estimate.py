@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -74,3 +75,26 @@ def test_the_same_queue_on_the_mock_and_on_slurm_gets_the_same_estimate(backend:
         on_slurm = backend.expected_start(probe)
         # Slurm's times are whole seconds and limits whole minutes (these are): the same to 2 s
         assert on_slurm is not None and abs(on_slurm - info.start_time - expected) <= 2.0
+
+
+def test_slurm_falls_back_to_test_only_when_squeue_hides_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
+    # PrivateData=jobs: sinfo counts 64 allocated CPUs, squeue shows none of their jobs
+    outputs = {
+        "scontrol": "PartitionName=debug TotalNodes=64 TotalCPUs=64 MaxTime=UNLIMITED\n",
+        "sinfo": "64/0/0/64\n",
+        "squeue": "",
+    }
+    ran: list[str] = []
+
+    def run(self: SlurmBackend, args: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        ran.append(args[0])
+        return subprocess.CompletedProcess(args, 0, outputs[args[0]], "")
+
+    monkeypatch.setattr(SlurmBackend, "_run", run)
+    monkeypatch.setattr(SlurmBackend, "test_only_start", lambda self, spec: 1234.0)
+    backend = SlurmBackend(partition="debug", env={})
+    assert backend.expected_start(JobSpec(cores=1, walltime=60.0)) == 1234.0
+    outputs["sinfo"] = "0/64/0/64\n"  # nothing hidden: the snapshot (an empty queue) answers now
+    ran.clear()
+    start = backend.expected_start(JobSpec(cores=1, walltime=60.0))
+    assert start is not None and abs(start - time.time()) < 5 and "sbatch" not in ran
