@@ -12,19 +12,27 @@ import re
 from collections.abc import Iterable
 
 from elastic.backends import _slurm_parse as parse
-from elastic.batch import JobState, PendingReason
+from elastic.batch import DependencyKind, JobState, PendingReason
 from elastic.errors import BackendError
 from elastic.simulator.snapshot import PendingJob, QueueSnapshot, RunningJob
 
-__all__ = ["SNAPSHOT_FORMAT", "SNAPSHOT_STATES", "expand_hostlist", "parse_allocated", "parse_snapshot"]
+__all__ = [
+    "SNAPSHOT_FORMAT",
+    "SNAPSHOT_STATES",
+    "expand_hostlist",
+    "parse_allocated",
+    "parse_dependencies",
+    "parse_snapshot",
+]
 
-SNAPSHOT_FORMAT = "%i|%T|%r|%C|%D|%l|%Q|%S|%h|%N"
+SNAPSHOT_FORMAT = "%i|%T|%r|%C|%D|%l|%Q|%S|%h|%E|%N"
 """``squeue -o`` format read by :func:`parse_snapshot` (id, state, reason, CPUs, nodes, time limit,
-priority, start or begin time, oversubscribe, node list)."""
+priority, start or begin time, oversubscribe, remaining dependencies, node list)."""
 
 SNAPSHOT_STATES = "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
 """``squeue -t`` states a snapshot reads: jobs that wait or hold cores."""
 
+_DEPENDENCY = re.compile(r"(\w+):(\d+)(?:\+\d+)?\((\w+)\)")
 _RANGE = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?([^,]*)")
 
 
@@ -60,6 +68,32 @@ def expand_hostlist(text: str) -> list[str]:
     return names
 
 
+def parse_dependencies(text: str) -> tuple[tuple[DependencyKind, str], ...] | None:
+    """Unfulfilled dependencies in ``squeue %E`` (``afterok:12(unfulfilled),after:13(unfulfilled)``).
+
+    None when one can never be satisfied, or is of a kind the simulation does not model (``singleton``,
+    ``aftercorr``, ...): such a job is left out of the snapshot.
+
+    >>> parse_dependencies("afterany:12(unfulfilled),afterok:13(failed)") is None
+    True
+    >>> parse_dependencies("afterok:12(unfulfilled)")
+    ((<DependencyKind.AFTEROK: 'afterok'>, '12'),)
+    """
+    text = text.strip()
+    if text in ("", "(null)"):
+        return ()
+    out: list[tuple[DependencyKind, str]] = []
+    for part in re.split(r"[,?]", text):
+        match = _DEPENDENCY.fullmatch(part.strip())
+        if match is None or match.group(3) != "unfulfilled":
+            return None
+        try:
+            out.append((DependencyKind(match.group(1)), match.group(2)))
+        except ValueError:
+            return None
+    return tuple(out)
+
+
 def parse_allocated(line: str) -> int:
     """Allocated CPUs from ``sinfo -h -p PART -o %C`` (``allocated/idle/other/total``).
 
@@ -76,8 +110,9 @@ def parse_snapshot(lines: Iterable[str], *, now: float, nodes: int, cores_per_no
     """Build the snapshot of a partition from ``squeue -h -t SNAPSHOT_STATES -o SNAPSHOT_FORMAT`` lines.
 
     Running jobs end at start + time limit (an unlimited one never in the estimate's horizon); pending
-    jobs are ordered by priority (highest first, then by id); those waiting for a dependency are left
-    out, those held by ``--begin`` keep their begin time; ``OverSubscribe=NO`` (``--exclusive``) jobs
+    jobs are ordered by priority (highest first, then by id), with their unfulfilled dependencies
+    (:func:`parse_dependencies`; a job with one that never will be is left out); those held by
+    ``--begin`` keep their begin time; ``OverSubscribe=NO`` (``--exclusive``) jobs
     take whole nodes. Running jobs' cores are placed on their listed nodes, spread evenly.
 
     Raises
@@ -93,9 +128,9 @@ def parse_snapshot(lines: Iterable[str], *, now: float, nodes: int, cores_per_no
         if not line.strip():
             continue
         fields = line.rstrip("\n").split("|")
-        if len(fields) != 10:
+        if len(fields) != 11:
             raise BackendError(f"cannot read squeue line {line!r}; expected format {SNAPSHOT_FORMAT!r}")
-        job_id, code, reason, cpus, n_nodes, limit, prio, start, share, nodelist = fields
+        job_id, code, reason, cpus, n_nodes, limit, prio, start, share, depends, nodelist = fields
         try:
             state = parse.parse_state(code)
             cores, width = int(cpus), int(n_nodes)
@@ -114,12 +149,13 @@ def parse_snapshot(lines: Iterable[str], *, now: float, nodes: int, cores_per_no
             running.append(RunningJob(job_id, cores, end, whole))
         elif state is JobState.PENDING:
             why = parse.parse_reason(reason, state)
-            if why in (PendingReason.DEPENDENCY, PendingReason.DEPENDENCY_NEVER_SATISFIED):
+            after = parse_dependencies(depends) if why is PendingReason.DEPENDENCY else ()
+            if why is PendingReason.DEPENDENCY_NEVER_SATISFIED or after is None:
                 continue
             begin = parse.parse_time(start) if why is PendingReason.BEGIN_TIME else None
             wall = walltime if math.isfinite(walltime) else 366 * 86400.0
             pid = int(job_id.split("_")[0]) if job_id.split("_")[0].isdigit() else 0
-            pending.append((-priority, pid, PendingJob(job_id, cores, wall, whole, begin)))
+            pending.append((-priority, pid, PendingJob(job_id, cores, wall, whole, begin, after)))
     if cores_per_node > 1 and 0 < len(node_index) <= nodes:
         running = [
             RunningJob(r.job_id, r.cores, r.end, r.whole, _even(r.cores, [node_index[n] for n in names]))

@@ -1,7 +1,7 @@
 """Expected start of a job if it were submitted to an engine now: the mock backend's estimate.
 
 The engine's queue is read as ``squeue`` would show it (:func:`~elastic.simulator.snapshot.snapshot_of`:
-running jobs end at their time limit, pending jobs in rank order, jobs held by a dependency left out)
+running jobs end at their time limit, pending jobs in rank order with their dependencies)
 and the probe is simulated on that snapshot with :func:`~elastic.simulator.snapshot.estimate_start`, the
 same computation the Slurm backend runs on its ``squeue`` snapshot; see that module for why this
 estimate and not ``sbatch --test-only``'s. The copy runs the engine's policy without speculation.
@@ -54,7 +54,7 @@ def expected_start(
     -------
     float or None
         Simulated start time, or None when the job could never start (a dependency can never be
-        satisfied, or one waits on a job that is itself held by a dependency).
+        satisfied).
     """
     engine.check_geometry(cores, nodes)
     probe_plan = getattr(engine.policy, "probe", None)

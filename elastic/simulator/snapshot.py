@@ -19,7 +19,8 @@ the engine's own state on the mock) and run the same simulation on it (:func:`es
 running jobs hold their cores until their time limit (never their true runtime, which no real
 scheduler knows, and never earlier for the caller's own jobs), pending jobs run for their full time
 limit in priority order under the queue's policy, no further job arrives, and the probe joins the tail
-of the queue. Jobs still waiting for a dependency are left out (their parents' ends are not known).
+of the queue. Jobs waiting for a dependency wait for it in the simulation too (a running parent ends
+at its limit, taken as COMPLETED); one whose parent is not in the snapshot is left out.
 The limits: a site that hides other users' jobs from ``squeue`` (``PrivateData=jobs``) leaves the
 snapshot without them, and the Slurm backend then falls back to ``--test-only``
 (:meth:`~elastic.backends.slurm.SlurmBackend.expected_start`); per-node placement on Slurm is read from
@@ -35,7 +36,8 @@ from typing import TYPE_CHECKING
 
 from elastic.batch import DependencyKind
 from elastic.errors import ConfigError
-from elastic.simulator.jobs import PENDING, RUNNING, DepRecord
+from elastic.simulator import dependencies as _deps
+from elastic.simulator.jobs import CANCELLED, PENDING, RUNNING, DepRecord
 
 if TYPE_CHECKING:
     from elastic.simulator.base import QueuePolicy
@@ -71,7 +73,7 @@ class RunningJob:
 
 @dataclass(frozen=True, slots=True)
 class PendingJob:
-    """A job waiting in a :class:`QueueSnapshot` (eligible, or held only by a begin time).
+    """A job waiting in a :class:`QueueSnapshot` (eligible, or held by a begin time or dependencies).
 
     Attributes
     ----------
@@ -85,6 +87,8 @@ class PendingJob:
         Whole nodes it asks for (0: cores anywhere).
     begin : float or None
         Not before this time.
+    after : tuple of (DependencyKind, str)
+        Its dependencies not yet satisfied, on jobs of the snapshot (by id).
     """
 
     job_id: str
@@ -92,6 +96,7 @@ class PendingJob:
     walltime: float
     whole: int = 0
     begin: float | None = None
+    after: tuple[tuple[DependencyKind, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,8 +135,8 @@ def snapshot_of(engine: Engine, *, job_id: Mapping[int, str] | None = None) -> Q
     Returns
     -------
     QueueSnapshot
-        Running jobs end at start + walltime (never at their true runtime); pending jobs in rank order,
-        those held by a dependency left out.
+        Running jobs end at start + walltime (never at their true runtime); pending jobs in rank order
+        with their unsatisfied dependencies (one that can never be satisfied is left out).
     """
     jobs = engine.jobs
     cl = engine.cluster
@@ -146,10 +151,8 @@ def snapshot_of(engine: Engine, *, job_id: Mapping[int, str] | None = None) -> Q
         )
         for _, j in engine.running
     )
-    waiting = list(engine.queue) + sorted(
-        (j for j in engine.held if j not in jobs.deps), key=jobs.rank.__getitem__
-    )
-    waiting.sort(key=jobs.rank.__getitem__)
+    held = (j for j in engine.held if j not in jobs.dep_never)
+    waiting = sorted([*engine.queue, *held], key=jobs.rank.__getitem__)
     pending = tuple(
         PendingJob(
             names.get(j, str(j)),
@@ -157,6 +160,7 @@ def snapshot_of(engine: Engine, *, job_id: Mapping[int, str] | None = None) -> Q
             jobs.walltime[j],
             jobs.whole[j],
             jobs.begin[j] if jobs.begin[j] > engine.now else None,
+            tuple((r.kind, names.get(r.parent, str(r.parent))) for r in jobs.deps.get(j, ()) if not r.status),
         )
         for j in waiting
     )
@@ -255,12 +259,21 @@ def estimate_start(
         ccl.idle_nodes = sum(f == ccl.cores_per_node for f in ccl.node_free)
     else:
         ccl.idle_nodes = ccl.free
+    waiting = []
     for p in snapshot.pending:
         k = add(p.job_id, p.cores, p.whole, p.walltime, p.walltime, -math.inf if p.begin is None else p.begin)
         cj.state[k] = PENDING
-        if p.begin is not None and p.begin > now:
+        waiting.append((k, p))
+    for k, p in waiting:  # dependencies once every parent is in the copy (a child may rank first)
+        if p.after and all(parent in index for _, parent in p.after):
+            _deps.attach(cj, k, [(kind, index[parent]) for kind, parent in p.after])
+        if (p.after and k not in cj.deps) or k in cj.dep_never:
+            cj.state[k] = CANCELLED  # a parent the snapshot does not hold: left out
+        elif p.begin is not None and p.begin > now:
             copy.held.add(k)
             copy._push_begin(k, p.begin)
+        elif cj.dep_pending.get(k, 0):
+            copy.held.add(k)
         else:
             copy.queue.append(k)
     copy._rank_floor(float(len(cj)))

@@ -12,7 +12,7 @@ import pytest
 from elastic.backends._slurm_queue import parse_snapshot
 from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
-from elastic.batch import JobSpec, JobState
+from elastic.batch import Dependency, DependencyKind, JobSpec, JobState
 from elastic.simulator.snapshot import estimate_start
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
@@ -20,9 +20,9 @@ from tests.fixtures.slurm_cluster import LocalSlurmCluster
 # from 0; B (1 core, limit 5000 s) waits for it. A 64-core probe waits for A, then for B:
 # 6000 s. `sbatch --test-only` (Slurm 22.05's job_start_data) says A's end plus B's area over the
 # partition, 1000 + 1 x 5000 / 64 = 1078 s; the old mock said 6000. Both backends now say 6000.
-SQUEUE = [  # squeue -h -p debug -o "%i|%T|%r|%C|%D|%l|%Q|%S|%h|%N", the clock at 2026-11-28T06:00:00
-    "2|PENDING|Resources|1|1|1:23:20|4294901758|N/A|OK|",
-    "1|RUNNING|None|64|64|16:40|4294901759|2026-11-28T06:00:00|OK|n[1-64]",
+SQUEUE = [  # squeue -h -p debug -o "%i|%T|%r|%C|%D|%l|%Q|%S|%h|%E|%N", the clock at 2026-11-28T06:00:00
+    "2|PENDING|Resources|1|1|1:23:20|4294901758|N/A|OK|(null)|",
+    "1|RUNNING|None|64|64|16:40|4294901759|2026-11-28T06:00:00|OK|(null)|n[1-64]",
 ]
 
 
@@ -51,30 +51,31 @@ def backend(slurm_cluster: LocalSlurmCluster, tmp_path: Path) -> Iterator[SlurmB
 
 @pytest.mark.slurm
 def test_the_same_queue_on_the_mock_and_on_slurm_gets_the_same_estimate(backend: SlurmBackend) -> None:
-    # 4 nodes x 4 cores: A (16 cores, 10 min) runs; B (1 core, 60 min) and C (16 cores, 30 min) wait.
-    # sbatch --test-only answers 45 min for either probe here (10 + (4 x 60 + 16 x 30) / 16 minutes,
-    # measured); Slurm's backfill plan and both backends' estimate: 10 min and 100 min.
+    # 4 nodes x 4 cores: A (16 cores, 10 min) runs; B (1 core, 60 min) and C (16 cores, 30 min) wait,
+    # D (8 cores, 10 min) waits for C to end. sbatch --test-only answers A's end plus every pending job's
+    # CPU-minutes over 16 CPUs (a 1-core job counts as a 4-CPU node): 10 + (4 x 60 + 16 x 30 + 8 x 10) / 16
+    # = 60 min for either probe. Both backends' estimate: 10 min for one core, 110 for 16 (after C, D).
     mock = MockBackend(nodes=4, cores_per_node=4, policy="conservative", priority="basic")
-    queue = [
-        JobSpec(cores=16, walltime=600.0),
-        JobSpec(cores=1, walltime=3600.0),
-        JobSpec(cores=16, walltime=1800.0),
-    ]
-    a = backend.submit(queue[0])
-    for spec in queue[1:]:
-        backend.submit(spec)
-    for spec in queue:
+    a = backend.submit(JobSpec(cores=16, walltime=600.0))
+    backend.submit(JobSpec(cores=1, walltime=3600.0))
+    on_c = (Dependency(DependencyKind.AFTERANY, backend.submit(JobSpec(cores=16, walltime=1800.0))),)
+    backend.submit(JobSpec(cores=8, walltime=600.0, dependencies=on_c))
+    for spec in (JobSpec(cores=16, walltime=600.0), JobSpec(cores=1, walltime=3600.0)):
         mock.submit(spec)
+    c = mock.submit(JobSpec(cores=16, walltime=1800.0))
+    mock.submit(JobSpec(cores=8, walltime=600.0, dependencies=(Dependency(DependencyKind.AFTERANY, c),)))
     deadline = time.monotonic() + 30
     while (info := backend.state(a)).state is not JobState.RUNNING and time.monotonic() < deadline:
         time.sleep(0.2)
     assert info.start_time is not None
-    probes = ((JobSpec(cores=16, walltime=600.0), 6000.0), (JobSpec(cores=1, walltime=300.0), 600.0))
+    probes = ((JobSpec(cores=16, walltime=600.0), 6600.0), (JobSpec(cores=1, walltime=300.0), 600.0))
     for probe, expected in probes:
         assert mock.expected_start(probe) == expected
         on_slurm = backend.expected_start(probe)
         # Slurm's times are whole seconds and limits whole minutes (these are): the same to 2 s
         assert on_slurm is not None and abs(on_slurm - info.start_time - expected) <= 2.0
+        test_only = backend.test_only_start(probe)
+        assert test_only is not None and abs(test_only - info.start_time - 3600.0) <= 2.0
 
 
 def test_slurm_falls_back_to_test_only_when_squeue_hides_jobs(monkeypatch: pytest.MonkeyPatch) -> None:
