@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic.backends._slurm_queue import parse_snapshot
 from elastic.backends.mock import MockBackend
@@ -99,3 +101,32 @@ def test_slurm_falls_back_to_test_only_when_squeue_hides_jobs(monkeypatch: pytes
     ran.clear()
     start = backend.expected_start(JobSpec(cores=1, walltime=60.0))
     assert start is not None and abs(start - time.time()) < 5 and "sbatch" not in ran
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    jobs=st.lists(
+        st.tuples(st.integers(1, 8), st.sampled_from([60.0, 600.0, 3600.0]), st.floats(0.0, 1.0)),
+        min_size=1,
+        max_size=12,
+    ),
+    cores=st.integers(1, 8),
+    policy=st.sampled_from(["easy", "conservative", "fcfs"]),
+)
+def test_no_job_ends_before_its_time_limit_in_the_estimate(
+    jobs: list[tuple[int, float, float]], cores: int, policy: str
+) -> None:
+    # Jobs really end early (runtime = a fraction of the limit); the estimate may not know it: the probe
+    # starts no earlier than the first time enough cores are free with every running job at its limit.
+    mock = MockBackend(nodes=8, policy=policy)
+    for c, wall, frac in jobs:
+        mock.submit(JobSpec(cores=c, walltime=wall, runtime=frac * wall))
+    mock.sleep(30.0)
+    start = mock.expected_start(JobSpec(cores=cores, walltime=60.0))
+    running = sorted((j.start_time + j.walltime, j.cores) for j in mock.queue() if j.start_time is not None)
+    free, bound = 8 - sum(c for _, c in running), mock.now()
+    for end, c in running:
+        if free >= cores:
+            break
+        free, bound = free + c, end
+    assert start is not None and start >= bound
