@@ -1,8 +1,8 @@
 """Does the scheduler's estimate tell the waits that follow? (issue 9, "Which wait prices a new allocation")
 
 Runs Per-Stage (it never holds, so every request is a plain one) over one cell of issue 9's grid and,
-at each request, asks the mock backend's ``expected_start`` for the same geometry (what ``sbatch
---test-only`` answers: every queued and running job held to its walltime). Prints, per width, the
+at each request, asks the mock backend's ``expected_start`` for the same geometry (the estimate both
+backends give: every queued and running job held to its walltime). Prints, per width, the
 Spearman rank correlation between the estimate and the wait that followed, the median of wait /
 estimate where the estimate was over 10 minutes, and how the long waits (over 3 h) and the short ones
 (under 10 minutes) were estimated. Beside it, the same for the run's latest wait (the wait of the
@@ -11,8 +11,9 @@ run's allocation that started last before the request): the fallback ``asa`` use
 A second table asks ahead, as the planner does when it decides whether to hold an allocation: at the last
 decision while each wide allocation of the run runs, it asks the estimate for the run's next request of
 that width (made once this allocation is released), plainly and with this allocation released when its
-stage is expected to end (``releasing``: what the mock backend can do and ``sbatch --test-only``
-cannot), and compares both with the wait that request then had. Plainly,
+stage is expected to end (``releasing``: honoured by no built-in backend since the estimate is the
+same on the mock and on Slurm, so both columns now agree), and compares both with the wait that
+request then had. Plainly,
 the run's own allocation is held to its walltime in the estimate, so the next request looks long whenever
 the rest of the machine is busy, though the cores it gives back are free the moment it is released.
 

@@ -80,9 +80,11 @@ class BatchBackend(Protocol):
         ...
 
     def expected_start(self, spec: JobSpec) -> float | None:
-        """When a job like ``spec`` would start if submitted now (``sbatch --test-only``).
+        """When a job like ``spec`` would start if submitted now.
 
-        Returns ``None`` when the backend cannot tell.
+        Both built-in backends compute it the same way: a snapshot of the queue (``squeue`` on Slurm)
+        simulated with every job held to its time limit (:mod:`elastic.simulator.snapshot`). Returns
+        ``None`` when the backend cannot tell.
         """
         ...
 
@@ -107,12 +109,13 @@ class ShortensWalltime(Protocol):
 
 @runtime_checkable
 class EstimatesReleasing(Protocol):
-    """A backend whose estimate can end some of the caller's own jobs early (the mock backend).
+    """A backend whose estimate can end some of the caller's own jobs early (no built-in one).
 
     A planner pricing a request for a stage that starts once its own running allocation is released
     asks how long the request would wait with that allocation released when the planner will release
-    it: held to its walltime in the estimate, it would make every such request look long. Slurm's
-    ``sbatch --test-only`` cannot change a job's end, so the Slurm backend is not one of these.
+    it: held to its walltime in the estimate, it would make every such request look long. Neither
+    built-in backend is one: their shared estimate (:mod:`elastic.simulator.snapshot`) holds every job,
+    the caller's own included, to its time limit, as a real scheduler's would.
     """
 
     @property

@@ -23,16 +23,11 @@ from __future__ import annotations
 import atexit
 import logging
 import math
-import os
-import signal
-import subprocess
 import threading
-import time
-from collections.abc import Mapping
 from types import TracebackType
 from typing import TYPE_CHECKING
 
-from elastic.backends._proctrack import Proc, alive, process_tree, signal_all
+from elastic.backends._pilots import Pilots
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import ConfigError, DependencyError, SubmitError, UnknownJobError, UnknownNameError
 from elastic.simulator.base import QueuePolicy, make_policy
@@ -191,11 +186,7 @@ class MockBackend:
         if pinned is not None:
             self._engine.pin(*pinned)
         self._partition = PartitionInfo(partition_name, nodes, cores_per_node, max_walltime)
-        self._grace = grace
-        self._scripts: dict[int, tuple[str, dict[str, str]]] = {}
-        self._procs: dict[int, subprocess.Popen[bytes]] = {}
-        # pgid -> (real time to send SIGKILL, the job's processes when it was stopped)
-        self._stopping: dict[int, tuple[float, list[Proc]]] = {}
+        self._pilots = Pilots(grace)
         self._closed = False
         if start:
             self._engine.run(until=float(start))
@@ -236,15 +227,6 @@ class MockBackend:
         """
         return self._recorded
 
-    @property
-    def estimates_releasing(self) -> bool:
-        """Whether :meth:`expected_start` can end the caller's own jobs when it releases them (``releasing``).
-
-        True in ``replay`` mode; the recorded modes plan around pinned jobs and cannot (their estimates
-        are not shown to strategies anyway, :attr:`estimates_see_ahead`).
-        """
-        return not self._recorded
-
     def priority_model(self) -> str:
         """Return :attr:`priority`, as :meth:`elastic.backends.slurm.SlurmBackend.priority_model` does."""
         return self.priority
@@ -284,7 +266,7 @@ class MockBackend:
                     self._user_chain[j] = self._last_of_user[spec.user]
                 self._last_of_user[spec.user] = j
             if spec.script is not None:
-                self._scripts[j] = (spec.script, dict(spec.env))
+                self._pilots.scripts[j] = (spec.script, dict(spec.env))
             self._engine.submit(
                 cores=spec.cores,
                 nodes=spec.nodes,
@@ -350,19 +332,17 @@ class MockBackend:
             )
             return [self._info(j) for j in jobs]
 
-    def expected_start(self, spec: JobSpec, *, releasing: Mapping[str, float] | None = None) -> float | None:
-        """When ``spec`` would start if submitted now (``sbatch --test-only``); refuses like submit.
+    def expected_start(self, spec: JobSpec) -> float | None:
+        """When ``spec`` would start if submitted now; refuses like submit.
 
-        ``releasing``: job id (the caller's own) -> when the caller will release it; such a job ends then
-        rather than at its walltime (a queued one is left out); only where :attr:`estimates_releasing` (see
-        :func:`elastic.simulator.expected.expected_start`). Raises UnknownJobError for an id this backend
-        never handed out.
+        The same computation as the Slurm backend's (:mod:`elastic.simulator.snapshot`): the queue as
+        ``squeue`` would show it, every job held to its time limit, simulated under this backend's
+        policy (:func:`elastic.simulator.expected.expected_start`).
         """
         self._check_spec(spec, run=False)
         with self._lock:
             self._catch_up()
             deps = self._dependencies(spec.dependencies)
-            released = {self._index(job_id): at for job_id, at in (releasing or {}).items()}
             return expected_start(
                 self._engine,
                 cores=spec.cores,
@@ -370,7 +350,6 @@ class MockBackend:
                 nodes=spec.nodes,
                 dependencies=deps,
                 begin=spec.begin,
-                releasing=released,
             )
 
     def records(self) -> pd.DataFrame:
@@ -389,17 +368,7 @@ class MockBackend:
         atexit.unregister(self.close)
         self._clock.stop()
         with self._lock:
-            for proc in list(self._procs.values()):
-                # every descendant too: tasks started with setsid have left the pilot's group (as _stop)
-                descendants = process_tree(proc.pid)
-                _killpg(proc.pid, signal.SIGKILL)
-                signal_all(descendants, signal.SIGKILL)
-                proc.wait()
-            self._procs.clear()
-            for pgid, (_, procs) in self._stopping.items():  # SIGTERMed jobs not gone yet
-                _killpg(pgid, signal.SIGKILL)
-                signal_all(procs, signal.SIGKILL)
-            self._stopping.clear()
+            self._pilots.kill_all()
 
     def __enter__(self) -> MockBackend:
         return self
@@ -413,25 +382,16 @@ class MockBackend:
 
     def job_started(self, job: int) -> None:
         """Start the pilot process of ``job``."""
-        script, env = self._scripts[job]
-        full_env = {**os.environ, **env}
-        full_env["ELASTIC_JOB_ID"] = _job_id(job)
-        full_env["ELASTIC_JOB_CORES"] = str(self._engine.jobs.cores[job])
-        logger.info("job %s: starting pilot process", _job_id(job))
-        self._procs[job] = subprocess.Popen(["bash", "-c", script], env=full_env, start_new_session=True)
+        self._pilots.start(job, _job_id(job), self._engine.jobs.cores[job])
 
     def job_ended(self, job: int) -> None:
         """Stop every process of the job (SIGTERM now, SIGKILL after the grace), as Slurm does.
 
         That is the pilot's process group and every descendant of the pilot, including tasks that
-        started their own session (see :mod:`elastic.backends._proctrack`).
+        started their own session (see :mod:`elastic.backends._pilots`).
         """
-        proc = self._procs.get(job)
-        if proc is None:
-            return
-        if self._engine.jobs.state[job] == RUNNING:  # requeued: cannot happen for pilots
-            return
-        self._stop(proc.pid)
+        if self._engine.jobs.state[job] != RUNNING:  # requeued: cannot happen for pilots
+            self._pilots.ended(job)
 
     # -- internals -------------------------------------------------------------------------------
 
@@ -451,31 +411,15 @@ class MockBackend:
 
     def _poll(self) -> None:
         eng = self._engine
-        for job, proc in list(self._procs.items()):
-            code = proc.poll()
-            if code is None:
-                continue
-            del self._procs[job]
-            if eng.jobs.state[job] == RUNNING:
-                logger.info("job %s: pilot process exited with code %s", _job_id(job), code)
-                eng.finish(job, code)
-                self._stop(proc.pid)  # leftovers of the script
-        if self._stopping:
-            now = time.monotonic()
-            for pgid, (deadline, procs) in list(self._stopping.items()):
-                if not _group_alive(pgid) and not alive(procs):
-                    del self._stopping[pgid]
-                elif now >= deadline:
-                    _killpg(pgid, signal.SIGKILL)
-                    signal_all(procs, signal.SIGKILL)
-                    del self._stopping[pgid]
 
-    def _stop(self, pid: int) -> None:
-        """SIGTERM the process group led by ``pid`` and every descendant of ``pid``; SIGKILL later."""
-        procs = process_tree(pid)
-        group = _killpg(pid, signal.SIGTERM)
-        if signal_all(procs, signal.SIGTERM) or group:
-            self._stopping[pid] = (time.monotonic() + self._grace, procs)
+        def exited(job: int, code: int) -> bool:
+            if eng.jobs.state[job] != RUNNING:
+                return False
+            logger.info("job %s: pilot process exited with code %s", _job_id(job), code)
+            eng.finish(job, code)
+            return True
+
+        self._pilots.poll(exited)
 
     def _index(self, job_id: str) -> int:
         try:
@@ -526,22 +470,3 @@ class MockBackend:
 
 def _job_id(j: int) -> str:
     return str(j + 1)
-
-
-def _killpg(pgid: int, sig: int) -> bool:
-    """Send ``sig`` to a process group; return whether the group existed."""
-    try:
-        os.killpg(pgid, sig)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # pragma: no cover - another user's reused group id
-        return False
-    return True
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True

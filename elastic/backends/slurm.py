@@ -27,7 +27,8 @@ from typing import NoReturn
 import platformdirs
 
 from elastic.backends import _slurm_parse as parse
-from elastic.batch import JobInfo, JobSpec, JobState, PartitionInfo
+from elastic.backends import _slurm_queue as _queue
+from elastic.batch import DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import (
     BackendError,
     BackendUnavailableError,
@@ -37,6 +38,7 @@ from elastic.errors import (
     SubmitError,
     UnknownJobError,
 )
+from elastic.simulator.snapshot import estimate_start
 from elastic.site import SiteConfig, SiteConfigError, load_site
 
 __all__ = ["SlurmBackend", "render_job_script"]
@@ -239,6 +241,8 @@ class SlurmBackend:
         self._jobcomp: _JobcompIndex | None = None
         self._lock = threading.Lock()  # guards the one-time jobcomp lookup; commands run unlocked
         self._jobcomp_resolved = jobcomp_path is not None
+        self._est_partition: PartitionInfo | None = None
+        self._est_model: tuple[str, str] | None = None
         if jobcomp_path is not None:
             self._jobcomp = _JobcompIndex(Path(jobcomp_path))
 
@@ -454,7 +458,67 @@ class SlurmBackend:
             )
 
     def expected_start(self, spec: JobSpec) -> float | None:
-        """When ``spec`` would start if submitted now (``sbatch --test-only``); None if Slurm cannot say.
+        """When ``spec`` would start if submitted now; None if Slurm cannot say.
+
+        The same computation as the mock backend's (:mod:`elastic.simulator.snapshot`, where the module
+        docstring says why it is not ``sbatch --test-only``'s): the partition's queue read with
+        ``squeue`` (every user's jobs), each running job held to its time limit, pending jobs run for
+        their limits in priority order under the scheduler this cluster runs (``sched/backfill``: every
+        pending job planned, ``conservative``; ``sched/builtin``: ``fcfs``), the probe last. Where
+        ``squeue`` cannot see every job that holds cores (a site with ``PrivateData=jobs``: fewer CPUs
+        in the snapshot than ``sinfo`` counts allocated), it falls back to :meth:`test_only_start`.
+
+        Raises
+        ------
+        GeometryError
+            The job could never run on the partition (``sbatch`` would reject it too).
+        BackendError
+            ``squeue``, ``sinfo`` or ``scontrol`` failed.
+        """
+        part = self._estimate_partition()
+        for attempt in range(2):  # a job ending between sinfo and squeue looks hidden once
+            info = ["sinfo", "-h", "-p", part.name, "-o", "%C"]
+            alloc = self._run(info, check=False)
+            if alloc.returncode != 0:
+                self._fail(info, alloc)
+            now = self.now()
+            args = ["squeue", "-h", "-p", part.name, "-t", _queue.SNAPSHOT_STATES]
+            args += ["-o", _queue.SNAPSHOT_FORMAT]
+            proc = self._run(args, check=False)
+            if proc.returncode != 0:
+                self._fail(args, proc)
+            snap = _queue.parse_snapshot(
+                proc.stdout.splitlines(), now=now, nodes=part.nodes, cores_per_node=part.cores_per_node
+            )
+            allocated = _queue.parse_allocated(alloc.stdout.splitlines()[0] if alloc.stdout.strip() else "0")
+            if allocated <= sum(r.cores for r in snap.running):
+                break
+            if attempt:
+                logger.info("slurm: squeue shows fewer allocated CPUs than sinfo (hidden); using --test-only")
+                return self.test_only_start(spec)
+        after: list[tuple[DependencyKind, str]] = []
+        listed = {r.job_id for r in snap.running} | {p.job_id for p in snap.pending}
+        for dep in spec.dependencies:
+            if dep.job_id in listed:
+                after.append((DependencyKind(dep.kind), dep.job_id))
+            elif not _settled(DependencyKind(dep.kind), self.state(dep.job_id)):
+                return None
+        policy, priority = self._estimate_model()
+        return estimate_start(
+            snap,
+            cores=spec.cores,
+            walltime=parse.walltime_minutes(spec.walltime) * 60.0,
+            nodes=spec.nodes,
+            begin=spec.begin,
+            after=after,
+            policy=policy,
+            priority=priority,
+        )
+
+    def test_only_start(self, spec: JobSpec) -> float | None:
+        """Slurm's own answer, ``sbatch --test-only``: running jobs end at their limits, plus an area term.
+
+        See :mod:`elastic.simulator.snapshot` for what Slurm 22.05 computes. None if Slurm cannot say.
 
         Raises
         ------
@@ -470,6 +534,24 @@ class SlurmBackend:
             logger.warning("slurm: %s failed (exit %s): %s", " ".join(args), proc.returncode, proc.stderr)
             return None
         return parse.parse_test_only(proc.stderr + "\n" + proc.stdout)
+
+    def _estimate_partition(self) -> PartitionInfo:
+        """Return the partition the estimate simulates (read once)."""
+        if self._est_partition is None:
+            self._est_partition = self.partition()
+        return self._est_partition
+
+    def _estimate_model(self) -> tuple[str, str]:
+        """Return (simulated policy, priority model) of this cluster's scheduler (read once)."""
+        if self._est_model is None:
+            args = ["scontrol", "show", "config"]
+            proc = self._run(args, check=False)
+            if proc.returncode != 0:
+                self._fail(args, proc)
+            config = parse.parse_config(proc.stdout)
+            policy = "fcfs" if config.get("SchedulerType") == "sched/builtin" else "conservative"
+            self._est_model = (policy, parse.priority_model(config) or "basic")
+        return self._est_model
 
     # ------------------------------------------------------------------ helpers
     def _script(self, spec: JobSpec) -> str:
@@ -599,3 +681,17 @@ class SlurmBackend:
             stderr=proc.stderr,
             returncode=proc.returncode,
         )
+
+
+def _settled(kind: DependencyKind, parent: JobInfo) -> bool:
+    """Whether a dependency on ``parent`` (no longer in the queue snapshot) holds now."""
+    state = parent.state
+    if kind is DependencyKind.AFTER:
+        return state is not JobState.PENDING
+    if not state.is_final:
+        return False
+    if kind is DependencyKind.AFTEROK:
+        return state is JobState.COMPLETED
+    if kind is DependencyKind.AFTERNOTOK:
+        return state is not JobState.COMPLETED
+    return True

@@ -183,7 +183,7 @@ class ConservativeBackfill:
             j = q[i]
             c = cores[j]
             at = profile.earliest(c, wall[j])
-            if at <= now and c <= cl.free and (not whole[j] or cl.idle_nodes >= whole[j]):
+            if at <= now and cl.fits(c, whole[j]):
                 engine.start(j)
                 started += 1
                 at = now

@@ -96,7 +96,7 @@ class EasyBackfill:
             while k < n:
                 j = q[k]
                 c = cores[j]
-                if c <= cl.free and (not whole[j] or cl.idle_nodes >= whole[j]):
+                if cl.fits(c, whole[j]):
                     engine.start(j)
                     k += 1
                 else:
@@ -139,7 +139,7 @@ class EasyBackfill:
             if c <= free:
                 w = whole[j]
                 ends_in_time = now + wall[j] <= shadow
-                if (ends_in_time or (c <= extra and not node_head)) and (not w or cl.idle_nodes >= w):
+                if (ends_in_time or (c <= extra and not node_head)) and cl.fits(c, w):
                     if not ends_in_time:
                         extra -= c
                     engine.start(j)

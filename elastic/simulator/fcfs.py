@@ -39,7 +39,7 @@ class Fcfs:
         n = len(q)
         while k < n:
             j = q[k]
-            if cores[j] <= cl.free and (not whole[j] or cl.idle_nodes >= whole[j]):
+            if cl.fits(cores[j], whole[j]):
                 engine.start(j)
                 k += 1
             else:

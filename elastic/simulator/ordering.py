@@ -59,7 +59,7 @@ class _Ordered:
         for j in candidates:
             if not cl.free:
                 break
-            if cores[j] <= cl.free and (not whole[j] or cl.idle_nodes >= whole[j]):
+            if cl.fits(cores[j], whole[j]):
                 engine.start(j)
                 started = True
         if started:

@@ -213,9 +213,9 @@ class Estimate(Protocol):
     seconds submitted now would wait (None: the scheduler cannot say). ``releasing`` gives allocations of
     this run (id, backend time), sorted, that the caller will release at those times: a request for a
     stage that starts once this run's running allocation is released competes for its cores from then
-    on, not with that allocation held to its walltime. It is honoured where the backend can end a job
-    early in its estimate (the mock backend); Slurm's ``sbatch --test-only`` cannot, and there the
-    estimate holds them to their walltime.
+    on, not with that allocation held to its walltime. It is honoured only where a backend can end a job
+    early in its estimate (:class:`~elastic.backends.base.EstimatesReleasing`); neither built-in backend
+    does, and their estimate holds them to their walltime.
     """
 
     def __call__(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
@@ -247,7 +247,8 @@ class RunView:
         backend does not say (a planner then assumes ``"age"``: holding buys no queue position).
     estimate : Estimate or None, default None
         ``estimate(cores, walltime, releasing)``: the scheduler's estimate of how long a job of ``cores``
-        cores and ``walltime`` seconds submitted now would wait (seconds, from ``sbatch --test-only``),
+        cores and ``walltime`` seconds submitted now would wait (seconds, the backend's
+        :meth:`~elastic.backends.base.BatchBackend.expected_start`),
         or None when it cannot say; ``releasing`` names allocations of this run and when they are released
         (:class:`Estimate`). None when the backend gives no estimate a real queue could give (the mock
         backend's recorded modes plan around the recorded schedule, jobs not yet submitted included).
