@@ -22,6 +22,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elastic.cli.commands import add_command
 from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int, speedup
 from elastic.errors import ConfigError
 from elastic.strategies import STRATEGY_NAMES
@@ -36,9 +37,10 @@ _BACKENDS = ("local", "mock", "slurm")
 
 def register(subparsers: Any) -> None:
     """Add the ``mesos`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "mesos",
-        help="serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",
+        _serve,
         description="Serve the Mesos v1 scheduler API on pilot allocations chosen by a strategy.",
     )
     parser.add_argument("--backend", choices=_BACKENDS, default="local", help="where allocations come from")
@@ -85,7 +87,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
-    parser.set_defaults(func=_serve)
 
 
 def _check(args: argparse.Namespace) -> None:
