@@ -174,6 +174,11 @@ class Settings:
 
     __hash__ = None  # type: ignore[assignment]  # the pool options are a mapping
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickle and copy as the fields (the read-only pool options as a plain dict), checked again."""
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return (_rebuild, ({**values, "pool": dict(self.pool)},))
+
     def __post_init__(self) -> None:
         """Check every setting (see the class docstring); freeze the pool options."""
         _check(isinstance(self.pool, Mapping), f"pool must be a mapping of pool options, got {self.pool!r}")
@@ -231,6 +236,12 @@ class Settings:
 
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Settings))
+
+
+def _rebuild(values: dict[str, Any]) -> Settings:
+    return Settings(**values)
+
+
 """The names of :class:`Settings`' fields, in order."""
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import inspect
+import pickle
 from typing import Any
 
 import pytest
@@ -109,8 +111,9 @@ def test_a_settings_object_is_taken_whole_and_keywords_replace_its_values() -> N
     assert settings_from(given_settings, max_cores=None, strategy=None) == given_settings
 
 
-def test_settings_are_frozen_and_their_pool_options_read_only() -> None:
-    s = Settings(pool={"workers": 2})
+def test_settings_are_frozen_and_their_pool_options_read_only_yet_copy_and_pickle() -> None:
+    s = Settings(backend="mock", speedup=30.0, pool={"workers": 2})
+    assert copy.deepcopy(s) == s and pickle.loads(pickle.dumps(s)) == s
     with pytest.raises(dataclasses.FrozenInstanceError):
         s.max_cores = 3  # type: ignore[misc]
     with pytest.raises(TypeError):
