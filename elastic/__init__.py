@@ -1,7 +1,8 @@
 """Elastic: run HPC workflows on several pilot batch allocations as one resource pool.
 
 ``from elastic import Elastic, Settings, task`` gives the front door (:class:`elastic.front.door.Elastic`)
-and its settings (:class:`elastic.front.settings.Settings`), loaded on first use so that ``import elastic`` stays light for agents, workers and the command line.
+and its settings (:class:`elastic.front.settings.Settings`), loaded on first use so that
+``import elastic`` stays light for agents, workers and the command line.
 
 Subpackages
 -----------
