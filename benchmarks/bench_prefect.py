@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -147,9 +146,9 @@ def main() -> None:
         names.remove("dask")
     # imported here, not in the ``--one`` children: on import it sets a fresh PREFECT_HOME and telemetry off,
     # which the children inherit from this process
-    from tests.fixtures.prefect_server import _HOME, _stop, start_prefect_server
+    from benchmarks._support import start_prefect_server, stop_prefect_server
 
-    server, proc = start_prefect_server(_HOME / "server")
+    server, proc = start_prefect_server()
     os.environ["PREFECT_API_URL"] = server.api_url
     print(f"Prefect server {server.api_url}; {args.tasks} no-op tasks per runner", flush=True)
     rows: dict[str, dict[str, Any]] = {}
@@ -161,9 +160,7 @@ def main() -> None:
             rows[name] = json.loads(out.strip().splitlines()[-1])
             print(f"{name}: {rows[name]['wall']:.1f} s", flush=True)
     finally:
-        _stop(proc.pid)  # its own process group: the server and whatever it started
-        proc.wait(timeout=30)
-        shutil.rmtree(_HOME, ignore_errors=True)
+        stop_prefect_server(proc)  # its own process group: the server and whatever it started
     report(rows, left_out, args.tasks)
 
 

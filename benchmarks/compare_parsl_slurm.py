@@ -50,9 +50,19 @@ from rich.console import Console
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.slurm_queue import MONTAGE, Background, Outcome, parse_stages, summarise  # noqa: E402
+from benchmarks._support import LocalSlurmCluster  # noqa: E402
+from benchmarks.slurm_queue import (  # noqa: E402
+    Background,
+    Outcome,
+    add_options,
+    charge,
+    check_options,
+    marker,
+    run_jobs,
+    stage_times,
+    summarise,
+)
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
-from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
 CONFIGS = ("htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "elastic-asa")
 
@@ -118,8 +128,7 @@ def one_run(
 ) -> Outcome:
     cluster.cancel_all(wait=30)
     run_dir = out_dir / f"{config}-{rep}"
-    first_id = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
-    cluster.run(["scancel", str(first_id)])
+    first_id = marker(cluster)
     background = Background(cluster, args.load, seed=rep)
     background.start()
     time.sleep(args.warmup)  # the queue is busy before the workflow comes
@@ -141,60 +150,21 @@ def one_run(
         dfk.cleanup()
         parsl.clear()
         background.stop()
-    end = max(task[1] for stage in results for task in stage)
-    waits, previous_end = [], t0
-    for stage in results:
-        waits.append(min(task[0] for task in stage) - previous_end)
-        previous_end = max(task[1] for task in stage)
-    used = sum(task[1] - task[0] for stage in results for task in stage) / 3600
-    last_id = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
-    cluster.run(["scancel", str(last_id)])
+    end, waits, used = stage_times(results, t0)
+    last_id = marker(cluster)
     cluster.cancel_all(wait=30)
-    slurm = SlurmBackend(env=cluster.env)
-    charged, jobs, resolution, counted = 0.0, 0, 0.0, set()
-    for job in range(first_id + 1, last_id):
-        if str(job) in background.ids:
-            continue
-        try:
-            info = slurm.state(str(job))
-        except Exception:  # an id sbatch --test-only used up: never a job
-            continue
-        if info.start_time is not None and info.end_time is not None and info.name != "background":
-            charged += info.cores * (info.end_time - info.start_time) / 3600
-            resolution += info.cores / 3600
-            counted.add(str(job))
-            jobs += 1
+    charged, jobs, resolution, counted = charge(run_jobs(cluster, first_id, last_id, background))
     outside = sum(1 for stage in results for task in stage if task[2] not in counted)
-    return Outcome(
-        config, rep, end - t0, charged, used, tuple(waits), jobs, resolution=resolution, outside=outside
-    )
+    return Outcome(config, rep, end - t0, charged, used, waits, jobs, resolution=resolution, outside=outside)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of every configuration (3)")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, in order")
-    parser.add_argument("--stages", default=MONTAGE, help=f"name:tasks:seconds,... (default {MONTAGE})")
-    parser.add_argument("--load", type=float, default=0.7, help="background offered load (0.7; 0 = none)")
-    parser.add_argument(
-        "--warmup", type=float, default=60.0, help="seconds of background before the workflow"
-    )
-    parser.add_argument("--csv", type=Path, help="also write one row per run here")
-    parser.add_argument("--workdir", type=Path, help="keep the cluster, run directories and store here")
+    add_options(parser, CONFIGS, "workflow")
     args = parser.parse_args(argv)
-    configs = args.configs.split(",")
-    if bad := set(configs) - set(CONFIGS):
-        parser.error(f"--configs: unknown {sorted(bad)}; allowed: {', '.join(CONFIGS)}")
-    if args.reps < 1:
-        parser.error(f"--reps must be >= 1, got {args.reps}")
-    try:
-        stages = parse_stages(args.stages)
-    except ValueError:
-        parser.error(f"--stages must be name:tasks:seconds,..., got {args.stages!r}")
-    if args.csv is not None and not args.csv.parent.is_dir():
-        parser.error(f"--csv: directory {args.csv.parent} does not exist")
+    configs, stages = check_options(parser, args, CONFIGS)
     if args.load < 0 or args.warmup < 0:
         parser.error("--load and --warmup must be >= 0")
     # HTEX starts interchange.py and process_worker_pool.py from PATH; workers inherit this environment

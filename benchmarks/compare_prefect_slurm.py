@@ -47,13 +47,25 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(HERE))
 
 # first: on import it gives Prefect a private PREFECT_HOME and turns telemetry off, before Prefect is imported
-from tests.fixtures.prefect_server import _HOME, _stop, start_prefect_server  # noqa: E402, I001
+from benchmarks._support import private_prefect_home  # noqa: E402
+
+private_prefect_home()
 
 from rich.console import Console  # noqa: E402
 
+from benchmarks._support import LocalSlurmCluster, start_prefect_server, stop_prefect_server  # noqa: E402
+from benchmarks.slurm_queue import (  # noqa: E402
+    Background,
+    Outcome,
+    add_options,
+    charge,
+    check_options,
+    marker,
+    run_jobs,
+    stage_times,
+    summarise,
+)
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
-from benchmarks.slurm_queue import Background, MONTAGE, Outcome, parse_stages, summarise  # noqa: E402
-from tests.fixtures.slurm_cluster import LocalSlurmCluster  # noqa: E402
 
 CONFIGS = ("dask-adapt", "dask-fixed", "elastic-bigjob", "elastic-perstage", "elastic-asa")
 
@@ -116,13 +128,6 @@ def make_runner(
 Stages = list[tuple[str, int, float]]
 
 
-def _marker(cluster: LocalSlurmCluster) -> int:
-    """A job id that orders the run's jobs (held, then cancelled at once)."""
-    job = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
-    cluster.run(["scancel", str(job)])
-    return job
-
-
 def one_run(
     config: str,
     rep: int,
@@ -137,7 +142,7 @@ def one_run(
 
     cluster.cancel_all(wait=30)
     run_dir = args.out_dir / f"{config}-{rep}"
-    first_id = _marker(cluster)
+    first_id = marker(cluster)
     background = Background(cluster, args.load, seed=rep)
     background.start()
     time.sleep(args.warmup)  # the queue is busy before the flow comes
@@ -152,36 +157,20 @@ def one_run(
     if not state.is_completed():
         raise RuntimeError(f"{config} rep {rep}: the flow run ended {state.type.value}: {state.message}")
     results = state.result()
-    end = max(task[1] for stage in results for task in stage)
-    waits, previous_end = [], t0
-    for stage in results:
-        waits.append(min(task[0] for task in stage) - previous_end)
-        previous_end = max(task[1] for task in stage)
+    end, waits, used = stage_times(results, t0)
     last_stage_start = min(task[0] for task in results[-1])
-    used = sum(task[1] - task[0] for stage in results for task in stage) / 3600
-    last_id = _marker(cluster)
+    last_id = marker(cluster)
     cluster.cancel_all(wait=30)
-    slurm = SlurmBackend(env=cluster.env)
-    charged, jobs, ends, submits, resolution, counted = 0.0, 0, [], [], 0.0, set()
-    for job in range(first_id + 1, last_id):
-        if str(job) in background.ids:
-            continue
-        try:
-            info = slurm.state(str(job))
-        except Exception:  # an id sbatch --test-only used up: never a job
-            continue
-        if info.name == "background":
-            continue
+    ours = run_jobs(cluster, first_id, last_id, background)
+    charged, jobs, resolution, counted = charge(ours)
+    ends, submits = [], []
+    for job, info in ours:
         submits.append(info.submit_time)
         if info.start_time is not None and info.end_time is not None:
-            charged += info.cores * (info.end_time - info.start_time) / 3600
-            resolution += info.cores / 3600
-            counted.add(str(job))
-            jobs += 1
             if info.end_time < last_stage_start:
                 ends.append(info.end_time)
             if breakdown is not None:
-                mine = [task for stage in results for task in stage if task[2] == str(job)]
+                mine = [task for stage in results for task in stage if task[2] == job]
                 busy = sum(task[1] - task[0] for task in mine)
                 held = info.cores * (info.end_time - info.start_time)
                 first = f"{min(t[0] for t in mine) - info.start_time:5.1f}" if mine else "    -"
@@ -195,7 +184,7 @@ def one_run(
     requeued = sum(1 for s in submits if ends and s is not None and s > min(ends))
     outside = sum(1 for stage in results for task in stage if task[2] not in counted)
     return Outcome(
-        config, rep, end - t0, charged, used, tuple(waits), jobs, len(ends), requeued, resolution, outside
+        config, rep, end - t0, charged, used, waits, jobs, len(ends), requeued, resolution, outside
     )
 
 
@@ -215,20 +204,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--reps", type=int, default=3, help="repetitions of every configuration (3)")
+    add_options(parser, CONFIGS, "flow")
     parser.add_argument(
         "--first-rep",
         type=int,
         default=0,
         help="number of the first repetition (0); it seeds the background, so later ones add new queues",
     )
-    parser.add_argument("--configs", default=",".join(CONFIGS), help="which configurations, in order")
-    parser.add_argument("--stages", default=MONTAGE, help=f"name:tasks:seconds,... (default {MONTAGE})")
-    parser.add_argument("--load", type=float, default=0.7, help="background offered load (0.7; 0 = none)")
-    parser.add_argument("--warmup", type=float, default=60.0, help="seconds of background before the flow")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a flow run may take")
-    parser.add_argument("--csv", type=Path, help="also write one row per run here")
-    parser.add_argument("--workdir", type=Path, help="keep the cluster, run directories and store here")
     parser.add_argument(
         "--job-cores",
         type=int,
@@ -238,19 +221,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--jobs", action="store_true", help="after each run, one line per batch job: when it ran, how busy"
     )
     args = parser.parse_args(argv)
-    configs = args.configs.split(",")
-    if bad := set(configs) - set(CONFIGS):
-        parser.error(f"--configs: unknown {sorted(bad)}; allowed: {', '.join(CONFIGS)}")
-    if args.reps < 1:
-        parser.error(f"--reps must be >= 1, got {args.reps}")
+    configs, stages = check_options(parser, args, CONFIGS)
     if args.first_rep < 0:
         parser.error(f"--first-rep must be >= 0, got {args.first_rep}")
-    try:
-        stages = parse_stages(args.stages)
-    except ValueError:
-        parser.error(f"--stages must be name:tasks:seconds,..., got {args.stages!r}")
-    if args.csv is not None and not args.csv.parent.is_dir():
-        parser.error(f"--csv: directory {args.csv.parent} does not exist")
     if args.job_cores is not None and args.job_cores < 1:
         parser.error(f"--job-cores must be >= 1, got {args.job_cores}")
     if args.load < 0 or args.warmup < 0 or args.timeout <= 0:
@@ -264,7 +237,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     outcomes: list[Outcome] = []
-    server, proc = start_prefect_server(_HOME / "server")
+    server, proc = start_prefect_server()
     os.environ["PREFECT_API_URL"] = server.api_url
     from prefect.context import refresh_global_settings_context
 
@@ -302,8 +275,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                     for line in lines or []:
                         console.print(line, highlight=False)
     finally:
-        _stop(proc.pid)
-        proc.wait(timeout=30)
+        stop_prefect_server(proc)
     summarise(
         outcomes,
         stages,

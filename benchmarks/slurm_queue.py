@@ -7,20 +7,35 @@ the same background jobs.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import math
 import threading
 import time
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from benchmarks._support import LocalSlurmCluster
+from elastic.backends.slurm import SlurmBackend
 from elastic.simulator.synthetic import synthetic_workload
-from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
-__all__ = ["MONTAGE", "Background", "Outcome", "parse_stages"]
+__all__ = [
+    "MONTAGE",
+    "Background",
+    "Outcome",
+    "add_options",
+    "charge",
+    "check_options",
+    "marker",
+    "parse_stages",
+    "run_jobs",
+    "stage_times",
+]
 
 MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
 """The default ``--stages``: Montage's shape, ``name:tasks:seconds`` per stage."""
@@ -139,3 +154,93 @@ class Background:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+
+
+def add_options(parser: argparse.ArgumentParser, configs: Sequence[str], what: str) -> None:
+    """Add the options both comparisons take (``--reps``, ``--configs``, ``--stages``, ``--load``, ...)."""
+    parser.add_argument("--reps", type=int, default=3, help="repetitions of every configuration (3)")
+    parser.add_argument("--configs", default=",".join(configs), help="which configurations, in order")
+    parser.add_argument("--stages", default=MONTAGE, help=f"name:tasks:seconds,... (default {MONTAGE})")
+    parser.add_argument("--load", type=float, default=0.7, help="background offered load (0.7; 0 = none)")
+    parser.add_argument("--warmup", type=float, default=60.0, help=f"seconds of background before the {what}")
+    parser.add_argument("--csv", type=Path, help="also write one row per run here")
+    parser.add_argument("--workdir", type=Path, help="keep the cluster, run directories and store here")
+
+
+def check_options(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, configs: Sequence[str]
+) -> tuple[list[str], list[tuple[str, int, float]]]:
+    """Refuse bad common options (``parser.error``); return the configurations chosen and the stages."""
+    chosen = args.configs.split(",")
+    if bad := set(chosen) - set(configs):
+        parser.error(f"--configs: unknown {sorted(bad)}; allowed: {', '.join(configs)}")
+    if args.reps < 1:
+        parser.error(f"--reps must be >= 1, got {args.reps}")
+    try:
+        stages = parse_stages(args.stages)
+    except ValueError:
+        parser.error(f"--stages must be name:tasks:seconds,..., got {args.stages!r}")
+    if args.csv is not None and not args.csv.parent.is_dir():
+        parser.error(f"--csv: directory {args.csv.parent} does not exist")
+    return chosen, stages
+
+
+def marker(cluster: LocalSlurmCluster) -> int:
+    """Return a job id that orders the run's jobs (held, then cancelled at once)."""
+    job = int(cluster.run(["sbatch", "--parsable", "--hold", "--wrap=true"]).stdout.split(";")[0])
+    cluster.run(["scancel", str(job)])
+    return job
+
+
+Results = Sequence[Sequence[tuple[float, float, str]]]
+"""Per stage, per task: ``(start, end, batch job id)`` in seconds since the epoch."""
+
+
+def stage_times(results: Results, t0: float) -> tuple[float, tuple[float, ...], float]:
+    """Return the workflow's end, each stage's wait and the core-hours its tasks used (one core each).
+
+    A stage's wait runs from the previous stage's end (the first stage's: from ``t0``) to its first start.
+    """
+    end = max(task[1] for stage in results for task in stage)
+    waits, previous_end = [], t0
+    for stage in results:
+        waits.append(min(task[0] for task in stage) - previous_end)
+        previous_end = max(task[1] for task in stage)
+    used = sum(task[1] - task[0] for stage in results for task in stage) / 3600
+    return end, tuple(waits), used
+
+
+def run_jobs(
+    cluster: LocalSlurmCluster, first_id: int, last_id: int, background: Background
+) -> list[tuple[str, Any]]:
+    """Return the run's own batch jobs, submitted between two :func:`marker` ids, with Slurm's record.
+
+    Background jobs are left out, and ids ``sbatch --test-only`` used up (never a job).
+    """
+    slurm = SlurmBackend(env=cluster.env)
+    jobs = []
+    for job in range(first_id + 1, last_id):
+        if str(job) in background.ids:
+            continue
+        try:
+            info = slurm.state(str(job))
+        except Exception:  # an id sbatch --test-only used up: never a job
+            continue
+        if info.name != "background":
+            jobs.append((str(job), info))
+    return jobs
+
+
+def charge(jobs: Sequence[tuple[str, Any]]) -> tuple[float, int, float, set[str]]:
+    """Return core-hours charged, jobs that ran, their whole-second resolution and their ids.
+
+    Only jobs that started and ended are charged (``cores x (end - start)``).
+    """
+    charged, count, resolution, counted = 0.0, 0, 0.0, set()
+    for job, info in jobs:
+        if info.start_time is not None and info.end_time is not None:
+            charged += info.cores * (info.end_time - info.start_time) / 3600
+            resolution += info.cores / 3600
+            counted.add(job)
+            count += 1
+    return charged, count, resolution, counted

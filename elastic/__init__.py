@@ -1,7 +1,8 @@
 """Elastic: run HPC workflows on several pilot batch allocations as one resource pool.
 
-``from elastic import Elastic, task`` gives the front door (:class:`elastic.front.door.Elastic`), loaded on
-first use so that ``import elastic`` stays light for agents, workers and the command line.
+``from elastic import Elastic, Settings, task`` gives the front door (:class:`elastic.front.door.Elastic`)
+and its settings (:class:`elastic.front.settings.Settings`), loaded on first use so that
+``import elastic`` stays light for agents, workers and the command line.
 
 Subpackages
 -----------
@@ -28,15 +29,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from elastic.front import Elastic, task
+    from elastic.front import Elastic, Settings, task
 
-__all__ = ["Elastic", "__version__", "task"]
+__all__ = ["Elastic", "Settings", "__version__", "task"]
 
 __version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("Elastic", "task"):
+    if name in ("Elastic", "Settings", "task"):
         import elastic.front
 
         return getattr(elastic.front, name)

@@ -1,9 +1,9 @@
 """Run metrics: pure functions on a recorded event timeline.
 
-The run driver (:mod:`elastic.control.runner`) records one :class:`Event` per thing that happens during a run
-(allocation submitted/started/ended, task started/ended/lost, stage ready/ended, run start/end), all in
-backend seconds. Everything here is computed from that list alone, so a stored or hand-made timeline gives
-the same figures as a live run.
+The run driver (:mod:`elastic.control.runner`) records one :class:`~elastic.timeline.Event` per thing
+that happens during a run (allocation submitted/started/ended, task started/ended/lost, stage ready/ended,
+run start/end), all in backend seconds. Everything here is computed from that list alone, so a stored or
+hand-made timeline gives the same figures as a live run (:class:`~elastic.figures.RunMetrics`).
 
 Definitions (ASA paper, Section 4.1, and issue 4):
 
@@ -36,10 +36,8 @@ resubmissions
     Allocation submissions other than the first for a stage's plan: walltime follow-ups, replacements of
     lost allocations, and ASA-naive cancel-and-resubmit.
 gap closed
-    Comparing strategies (means over runs): the share of the Per-Stage - Big-Job makespan gap a strategy
-    closes, ``(Per-Stage - it) / (Per-Stage - Big-Job)`` (1 = Big-Job's makespan, above 1 = faster),
-    defined only where that gap exceeds :data:`GAP_MIN_SHARE` of the better of the two makespans: a
-    share of a gap close to 0 says nothing (printed ``n/a``).
+    Comparing strategies: the share of the Per-Stage - Big-Job makespan gap a strategy closes
+    (:mod:`elastic.gap`).
 prediction hits / misses
     For allocations submitted with a predicted queue wait: a *hit* when the actual wait is within
     ``tolerance`` of the prediction, an *over*-prediction (the paper's "miss": resources came earlier than
@@ -64,10 +62,9 @@ Examples
 
 from __future__ import annotations
 
-import enum
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 
@@ -94,163 +91,9 @@ __all__ = [
 ]
 
 
-class EventKind(str, enum.Enum):
-    """What an :class:`Event` records."""
-
-    RUN_START = "run_start"
-    """The workflow was started."""
-    RUN_END = "run_end"
-    """The workflow finished (``note``: ``"completed"`` or why not)."""
-    STAGE_READY = "stage_ready"
-    """Every dependency of ``stage`` is done; its tasks were handed to the executor."""
-    STAGE_END = "stage_end"
-    """The last task of ``stage`` completed."""
-    ALLOC_SUBMIT = "alloc_submit"
-    """Allocation requested (``cores``, ``walltime``, ``predicted_wait``, ``note`` = reason)."""
-    ALLOC_START = "alloc_start"
-    """The allocation started (seen by the driver)."""
-    ALLOC_END = "alloc_end"
-    """The allocation ended (``note`` = final state) or was cancelled before starting."""
-    TASK_START = "task_start"
-    """A task attempt started on ``allocation``."""
-    TASK_END = "task_end"
-    """A task attempt completed."""
-    TASK_LOST = "task_lost"
-    """A task attempt was lost (its allocation ended); the task is re-queued."""
-    TASK_FAILED = "task_failed"
-    """A task attempt failed (raised, exited non-zero, or was killed); its cores were used."""
-    TASK_DROPPED = "task_dropped"
-    """A queued task will not run any more: its future was cancelled, or it was lost too often."""
-
-
-GAP_MIN_SHARE = 0.05
-"""The Per-Stage - Big-Job makespan gap must exceed this share of the better makespan for "gap closed"."""
-
-
-@dataclass(frozen=True, slots=True)
-class Event:
-    """One entry of a run's timeline; fields not meaningful for ``kind`` stay at their defaults.
-
-    Attributes
-    ----------
-    time : float
-        Backend seconds.
-    kind : EventKind
-        What happened.
-    stage : str or None
-        Stage (for allocations: the stage it was requested for, ``"*"`` for the whole workflow).
-    allocation : str or None
-        Our allocation id.
-    task : str or None
-        Task id.
-    cores : int
-        Cores of the allocation or task.
-    walltime : float or None
-        Requested walltime (ALLOC_SUBMIT).
-    predicted_wait : float or None
-        Queue wait the strategy predicted when submitting (ALLOC_SUBMIT), if any.
-    note : str
-        Reason or final state, in words.
-    eligible : float or None
-        ALLOC_START only: when the allocation became eligible to start (its dependencies and begin time
-        satisfied); ``None`` = at submit. The queue wait is ``start - eligible``.
-    job_id : str or None
-        ALLOC_SUBMIT only: the backend's batch job id.
-    request : str or None
-        ALLOC_SUBMIT only: the request this batch job is a piece of (the id shared by the pieces run
-        control split one request into, :attr:`~elastic.allocations.Allocation.request`); ``None`` = a
-        request of its own, under its ``allocation`` id.
-    """
-
-    time: float
-    kind: EventKind
-    stage: str | None = None
-    allocation: str | None = None
-    task: str | None = None
-    cores: int = 0
-    walltime: float | None = None
-    predicted_wait: float | None = None
-    note: str = ""
-    eligible: float | None = None
-    job_id: str | None = None
-    request: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class StageMetrics:
-    """Per-stage figures (seconds); ``nan`` when the stage never ran."""
-
-    name: str
-    execution_time: float
-    queue_wait: float
-    perceived_wait: float
-
-
-@dataclass(frozen=True, slots=True)
-class PredictionOutcome:
-    """Counts of wait predictions that were hits, over-predictions (misses) and under-predictions."""
-
-    hits: int = 0
-    over: int = 0
-    under: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class RunMetrics:
-    """All metrics of one run (seconds and core-seconds; core-hours as properties)."""
-
-    makespan: float
-    queue_wait: float
-    perceived_wait: float
-    core_seconds_charged: float
-    core_seconds_used: float
-    resubmissions: int
-    allocations: int
-    lost_tasks: int
-    predictions: PredictionOutcome
-    stages: tuple[StageMetrics, ...]
-
-    @property
-    def overhead_core_seconds(self) -> float:
-        """Idle core-seconds: charged - used."""
-        return self.core_seconds_charged - self.core_seconds_used
-
-    @property
-    def core_hours_charged(self) -> float:
-        """Charged core-hours."""
-        return self.core_seconds_charged / 3600.0
-
-    @property
-    def core_hours_used(self) -> float:
-        """Used core-hours."""
-        return self.core_seconds_used / 3600.0
-
-    @property
-    def overhead_core_hours(self) -> float:
-        """Idle core-hours."""
-        return self.overhead_core_seconds / 3600.0
-
-    def summary(self) -> dict[str, float]:
-        """Flat ``name -> number`` view (for tables and the store)."""
-        out: dict[str, float] = {
-            "makespan": self.makespan,
-            "queue_wait": self.queue_wait,
-            "perceived_wait": self.perceived_wait,
-            "core_hours_charged": self.core_hours_charged,
-            "core_hours_used": self.core_hours_used,
-            "overhead_core_hours": self.overhead_core_hours,
-            "resubmissions": float(self.resubmissions),
-            "allocations": float(self.allocations),
-            "lost_tasks": float(self.lost_tasks),
-            "prediction_hits": float(self.predictions.hits),
-            "prediction_misses": float(self.predictions.over),
-            "prediction_under": float(self.predictions.under),
-        }
-        for s in self.stages:
-            for key, value in asdict(s).items():
-                if key != "name":
-                    out[f"{s.name}.{key}"] = value
-        return out
+from elastic.figures import PredictionOutcome, RunMetrics, StageMetrics
+from elastic.gap import GAP_MIN_SHARE, format_gap, gap_closed
+from elastic.timeline import Event, EventKind
 
 
 @dataclass(slots=True)
@@ -482,33 +325,6 @@ def union_length(intervals: Iterable[tuple[float, float]]) -> float:
         total += end - max(start, reach)
         reach = end
     return total
-
-
-def gap_closed(bigjob: float, perstage: float, other: float, *, min_share: float = GAP_MIN_SHARE) -> float:
-    """Return the share of the Per-Stage - Big-Job makespan gap ``other`` closes, or nan where undefined.
-
-    Parameters
-    ----------
-    bigjob, perstage, other : float
-        Mean makespans of Big-Job, Per-Stage and the strategy read against them (any one unit).
-    min_share : float, default GAP_MIN_SHARE
-        The gap ``perstage - bigjob`` must exceed this share of the better makespan (``min``), else nan:
-        also where Per-Stage is the faster, or any makespan is nan.
-
-    Examples
-    --------
-    >>> gap_closed(4.0, 8.0, 5.0), gap_closed(4.0, 4.1, 3.0), gap_closed(8.0, 4.0, 5.0)
-    (0.75, nan, nan)
-    """
-    gap = perstage - bigjob
-    if not gap > min_share * min(bigjob, perstage):
-        return math.nan
-    return (perstage - other) / gap
-
-
-def format_gap(share: float) -> str:
-    """Return a :func:`gap_closed` share as ``"75 %"``, or ``"n/a"`` where it is undefined (nan)."""
-    return "n/a" if math.isnan(share) else f"{share * 100:.0f} %"
 
 
 def _fold(events: Iterable[Event]) -> MetricsRecorder:

@@ -50,13 +50,14 @@ from parsl.jobs.states import JobState, JobStatus
 
 from elastic.allocations import AllocationEvent, AllocationState
 from elastic.backends.base import BatchBackend
-from elastic.errors import ConfigError, UnknownNameError
+from elastic.errors import ConfigError
 from elastic.executors.parsl_plan import app_resources, waiting_stages
-from elastic.front.door import Elastic, FrontDoorView, check_settings
-from elastic.front.setup import BACKENDS, resolve_backend, resolve_strategy
+from elastic.front.door import Elastic, FrontDoorView
+from elastic.front.settings import Settings, settings_from, site_of
+from elastic.front.setup import resolve_strategy
 from elastic.pool.events import PoolEvent
 from elastic.pool.tasks import Task
-from elastic.site import SiteConfig, load_site
+from elastic.site import SiteConfig
 
 if TYPE_CHECKING:
     from parsl.dataflow.dflow import DataFlowKernel
@@ -88,38 +89,24 @@ class ElasticExecutor(ParslExecutor):
     ----------
     label : str, default "elastic"
         Unique name of the executor in the Parsl configuration (``@python_app(executors=[label])``).
-    backend : {"local", "mock", "slurm"} or BatchBackend, default "local"
-        Where allocations come from: this machine, the simulated Slurm queue on a scaled clock, the Slurm
-        cluster ``SLURM_CONF`` points at (job files under the run directory), or a backend object
-        (``SlurmBackend(partition=..., account=...)``, ``MockBackend(clock="scaled", ...)``).
-    strategy : str or Strategy, default "asa"
-        ``"bigjob"``, ``"perstage"``, ``"asa"`` (or any registry name), or a strategy object.
-    workflow : str, Workflow or None, default None
-        Name the runtime history and the remembered plan are kept under (default: the DataFlowKernel's
-        workflow name, i.e. the script's file name), or a declared plan of the stages.
-    store : None, False, str or Store, default None
-        Where runs, runtimes, waits and learner state are kept: the default store, none, a SQLAlchemy URL,
-        a store.
-    learner : str, WaitPredictor or None, default None
-        Wait learner by name (``"ewma"``, or the paper's learner's policy ``"tuned"``, ``"default"``,
-        ``"greedy"``), or a learner object; None: the strategy's own.
-    max_cores : int or None, default None
-        No allocation wider.
-    job_cores : int or None, default None
-        Most cores in one batch job: wider allocations are split into jobs released one by one as their
-        cores stop being needed (see :class:`elastic.Elastic`). None: one job per allocation.
-    idle_timeout : float, default 300.0
-        Backend seconds a stage with nothing left keeps its allocations when nothing comes after it.
-    poll_interval : float or None, default None
-        Backend seconds between polls of allocation states (default 10 on Slurm, 30 otherwise).
-    max_retries : int, default 2
-        Losses (allocation or agent gone) a task survives before its future fails; not Parsl's retries.
-    drain_margin : float, default 30.0
-        Backend seconds before an allocation's walltime end when it takes no new task.
-    speedup : float or None, default None
-        ``backend="mock"`` only: simulated seconds per real second.
-    job_name : str, default "parsl"
-        Prefix of batch job names.
+    backend : {"local", "mock", "slurm"}, BatchBackend or None, default None
+        Where allocations come from (default: the settings', ``"local"``): this machine, the simulated
+        Slurm queue on a scaled clock, the Slurm cluster ``SLURM_CONF`` points at (job files under the run
+        directory), or a backend object (``SlurmBackend(partition=...)``, ``MockBackend(clock="scaled")``).
+    strategy : str, Strategy or None, default None
+        ``"bigjob"``, ``"perstage"``, ``"asa"`` (or any registry name), or a strategy object (default: the
+        settings', ``"asa"``).
+    settings : Settings or None, default None
+        The options every front-end shares, at once (:class:`~elastic.front.settings.Settings`).
+    workflow, store, learner, max_cores, job_cores, idle_timeout, poll_interval : optional
+        As the :class:`~elastic.front.settings.Settings` fields (a keyword given replaces the object's
+        value). ``workflow`` None: the DataFlowKernel's workflow name (the script's file name).
+    max_retries, drain_margin, speedup, name, user, site, progress : optional
+        As the :class:`~elastic.front.settings.Settings` fields. ``max_retries`` counts losses (allocation
+        or agent gone), not Parsl's retries; ``name`` None: ``"parsl"``; ``site`` None with ``"slurm"``:
+        the site file, read and checked here.
+    job_name : str or None, default None
+        ``name`` under its earlier name (give one of the two).
     plan_interval : float, default 1.0
         Real seconds between two looks at the tasks the DataFlowKernel holds (0: never look).
     storage_access : list or None, default None
@@ -129,10 +116,6 @@ class ElasticExecutor(ParslExecutor):
         ``FilesystemRadio``, as Parsl's WorkQueue and TaskVine executors default to (HTEX's own radio
         needs HTEX's result channel): tasks write messages under the run directory, which the allocations
         see already (the pool's secret is there).
-    site : SiteConfig or None, default None
-        The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
-        the agents' ``python``). None: with ``backend="slurm"``, the site file
-        (``~/.config/elastic/site.toml`` or ``$ELASTIC_SITE``), read and checked here.
     **pool_options
         Passed to the pool: ``workers``, ``worker_memory``, ``prefetch_seconds``, ``bind``, ``port``,
         ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``, ``events_kept``.
@@ -148,54 +131,58 @@ class ElasticExecutor(ParslExecutor):
     def __init__(
         self,
         label: str = "elastic",
-        backend: str | BatchBackend = "local",
-        strategy: str | Strategy = "asa",
+        backend: str | BatchBackend | None = None,
+        strategy: str | Strategy | None = None,
         *,
+        settings: Settings | None = None,
         workflow: str | Workflow | None = None,
         store: Store | str | bool | None = None,
         learner: Any = None,
         max_cores: int | None = None,
         job_cores: int | None = None,
-        idle_timeout: float = 300.0,
+        idle_timeout: float | None = None,
         poll_interval: float | None = None,
-        max_retries: int = 2,
-        drain_margin: float = 30.0,
+        max_retries: int | None = None,
+        drain_margin: float | None = None,
         speedup: float | None = None,
-        job_name: str = "parsl",
+        name: str | None = None,
+        user: str | None = None,
+        site: SiteConfig | None = None,
+        progress: bool | None = None,
+        job_name: str | None = None,
         plan_interval: float = 1.0,
         storage_access: list[Any] | None = None,
         remote_monitoring_radio: Any = None,
-        site: SiteConfig | None = None,
         **pool_options: Any,
     ) -> None:
         super().__init__()
         if not isinstance(label, str) or not label:
             raise ConfigError(f"ElasticExecutor: label must be a non-empty string, got {label!r}")
-        if isinstance(backend, str) and backend not in BACKENDS:
-            raise UnknownNameError("backend", backend, BACKENDS)
-        if not isinstance(backend, (str, BatchBackend)):
-            raise ConfigError(
-                f"ElasticExecutor: backend must be one of {', '.join(BACKENDS)} or a BatchBackend, "
-                f"got {type(backend).__name__}"
-            )
         interval_ok = isinstance(plan_interval, (int, float)) and not isinstance(plan_interval, bool)
         if not (interval_ok and 0 <= plan_interval < float("inf")):
             raise ConfigError(
                 f"ElasticExecutor: plan_interval must be finite seconds >= 0, got {plan_interval!r}"
             )
-        if not (isinstance(job_name, str) and job_name and not any(c.isspace() for c in job_name)):
-            raise ConfigError(
-                f"ElasticExecutor: job_name must be a non-empty prefix without spaces, got {job_name!r}"
-            )
+        if job_name is not None:
+            if not (isinstance(job_name, str) and job_name and not any(c.isspace() for c in job_name)):
+                raise ConfigError(
+                    f"ElasticExecutor: job_name must be a non-empty prefix without spaces, got {job_name!r}"
+                )
+            if name is not None and name != job_name:
+                raise ConfigError(
+                    f"ElasticExecutor: job_name is name's earlier spelling; give one, got name={name!r} "
+                    f"and job_name={job_name!r}"
+                )
         if storage_access is not None and not isinstance(storage_access, list):
             raise ConfigError(
                 "ElasticExecutor: storage_access must be a list of Parsl staging providers or None, "
                 f"got {storage_access!r}"
             )
-        check_settings(
+        self.settings = settings_from(
+            settings,
             backend=backend,
             strategy=strategy,
-            workflow="parsl" if workflow is None else workflow,  # None: the DataFlowKernel's name
+            workflow=workflow,
             store=store,
             learner=learner,
             max_cores=max_cores,
@@ -205,31 +192,19 @@ class ElasticExecutor(ParslExecutor):
             max_retries=max_retries,
             drain_margin=drain_margin,
             speedup=speedup,
-            name=job_name,
-            pool_options=pool_options,
+            name=job_name if name is None else name,
+            user=user,
+            site=site,
+            progress=progress,
+            **pool_options,
         )
-        if isinstance(backend, str):
-            if site is not None and not isinstance(site, SiteConfig):
-                raise ConfigError(f"ElasticExecutor: site must be a SiteConfig or None, got {site!r}")
-            if backend == "slurm" and site is None:
-                site = load_site()  # checked now, before anything is submitted
-        else:
-            site = resolve_backend(backend, speedup=speedup, site=site).site  # a backend object's own
+        """The settings in force (:class:`~elastic.front.settings.Settings`, keywords applied)."""
         self.label = label
-        self.backend = backend
-        self.site = site
-        self.strategy = resolve_strategy(strategy)
-        self.workflow = workflow
-        self.store = store
-        self.learner = learner
-        self.max_cores = max_cores
-        self.job_cores = job_cores
-        self.idle_timeout = idle_timeout
-        self.poll_interval = poll_interval
-        self.max_retries = max_retries
-        self.drain_margin = drain_margin
-        self.speedup = speedup
-        self.job_name = job_name
+        self.backend = self.settings.backend
+        self.site = site_of(self.settings)  # a bad site file is refused now, before anything is submitted
+        self.strategy = resolve_strategy(self.settings.strategy)
+        self.workflow = self.settings.workflow
+        self.job_name = "parsl" if self.settings.name is None else self.settings.name
         self.plan_interval = plan_interval
         self.storage_access = storage_access
         if remote_monitoring_radio is None:
@@ -237,7 +212,6 @@ class ElasticExecutor(ParslExecutor):
 
             remote_monitoring_radio = FilesystemRadio()
         self.remote_monitoring_radio = remote_monitoring_radio
-        self.pool_options = dict(pool_options)
         self._elastic: Elastic | None = None
         self._dfk: DataFlowKernel | None = None
         self._own_backend: BatchBackend | None = None
@@ -260,7 +234,7 @@ class ElasticExecutor(ParslExecutor):
         self._dfk = _calling_dfk()
         if self._dfk is None:
             self._dfk = _loaded_dfk()
-        options = dict(self.pool_options)
+        options = dict(self.settings.pool)
         backend: str | BatchBackend = self.backend
         if backend == "slurm":  # job files and the pool's secret beside Parsl's run directory
             from elastic.backends.slurm import SlurmBackend
@@ -274,16 +248,8 @@ class ElasticExecutor(ParslExecutor):
         self._elastic = Elastic(
             backend,
             self.strategy,
+            settings=self.settings,
             workflow=workflow,
-            store=self.store,
-            learner=self.learner,
-            max_cores=self.max_cores,
-            job_cores=self.job_cores,
-            idle_timeout=self.idle_timeout,
-            poll_interval=self.poll_interval,
-            max_retries=self.max_retries,
-            drain_margin=self.drain_margin,
-            speedup=self.speedup,
             name=self.job_name,
             site=self.site,
             **options,

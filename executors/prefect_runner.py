@@ -38,11 +38,10 @@ is noticed by polling its state every ``cancel_poll_interval`` seconds.
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
@@ -53,28 +52,17 @@ from elastic.control.execution import RunResult
 from elastic.errors import ConfigError
 from elastic.executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
 from elastic.executors.prefect_runs import RunContext, placement_of
-from elastic.front.door import Elastic, check_settings
-from elastic.front.setup import BACKENDS
-from elastic.pool.pool import Pool
-from elastic.site import SiteConfig, load_site
+from elastic.front.door import Elastic
+from elastic.front.settings import Settings, settings_from, site_of
 
 __all__ = ["ElasticPrefectFuture", "ElasticTaskRunner"]
 
 logger = logging.getLogger(__name__)
 
-_DOOR_OPTIONS = frozenset(
-    p.name for p in inspect.signature(Elastic.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY
-) - {"max_retries"}
-_POOL_OPTIONS = frozenset(inspect.signature(Pool.__init__).parameters) - {"self", "secret", "max_retries"}
-_CHECKED = frozenset(inspect.signature(check_settings).parameters) - {"pool_options"}
-"""The front door's options whose values :func:`check_settings` refuses before anything starts."""
-
 
 @dataclass(frozen=True, slots=True)
 class _Config:
-    backend: Any
-    strategy: Any
-    options: dict[str, Any] = field(default_factory=dict)
+    settings: Settings
     cancel_poll_interval: float | None = 2.0
 
 
@@ -83,21 +71,23 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
 
     Parameters
     ----------
-    backend : {"local", "mock", "slurm"} or BatchBackend, default "local"
-        Where allocations come from (as for :class:`elastic.Elastic`).
-    strategy : str or Strategy, default "asa"
+    backend : {"local", "mock", "slurm"}, BatchBackend or None, default None
+        Where allocations come from (as for :class:`elastic.Elastic`; default: the settings').
+    strategy : str, Strategy or None, default None
         When and how big to request allocations: ``bigjob``, ``perstage``, ``asa``, ...
+    settings : Settings or None, default None
+        The options every front-end shares, at once (:class:`~elastic.front.settings.Settings`).
     cancel_poll_interval : float or None, default 2.0
         Seconds between two looks at the flow run's state, to notice a cancellation made through the API
         while the flow runs outside a deployment; None: do not look.
     **options
-        Passed to :class:`elastic.Elastic`: ``workflow`` (default: the flow's name, so later runs of the
-        flow know its stages from the store), ``store``, ``learner``, ``max_cores``, ``job_cores``,
-        ``idle_timeout``, ``poll_interval``, ``drain_margin``, ``speedup``, ``name``, ``user``, ``site`` (a
-        :class:`~elastic.site.SiteConfig`: ``#SBATCH`` options, ``worker_init``, environment, the agents'
-        ``python``; with ``"slurm"`` and no ``site``, the site file, read and checked here) and pool
-        options (``workers``, ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run
-        lost with its allocation is retried under the Prefect task's own ``retries``.
+        :class:`~elastic.front.settings.Settings` fields (a keyword given replaces the object's value):
+        ``workflow`` (default: the flow's name, so later runs of the flow know its stages from the store),
+        ``store``, ``learner``, ``max_cores``, ``job_cores``, ``idle_timeout``, ``poll_interval``,
+        ``drain_margin``, ``speedup``, ``name``, ``user``, ``site`` (with ``"slurm"`` and no ``site``, the
+        site file, read and checked here), ``progress``, and pool options (``workers``,
+        ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run lost with its allocation
+        is retried under the Prefect task's own ``retries``.
 
     Raises
     ------
@@ -107,15 +97,23 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
 
     def __init__(
         self,
-        backend: str | BatchBackend = "local",
-        strategy: Any = "asa",
+        backend: str | BatchBackend | None = None,
+        strategy: Any = None,
         *,
+        settings: Settings | None = None,
         cancel_poll_interval: float | None = 2.0,
         **options: Any,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
-        _check(backend, strategy, cancel_poll_interval, options)
-        self._config: _Config | None = _Config(backend, strategy, dict(options), cancel_poll_interval)
+        resolved = settings_from(settings, backend=backend, strategy=strategy, **options)
+        if resolved.max_retries is not None:
+            raise ConfigError(
+                "ElasticTaskRunner: max_retries is not an option: a task run lost with its allocation counts "
+                "against the Prefect task's own retries (@task(retries=N))"
+            )
+        _check_interval(cancel_poll_interval)
+        site_of(resolved)  # a bad site file is refused here, not when a flow starts
+        self._config: _Config | None = _Config(resolved, cancel_poll_interval)
         self._children: weakref.WeakSet[ElasticTaskRunner] = weakref.WeakSet()
         self._dispatch: FlowRunDispatch | None = None
         self._nested: ThreadPoolTaskRunner[Any] | None = None
@@ -135,7 +133,7 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
             copy: Self = _remote_copy(type(self))
             return copy
         c = self._config
-        dup = type(self)(c.backend, c.strategy, cancel_poll_interval=c.cancel_poll_interval, **c.options)
+        dup = type(self)(settings=c.settings, cancel_poll_interval=c.cancel_poll_interval)
         self._children.add(dup)
         dup._parent = weakref.ref(self)
         return dup
@@ -216,9 +214,9 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
             ctx = FlowRunContext.get()
             flow = getattr(ctx, "flow", None)
             self._flow_run = getattr(ctx, "flow_run", None)
-            options = dict(self._config.options)
-            options.setdefault("workflow", flow.name if flow is not None else "prefect")
-            elastic = Elastic(self._config.backend, self._config.strategy, max_retries=0, **options)
+            settings = self._config.settings
+            workflow = settings.workflow or (flow.name if flow is not None else "prefect")
+            elastic = Elastic(settings=settings, workflow=workflow, max_retries=0)
             self._dispatch = FlowRunDispatch(elastic)
             interval = self._config.cancel_poll_interval
             if interval is not None and self._flow_run is not None:
@@ -252,45 +250,11 @@ def _remote_copy(cls: type[ElasticTaskRunner]) -> Any:
     return runner
 
 
-def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, options: dict[str, Any]) -> None:
-    if isinstance(backend, str):
-        if backend not in BACKENDS:
-            raise ConfigError(
-                f"ElasticTaskRunner: unknown backend {backend!r}; choose one of {', '.join(BACKENDS)} "
-                "or pass a BatchBackend object"
-            )
-    elif not isinstance(backend, BatchBackend):
-        raise ConfigError(
-            f"ElasticTaskRunner: backend must be a name or a BatchBackend, got {type(backend).__name__}"
-        )
-    site = options.get("site")
-    if site is not None and not isinstance(site, SiteConfig):
-        raise ConfigError(f"ElasticTaskRunner: site must be a SiteConfig or None, got {site!r}")
-    if backend == "slurm" and site is None:
-        load_site()  # a bad site file is refused here, not when a flow starts
-    if "max_retries" in options:
-        raise ConfigError(
-            "ElasticTaskRunner: max_retries is not an option: a task run lost with its allocation counts "
-            "against the Prefect task's own retries (@task(retries=N))"
-        )
-    unknown = set(options) - _DOOR_OPTIONS - _POOL_OPTIONS
-    if unknown:
-        allowed = ", ".join(sorted(_DOOR_OPTIONS | _POOL_OPTIONS))
-        raise ConfigError(f"ElasticTaskRunner: unknown options {sorted(unknown)}; allowed: {allowed}")
-    # the values too, as ElasticExecutor does: a bad one is refused here, not when a flow starts
-    check_settings(
-        backend=backend,
-        strategy=strategy,
-        **{k: v for k, v in options.items() if k in _CHECKED},
-        # the door's own options check_settings does not take (``site``: checked above) are no pool options
-        pool_options={k: v for k, v in options.items() if k not in _CHECKED and k not in _DOOR_OPTIONS},
-    )
-    interval = cancel_poll_interval
+def _check_interval(interval: object) -> None:
     interval_ok = isinstance(interval, (int, float)) and not isinstance(interval, bool)
-    if interval is not None and not (interval_ok and 0 < interval < float("inf")):
+    if interval is not None and not (interval_ok and 0 < interval < float("inf")):  # type: ignore[operator]
         raise ConfigError(
-            f"ElasticTaskRunner: cancel_poll_interval must be finite seconds > 0 or None, "
-            f"got {cancel_poll_interval!r}"
+            f"ElasticTaskRunner: cancel_poll_interval must be finite seconds > 0 or None, got {interval!r}"
         )
 
 

@@ -27,7 +27,7 @@ from elastic.store import (
     UnknownRunError,
     default_url,
 )
-from tests.fixtures.postgres import PostgresServer, _unavailable
+from tests.fixtures.postgres import PostgresServer, unavailable
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -517,10 +517,10 @@ def test_closed_store(store_url: str) -> None:
 def test_postgres_fixture_skips_locally_but_fails_in_ci(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CI", raising=False)
     with pytest.raises(pytest.skip.Exception, match="initdb not found"):
-        _unavailable("initdb not found")
+        unavailable("initdb not found")
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="CI=true, so this fails instead of skipping"):
-        _unavailable("initdb not found")
+        unavailable("initdb not found")
 
 
 def test_many_openers_of_a_new_sqlite_store_at_once_all_succeed(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ blocks too), so a lazy import counts as much as a top-level one.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 
 import pytest
 
@@ -135,4 +136,85 @@ def test_the_linked_folders_are_imported_under_elastic_only() -> None:
     offenders = sorted(
         f"{m} imports {t}" for m, targets in IMPORTS.items() for t in targets if t.split(".")[0] in LINKED
     )
+    assert not offenders, offenders
+
+
+LONG_MODULE_LINES = 500
+"""Above this many lines a module must say why in its docstring (the style guide asks for ~400)."""
+
+LONG_REASON = "Over 500 lines because"
+"""The phrase a long module's docstring states its reason with: ``Over 500 lines because <reason>.``"""
+
+LONG_ALLOWED = {
+    # Temporary, while issue 27 splits them: owned by other parts of that work, reconciled at merge.
+    "elastic.strategies.planner",  # planner split (search vs pricing vs pieces)
+    "elastic.backends.mock",  # the estimate work (one fit test in the simulator)
+    "elastic.front.door",  # the allocation record and event delivery work
+    "elastic.control.controller",  # the allocation record work
+    "elastic.pool.state",  # event delivery outside the pool lock
+    "elastic.pool.pool",  # event delivery outside the pool lock
+    "elastic.pool.agent",  # pool work
+    "elastic.pool.tasks",  # pool work (one count per stage)
+}
+"""Modules over the limit without a stated reason yet (each to be split or given one)."""
+
+
+def _docstring(path: Path) -> str:
+    return ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+
+
+def test_a_module_over_500_lines_says_why_in_its_docstring() -> None:
+    paths = source_modules()
+    offenders = sorted(
+        f"{name} ({n} lines)"
+        for name, path in paths.items()
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > LONG_MODULE_LINES
+        and name not in LONG_ALLOWED
+        and LONG_REASON not in " ".join(_docstring(path).split())
+    )
+    assert not offenders, f"split them, or state '{LONG_REASON} ...' in the docstring: {offenders}"
+
+
+def test_the_long_module_allow_list_holds_only_long_modules() -> None:
+    # an entry whose module was split (or given a reason) must leave the list, so the list only shrinks
+    paths = source_modules()
+    stale = sorted(
+        name
+        for name in LONG_ALLOWED
+        if name not in paths
+        or len(paths[name].read_text(encoding="utf-8").splitlines()) <= LONG_MODULE_LINES
+        or LONG_REASON in " ".join(_docstring(paths[name]).split())
+    )
+    assert not stale, f"no longer needed in LONG_ALLOWED: {stale}"
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_imports() -> list[str]:
+    """Every import of a ``_name`` (a module or a module's name) from another part of the package."""
+    paths = source_modules()
+    found = []
+    for module, path in paths.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                targets = [(a.name, a.name) for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [(node.module, f"{node.module}.{a.name}") for a in node.names]
+                targets += [(node.module, node.module)]
+            else:
+                continue
+            for owner, name in targets:
+                if name.split(".")[0] not in ("elastic", *LINKED) or _part(owner) == _part(module):
+                    continue
+                inside = name.split(".")[len(_part(owner).split(".")) :]
+                if any(_private(p) for p in inside):
+                    found.append(f"{module} imports {name}")
+    return sorted(set(found))
+
+
+def test_no_module_imports_a_private_name_from_another_part() -> None:
+    # elastic.backends._proctrack is the backends' own; elastic.cli reaching for it would couple the two
+    offenders = _private_imports()
     assert not offenders, offenders

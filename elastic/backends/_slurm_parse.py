@@ -6,6 +6,9 @@ cluster (``tests/backends/data/slurm/``). Slurm's state codes and reasons go thr
 
 Times printed by Slurm (``2026-11-21T13:26:34``) are in the local time zone of the machine running the
 command, and are converted to epoch seconds here.
+
+Over 500 lines because it is the one place Slurm's strings are read: every command's output and every
+state and reason table, so that nothing else in Elastic parses them.
 """
 
 from __future__ import annotations

@@ -8,6 +8,11 @@ slurmctld keeps its record (``MinJobAge``, 300 s by default) and, once the recor
 Walltimes are whole minutes in Slurm: a request of ``walltime`` seconds becomes
 ``--time=ceil(walltime / 60)`` minutes, at least 1, so the job may run up to 59 s longer than asked;
 :attr:`JobInfo.walltime` reports the limit Slurm actually set.
+
+Over 500 lines because :class:`SlurmBackend` is one implementation of the
+:class:`~elastic.backends.base.BatchBackend` contract (submit, state, cancel, shorten, estimate,
+partition, the site check) over Slurm's commands and its jobcomp file, with the job script it submits;
+the parsing of their output is already apart.
 """
 
 from __future__ import annotations

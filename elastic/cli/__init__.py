@@ -14,43 +14,12 @@ import sys
 from collections.abc import Sequence
 
 from elastic import __version__
+from elastic.cli.commands import COMMANDS
 from elastic.errors import ElasticError
 
 __all__ = ["main"]
 
-#: Subcommands in the order ``elastic --help`` lists them: name -> (module, one-line summary).
-#: Only the module of the command being run is imported (its ``register`` adds the full parser), so
-#: ``elastic --help`` and each command pay only for their own imports (numpy, scipy, pandas, parsl
-#: and prefect together cost seconds). ``tests/cli/test_main.py`` checks the summaries stay in sync.
-_COMMANDS: dict[str, tuple[str, str]] = {
-    "simulate": (
-        "elastic.cli.simulate",
-        "replay a workload (SWF trace or synthetic) on the simulated partition",
-    ),
-    "fidelity": (
-        "elastic.cli.fidelity",
-        "compare the mock backend's waits with a trace's recorded waits, per mode",
-    ),
-    "traces": ("elastic.cli.traces", "list, download and describe SWF workload traces"),
-    "walltime": (
-        "elastic.cli.walltime",
-        "speculative walltime sequences (TOptimal, ATOptimal) against classical requests",
-    ),
-    "waits": (
-        "elastic.cli.waits",
-        "evaluate queue-wait predictors on a trace; ASA convergence experiment",
-    ),
-    "run": (
-        "elastic.cli.run",
-        "run a workflow under one strategy (mock or Slurm) and print its metrics",
-    ),
-    "compare": ("elastic.cli.compare", "compare Big-Job, Per-Stage and ASA over many simulated runs"),
-    "store": ("elastic.cli.store", "write a run's journal (what its store did not take) to the store"),
-    "mesos": (
-        "elastic.cli.mesos",
-        "serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",
-    ),
-}
+_COMMANDS = COMMANDS  # the name tests and other modules have used
 
 
 def _chosen_command(argv: Sequence[str]) -> str | None:

@@ -40,8 +40,9 @@ from rich.table import Table
 from scipy import stats
 
 from elastic.cli.arguments import add_background_arguments, load_background
+from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
-from elastic.cli.values import int_in_range, parse_peaks, parse_seed
+from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.experiments import MAX_RUNS, SHAPES, simulate_runs
@@ -71,31 +72,16 @@ COLUMNS: tuple[tuple[str, str, float], ...] = (
 """Metrics shown: (summary key, column title, divisor)."""
 
 
-def _names(text: str) -> list[str]:
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in names if n not in STRATEGY_NAMES]
-    if not names or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown strategy {', '.join(bad) or '(none)'}; choose from: {', '.join(STRATEGY_NAMES)}"
-        )
-    return names
-
-
-def _shapes(text: str) -> list[str]:
-    shapes = [n.strip() for n in text.split(",") if n.strip()]
-    bad = [n for n in shapes if n not in SHAPES]
-    if not shapes or bad:
-        raise argparse.ArgumentTypeError(
-            f"unknown allocation shape {', '.join(bad) or '(none)'}; choose from: {', '.join(SHAPES)}"
-        )
-    return shapes
+_names = name_list("strategy", STRATEGY_NAMES)
+_shapes = name_list("allocation shape", SHAPES)
 
 
 def register(subparsers: Any) -> None:
     """Add the ``compare`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "compare",
-        help="compare Big-Job, Per-Stage and ASA over many simulated runs",
+        _run,
         description=(
             "Run a workflow N times under each strategy in pure simulation (mock backend, virtual clock) "
             "and print each metric's mean with a 95% confidence interval."
@@ -179,7 +165,6 @@ def register(subparsers: Any) -> None:
     )
     emulate.add_argument("--workdir", help="with --emulate: where the runs' folders go (default: temp)")
     add_background_arguments(parser)
-    parser.set_defaults(func=_run)
 
 
 def summarise(results: dict[str, list[RunResult]]) -> pd.DataFrame:

@@ -19,6 +19,7 @@ from collections.abc import Hashable, Mapping
 from typing import Any
 
 from elastic.cli.arguments import add_capacity_window, capacity_window, read_trace
+from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, write_output
 from elastic.cli.values import parse_cores, parse_modes, parse_reserve, processors
 from elastic.errors import ConfigError
@@ -31,9 +32,10 @@ def register(subparsers: Any) -> None:
     from elastic.simulator.fidelity import MODES
     from elastic.simulator.pinned import PINNED_ORDERS
 
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "fidelity",
-        help="compare the mock backend's waits with a trace's recorded waits, per mode",
+        run,
         description=(
             "Simulate a trace under each mock-backend mode (replay, recorded schedule, user chains, "
             "calibrated reserve, recorded capacity) and compare the simulated waits of the trace's own "
@@ -84,7 +86,6 @@ def register(subparsers: Any) -> None:
         "on cores of their own, and queues of short jobs are planned first)",
     )
     parser.add_argument("--out", metavar="FILE", help="also write the report table (.csv)")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

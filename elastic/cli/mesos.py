@@ -20,11 +20,15 @@ import os
 import signal
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from elastic.cli.commands import add_command
 from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int, speedup
 from elastic.errors import ConfigError
 from elastic.strategies import STRATEGY_NAMES
+
+if TYPE_CHECKING:
+    from elastic.front.settings import Settings
 
 __all__ = ["register"]
 
@@ -33,9 +37,10 @@ _BACKENDS = ("local", "mock", "slurm")
 
 def register(subparsers: Any) -> None:
     """Add the ``mesos`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "mesos",
-        help="serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",
+        _serve,
         description="Serve the Mesos v1 scheduler API on pilot allocations chosen by a strategy.",
     )
     parser.add_argument("--backend", choices=_BACKENDS, default="local", help="where allocations come from")
@@ -82,7 +87,6 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
-    parser.set_defaults(func=_serve)
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -105,8 +109,25 @@ def _check(args: argparse.Namespace) -> None:
             raise ConfigError(f"--secret-dir {path}: cannot write there")
 
 
+def _settings(args: argparse.Namespace, backend: Any) -> Settings:
+    """Return the front door's settings the options give (checked: a bad one is refused here)."""
+    from elastic.front.settings import Settings
+
+    return Settings(
+        backend=backend,
+        strategy=args.strategy,
+        workflow=args.workflow,
+        store=False if args.no_store else args.store,
+        max_cores=args.max_cores,
+        idle_timeout=args.idle_timeout,
+        speedup=args.speedup,
+        pool={"bind": args.bind},
+    )
+
+
 def _serve(args: argparse.Namespace) -> int:
     _check(args)
+    _settings(args, args.backend)
     from rich.console import Console
 
     from elastic import Elastic
@@ -119,20 +140,10 @@ def _serve(args: argparse.Namespace) -> int:
         from elastic.backends.slurm import SlurmBackend
 
         backend = SlurmBackend(partition=args.partition, account=args.account)
-    store = False if args.no_store else args.store
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
-    with Elastic(
-        backend,
-        args.strategy,
-        workflow=args.workflow,
-        store=store,
-        max_cores=args.max_cores,
-        idle_timeout=args.idle_timeout,
-        speedup=args.speedup,
-        bind=args.bind,
-    ) as el:
+    with Elastic(settings=_settings(args, backend)) as el:
         server = MesosServer(
             el,
             host=args.host,

@@ -41,6 +41,7 @@ from elastic.cli.arguments import (
     load_background,
     mock_backend,
 )
+from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output
 from elastic.cli.run_demo import add_demo_arguments, check_demo_arguments, print_outcome, run_demo
 from elastic.cli.run_view import live_view, metrics_table, sigterm_interrupts, write_events
@@ -70,9 +71,10 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     """Add the ``run`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "run",
-        help="run a workflow under one strategy (mock or Slurm) and print its metrics",
+        _run,
         description="Run a workflow on pilot allocations chosen by a strategy; print the run's metrics.",
     )
     add_demo_arguments(parser)
@@ -113,7 +115,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on (Slurm)")
     parser.add_argument("--events", metavar="OUT.csv", help="write the run's event timeline as CSV")
     add_background_arguments(parser)
-    parser.set_defaults(func=_run)
 
 
 def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:

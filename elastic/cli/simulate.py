@@ -17,6 +17,7 @@ import argparse
 import time
 from typing import Any
 
+from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, write_output
 from elastic.cli.values import (
     int_in_range,
@@ -38,9 +39,10 @@ _PROGRESS_MIN_JOBS = 20_000
 
 def register(subparsers: Any) -> None:
     """Add the ``simulate`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "simulate",
-        help="replay a workload (SWF trace or synthetic) on the simulated partition",
+        run,
         description=(
             "Replay background jobs on one simulated Slurm-like partition under a queue policy, print "
             "utilisation, waits and slowdowns (overall and by job size), and optionally write the "
@@ -93,7 +95,6 @@ def register(subparsers: Any) -> None:
 
     add_mode_arguments(parser)
     add_priority_argument(parser)
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -26,6 +26,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from elastic.cli.commands import add_command
 from elastic.cli.values import positive_float, processors
 from elastic.errors import ConfigError
 from elastic.simulator.download import DEFAULT_BASE_URL, KNOWN_TRACES, download_trace, resolve_trace
@@ -37,9 +38,10 @@ __all__ = ["register"]
 
 def register(subparsers: Any) -> None:
     """Add the ``traces`` subcommand and its ``list``, ``download`` and ``info`` actions."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "traces",
-        help="list, download and describe SWF workload traces",
+        None,
         description="List, download and describe Standard Workload Format (SWF) traces.",
     )
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 
 __all__ = [
     "finite_float",
@@ -26,6 +26,7 @@ __all__ = [
     "positive_duration",
     "positive_float",
     "positive_int",
+    "name_list",
     "processors",
     "speedup",
 ]
@@ -264,3 +265,35 @@ def parse_reserve(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"expected a number of cores >= 0; got {text!r}")
     return value
+
+
+def name_list(kind: str, choices: Collection[str]) -> Callable[[str], list[str]]:
+    """Return an argparse ``type`` parsing a comma-separated list of names, each one of ``choices``.
+
+    Parameters
+    ----------
+    kind : str
+        What the names are, for the message (``"strategy"``, ``"predictor(s)"``).
+    choices : collection of str
+        The names allowed, in the order the message lists them.
+
+    Examples
+    --------
+    >>> name_list("strategy", ["bigjob", "asa"])(" asa, bigjob,")
+    ['asa', 'bigjob']
+    >>> name_list("strategy", ["bigjob", "asa"])("fast")
+    Traceback (most recent call last):
+    ...
+    argparse.ArgumentTypeError: unknown strategy fast; choose from: bigjob, asa
+    """
+
+    def parse(text: str) -> list[str]:
+        names = [n.strip() for n in text.split(",") if n.strip()]
+        bad = [n for n in names if n not in choices]
+        if not names or bad:
+            raise argparse.ArgumentTypeError(
+                f"unknown {kind} {', '.join(bad) or '(none)'}; choose from: {', '.join(choices)}"
+            )
+        return names
+
+    return parse

@@ -22,8 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from elastic.cli.arguments import read_trace
+from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, write_output
-from elastic.cli.values import int_in_range, parse_seed
+from elastic.cli.values import int_in_range, name_list, parse_seed
 from elastic.errors import ConfigError
 from elastic.learners.evaluation import (
     DEFAULT_CLASSES,
@@ -54,22 +55,15 @@ def _int_list(text: str) -> list[int]:
     return values
 
 
-def _names(text: str) -> list[str]:
-    names = [part.strip() for part in text.split(",") if part.strip()]
-    unknown = [n for n in names if n not in PREDICTORS]
-    if not names or unknown:
-        given = ", ".join(unknown) or "(none given)"
-        raise argparse.ArgumentTypeError(
-            f"unknown predictor(s) {given}; choose from: {', '.join(PREDICTORS)}"
-        )
-    return names
+_names = name_list("predictor(s)", PREDICTORS)
 
 
 def register(subparsers: Any) -> None:
     """Add the ``waits`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "waits",
-        help="evaluate queue-wait predictors on a trace; ASA convergence experiment",
+        _run,
         description=(
             "Replay the jobs of some geometry classes of an SWF trace through queue-wait predictors "
             "(predict at submit, learn the real wait at start), and/or run the ASA convergence "
@@ -111,7 +105,6 @@ def register(subparsers: Any) -> None:
         default=1000,
         help="iterations of the convergence experiment (default: 1000)",
     )
-    parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 from scipy import stats
 
+from elastic.cli.commands import add_command
 from elastic.cli.values import (
     finite_float,
     int_in_range,
@@ -55,9 +56,10 @@ _UNITS = {"s": 1.0, "h": 3600.0}
 
 def register(subparsers: Any) -> None:
     """Add the ``walltime`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "walltime",
-        help="speculative walltime sequences (TOptimal, ATOptimal) against classical requests",
+        _run,
         description=(
             "Compute the walltime requests a stage with an uncertain runtime should make in turn "
             "(each killed run restarts with the next, longer request) and compare the expected cost "
@@ -110,7 +112,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--seed", type=parse_seed, default=0, help="seed of the sampled histories (default 0)"
     )
-    parser.set_defaults(func=_run)
 
 
 def _continuous_names() -> list[str]:

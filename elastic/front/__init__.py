@@ -7,6 +7,8 @@ Modules
 -------
 door
     :class:`~elastic.front.door.Elastic` and its live view.
+settings
+    :class:`~elastic.front.settings.Settings`, the options every front-end shares.
 tasks
     :func:`~elastic.front.tasks.task`, task options, inputs given as futures.
 setup
@@ -16,6 +18,7 @@ setup
 from __future__ import annotations
 
 from elastic.front.door import Elastic, FrontDoorView
+from elastic.front.settings import Settings
 from elastic.front.tasks import DependencyError, task
 
-__all__ = ["DependencyError", "Elastic", "FrontDoorView", "task"]
+__all__ = ["DependencyError", "Elastic", "FrontDoorView", "Settings", "task"]

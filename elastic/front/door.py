@@ -29,14 +29,11 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import logging
-import math
-import numbers
-import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from elastic.allocations import Allocation
 from elastic.backends.base import BatchBackend
@@ -44,8 +41,9 @@ from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.execution import RunResult
 from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
-from elastic.errors import ConfigError, ElasticError, UnknownNameError
+from elastic.errors import ConfigError, ElasticError
 from elastic.front import signals
+from elastic.front.settings import Settings, settings_from
 from elastic.front.setup import (
     driver_identity,
     plan_to_json,
@@ -56,14 +54,13 @@ from elastic.front.setup import (
     resolve_strategy,
 )
 from elastic.front.tasks import DependencyError, options_of, resolve_arguments
-from elastic.limits import check_speedup
 from elastic.metrics import Event, EventKind, MetricsRecorder
 from elastic.pool.pool import Pool, PoolClosedError
 from elastic.pool.tasks import Task
 from elastic.site import SiteConfig, describe
 from elastic.strategies.base import StageView, Strategy
 from elastic.strategies.knowledge import Knowledge, MemoryHistory
-from elastic.workflow import Workflow, check_scale
+from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
     from elastic.learners.base import WaitPredictor
@@ -109,48 +106,24 @@ class FrontDoorView:
 class Elastic(concurrent.futures.Executor):
     """Run tasks from user code on pilot allocations chosen by a strategy (see the module docstring).
 
+    The options are those of :class:`~elastic.front.settings.Settings` (documented there once), given as
+    one object (``settings=``) or as keywords; a keyword given (not None) replaces the object's value.
+
     Parameters
     ----------
-    backend : {"local", "mock", "slurm"} or BatchBackend, default "local"
-        Where allocations come from (:mod:`elastic.front.setup`).
-    strategy : str or Strategy, default "asa"
-        When and how big to request allocations.
-    workflow : str or Workflow, default "default"
-        The workflow's name (its runtime history and remembered plan are kept under it), or a declared plan
-        of its stages (runtimes optional, seconds).
-    store : None, False, str or Store, default None
-        Where runs, runtimes, waits and learner state are kept: the default store, none, a URL, a store.
-    learner : str, WaitPredictor or None, default None
-        Wait learner by name (:data:`elastic.learners.choice.WAIT_LEARNERS`), or a wait learner object (e.g.
-        ``ASAEstimator(grid=..., ...)``: anything with ``predict(key)`` and ``observe(key, wait)``); None =
-        the strategy's own (:func:`~elastic.strategies.base.strategy_learner`; ``ewma`` for a strategy
-        object).
-    max_cores : int or None, default None
-        No allocation wider (default: the backend's partition).
-    job_cores : int or None, default None
-        Most cores in one batch job: a wider allocation is requested as several jobs of at most this many
-        cores, each released as soon as its cores are not needed (a stage's straggling tail, a narrow stage
-        after a wide one). Fewer idle core-hours, more jobs to queue. None: one job per allocation.
-    idle_timeout : float, default 300.0
-        Backend seconds a stage with nothing left to run keeps its allocations when nothing comes after it.
-    poll_interval : float or None, default None
-        Backend seconds between polls of allocation states (default 10 on Slurm, 30 otherwise).
-    max_retries : int, default 2
-        Losses a task survives before its future fails.
-    drain_margin : float, default 30.0
-        Backend seconds before an allocation's walltime end when it takes no new task.
-    speedup : float or None, default None
-        ``backend="mock"`` only: simulated seconds per real second (default 60).
-    name : str, default "elastic"
-        Prefix of batch job names.
-    user : str or None, default None
-        Owner of the jobs (mock backend accounting).
-    site : SiteConfig or None, default None
-        The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
-        the agents' ``python``). None: with ``"slurm"``, the site file (``~/.config/elastic/site.toml`` or
-        ``$ELASTIC_SITE``); a ``SlurmBackend`` object brings its own. On Slurm, its options are checked
-        with ``sbatch --test-only`` here (:meth:`~elastic.backends.slurm.SlurmBackend.check_site`), before
-        any allocation. On the local and mock backends only ``python`` applies.
+    backend : {"local", "mock", "slurm"}, BatchBackend or None, default None
+        Where allocations come from (default: the settings', ``"local"``).
+    strategy : str, Strategy or None, default None
+        When and how big to request allocations (default: the settings', ``"asa"``).
+    settings : Settings or None, default None
+        Every option at once (:class:`~elastic.front.settings.Settings`); None: ``Settings()``.
+    workflow, store, learner, max_cores, job_cores, idle_timeout, poll_interval : optional
+        As the :class:`~elastic.front.settings.Settings` fields of the same names (``workflow`` None:
+        ``"default"``).
+    max_retries, drain_margin, speedup, name, user, site, progress : optional
+        As the :class:`~elastic.front.settings.Settings` fields (``max_retries`` None: 2; ``name`` None:
+        ``"elastic"``). On Slurm, the site's options are checked with ``sbatch --test-only`` here, before
+        any allocation.
     **pool_options
         Passed to :class:`~elastic.pool.pool.Pool`: ``workers``, ``worker_memory``, ``prefetch_seconds``,
         ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``.
@@ -158,25 +131,28 @@ class Elastic(concurrent.futures.Executor):
 
     def __init__(
         self,
-        backend: str | BatchBackend = "local",
-        strategy: str | Strategy = "asa",
+        backend: str | BatchBackend | None = None,
+        strategy: str | Strategy | None = None,
         *,
-        workflow: str | Workflow = "default",
+        settings: Settings | None = None,
+        workflow: str | Workflow | None = None,
         store: Store | str | bool | None = None,
         learner: str | WaitPredictor | None = None,
         max_cores: int | None = None,
         job_cores: int | None = None,
-        idle_timeout: float = 300.0,
+        idle_timeout: float | None = None,
         poll_interval: float | None = None,
-        max_retries: int = 2,
-        drain_margin: float = 30.0,
+        max_retries: int | None = None,
+        drain_margin: float | None = None,
         speedup: float | None = None,
-        name: str = "elastic",
+        name: str | None = None,
         user: str | None = None,
         site: SiteConfig | None = None,
+        progress: bool | None = None,
         **pool_options: Any,
     ) -> None:
-        check_settings(
+        self.settings = settings_from(
+            settings,
             backend=backend,
             strategy=strategy,
             workflow=workflow,
@@ -191,8 +167,15 @@ class Elastic(concurrent.futures.Executor):
             speedup=speedup,
             name=name,
             user=user,
-            pool_options=pool_options,
+            site=site,
+            progress=progress,
+            **pool_options,
         )
+        """The settings in force (:class:`~elastic.front.settings.Settings`, keywords applied)."""
+        s = self.settings
+        backend, strategy, store, learner, speedup = s.backend, s.strategy, s.store, s.learner, s.speedup
+        workflow = "default" if s.workflow is None else s.workflow
+        pool_options = dict(s.pool)
         from elastic.learners.choice import DEFAULT_WAIT_LEARNER, make_wait_learner, shared_name
         from elastic.strategies import STRATEGY_NAMES, strategy_learner
 
@@ -221,7 +204,7 @@ class Elastic(concurrent.futures.Executor):
         self._ctl_lock = threading.Lock()
         self.result: RunResult | None = None
         """The run's result, once :meth:`shutdown` returned."""
-        resolved = resolve_backend(backend, speedup=speedup, site=site)
+        resolved = resolve_backend(backend, speedup=speedup, site=s.site)
         self._backend, self._speedup = resolved.backend, resolved.speedup
         self.site = resolved.site
         """The site configuration in force (None: none given, not on Slurm)."""
@@ -243,7 +226,7 @@ class Elastic(concurrent.futures.Executor):
                 record=self._record,
                 clock=self._backend.now,
                 plan=plan,
-                idle_timeout=idle_timeout,
+                idle_timeout=s.idle_timeout,
                 speedup=self._speedup,
             )
             self._knowledge = Knowledge(
@@ -261,7 +244,9 @@ class Elastic(concurrent.futures.Executor):
                 if self.site.python is not None:
                     pool_options = {**pool_options, "python": self.site.python}
             self._pool = Pool(
-                max_retries=max_retries, drain_margin=drain_margin / self._speedup, **pool_options
+                max_retries=2 if s.max_retries is None else s.max_retries,
+                drain_margin=s.drain_margin / self._speedup,
+                **pool_options,
             )
             self._execution = PoolExecution(
                 self._backend, speedup=self._speedup, pool=self._pool, on_event=self._poke.set
@@ -276,11 +261,11 @@ class Elastic(concurrent.futures.Executor):
                 self._knowledge,
                 self._demand,
                 record=self._record,
-                poll_interval=poll_interval or (10.0 if self._backend.name == "slurm" else 30.0),
-                name=name,
-                user=user,
-                max_cores=min(partition, max_cores or partition),
-                job_cores=job_cores,
+                poll_interval=s.poll_interval or (10.0 if self._backend.name == "slurm" else 30.0),
+                name="elastic" if s.name is None else s.name,
+                user=s.user,
+                max_cores=min(partition, s.max_cores or partition),
+                job_cores=s.job_cores,
             )
             self._run_id = None
             self._jobs: list[str] = []
@@ -713,55 +698,10 @@ def _plan_seen(plan: Workflow, stages: Sequence[StageView]) -> list[dict[str, An
 _END_STATUSES = ("completed", "cancelled", "failed", "interrupted")
 """How a run may end (the store's run statuses)."""
 
-_POOL_OPTIONS = frozenset(
-    {
-        "workers",
-        "worker_memory",
-        "prefetch_seconds",
-        "bind",
-        "port",
-        "advertise",
-        "secret_dir",
-        "heartbeat_interval",
-        "heartbeat_timeout",
-        "events_kept",
-    }
-)
-
 
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(f"Elastic: {message}")
-
-
-def _real(value: object) -> TypeGuard[float]:
-    """Tell whether ``value`` is a real number (not a bool, not a string holding one)."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
-
-
-def _whole(value: object) -> TypeGuard[int]:
-    """Tell whether ``value`` is a whole number (not a bool)."""
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
-def _seconds(name: str, value: object, *, low: float, strict: bool) -> None:
-    ok = _real(value) and math.isfinite(value) and (value > low if strict else value >= low)
-    _check(ok, f"{name} must be finite seconds {'>' if strict else '>='} {low:g}, got {value!r}")
-
-
-_POOL_CHECKS: dict[str, tuple[Callable[[object], bool], str]] = {
-    "workers": (lambda v: v is None or (_whole(v) and v >= 1), "a whole number >= 1 or None"),
-    "worker_memory": (lambda v: v is None or (_whole(v) and v >= 1), "whole bytes >= 1 or None"),
-    "prefetch_seconds": (lambda v: _real(v) and 0 <= v < math.inf, "finite seconds >= 0"),
-    "bind": (lambda v: isinstance(v, str) and bool(v), "an interface name or address (a non-empty string)"),
-    "port": (lambda v: _whole(v) and 0 <= v <= 65535, "a TCP port from 0 (any) to 65535"),
-    "advertise": (lambda v: v is None or (isinstance(v, str) and bool(v)), "a host name or None"),
-    "secret_dir": (lambda v: v is None or isinstance(v, (str, os.PathLike)), "a directory path or None"),
-    "heartbeat_interval": (lambda v: _real(v) and 0 < v < math.inf, "finite seconds > 0"),
-    "heartbeat_timeout": (lambda v: _real(v) and 0 < v < math.inf, "finite seconds > 0"),
-    "events_kept": (lambda v: _whole(v) and v >= 1, "a whole number >= 1"),
-}
-"""Each pool option's check and what it expects (the pool's own checks assume these types)."""
 
 
 def _note_site(site: SiteConfig, backend: str) -> None:
@@ -779,114 +719,16 @@ def _note_site(site: SiteConfig, backend: str) -> None:
         )
 
 
-def check_settings(
-    *,
-    backend: object = "local",
-    strategy: object = "asa",
-    workflow: object = "default",
-    store: object = None,
-    learner: object = None,
-    max_cores: object = None,
-    job_cores: object = None,
-    idle_timeout: object = 300.0,
-    poll_interval: object = None,
-    max_retries: object = 2,
-    drain_margin: object = 30.0,
-    speedup: object = None,
-    name: object = "elastic",
-    user: object = None,
-    pool_options: Mapping[str, Any] | None = None,
-) -> None:
-    """Refuse the settings :class:`Elastic` would refuse, without starting anything (front-ends check early).
+def check_settings(**settings: Any) -> None:
+    """Refuse the settings :class:`Elastic` would refuse, without starting anything.
 
-    Every argument of :class:`Elastic` is checked, its type included; the defaults are those of
-    :class:`Elastic`. ``speedup`` is refused with a backend that has no scaled clock to apply it to (the
-    local and Slurm backends run on the real clock; a backend object brings its own).
+    Kept for callers of the keyword form: build a :class:`~elastic.front.settings.Settings` instead (it
+    checks itself when built). ``pool_options`` is the mapping of pool options (:attr:`Settings.pool`).
 
     Raises
     ------
     ConfigError
         The first bad setting, named with its value and what is allowed.
     """
-    from elastic.front.setup import BACKENDS
-    from elastic.learners.choice import WAIT_LEARNERS
-
-    if isinstance(backend, str):
-        if backend not in BACKENDS:
-            raise UnknownNameError("backend", backend, BACKENDS)
-    else:
-        _check(
-            isinstance(backend, BatchBackend),
-            f"backend must be one of {', '.join(BACKENDS)} or a BatchBackend object, got {backend!r}",
-        )
-    resolve_strategy(strategy)  # type: ignore[arg-type]  # refuses what is neither a name nor a Strategy
-    if isinstance(workflow, Workflow):
-        check_scale(workflow)
-    else:
-        _check(
-            isinstance(workflow, str) and bool(workflow),
-            f"workflow must be a name (a non-empty string) or a Workflow, got {workflow!r}",
-        )
-    if not (store is None or isinstance(store, (bool, str))):
-        from elastic.store import Store
-
-        _check(
-            isinstance(store, Store),
-            "store must be None (the default store), False (none), a SQLAlchemy URL or a Store, "
-            f"got {store!r}",
-        )
-    if isinstance(learner, str):
-        _check(
-            learner in WAIT_LEARNERS,
-            f"learner must be one of {', '.join(WAIT_LEARNERS)} (or None: the strategy's own), "
-            f"got {learner!r}",
-        )
-    elif learner is not None:  # None: the strategy's own
-        _check(
-            callable(getattr(learner, "predict", None)) and callable(getattr(learner, "observe", None)),
-            f"learner must be a policy name or have predict(key) and observe(key, wait), got {learner!r}",
-        )
-    _seconds("idle_timeout", idle_timeout, low=0, strict=False)
-    _seconds("drain_margin", drain_margin, low=0, strict=False)
-    if poll_interval is not None:
-        _seconds("poll_interval", poll_interval, low=0, strict=True)
-    _check(
-        max_cores is None or (_whole(max_cores) and max_cores >= 1),
-        f"max_cores must be a whole number of cores >= 1 or None, got {max_cores!r}",
-    )
-    _check(
-        job_cores is None or (_whole(job_cores) and job_cores >= 1),
-        f"job_cores must be a whole number of cores >= 1 or None, got {job_cores!r}",
-    )
-    _check(
-        _whole(max_retries) and max_retries >= 0,
-        f"max_retries must be a whole number >= 0, got {max_retries!r}",
-    )
-    if speedup is not None:
-        if backend == "mock":
-            check_speedup(speedup, "Elastic: speedup")
-        else:
-            where = (
-                f"backend={backend!r} runs on the real clock"
-                if isinstance(backend, str)
-                else "a backend object brings its own clock (MockBackend(clock='scaled', speedup=...))"
-            )
-            _check(False, f"speedup applies to backend='mock' only; {where}: drop speedup={speedup!r}")
-    _check(
-        isinstance(name, str)
-        and 0 < len(name) <= 64
-        and name.isprintable()
-        and not any(c.isspace() for c in name),
-        f"name (the prefix of batch job names) must be 1 to 64 printable characters without spaces, "
-        f"got {name!r}",
-    )
-    _check(
-        user is None or (isinstance(user, str) and bool(user) and user.isprintable()),
-        f"user must be a user name (a non-empty string) or None, got {user!r}",
-    )
-    options = dict(pool_options or {})
-    unknown = set(options) - _POOL_OPTIONS
-    _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(_POOL_OPTIONS))}")
-    for option, value in options.items():
-        ok, expected = _POOL_CHECKS[option]
-        _check(ok(value), f"{option} must be {expected}, got {value!r}")
+    pool = settings.pop("pool_options", None) or {}
+    settings_from(None, **settings, **pool)

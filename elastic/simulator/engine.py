@@ -16,6 +16,10 @@ that a request, a background workload or pinned jobs fit the partition in
 
 The engine never sleeps: :meth:`Engine.run` processes events as fast as it can up to a given
 simulated time; the mock backend's clocks decide how simulated time relates to real time.
+
+Over 500 lines because the event loop and the jobs' lifecycle are one state machine over one heap and
+one set of invariants (pinned jobs included); what could stand apart already does (dependencies,
+admission, priority).
 """
 
 from __future__ import annotations

@@ -37,26 +37,30 @@ _bad_seconds = st.one_of(
     st.floats(max_value=-1e-9),
     st.sampled_from([float("nan"), float("inf")]),
 )
+_bad_set_seconds = st.one_of(
+    _not_number, st.floats(max_value=-1e-9), st.sampled_from([float("nan"), float("inf")])
+)
+"""Bad seconds for a setting where None means "the default" (the settings' value)."""
 _bad_cores = st.one_of(
     _not_number, st.floats(allow_nan=True), st.integers(max_value=0), st.just("4"), st.just(4.0)
 )
 
 BAD: dict[str, tuple[str, st.SearchStrategy[Any]]] = {
-    "backend": ("backend", st.one_of(_junk, st.none(), st.integers(), st.floats(), st.just("pbs"))),
-    "strategy": ("strategy", st.one_of(_junk, st.none(), st.integers(), st.just("fastest"))),
-    "workflow": ("workflow", st.one_of(_junk, st.none(), st.integers(), st.floats(), st.just(""))),
+    "backend": ("backend", st.one_of(_junk, st.integers(), st.floats(), st.just("pbs"))),
+    "strategy": ("strategy", st.one_of(_junk, st.integers(), st.just("fastest"))),
+    "workflow": ("workflow", st.one_of(_junk, st.integers(), st.floats(), st.just(""))),
     "store": ("store", st.one_of(_junk, st.integers(), st.floats())),
     "learner": ("learner", st.one_of(_junk, st.integers(), st.floats(), st.just("smart"))),
     "max_cores": ("max_cores", _bad_cores),
     "job_cores": ("job_cores", _bad_cores),
-    "idle_timeout": ("idle_timeout", _bad_seconds),
-    "drain_margin": ("drain_margin", _bad_seconds),
+    "idle_timeout": ("idle_timeout", _bad_set_seconds),
+    "drain_margin": ("drain_margin", _bad_set_seconds),
     "poll_interval": ("poll_interval", st.one_of(_not_number, st.floats(max_value=0), st.just(float("nan")))),
-    "max_retries": ("max_retries", st.one_of(_not_number, st.none(), st.floats(), st.integers(max_value=-1))),
+    "max_retries": ("max_retries", st.one_of(_not_number, st.floats(), st.integers(max_value=-1))),
     "speedup": ("speedup", st.one_of(_not_number, st.floats(min_value=0.01, max_value=100))),
     "name": (
         "name",
-        st.one_of(_junk, st.none(), st.integers(), st.just(""), st.just("a b"), st.just("x\ny")),
+        st.one_of(_junk, st.integers(), st.just(""), st.just("a b"), st.just("x\ny")),
     ),
     "user": ("user", st.one_of(_junk, st.integers(), st.just(""))),
     "workers": ("workers", st.one_of(_not_number, st.floats(), st.integers(max_value=0))),
@@ -70,7 +74,8 @@ BAD: dict[str, tuple[str, st.SearchStrategy[Any]]] = {
     "heartbeat_timeout": ("heartbeat_timeout", _bad_seconds),
     "events_kept": ("events_kept", st.one_of(_not_number, st.floats(), st.integers(max_value=0))),
 }
-"""Elastic's arguments (``speedup`` with the default local backend), with values it must refuse."""
+"""Elastic's arguments (``speedup`` with the default local backend), with values it must refuse (None is
+each setting's default: the :class:`~elastic.front.settings.Settings` value)."""
 
 
 def _refused(make: Callable[[], Any]) -> ConfigError:
@@ -139,7 +144,7 @@ def test_a_declared_workflow_beyond_the_limits_is_refused_with_the_limit() -> No
 
 
 EXECUTOR_BAD = {k: v for k, v in BAD.items() if k not in ("name", "workflow")} | {
-    "job_name": ("job_name", st.one_of(_junk, st.none(), st.integers(), st.just(""), st.just("a b"))),
+    "job_name": ("job_name", st.one_of(_junk, st.integers(), st.just(""), st.just("a b"))),
     "workflow": ("workflow", st.one_of(_junk, st.integers(), st.floats(), st.just(""))),
     "plan_interval": ("plan_interval", _bad_seconds),
     "storage_access": ("storage_access", st.one_of(st.integers(), st.text(max_size=3), st.builds(object))),

@@ -1,0 +1,46 @@
+"""What the benchmarks take from the test fixtures, under public names.
+
+A local Slurm cluster (:class:`LocalSlurmCluster`, ``tests/fixtures/slurm_cluster.py``) and a Prefect
+server on 127.0.0.1 (:func:`start_prefect_server`, :func:`stop_prefect_server`). The benchmarks use these
+only, never a fixture module's private helpers, so the fixtures can change inside.
+
+:func:`private_prefect_home` gives Prefect a private ``PREFECT_HOME`` and turns its telemetry off (what
+``tests/fixtures/prefect_server.py`` does on import): call it before Prefect is imported.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tests.fixtures.slurm_cluster import LocalSlurmCluster
+
+if TYPE_CHECKING:
+    from tests.fixtures.prefect_server import PrefectServer
+
+__all__ = ["LocalSlurmCluster", "private_prefect_home", "start_prefect_server", "stop_prefect_server"]
+
+
+def private_prefect_home() -> Path:
+    """Give this process (and its children) a private, fresh ``PREFECT_HOME``, telemetry off; return it."""
+    from tests.fixtures import prefect_server
+
+    return prefect_server.HOME
+
+
+def start_prefect_server() -> tuple[PrefectServer, subprocess.Popen[bytes]]:
+    """Start a Prefect server under the private home, in a process group of its own; wait until healthy."""
+    from tests.fixtures import prefect_server
+
+    return prefect_server.start_prefect_server(private_prefect_home() / "server")
+
+
+def stop_prefect_server(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the server's whole process group (whatever it started too); remove the private home."""
+    from tests.fixtures.processes import stop_group
+
+    stop_group(proc.pid)
+    proc.wait(timeout=30)
+    shutil.rmtree(private_prefect_home(), ignore_errors=True)

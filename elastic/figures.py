@@ -1,0 +1,88 @@
+"""The figures of one run: :class:`RunMetrics`, with its :class:`StageMetrics` and :class:`PredictionOutcome`.
+
+:mod:`elastic.metrics` computes them from a run's timeline (definitions there); the store keeps them and the
+reports print them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["PredictionOutcome", "RunMetrics", "StageMetrics"]
+
+
+@dataclass(frozen=True, slots=True)
+class StageMetrics:
+    """Per-stage figures (seconds); ``nan`` when the stage never ran."""
+
+    name: str
+    execution_time: float
+    queue_wait: float
+    perceived_wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class PredictionOutcome:
+    """Counts of wait predictions that were hits, over-predictions (misses) and under-predictions."""
+
+    hits: int = 0
+    over: int = 0
+    under: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RunMetrics:
+    """All metrics of one run (seconds and core-seconds; core-hours as properties)."""
+
+    makespan: float
+    queue_wait: float
+    perceived_wait: float
+    core_seconds_charged: float
+    core_seconds_used: float
+    resubmissions: int
+    allocations: int
+    lost_tasks: int
+    predictions: PredictionOutcome
+    stages: tuple[StageMetrics, ...]
+
+    @property
+    def overhead_core_seconds(self) -> float:
+        """Idle core-seconds: charged - used."""
+        return self.core_seconds_charged - self.core_seconds_used
+
+    @property
+    def core_hours_charged(self) -> float:
+        """Charged core-hours."""
+        return self.core_seconds_charged / 3600.0
+
+    @property
+    def core_hours_used(self) -> float:
+        """Used core-hours."""
+        return self.core_seconds_used / 3600.0
+
+    @property
+    def overhead_core_hours(self) -> float:
+        """Idle core-hours."""
+        return self.overhead_core_seconds / 3600.0
+
+    def summary(self) -> dict[str, float]:
+        """Flat ``name -> number`` view (for tables and the store)."""
+        out: dict[str, float] = {
+            "makespan": self.makespan,
+            "queue_wait": self.queue_wait,
+            "perceived_wait": self.perceived_wait,
+            "core_hours_charged": self.core_hours_charged,
+            "core_hours_used": self.core_hours_used,
+            "overhead_core_hours": self.overhead_core_hours,
+            "resubmissions": float(self.resubmissions),
+            "allocations": float(self.allocations),
+            "lost_tasks": float(self.lost_tasks),
+            "prediction_hits": float(self.predictions.hits),
+            "prediction_misses": float(self.predictions.over),
+            "prediction_under": float(self.predictions.under),
+        }
+        for s in self.stages:
+            for key, value in asdict(s).items():
+                if key != "name":
+                    out[f"{s.name}.{key}"] = value
+        return out

@@ -1,0 +1,260 @@
+"""Rules every strategy shares, as plain functions of the :class:`~elastic.strategies.view.RunView`.
+
+:func:`release_idle` gives back allocations whose stages are done; :func:`walltime_follow_ups`, when an
+allocation will reach its walltime with work left, pre-submits the next value of its stage's speculative
+sequence, ahead of the expiry by the predicted queue wait, and replaces allocations that ended under us;
+:func:`needs_allocation`, :func:`remaining_work` and :func:`cores_waited_for` are what they test.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+from elastic.allocations import Allocation, AllocationState
+from elastic.strategies.actions import Action, Cancel, Decision, Submit
+from elastic.strategies.knowledge import TOTAL
+from elastic.strategies.view import RunView, StageView
+
+__all__ = ["cores_waited_for", "needs_allocation", "release_idle", "remaining_work", "walltime_follow_ups"]
+
+
+def remaining_work(view: RunView, label: str) -> float:
+    """Return the expected seconds of work left for ``label`` (a stage, or ``"*"``: all stages)."""
+    k = view.knowledge
+    labels = [s.name for s in view.stages] if label == TOTAL else [label]
+    total = 0.0
+    for name in labels:
+        s = view.stage(name)
+        if s.complete:
+            continue
+        if s.start_time is None:
+            total += k.expected_duration(name)
+        else:
+            elapsed = view.now - s.start_time
+            total += max(0.0, k.expected_duration(name, elapsed) - elapsed)
+    return total
+
+
+def needs_allocation(view: RunView, label: str) -> bool:
+    """Whether ``label`` needs a first allocation: it has none, or all ended and we released the last.
+
+    The second case is a label whose work was done (its allocation released) and that has work again: a
+    front door's stage that gets new tasks after it completed.
+
+    An allocation that ended under us (walltime, ``scancel``) is replaced by :func:`walltime_follow_ups`.
+    """
+    mine = view.allocations_for(label)
+    return not mine or (all(a.ended for a in mine) and mine[-1].cancelled)
+
+
+def release_idle(view: RunView) -> list[Cancel]:
+    """Cancel allocations whose stages are all complete: pending ones, and running ones with no task left.
+
+    An allocation's stages are :attr:`Allocation.labels`: the stages a planner keeps it for, else the
+    stage it was requested for. A batch job split from a wider request (:attr:`Allocation.piece_of`) is
+    also released, idle, as soon as the idle cores of the other running jobs kept for its stages can take
+    every task of those stages that waits for cores (:func:`cores_waited_for`): the finished cores of a
+    stage's tail, the cores a narrow stage after a wide one does not use. An idle allocation whose
+    stages are ready but cannot end on it, each with another allocation asked or running for it (the
+    walltime follow-up, which their tasks wait for), is released too (:func:`_replaced`). A job running a
+    task is never released by this rule; but one whose stages are done and that a pending job depends
+    on is drained (cancelled: it takes no new task and ends with its current one), so that the dependent
+    jobs are not held back while it runs the next stage's tasks alone.
+    """
+    out: list[Cancel] = []
+    released: set[str] = set()
+    for a in view.allocations:
+        labels = a.labels
+        if a.ended or not labels:
+            continue
+        known = [x for x in labels if _known(view, x)]
+        if all(view.label_done(x) for x in known):
+            what = "stage " + ", ".join(labels) + (" is" if len(labels) == 1 else " are")
+            if a.pending:
+                out.append(Cancel(a.alloc_id, f"{what} done; not needed any more"))
+            elif view.busy_cores(a.alloc_id) == 0:
+                out.append(Cancel(a.alloc_id, f"{what} done; releasing idle cores"))
+                released.add(a.alloc_id)
+            elif a.piece_of is not None and not a.cancelled and _holds_back(view, a.alloc_id):
+                out.append(
+                    Cancel(a.alloc_id, f"{what} done; the jobs waiting for it would be faster (drained)")
+                )
+            continue
+        if a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
+            continue
+        if _replaced(view, a, known):
+            released.add(a.alloc_id)
+            out.append(
+                Cancel(a.alloc_id, "cannot end its stage; its tasks wait for the allocation that replaces it")
+            )
+            continue
+        if a.piece_of is None or a.reason in _FOLLOW_UPS:
+            # a follow-up idles by design until the jobs it replaces run out of walltime: releasing it
+            # for the idle cores those jobs have now made the follow-up rule ask again, for ever, each
+            # time with the next (doubled) walltime of the sequence (found by the random scenarios:
+            # asa-paper, job_cores=5, 2-core tasks)
+            continue
+        open_ = {x for x in known if not view.label_done(x)}
+        need = max(cores_waited_for(view, x) for x in open_)
+        idle = sum(
+            b.cores - view.busy_cores(b.alloc_id)
+            for b in view.allocations
+            if b.running
+            and not b.cancelled
+            and b.alloc_id != a.alloc_id
+            and b.alloc_id not in released
+            and open_.intersection(b.labels)
+        )
+        if idle >= need:
+            released.add(a.alloc_id)
+            out.append(
+                Cancel(
+                    a.alloc_id, f"idle; other jobs have idle cores for what {', '.join(sorted(open_))} need"
+                )
+            )
+    return out
+
+
+_FOLLOW_UPS = frozenset({"walltime", "lost"})
+"""Reasons of the requests :func:`walltime_follow_ups` makes."""
+
+
+def _replaced(view: RunView, a: Allocation, labels: Sequence[str]) -> bool:
+    """Whether idle running ``a`` cannot end any of its stages, all ready, and each has another allocation.
+
+    Its stages' tasks then wait for the other (the walltime follow-up): placement's time rule starts a
+    task only where its estimate (the stage's expected duration, :meth:`Knowledge.expected_duration`, as
+    run control gives it) fits the walltime left while another allocation has the time. Kept, it would
+    idle until killed (HPC2N capacity, Statistics 28, run 1: 28 cores for 0.6 h). The same estimate
+    placement uses, not the stage's expected work left: an allocation whose agents have not joined yet
+    (idle for that reason) is kept wherever its stage's tasks would be placed on it.
+    """
+    open_ = [x for x in labels if not view.label_done(x)]
+    if not open_ or TOTAL in open_ or not all(view.stage(x).ready for x in open_):
+        return False
+    left = a.remaining(view.now)
+    for x in open_:
+        if view.knowledge.expected_duration(x) <= left:
+            return False
+        others = [b for b in view.allocations_serving(x, live_only=True) if b.alloc_id != a.alloc_id]
+        if not any(b.piece_of is None or b.piece_of != a.piece_of for b in others):
+            return False
+    return True
+
+
+def _holds_back(view: RunView, alloc_id: str) -> bool:
+    """Whether a job of a done stage, running a later stage's task, holds back pending jobs it should not.
+
+    Any task may run on any allocation, so the jobs of a done stage take the next stage's tasks while
+    that stage's own jobs, submitted with a dependency on them, wait for them to end. With enough of
+    them that is free cores; with one or two, they take the tasks a few at a time, wave after wave, while
+    the jobs that would take them all at once are held back. Drain them (no new task, cancelled when
+    the current one ends) when the waves left on them would take longer than one wave on the dependent
+    jobs after their predicted queue wait.
+    """
+    dependents = [b for b in view.allocations if b.pending and any(d == alloc_id for d, _ in b.dependencies)]
+    if not dependents:
+        return False
+    blockers = {d for b in dependents for d, _ in b.dependencies}
+    held = sum(c.cores for c in view.allocations if c.alloc_id in blockers and c.running and not c.cancelled)
+    for b in dependents:
+        for label in b.labels:
+            if not _known(view, label) or view.label_done(label):
+                continue
+            waiting = cores_waited_for(view, label)
+            if held == 0 or waiting == 0:
+                continue
+            task = view.knowledge.expected_duration(label)
+            if math.ceil(waiting / held) * task > task + view.knowledge.predict_wait(b.cores):
+                return True
+    return False
+
+
+def cores_waited_for(view: RunView, label: str) -> int:
+    """Cores the tasks of ``label`` not running yet need at once (``"*"``: the most of any stage)."""
+    if label == TOTAL:
+        return max((_waiting(s) for s in view.stages), default=0)
+    return _waiting(view.stage(label))
+
+
+def _waiting(stage: StageView) -> int:
+    return 0 if stage.complete else max(0, stage.tasks - stage.done - stage.running) * stage.cores
+
+
+def _known(view: RunView, label: str) -> bool:
+    return label == TOTAL or any(s.name == label for s in view.stages)
+
+
+def walltime_follow_ups(
+    view: RunView,
+    labels: Sequence[str],
+    *,
+    margin: float = 60.0,
+    lead: Callable[[int], float] | None = None,
+) -> Decision:
+    """Follow-up requests for allocations that run out of walltime, or ended under us, with work left.
+
+    For each ``label`` that already had an allocation kept for it (:meth:`RunView.allocations_serving`),
+    is ready (its tasks are queued or running) and still has work:
+
+    - no allocation pending or running, and the last one ended without us cancelling it (walltime,
+      ``scancel`` from outside, failure): request the next walltime of the sequence now (``"walltime"``
+      after a TIMEOUT, else ``"lost"``);
+    - the running allocation ends (``start + walltime``) before the expected remaining work: submit the
+      next walltime of the sequence at ``walltime_end - lead - margin``, so the new allocation is there
+      when the old one is killed (lost tasks re-run on it).
+
+    A follow-up is for ``label`` only, also when the allocation it follows was kept for more stages
+    (:attr:`Allocation.labels`): the stages after it are planned by the strategy when they come. It is as
+    wide as the label's tasks not done yet need (:meth:`RunView.width_left`), not the stage's width: a
+    wide stage whose last task outlives the first request needs one core more, and 56 cores asked for it
+    idled 55 of them for the hours that task ran again (BLAST 56 on the busy synthetic queue, run 14:
+    150 core-h, and the 56-core request waited 5.4 h where a narrow one backfills).
+    Replacing the whole group (as wide as its widest stage, walltime the sum) was measured worse on the
+    main job (montage, busy synthetic 64-core queue, 30 runs: ``asa`` 9.66 h and 43.3 core-h against
+    6.66 h and 34.4): a wide request with a long walltime waits longer, and holds cores the later
+    stages may not need.
+
+    ``lead(cores)`` is how long ahead of its need an allocation of ``cores`` is requested; default the
+    predicted wait (:meth:`~elastic.strategies.knowledge.Knowledge.predict_wait`). The planner passes the
+    timing rule's lead for a follow-up (:func:`elastic.strategies.timing.lead_time`).
+    """
+    actions: list[Action] = []
+    wake: float | None = None
+    k = view.knowledge
+    for label in labels:
+        mine = view.allocations_serving(label)
+        if not mine or view.label_done(label):
+            continue
+        if label != TOTAL and not view.stage(label).ready:
+            continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready
+        previous = [a.walltime for a in mine if a.stage == label]  # the label's own sequence
+        cores = view.width_left(label)
+        if any(a.pending for a in mine):
+            continue
+        running = [a for a in mine if a.running]
+        if not running:
+            last = mine[-1]
+            if last.cancelled:
+                continue
+            reason = "walltime" if last.state is AllocationState.TIMEOUT else "lost"
+            wait = k.predict_wait(cores)
+            actions.append(
+                Submit(label, cores, k.walltime(label, previous), reason=reason, predicted_wait=wait)
+            )
+            continue
+        current = max(running, key=lambda a: a.walltime_end or 0.0)
+        end = current.walltime_end
+        assert end is not None, "a running allocation has a start time"
+        if remaining_work(view, label) <= end - view.now:
+            continue
+        wait = k.predict_wait(cores) if lead is None else lead(cores)
+        at = end - wait - margin
+        if view.now >= at:
+            actions.append(
+                Submit(label, cores, k.walltime(label, previous), reason="walltime", predicted_wait=wait)
+            )
+        else:
+            wake = at if wake is None else min(wake, at)
+    return Decision(tuple(actions), wake)

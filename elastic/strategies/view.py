@@ -1,0 +1,180 @@
+"""What a strategy reads: the read-only :class:`RunView` of a run at one moment.
+
+With its :class:`StageView` of each stage, and the scheduler's wait :class:`Estimate` it may ask.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from elastic.allocations import Allocation
+from elastic.errors import UnknownNameError
+from elastic.strategies.knowledge import TOTAL, Knowledge
+from elastic.workflow import Workflow
+
+__all__ = ["Estimate", "Releasing", "RunView", "StageView"]
+
+
+@dataclass(frozen=True, slots=True)
+class StageView:
+    """Progress of one stage, read-only."""
+
+    name: str
+    index: int
+    tasks: int
+    cores: int
+    depends_on: tuple[str, ...]
+    done: int = 0
+    running: int = 0
+    ready_time: float | None = None
+    start_time: float | None = None
+    end_time: float | None = None
+    runtime: float | None = None
+    """Seconds it ran, as the runtime history learns it (:func:`~elastic.control.history.learn_runtimes`),
+    never counting time when its tasks only waited for cores. A declared stage: its longest task, that
+    task's attempts summed (its tasks are released together, so that is its runtime on its own width).
+    A front-door stage, whose tasks arrive over time: first start to end, less the gaps when none of its
+    tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts).
+    ``None``: not measured (first start to last end is used)."""
+    rerun_end: float | None = None
+    """The soonest the stage can end given its tasks whose attempt was lost (their allocation ended): a
+    re-run starts from scratch and takes at least as long as the lost attempt had run, so each such task
+    not done ends no sooner than its current attempt's start (its loss, while it waits) plus the seconds
+    its lost attempts ran. ``None``: no task of it was lost, or all those are done."""
+    queued: int | None = None
+    """Tasks queued for cores now (they could run on any allocation wide enough). ``None``: every task
+    neither done nor running (a declared stage's tasks are all released when it is ready); a front-door
+    stage also counts tasks that exist but wait for their inputs, which are not queued."""
+
+    @property
+    def width(self) -> int:
+        """Cores to run every task at once."""
+        return self.tasks * self.cores
+
+    @property
+    def complete(self) -> bool:
+        """Every task completed."""
+        return self.end_time is not None
+
+    @property
+    def ready(self) -> bool:
+        """Its dependencies are done (its tasks are queued or running)."""
+        return self.ready_time is not None
+
+
+Releasing = tuple[tuple[str, float], ...]
+"""Allocations of a run and when it will release them: ``((alloc_id, backend time), ...)``, sorted."""
+
+
+class Estimate(Protocol):
+    """The scheduler's estimate of a new job's wait, as :attr:`RunView.estimate` gives it.
+
+    ``estimate(cores, walltime, releasing)`` returns the seconds a job of ``cores`` cores and ``walltime``
+    seconds submitted now would wait (None: the scheduler cannot say). ``releasing`` gives allocations of
+    this run (id, backend time), sorted, that the caller will release at those times: a request for a
+    stage that starts once this run's running allocation is released competes for its cores from then
+    on, not with that allocation held to its walltime. It is honoured only where a backend can end a job
+    early in its estimate (:class:`~elastic.backends.base.EstimatesReleasing`); neither built-in backend
+    does, and their estimate holds them to their walltime.
+    """
+
+    def __call__(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
+        """Return the estimated wait in seconds, or None."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunView:
+    """Everything a strategy may read, at ``now`` (backend seconds).
+
+    Attributes
+    ----------
+    now : float
+        Backend seconds.
+    workflow : Workflow
+        The plan: the stages known (declared, learned from earlier runs, or seen so far).
+    stages : tuple of StageView
+        Progress of every stage of the plan, in plan order.
+    allocations : tuple of Allocation
+        Every allocation requested in this run, in submission order (times on the backend's clock).
+    knowledge : Knowledge
+        Wait predictions, expected durations, walltime requests.
+    busy : mapping of str to int
+        Cores running tasks now, by id of running allocation (absent: none).
+    priority : str or None, default None
+        How the backend's queue ranks a job held by a dependency or a begin time once it is eligible
+        (:mod:`elastic.simulator.priority`: ``"age"``, ``"basic"``, ``"accrue-always"``); None when the
+        backend does not say (a planner then assumes ``"age"``: holding buys no queue position).
+    estimate : Estimate or None, default None
+        ``estimate(cores, walltime, releasing)``: the scheduler's estimate of how long a job of ``cores``
+        cores and ``walltime`` seconds submitted now would wait (seconds, the backend's
+        :meth:`~elastic.backends.base.BatchBackend.expected_start`),
+        or None when it cannot say; ``releasing`` names allocations of this run and when they are released
+        (:class:`Estimate`). None when the backend gives no estimate a real queue could give (the mock
+        backend's recorded modes plan around the recorded schedule, jobs not yet submitted included).
+    """
+
+    now: float
+    workflow: Workflow
+    stages: tuple[StageView, ...]
+    allocations: tuple[Allocation, ...]
+    knowledge: Knowledge
+    busy: Mapping[str, int] = field(default_factory=dict)
+    priority: str | None = None
+    estimate: Estimate | None = None
+
+    @property
+    def done(self) -> bool:
+        """Every stage complete."""
+        return all(s.complete for s in self.stages)
+
+    def stage(self, name: str) -> StageView:
+        """Return the stage called ``name``; raise UnknownNameError."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise UnknownNameError("stage", name, [s.name for s in self.stages])
+
+    def allocations_for(self, label: str, *, live_only: bool = False) -> list[Allocation]:
+        """Allocations requested for ``label``, in submission order (``live_only``: not ended)."""
+        return [a for a in self.allocations if a.stage == label and not (live_only and a.ended)]
+
+    def allocations_serving(self, label: str, *, live_only: bool = False) -> list[Allocation]:
+        """Allocations kept for ``label`` (:attr:`Allocation.labels`), in submission order."""
+        return [a for a in self.allocations if label in a.labels and not (live_only and a.ended)]
+
+    def latest_wait(self, cores: int | None = None) -> float | None:
+        """Return the queue wait of this run's allocation that started last (None: none has started).
+
+        Among the allocations of ``cores`` cores if one of them started, else among all. A wait counts
+        from when the allocation became eligible (its dependency released it), else from its submission.
+        """
+        seen = [(a.start_time, a.cores, a.queue_wait) for a in self.allocations if a.queue_wait is not None]
+        same = [w for w in seen if w[1] == cores]
+        return max(same or seen)[2] if seen else None
+
+    def busy_cores(self, alloc_id: str) -> int:
+        """Cores of allocation ``alloc_id`` running tasks now."""
+        return self.busy.get(alloc_id, 0)
+
+    def label_done(self, label: str) -> bool:
+        """Whether the work of ``label`` (a stage, or ``"*"`` = everything) is complete."""
+        return self.done if label == TOTAL else self.stage(label).complete
+
+    def label_width(self, label: str) -> int:
+        """Return the width for ``label``: the stage's, or for ``"*"`` the widest stage left."""
+        if label == TOTAL:
+            return max((s.width for s in self.stages if not s.complete), default=1)
+        return self.stage(label).width
+
+    def width_left(self, label: str) -> int:
+        """Return the cores ``label``'s tasks not done yet need to run at once (at least 1).
+
+        A stage that is not ready needs its whole width; a ready one, its tasks not completed (running or
+        queued) times their cores; ``"*"``: the widest of those over the stages left.
+        """
+        stages = [s for s in self.stages if not s.complete] if label == TOTAL else [self.stage(label)]
+        need = [min(s.width, (s.tasks - s.done) * s.cores) if s.ready else s.width for s in stages]
+        return max(1, *need) if need else 1

@@ -1,0 +1,225 @@
+"""The workflow model: a :class:`Workflow` is an ordered list of :class:`Stage` objects.
+
+Each stage is a set of identical tasks; :func:`check_scale` enforces the limits on their number (see
+:mod:`elastic.workflow`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from elastic.errors import ConfigError, UnknownNameError
+from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, check_count
+
+__all__ = ["MAX_RUNTIME_CV", "STAGES_WHY", "TASKS_WHY", "Stage", "Workflow", "check_scale"]
+
+
+MAX_RUNTIME_CV = 100.0
+"""Largest ``runtime_cv`` a stage may have. At cv = 100 the lognormal's median is already 100 times
+below its mean (almost every task is short, a rare one takes days); far beyond it the sampled
+durations overflow or round to zero."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stage:
+    """One stage of a workflow: ``tasks`` identical tasks of ``cores`` cores each.
+
+    Parameters
+    ----------
+    name : str
+        Unique within the workflow.
+    tasks : int
+        Number of tasks, >= 1.
+    cores : int
+        Cores per task, >= 1.
+    runtime : float or None, default None
+        Mean task runtime in seconds, > 0 (also the user's estimate before any history exists); ``None``
+        when unknown (a plan for the front door; running a declared workflow needs it).
+    runtime_cv : float, default 0.0
+        Coefficient of variation of the task runtime (standard deviation / mean), in
+        ``[0, MAX_RUNTIME_CV]``. Durations follow a lognormal distribution with this mean and cv; 0 means
+        every task takes exactly ``runtime``.
+    depends_on : tuple of str or None, default None
+        Stages that must complete before this one starts; ``None`` means the previous stage (none for the
+        first stage). Set by :class:`Workflow` to the resolved tuple.
+    command : str or None, default None
+        Shell command a real task runs (a non-empty string); ``None`` means "sleep for the sampled
+        duration".
+    """
+
+    name: str
+    tasks: int
+    cores: int
+    runtime: float | None = None
+    runtime_cv: float = 0.0
+    depends_on: tuple[str, ...] | None = None
+    command: str | None = None
+
+    def __post_init__(self) -> None:
+        if not self.name or not isinstance(self.name, str):
+            raise ConfigError(f"Stage.name must be a non-empty string, got {self.name!r}")
+        where = f"stage {self.name!r}"
+        if isinstance(self.tasks, bool) or not isinstance(self.tasks, int) or self.tasks < 1:
+            raise ConfigError(f"{where}: tasks must be an integer >= 1, got {self.tasks!r}")
+        if isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 1:
+            raise ConfigError(f"{where}: cores must be an integer >= 1, got {self.cores!r}")
+        if self.runtime is not None and (not _finite(self.runtime) or self.runtime <= 0):
+            raise ConfigError(
+                f"{where}: runtime must be a number of seconds > 0 (or left out), got {self.runtime!r}"
+            )
+        if not _finite(self.runtime_cv) or not 0 <= self.runtime_cv <= MAX_RUNTIME_CV:
+            allowed = f">= 0 and <= {MAX_RUNTIME_CV:g}"
+            raise ConfigError(f"{where}: runtime_cv must be a number {allowed}, got {self.runtime_cv!r}")
+        if self.command is not None and not (isinstance(self.command, str) and self.command.strip()):
+            raise ConfigError(
+                f"{where}: command must be a non-empty shell command string (or left out to sleep for "
+                f"the sampled duration), got {self.command!r}"
+            )
+
+    @property
+    def width(self) -> int:
+        """Cores needed to run every task of the stage at once (tasks x cores)."""
+        return self.tasks * self.cores
+
+    def sample_runtimes(self, rng: np.random.Generator, n: int | None = None) -> np.ndarray:
+        """Draw task durations in seconds (lognormal with mean ``runtime`` and cv ``runtime_cv``).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator
+            Source of randomness (seeded by the caller for reproducible runs).
+        n : int or None, default None
+            How many; ``None`` means one per task.
+
+        Returns
+        -------
+        ndarray of float64
+            Durations, all > 0.
+
+        Raises
+        ------
+        ConfigError
+            The stage has no runtime model.
+        """
+        if self.runtime is None:
+            raise ConfigError(f"stage {self.name!r} has no runtime model to draw task durations from")
+        size = self.tasks if n is None else n
+        if self.runtime_cv == 0:
+            return np.full(size, float(self.runtime))
+        # lognormal parameters from mean m and cv c: sigma^2 = ln(1 + c^2), mu = ln(m) - sigma^2 / 2
+        sigma2 = math.log1p(self.runtime_cv**2)
+        mu = math.log(self.runtime) - sigma2 / 2
+        return rng.lognormal(mu, math.sqrt(sigma2), size)
+
+
+@dataclass(frozen=True, slots=True)
+class Workflow:
+    """An ordered list of stages; dependencies may only point to earlier stages.
+
+    Parameters
+    ----------
+    name : str
+        Workflow name (the key runtime history is stored under).
+    stages : tuple of Stage
+        At least one, unique names. Stages whose ``depends_on`` is ``None`` are given the previous stage.
+
+    Raises
+    ------
+    ConfigError
+        No stages, duplicate names, or a dependency on an unknown or later stage.
+    """
+
+    name: str
+    stages: tuple[Stage, ...]
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ConfigError("Workflow.name must be a non-empty string")
+        if not self.stages:
+            raise ConfigError(f"workflow {self.name!r}: needs at least one stage")
+        resolved: list[Stage] = []
+        seen: set[str] = set()
+        for i, stage in enumerate(self.stages):
+            if stage.name in seen:
+                raise ConfigError(f"workflow {self.name!r}: stage name {stage.name!r} is used twice")
+            deps = stage.depends_on
+            if deps is None:
+                deps = (self.stages[i - 1].name,) if i > 0 else ()
+            for dep in deps:
+                if dep not in seen:
+                    earlier = ", ".join(sorted(seen)) or "none"
+                    raise ConfigError(
+                        f"workflow {self.name!r}: stage {stage.name!r} depends on {dep!r}, which is not an "
+                        f"earlier stage (earlier stages: {earlier})"
+                    )
+            seen.add(stage.name)
+            resolved.append(_replace_deps(stage, tuple(deps)))
+        object.__setattr__(self, "stages", tuple(resolved))
+
+    @property
+    def max_width(self) -> int:
+        """Cores of the widest stage."""
+        return max(s.width for s in self.stages)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Stage names in order."""
+        return tuple(s.name for s in self.stages)
+
+    def stage(self, name: str) -> Stage:
+        """Return the stage called ``name``; raise UnknownNameError."""
+        for s in self.stages:
+            if s.name == name:
+                return s
+        raise UnknownNameError("stage", name, self.names)
+
+    def index(self, name: str) -> int:
+        """Return the position of stage ``name``; raise UnknownNameError."""
+        return self.names.index(self.stage(name).name)
+
+
+def _replace_deps(stage: Stage, deps: tuple[str, ...]) -> Stage:
+    return Stage(
+        name=stage.name,
+        tasks=stage.tasks,
+        cores=stage.cores,
+        runtime=stage.runtime,
+        runtime_cv=stage.runtime_cv,
+        depends_on=deps,
+        command=stage.command,
+    )
+
+
+def _finite(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+STAGES_WHY = "planning a chain of stages grows faster than the square of their number: 1,000 take minutes"
+"""Why a workflow holds at most :data:`~elastic.limits.MAX_STAGES` stages."""
+TASKS_WHY = "simulating a stage costs more than its task count: 100,000 tasks take about 90 s"
+"""Why a stage holds at most :data:`~elastic.limits.MAX_STAGE_TASKS` tasks."""
+
+
+def check_scale(workflow: Workflow, source: str | None = None) -> None:
+    """Refuse a declared workflow too big to plan or simulate in minutes (:mod:`elastic.limits`).
+
+    Parameters
+    ----------
+    workflow : Workflow
+        The declared workflow.
+    source : str or None, default None
+        Where it came from (a file), for the message; default: the workflow's name.
+
+    Raises
+    ------
+    ConfigError
+        More than :data:`~elastic.limits.MAX_STAGES` stages, or a stage of more than
+        :data:`~elastic.limits.MAX_STAGE_TASKS` tasks; the message gives the limit.
+    """
+    where = source if source is not None else f"workflow {workflow.name!r}"
+    check_count(len(workflow.stages), MAX_STAGES, f"{where}: stages", STAGES_WHY)
+    for stage in workflow.stages:
+        check_count(stage.tasks, MAX_STAGE_TASKS, f"{where}: stage {stage.name!r}: tasks", TASKS_WHY)
