@@ -76,8 +76,8 @@ class PoolExecution:
         A failed task raises :class:`TaskFailedError` from :meth:`advance` (a declared workflow's run
         stops); otherwise it is a TASK_FAILED event and its own future's failure.
     on_event : callable or None, default None
-        Called (from the pool's thread, quickly) whenever a task event arrives, e.g. to wake a waiting
-        driver.
+        Called (from a thread delivering the pool's events, outside the pool's lock, quickly) whenever a
+        task event arrives, e.g. to wake a waiting driver.
     """
 
     def __init__(
@@ -111,7 +111,8 @@ class PoolExecution:
         self._unsubscribe = pool.subscribe(self._on_event)
 
     def _on_event(self, event: PoolEvent) -> None:
-        # called from the pool's I/O thread: stamp with the backend clock, hand over to the driver thread
+        # called by a thread delivering the pool's events, without the pool's lock (the backend's clock may
+        # take the backend's own lock): stamp with the backend clock, hand over to the driver thread
         if isinstance(event, TaskEvent):
             self._inbox.put((self.backend.now(), event))
             if self._notify is not None:

@@ -4,8 +4,10 @@
 messages (:meth:`PoolState.handle`), the periodic checks (:meth:`PoolState.tick`: heartbeats, lost
 agents, draining, placement) and the pool's synchronous API. It never touches the network: messages for
 agents collect in :attr:`PoolState.outbox` (tasks for one agent in one :class:`RunTasks` per tick) and
-future resolutions in :attr:`PoolState.resolve`; the pool sends and runs them outside its lock. It is not
-thread-safe: the pool calls every method with its lock held.
+future resolutions in :attr:`PoolState.resolve`; events for subscribers in :attr:`PoolState.pending`. The
+pool sends, runs and delivers them outside its lock (:meth:`PoolState.take_pending`, then
+:meth:`PoolState.deliver`), so that no subscriber ever runs under it. It is not thread-safe: the pool calls
+every method but :meth:`PoolState.deliver` with its lock held.
 
 Built for many small tasks: the queue is indexed by the cores tasks need (placement looks only at the
 oldest tasks of the classes that fit the free cores, and stops once they are taken), placement runs only
@@ -191,8 +193,11 @@ class PoolState:
         Future resolutions to run outside the lock (their callbacks may block).
     events : deque of PoolEvent
         The newest events, oldest first.
-    subscribers : list of callable
-        Called with each new event.
+    subscribers : tuple of callable
+        Called with each new event (by :meth:`deliver`, outside the pool's lock); replaced, never changed
+        in place, so a recorded event keeps the subscribers it had when it happened.
+    pending : list of (PoolEvent, tuple of callable)
+        Events recorded and not delivered yet, oldest first, each with the subscribers it goes to.
     refused : int
         Connections and messages refused so far (wrong secret, malformed, replayed, unknown allocation).
         Each is counted; at most :data:`_REFUSALS_RECORDED` per :data:`_REFUSAL_WINDOW` seconds are logged
@@ -233,7 +238,8 @@ class PoolState:
         self.outbox: list[tuple[bytes, Message]] = []
         self.resolve: list[Callable[[], None]] = []
         self.events: deque[PoolEvent] = deque(maxlen=events_kept)
-        self.subscribers: list[Callable[[PoolEvent], None]] = []
+        self.subscribers: tuple[Callable[[PoolEvent], None], ...] = ()
+        self.pending: list[tuple[PoolEvent, tuple[Callable[[PoolEvent], None], ...]]] = []
         self._last_beat = 0.0
         self._last_check = float("-inf")
         self.refused = 0
@@ -849,9 +855,36 @@ class PoolState:
         self.emit(event)
 
     def emit(self, event: PoolEvent) -> None:
-        """Record ``event`` and call every subscriber (a failing one is logged, not raised)."""
+        """Record ``event``: into the history, and for delivery to the current subscribers later."""
         self.events.append(event)
-        for callback in self.subscribers:
+        if self.subscribers:
+            self.pending.append((event, self.subscribers))
+
+    def subscribe(self, callback: Callable[[PoolEvent], None]) -> None:
+        """Add a subscriber: it gets every event recorded from now on."""
+        self.subscribers = (*self.subscribers, callback)
+
+    def unsubscribe(self, callback: Callable[[PoolEvent], None]) -> None:
+        """Remove a subscriber (once); it gets no event :meth:`deliver` has not started on."""
+        subs = list(self.subscribers)
+        if callback in subs:
+            subs.remove(callback)
+            self.subscribers = tuple(subs)
+
+    def take_pending(self) -> list[tuple[PoolEvent, tuple[Callable[[PoolEvent], None], ...]]]:
+        """Return the events waiting for delivery, oldest first, and forget them."""
+        pending, self.pending = self.pending, []
+        return pending
+
+    def deliver(self, event: PoolEvent, callbacks: tuple[Callable[[PoolEvent], None], ...]) -> None:
+        """Call ``callbacks`` (of one entry of :attr:`pending`) with ``event``; failures are logged.
+
+        Called WITHOUT the pool's lock: a subscriber may call the pool, or take locks of its own. A
+        subscriber removed since the event was recorded is skipped.
+        """
+        for callback in callbacks:
+            if callback not in self.subscribers:
+                continue
             try:
                 callback(event)
             except Exception:
