@@ -466,6 +466,8 @@ class AllocationController:
                     deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
                     dep_ids.append((other.alloc_id, action.dependency))
         label = "all" if action.stage == TOTAL else action.stage
+        # registered before the job exists: its agent may start, and join, before sbatch returns
+        self.execution.register(alloc_id, action.cores, action.walltime, action.stage)
         spec = JobSpec(
             cores=action.cores,
             walltime=action.walltime,
@@ -481,6 +483,7 @@ class AllocationController:
         now = max(now, self.backend.now())
         job_id = self.backend.submit(spec)
         self._job_ids[alloc_id] = job_id
+        self.execution.submitted(alloc_id, job_id)
         self._allocs[alloc_id] = Allocation(
             alloc_id,
             cores=action.cores,

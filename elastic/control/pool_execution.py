@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
+from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
@@ -120,31 +120,33 @@ class PoolExecution:
 
     # -- the Execution contract -----------------------------------------------------------------------
 
+    def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
+        """Tell the pool the allocation exists (REQUESTED), so that its agents may join."""
+        self.pool.add_allocation(self._allocation(alloc_id, cores, walltime, stage))
+
+    def submitted(self, alloc_id: str, job_id: str) -> None:
+        """Tell the pool the allocation's batch job id."""
+        self.pool.allocation_submitted(alloc_id, job_id)
+
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
-        """Register the allocation with the pool (REQUESTED) and return the script starting its agent."""
-        allocation = Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage)
-        self.pool.add_allocation(allocation)
-        return self.pool.agent_script(allocation)
+        """Return the script starting the allocation's agent (registers nothing: see :meth:`register`)."""
+        return self.pool.agent_script(self._allocation(alloc_id, cores, walltime, stage))
+
+    def _allocation(self, alloc_id: str, cores: int, walltime: float, stage: str) -> Allocation:
+        """Return the pool's view of an allocation: its walltime in real seconds."""
+        return Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage)
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
-        """Nothing to do: the allocation's agent joins the pool by itself once the job runs."""
+        """Tell the pool the allocation's job started at ``at`` (backend time) with the walltime granted."""
+        started_ago = max(0.0, self.backend.now() - at) / self.speedup
+        self.pool.allocation_started(alloc_id, started_ago, (walltime_end - at) / self.speedup)
         logger.debug("pool executor: allocation %s started at %.0f", alloc_id, at)
 
     def allocation_ended(
         self, alloc_id: str, at: float, state: AllocationState = AllocationState.CANCELLED
     ) -> None:
         """Tell the pool; it re-queues the tasks that were running there."""
-        try:
-            self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
-        except IllegalTransitionError:  # e.g. TIMEOUT of an allocation whose agent never joined
-            current = self.pool.allocation(alloc_id).state
-            if not current.is_final:
-                fallback = (
-                    AllocationState.CANCELLED
-                    if current is AllocationState.REQUESTED
-                    else AllocationState.FAILED
-                )
-                self.pool.allocation_ended(alloc_id, fallback, f"batch job ended {state.value}")
+        self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
 
     def release(self, alloc_id: str) -> None:
         """Drain the allocation in the pool before it is cancelled.

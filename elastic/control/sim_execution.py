@@ -133,10 +133,16 @@ class SimExecution:
             bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
         self._dispatch(max(at, self._now))
 
-    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
-        """Note the requested allocation (for walltime-aware placement); return None: no agent runs."""
+    def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
+        """Note the requested allocation (for walltime-aware placement)."""
         self._requested[alloc_id] = (cores, walltime)
         self._stages[alloc_id] = stage
+
+    def submitted(self, alloc_id: str, job_id: str) -> None:
+        """Nothing to do: simulated tasks need no batch job id."""
+
+    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
+        """Return None: no agent runs."""
         return None
 
     def release(self, alloc_id: str) -> None:

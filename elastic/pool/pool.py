@@ -292,15 +292,31 @@ class Pool:
         with self._lock:
             self._state.allocation_submitted(alloc_id, backend_job_id)
 
+    def allocation_started(
+        self, alloc_id: str, started_ago: float = 0.0, walltime: float | None = None
+    ) -> None:
+        """Record that an allocation's batch job started ``started_ago`` seconds ago (pool clock).
+
+        Its owner says so when it learns it; until then an agent that joins marks it started. ``walltime``
+        is what the batch system granted, in pool seconds (None: the requested one stands).
+        """
+        with self._lock:
+            granted = self._state.allocation(alloc_id).walltime if walltime is None else walltime
+            self._state.allocation_started(alloc_id, started_ago, granted)
+        self._wake()
+        self._deliver()
+
     def allocation_ended(self, alloc_id: str, state: AllocationState | JobState, detail: str = "") -> None:
         """Record that an allocation's batch job ended; its running tasks are re-queued or failed.
 
-        Ending an allocation twice in the same final state does nothing.
+        Any final state may end an allocation that has not ended (one whose agent never joined and whose
+        start nobody told ends as a started job when ``state`` says it ran: COMPLETED, TIMEOUT). Ending an
+        ended allocation again does nothing.
 
         Raises
         ------
-        IllegalTransitionError
-            ``state`` is not a final state reachable from the current one.
+        ConfigError
+            ``state`` is not final, or the allocation is unknown.
         """
         new = AllocationState.from_job_state(state) if isinstance(state, JobState) else state
         if not new.is_final:

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic.allocations import Allocation, AllocationEvent, AllocationState
+from elastic.allocations import LEGAL_TRANSITIONS, Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.pool import spool as _spool
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
@@ -268,11 +268,36 @@ class PoolState:
         alloc = self.allocation(alloc_id)
         self.allocs[alloc_id] = dataclasses.replace(alloc, backend_job_id=backend_job_id)
 
-    def allocation_ended(self, alloc_id: str, new: AllocationState, detail: str) -> None:
-        """Record that an allocation ended in the final state ``new`` (see :class:`elastic.pool.Pool`)."""
+    def allocation_started(self, alloc_id: str, started_ago: float, walltime: float) -> None:
+        """Record that an allocation's batch job started ``started_ago`` seconds ago with ``walltime``.
+
+        The allocation's owner (the run's controller) says so when it learns it; an allocation whose
+        agent joined first is RUNNING already and only takes the walltime granted. One that ended or drains
+        is left as it is.
+        """
         alloc = self.allocation(alloc_id)
-        if alloc.state is new:
+        if alloc.state is AllocationState.REQUESTED:
+            start = self._clock() - max(0.0, started_ago)
+            alloc = dataclasses.replace(alloc.transition(AllocationState.RUNNING, start), walltime=walltime)
+            self.allocs[alloc_id] = alloc
+            self._dirty = True
+            self._alloc_event(alloc, "batch job started")
+        elif alloc.state is AllocationState.RUNNING and alloc.walltime != walltime:
+            self.allocs[alloc_id] = dataclasses.replace(alloc, walltime=walltime)
+
+    def allocation_ended(self, alloc_id: str, new: AllocationState, detail: str) -> None:
+        """Record that an allocation ended in the final state ``new`` (see :class:`elastic.pool.Pool`).
+
+        Every final state is reachable: an allocation still REQUESTED that ends as only a started job can
+        (COMPLETED, TIMEOUT: its job ran, but no agent joined and no start was told) is recorded RUNNING
+        first. Ending an ended allocation again does nothing (its first end stands).
+        """
+        alloc = self.allocation(alloc_id)
+        if alloc.state.is_final:
             return
+        if new not in LEGAL_TRANSITIONS[alloc.state]:  # REQUESTED -> COMPLETED or TIMEOUT
+            self._set_state(alloc, AllocationState.RUNNING, "batch job started (no agent joined)")
+            alloc = self.allocs[alloc_id]
         self._set_state(alloc, new, detail or f"batch job ended {new.value}")
         self._dirty = True
         for agent in [a for a in self.agents.values() if a.alloc_id == alloc_id]:
@@ -485,7 +510,7 @@ class PoolState:
             why = f"agent {name!r} registered before (replayed or restarted registration)"
         elif alloc is None:
             why = f"unknown allocation {msg.alloc_id!r}"
-        elif not (alloc.state is AllocationState.REQUESTED or alloc.state is AllocationState.RUNNING):
+        elif alloc.state.is_final:
             why = f"allocation {msg.alloc_id!r} is {alloc.state.value}"
         if alloc is None or why is not None:
             self.refuse(name, f"refused agent {name}: {why}", msg.alloc_id)
@@ -504,6 +529,9 @@ class PoolState:
         logger.info("pool: agent %s joined allocation %s with %d cores", name, msg.alloc_id, msg.cores)
         if msg.alloc_id in self._drain_on_join:  # released while its job was pending: no task goes there
             self._drain(self.allocs[msg.alloc_id], self._drain_on_join[msg.alloc_id])
+        elif alloc.state is AllocationState.DRAINING:  # drained after its start, before this agent joined
+            self.agents[ident].draining = True
+            self.outbox.append((ident, Drain("allocation draining")))
 
     def _started(self, agent: AgentRecord, task_id: str) -> None:
         """Take an agent's report that a task started: an assigned one now runs and takes its cores."""

@@ -515,3 +515,53 @@ def test_a_task_taken_as_started_and_given_back_ends_its_attempt_and_goes_elsewh
     state.tick(clock.now)
     sent = {i: [t.task_id for t in m.tasks] for i, m in take_outbox(state) if isinstance(m, RunTasks)}
     assert sent == {second: ["t"]} and task_states(state, "t")[-1] == (TaskState.RUNNING, "a2", 2)
+
+
+_OWNER_CALLS = st.lists(st.sampled_from(["start", "join", "drain", "end-again"]), max_size=4)
+_FINALS = st.sampled_from(
+    [AllocationState.COMPLETED, AllocationState.FAILED, AllocationState.TIMEOUT, AllocationState.CANCELLED]
+)
+
+
+@given(calls=_OWNER_CALLS, final=_FINALS)
+@settings(max_examples=60, deadline=None)
+def test_every_allocation_history_its_owner_reports_is_well_defined(
+    calls: list[str], final: AllocationState
+) -> None:
+    """Start told or not, agent joined or not, drained or not: any end is taken, nothing raises.
+
+    (A TIMEOUT of an allocation whose agent never joined used to raise IllegalTransitionError.)
+    """
+    clock = Clock()
+    state = make_state(clock)
+    state.add_allocation(Allocation("a1", cores=2, walltime=100.0))
+    state.allocation_submitted("a1", "job-7")
+    for pid, call in enumerate(calls, start=1):
+        if call == "start":
+            state.allocation_started("a1", started_ago=2.0, walltime=120.0)
+        elif call == "join":
+            join(state, "a1", pid=pid)
+        elif call == "drain":
+            state.drain("a1", "released")
+    state.allocation_ended("a1", final, "")
+    state.allocation_ended("a1", AllocationState.CANCELLED, "")  # a second end changes nothing
+    alloc = state.allocation("a1")
+    assert alloc.state is final and alloc.backend_job_id == "job-7" and not state.agents
+    states = [e.state for e in state.events if isinstance(e, AllocationEvent)]
+    assert states[0] is AllocationState.REQUESTED and states[-1] is final and states.count(final) == 1
+
+
+def test_the_owner_tells_the_start_and_an_agent_joining_a_drained_allocation_takes_no_task() -> None:
+    clock = Clock()
+    state = make_state(clock)
+    state.add_allocation(Allocation("a1", cores=2, walltime=100.0))
+    state.allocation_started("a1", started_ago=5.0, walltime=120.0)  # granted more than asked
+    alloc = state.allocation("a1")
+    assert alloc.state is AllocationState.RUNNING and alloc.start_time == 995.0 and alloc.walltime == 120.0
+    state.drain("a1", "released by the strategy")
+    state.submit(Task.shell("true", task_id="t"))
+    ident = join(state, "a1")
+    state.tick(clock.now)
+    sent = [m for i, m in state.outbox if i == ident]
+    assert isinstance(sent[0], Welcome) and isinstance(sent[1], Drain)
+    assert not any(isinstance(m, RunTasks) for m in sent) and state.queued() == ["t"]
