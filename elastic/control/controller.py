@@ -217,6 +217,9 @@ class AllocationController:
         """Carry out the strategy's actions at ``now``."""
         for action in decision.actions:
             if isinstance(action, Submit):
+                if self.demand.done:  # the run ended while the strategy decided: nothing needs the cores
+                    logger.info("%s: no job for %s: the run is over", self.strategy.name, action.stage)
+                    continue
                 self._submit(action, now)
             elif isinstance(action, Serve):
                 self._serve(action)
