@@ -204,6 +204,7 @@ class AllocationController:
         decision = merge(decision, unserved(view, decision, max_cores=self.max_cores))
         self._task_cores = {st.name: st.cores for st in view.stages}
         self.apply(decision, now)
+        self.execution.decided()
         self.demand.dispatch(now)
         self._advance(now)
         self._retire(now)

@@ -57,6 +57,7 @@ class Execution(Protocol):
     batch job is submitted, so that an agent starting at once is expected), its batch job id
     (:meth:`submitted`), its start (:meth:`add_allocation`, with the walltime granted), that it is to take no
     more tasks (:meth:`release`) and its end (:meth:`allocation_ended`). :meth:`job_script` only builds text.
+    After each decision it calls :meth:`decided`.
     """
 
     def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
@@ -82,6 +83,14 @@ class Execution(Protocol):
         """Return the job script that starts the allocation's agents, or None (simulated allocations).
 
         Pure: it registers nothing (:meth:`register` does).
+        """
+        ...
+
+    def decided(self) -> None:
+        """Take note that the driver decided on allocations after the task events :meth:`advance` gave.
+
+        A task lost and re-queued waits for this before it may start on an allocation that cannot run it
+        to its end: the decision may have asked for one that can.
         """
         ...
 

@@ -106,15 +106,24 @@ class PoolExecution:
         self._notify = on_event
         self._running: set[str] = set()
         self._inbox: queue.SimpleQueue[tuple[float, TaskEvent]] = queue.SimpleQueue()
+        self._stamped = (float("nan"), 0.0)
+        """The pool time of the last task event delivered, and the backend time it was stamped with."""
         self._held: tuple[float, TaskEvent] | None = None
         """The oldest event taken from the inbox and not handed over yet (stamped after the step's now)."""
+        self._lost_seen: set[str] = set()
+        """Tasks whose lost attempt :meth:`advance` handed over since the last :meth:`decided`."""
+        pool.expect_decisions()  # a lost task waits for the driver's next decision (it may ask for room)
         self._unsubscribe = pool.subscribe(self._on_event)
 
     def _on_event(self, event: PoolEvent) -> None:
         # called by a thread delivering the pool's events, without the pool's lock (the backend's clock may
         # take the backend's own lock): stamp with the backend clock, hand over to the driver thread
         if isinstance(event, TaskEvent):
-            self._inbox.put((self.backend.now(), event))
+            if event.time != self._stamped[0]:
+                # events the pool recorded at one instant (a lost task's LOST and FAILED when it may not run
+                # again) get one stamp, so that one step sees them all: never the loss without its end
+                self._stamped = (event.time, self.backend.now())
+            self._inbox.put((self._stamped[1], event))
             if self._notify is not None:
                 self._notify()
 
@@ -147,6 +156,12 @@ class PoolExecution:
     ) -> None:
         """Tell the pool; it re-queues the tasks that were running there."""
         self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
+
+    def decided(self) -> None:
+        """Tell the pool the driver decided after the losses it was handed: those tasks may be placed."""
+        if self._lost_seen:
+            self.pool.decided(self._lost_seen)
+            self._lost_seen = set()
 
     def release(self, alloc_id: str) -> None:
         """Drain the allocation in the pool before it is cancelled.
@@ -200,6 +215,8 @@ class PoolExecution:
                 if e.task_id not in self._running:  # failed while queued: lost too often
                     kind = EventKind.TASK_DROPPED
                 self._running.discard(e.task_id)
+                if e.state is TaskState.LOST:
+                    self._lost_seen.add(e.task_id)
             if kind is not None:
                 out.append(
                     Event(

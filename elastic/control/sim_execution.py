@@ -145,6 +145,9 @@ class SimExecution:
         """Return None: no agent runs."""
         return None
 
+    def decided(self) -> None:
+        """Nothing to do: simulated placement runs in step with the decisions."""
+
     def release(self, alloc_id: str) -> None:
         """Nothing to do: on the virtual clock a cancel takes effect before any task is placed again."""
 

@@ -49,7 +49,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -303,6 +303,23 @@ class Pool:
         with self._lock:
             granted = self._state.allocation(alloc_id).walltime if walltime is None else walltime
             self._state.allocation_started(alloc_id, started_ago, granted)
+        self._wake()
+        self._deliver()
+
+    def expect_decisions(self) -> None:
+        """Say that an owner decides on allocations after each loss, and tells the pool (:meth:`decided`).
+
+        From then on a task re-queued after a loss is not started on an allocation with less walltime
+        left than its estimate until the owner has decided (it may ask for one with the time): a start
+        there would be lost again, and use one of its retries.
+        """
+        with self._lock:
+            self._state.owner_decides = True
+
+    def decided(self, task_ids: Iterable[str]) -> None:
+        """Take the owner's word that it decided on allocations after these tasks' losses (see above)."""
+        with self._lock:
+            self._state.decided(task_ids)
         self._wake()
         self._deliver()
 

@@ -33,7 +33,7 @@ import heapq
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -247,6 +247,9 @@ class PoolState:
         self._refusals_recorded = 0
         self._refusals_unrecorded = 0
         self.spool = spool
+        self.owner_decides = False
+        """Whether an owner decides on allocations after each loss and says so (:meth:`decided`)."""
+        self._awaiting_owner: set[str] = set()  # re-queued after a loss the owner has not decided on yet
 
     # ------------------------------------------------------------------------------------ synchronous API
 
@@ -670,10 +673,11 @@ class PoolState:
 
         self.resolve.append(resolve)
 
-    def _finish(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
-        """Record the task's last event and forget it (and its call's spool file)."""
-        self._task_event(rec, state, detail)
+    def _finish(self, rec: TaskRecord, state: TaskState, detail: str, at: float | None = None) -> None:
+        """Record the task's last event (at ``at``, default now) and forget it (and its call's spool file)."""
+        self._task_event(rec, state, detail, at)
         self.tasks.pop(rec.task.task_id, None)
+        self._awaiting_owner.discard(rec.task.task_id)
         if rec.task.payload_file and self.spool is not None:
             _spool.remove(self.spool, rec.task.payload_file)
 
@@ -712,12 +716,13 @@ class PoolState:
             return
         rec.losses.append((alloc_id, cause))
         rec.agent = None
+        at = self._clock()  # a loss that ends the task is one instant: its LOST and FAILED share the time
         if rec.state is TaskState.RUNNING:  # a task for a gone agent that never started just fails
-            self._task_event(rec, TaskState.LOST, cause)
+            self._task_event(rec, TaskState.LOST, cause, at)
         if len(rec.losses) > self.max_retries or rec.task.agent is not None:  # no other agent may run it
             limit = 0 if rec.task.agent is not None else self.max_retries
             error = TaskLostError(rec.task.task_id, rec.task.stage, tuple(rec.losses), limit)
-            self._finish(rec, TaskState.FAILED, str(error))
+            self._finish(rec, TaskState.FAILED, str(error), at)
             self.resolve.append(lambda: rec.future.set_exception(error))
             return
         rec.attempt += 1
@@ -725,6 +730,10 @@ class PoolState:
             ran = self._clock() - rec.started
             rec.task = dataclasses.replace(rec.task, estimate=estimate_after_loss(rec.task.estimate, ran))
             rec.started = None
+        if self.owner_decides and rec.state is TaskState.LOST:
+            # its owner hears of the loss and may ask for an allocation with the time to re-run it: until it
+            # has decided, the task is not started where it cannot end (that would burn a retry)
+            self._awaiting_owner.add(rec.task.task_id)
         self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
@@ -775,7 +784,7 @@ class PoolState:
         if offers:
             largest = max(o.free for o in offers)
             tasks = (rec.task for rec in self._queued_records(largest))
-            for task, offer in plan_placement(tasks, offers, lambda t: self._another_could_take(t, now)):
+            for task, offer in plan_placement(tasks, offers, lambda t: self._may_wait(t, now)):
                 self._send(self.tasks[task.task_id], self.agents[offer.agent], offer, TaskState.RUNNING)
         if self.prefetch_seconds > 0 and live:
             self._prefetch(live, remaining)
@@ -851,6 +860,27 @@ class PoolState:
         self._task_event(rec, state, f"on agent {agent.name}")
         self._dispatch.setdefault(agent.ident, []).append(task)
 
+    def _may_wait(self, task: Task, now: float) -> bool:
+        """Whether ``task``, which no offer has the time for, waits rather than starting where it cannot end.
+
+        It waits while another allocation could take it (:meth:`_another_could_take`), and, when an owner
+        decides on allocations, while that owner has not decided since the loss that re-queued it (its
+        follow-up may be asked for in that decision).
+        """
+        return task.task_id in self._awaiting_owner or self._another_could_take(task, now)
+
+    def decided(self, task_ids: Iterable[str]) -> None:
+        """Take the owner's word that it decided on allocations after these tasks' losses.
+
+        Those of them re-queued are placed by the usual rule from now on: they wait for an allocation with
+        the time to run them if one exists (one the decision asked for included), else take the most time
+        left there is (and the log says so).
+        """
+        for task_id in task_ids:
+            if task_id in self._awaiting_owner:
+                self._awaiting_owner.discard(task_id)
+                self._dirty = True
+
     def _another_could_take(self, task: Task, now: float) -> bool:
         """Whether a not-draining allocation (live or requested) has enough cores and time for ``task``."""
         capacities = [
@@ -872,14 +902,13 @@ class PoolState:
         event = AllocationEvent(self._clock(), alloc.alloc_id, alloc.state, alloc.cores, alloc.stage, detail)
         self.emit(event)
 
-    def _task_event(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
+    def _task_event(self, rec: TaskRecord, state: TaskState, detail: str, at: float | None = None) -> None:
+        now = self._clock() if at is None else at
         if state is TaskState.RUNNING and rec.state is not TaskState.RUNNING:
-            rec.started = self._clock()
+            rec.started = now
         rec.state = state
         task = rec.task
-        event = TaskEvent(
-            self._clock(), task.task_id, task.stage, state, task.cores, rec.alloc_id, rec.attempt, detail
-        )
+        event = TaskEvent(now, task.task_id, task.stage, state, task.cores, rec.alloc_id, rec.attempt, detail)
         self.emit(event)
 
     def emit(self, event: PoolEvent) -> None:
