@@ -38,7 +38,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend, EstimatesReleasing, ShortensWalltime
@@ -63,7 +63,7 @@ from elastic.strategies.base import (
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
-__all__ = ["AllocationController", "Demand", "EventSink", "learn_runtimes"]
+__all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,14 @@ class Demand(Protocol):
     def stages(self) -> tuple[StageView, ...]:
         """Progress of every stage of :attr:`plan`, in plan order."""
         ...
+
+
+@runtime_checkable
+class MakesTasks(Protocol):
+    """A demand that makes its own tasks and hands them to the execution (a declared workflow's).
+
+    A live demand has none to hand: user code submits its tasks to the pool itself.
+    """
 
     def dispatch(self, now: float) -> None:
         """Hand work that became ready to the execution (called after the strategy acted)."""
@@ -165,6 +173,7 @@ class AllocationController:
         self.execution = execution
         self.knowledge = knowledge
         self.demand = demand
+        self._makes_tasks = demand if isinstance(demand, MakesTasks) else None
         self.poll_interval = poll_interval
         self.name = name
         self.user = user
@@ -205,7 +214,8 @@ class AllocationController:
         self._task_cores = {st.name: st.cores for st in view.stages}
         self.apply(decision, now)
         self.execution.decided()
-        self.demand.dispatch(now)
+        if self._makes_tasks is not None:
+            self._makes_tasks.dispatch(now)
         self._advance(now)
         self._retire(now)
         wake = now + self.poll_interval

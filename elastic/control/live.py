@@ -288,9 +288,6 @@ class LiveDemand:
         with self._lock:
             return sum(s.outstanding for s in self._stages.values())
 
-    def dispatch(self, now: float) -> None:
-        """Nothing to hand over: user code submits its tasks to the pool itself."""
-
     # -- internals (lock held) -------------------------------------------------------------------------
 
     def _stage(self, name: str) -> _Stage:
