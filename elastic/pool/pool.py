@@ -481,24 +481,32 @@ class Pool:
 
         One thread delivers at a time, in recorded order; a thread that finds another delivering returns
         at once (that one delivers its events too, before it stops), so a subscriber that calls the pool
-        from the delivering thread does not recurse.
+        from the delivering thread does not recurse. (Read without the lock first: a thread that recorded
+        an event and then sees no delivery under way, or sees one, is right either way, since the one
+        delivering takes the last events and stops in one locked step.)
         """
-        while True:
-            with self._lock:
-                if self._delivering or not self._state.pending:
-                    return
-                self._delivering = True
-                batch = self._state.take_pending()
+        state = self._state
+        if self._delivering or not state.pending:
+            return
+        with self._lock:
+            if self._delivering:
+                return
+            batch = state.take_pending()
+            self._delivering = bool(batch)
+        while batch:
             done = 0
             try:
                 for event, callbacks in batch:
-                    self._state.deliver(event, callbacks)
+                    state.deliver(event, callbacks)
                     done += 1
-            finally:
+            except BaseException:  # a KeyboardInterrupt in a subscriber: the rest is delivered later
                 with self._lock:
                     self._delivering = False
-                    if done < len(batch):  # a BaseException (KeyboardInterrupt) in a subscriber
-                        self._state.pending[:0] = batch[done + 1 :]
+                    state.pending[:0] = batch[done + 1 :]
+                raise
+            with self._lock:
+                batch = state.take_pending()
+                self._delivering = bool(batch)
 
     def close(self) -> None:
         """Stop every agent, fail unfinished futures with :class:`PoolClosedError`, delete the secret file.
