@@ -336,7 +336,8 @@ def test_simulated_placement_waits_for_a_requested_allocation_with_enough_wallti
 
     ex = SimExecution()
     ex.submit(TaskSpec("s.0", "s", 1, cores=1, estimate=1800.0, duration=1700.0))
-    assert ex.job_script("long", 1, 3600.0, "s") is None  # requested, not started
+    ex.register("long", 1, 3600.0, "s")  # requested, not started
+    assert ex.job_script("long", 1, 3600.0, "s") is None  # no agent to start
     ex.add_allocation("short", cores=1, walltime_end=500.0, at=0.0)
     assert ex.advance(10.0) == []  # the short allocation does not take it: "long" will have time
     ex.add_allocation("long", cores=1, walltime_end=3620.0, at=20.0)

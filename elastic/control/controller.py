@@ -38,7 +38,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend, EstimatesReleasing, ShortensWalltime
@@ -63,7 +63,7 @@ from elastic.strategies.base import (
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
-__all__ = ["AllocationController", "Demand", "EventSink", "learn_runtimes"]
+__all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,6 +98,14 @@ class Demand(Protocol):
     def stages(self) -> tuple[StageView, ...]:
         """Progress of every stage of :attr:`plan`, in plan order."""
         ...
+
+
+@runtime_checkable
+class MakesTasks(Protocol):
+    """A demand that makes its own tasks and hands them to the execution (a declared workflow's).
+
+    A live demand has none to hand: user code submits its tasks to the pool itself.
+    """
 
     def dispatch(self, now: float) -> None:
         """Hand work that became ready to the execution (called after the strategy acted)."""
@@ -165,6 +173,7 @@ class AllocationController:
         self.execution = execution
         self.knowledge = knowledge
         self.demand = demand
+        self._makes_tasks = demand if isinstance(demand, MakesTasks) else None
         self.poll_interval = poll_interval
         self.name = name
         self.user = user
@@ -204,7 +213,9 @@ class AllocationController:
         decision = merge(decision, unserved(view, decision, max_cores=self.max_cores))
         self._task_cores = {st.name: st.cores for st in view.stages}
         self.apply(decision, now)
-        self.demand.dispatch(now)
+        self.execution.decided()
+        if self._makes_tasks is not None:
+            self._makes_tasks.dispatch(now)
         self._advance(now)
         self._retire(now)
         wake = now + self.poll_interval
@@ -217,6 +228,9 @@ class AllocationController:
         """Carry out the strategy's actions at ``now``."""
         for action in decision.actions:
             if isinstance(action, Submit):
+                if self.demand.done:  # the run ended while the strategy decided: nothing needs the cores
+                    logger.info("%s: no job for %s: the run is over", self.strategy.name, action.stage)
+                    continue
                 self._submit(action, now)
             elif isinstance(action, Serve):
                 self._serve(action)
@@ -466,6 +480,8 @@ class AllocationController:
                     deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
                     dep_ids.append((other.alloc_id, action.dependency))
         label = "all" if action.stage == TOTAL else action.stage
+        # registered before the job exists: its agent may start, and join, before sbatch returns
+        self.execution.register(alloc_id, action.cores, action.walltime, action.stage)
         spec = JobSpec(
             cores=action.cores,
             walltime=action.walltime,
@@ -481,6 +497,7 @@ class AllocationController:
         now = max(now, self.backend.now())
         job_id = self.backend.submit(spec)
         self._job_ids[alloc_id] = job_id
+        self.execution.submitted(alloc_id, job_id)
         self._allocs[alloc_id] = Allocation(
             alloc_id,
             cores=action.cores,

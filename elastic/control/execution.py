@@ -51,7 +51,22 @@ class Execution(Protocol):
     """Runs tasks on live allocations: :class:`~elastic.control.sim_execution.SimExecution` or the pool.
 
     Task events (TASK_START, TASK_END, TASK_LOST) are returned by :meth:`advance` with their own times.
+
+    The allocations are the controller's (:class:`~elastic.control.controller.AllocationController`): it
+    tells the execution, in this order and once each, that one is requested (:meth:`register`, before its
+    batch job is submitted, so that an agent starting at once is expected), its batch job id
+    (:meth:`submitted`), its start (:meth:`add_allocation`, with the walltime granted), that it is to take no
+    more tasks (:meth:`release`) and its end (:meth:`allocation_ended`). :meth:`job_script` only builds text.
+    After each decision it calls :meth:`decided`.
     """
+
+    def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
+        """Take note that an allocation of ``cores`` x ``walltime`` for ``stage`` is being requested."""
+        ...
+
+    def submitted(self, alloc_id: str, job_id: str) -> None:
+        """Take note of the batch job id of a registered allocation."""
+        ...
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Take note that an allocation started at ``at``; it may run tasks until ``walltime_end``."""
@@ -65,7 +80,18 @@ class Execution(Protocol):
         ...
 
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
-        """Return the job script that starts the allocation's agents, or None (simulated allocations)."""
+        """Return the job script that starts the allocation's agents, or None (simulated allocations).
+
+        Pure: it registers nothing (:meth:`register` does).
+        """
+        ...
+
+    def decided(self) -> None:
+        """Take note that the driver decided on allocations after the task events :meth:`advance` gave.
+
+        A task lost and re-queued waits for this before it may start on an allocation that cannot run it
+        to its end: the decision may have asked for one that can.
+        """
         ...
 
     def release(self, alloc_id: str) -> None:

@@ -110,6 +110,7 @@ class LiveDemand:
         self._lock = threading.Lock()
         self._stages: dict[str, _Stage] = {}
         self._closing = False
+        self._finished = False
         self._plan: Workflow | None = None
         for s in plan.stages if plan is not None else ():
             st = self._stage(s.name)
@@ -170,6 +171,11 @@ class LiveDemand:
         with self._lock:
             self._closing = True
 
+    def finish(self) -> None:
+        """Say that the run is ending: no work will come that needs cores (:attr:`done` from now on)."""
+        with self._lock:
+            self._finished = True
+
     # -- from the controller's thread ----------------------------------------------------------------
 
     @property
@@ -182,8 +188,8 @@ class LiveDemand:
 
     @property
     def done(self) -> bool:
-        """Never by itself: the user may submit more at any time (the front door decides when to stop)."""
-        return False
+        """Never by itself: the user may submit more at any time; once the front door ends the run."""
+        return self._finished
 
     def observe(self, event: Event) -> None:
         """Count a task's start, end, failure or loss in its stage."""
@@ -281,9 +287,6 @@ class LiveDemand:
         """Tasks held, announced, queued or running, over every stage."""
         with self._lock:
             return sum(s.outstanding for s in self._stages.values())
-
-    def dispatch(self, now: float) -> None:
-        """Nothing to hand over: user code submits its tasks to the pool itself."""
 
     # -- internals (lock held) -------------------------------------------------------------------------
 

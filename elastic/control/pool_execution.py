@@ -20,7 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from elastic.allocations import Allocation, AllocationState, IllegalTransitionError
+from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
@@ -76,8 +76,8 @@ class PoolExecution:
         A failed task raises :class:`TaskFailedError` from :meth:`advance` (a declared workflow's run
         stops); otherwise it is a TASK_FAILED event and its own future's failure.
     on_event : callable or None, default None
-        Called (from the pool's thread, quickly) whenever a task event arrives, e.g. to wake a waiting
-        driver.
+        Called (from a thread delivering the pool's events, outside the pool's lock, quickly) whenever a
+        task event arrives, e.g. to wake a waiting driver.
     """
 
     def __init__(
@@ -106,44 +106,62 @@ class PoolExecution:
         self._notify = on_event
         self._running: set[str] = set()
         self._inbox: queue.SimpleQueue[tuple[float, TaskEvent]] = queue.SimpleQueue()
+        self._stamped = (float("nan"), 0.0)
+        """The pool time of the last task event delivered, and the backend time it was stamped with."""
         self._held: tuple[float, TaskEvent] | None = None
         """The oldest event taken from the inbox and not handed over yet (stamped after the step's now)."""
+        self._lost_seen: set[str] = set()
+        """Tasks whose lost attempt :meth:`advance` handed over since the last :meth:`decided`."""
+        pool.expect_decisions()  # a lost task waits for the driver's next decision (it may ask for room)
         self._unsubscribe = pool.subscribe(self._on_event)
 
     def _on_event(self, event: PoolEvent) -> None:
-        # called from the pool's I/O thread: stamp with the backend clock, hand over to the driver thread
+        # called by a thread delivering the pool's events, without the pool's lock (the backend's clock may
+        # take the backend's own lock): stamp with the backend clock, hand over to the driver thread
         if isinstance(event, TaskEvent):
-            self._inbox.put((self.backend.now(), event))
+            if event.time != self._stamped[0]:
+                # events the pool recorded at one instant (a lost task's LOST and FAILED when it may not run
+                # again) get one stamp, so that one step sees them all: never the loss without its end
+                self._stamped = (event.time, self.backend.now())
+            self._inbox.put((self._stamped[1], event))
             if self._notify is not None:
                 self._notify()
 
     # -- the Execution contract -----------------------------------------------------------------------
 
+    def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
+        """Tell the pool the allocation exists (REQUESTED), so that its agents may join."""
+        self.pool.add_allocation(self._allocation(alloc_id, cores, walltime, stage))
+
+    def submitted(self, alloc_id: str, job_id: str) -> None:
+        """Tell the pool the allocation's batch job id."""
+        self.pool.allocation_submitted(alloc_id, job_id)
+
     def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
-        """Register the allocation with the pool (REQUESTED) and return the script starting its agent."""
-        allocation = Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage)
-        self.pool.add_allocation(allocation)
-        return self.pool.agent_script(allocation)
+        """Return the script starting the allocation's agent (registers nothing: see :meth:`register`)."""
+        return self.pool.agent_script(self._allocation(alloc_id, cores, walltime, stage))
+
+    def _allocation(self, alloc_id: str, cores: int, walltime: float, stage: str) -> Allocation:
+        """Return the pool's view of an allocation: its walltime in real seconds."""
+        return Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage)
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
-        """Nothing to do: the allocation's agent joins the pool by itself once the job runs."""
+        """Tell the pool the allocation's job started at ``at`` (backend time) with the walltime granted."""
+        started_ago = max(0.0, self.backend.now() - at) / self.speedup
+        self.pool.allocation_started(alloc_id, started_ago, (walltime_end - at) / self.speedup)
         logger.debug("pool executor: allocation %s started at %.0f", alloc_id, at)
 
     def allocation_ended(
         self, alloc_id: str, at: float, state: AllocationState = AllocationState.CANCELLED
     ) -> None:
         """Tell the pool; it re-queues the tasks that were running there."""
-        try:
-            self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
-        except IllegalTransitionError:  # e.g. TIMEOUT of an allocation whose agent never joined
-            current = self.pool.allocation(alloc_id).state
-            if not current.is_final:
-                fallback = (
-                    AllocationState.CANCELLED
-                    if current is AllocationState.REQUESTED
-                    else AllocationState.FAILED
-                )
-                self.pool.allocation_ended(alloc_id, fallback, f"batch job ended {state.value}")
+        self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
+
+    def decided(self) -> None:
+        """Tell the pool the driver decided after the losses it was handed: those tasks may be placed."""
+        if self._lost_seen:
+            self.pool.decided(self._lost_seen)
+            self._lost_seen = set()
 
     def release(self, alloc_id: str) -> None:
         """Drain the allocation in the pool before it is cancelled.
@@ -197,6 +215,8 @@ class PoolExecution:
                 if e.task_id not in self._running:  # failed while queued: lost too often
                     kind = EventKind.TASK_DROPPED
                 self._running.discard(e.task_id)
+                if e.state is TaskState.LOST:
+                    self._lost_seen.add(e.task_id)
             if kind is not None:
                 out.append(
                     Event(

@@ -133,11 +133,20 @@ class SimExecution:
             bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
         self._dispatch(max(at, self._now))
 
-    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
-        """Note the requested allocation (for walltime-aware placement); return None: no agent runs."""
+    def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
+        """Note the requested allocation (for walltime-aware placement)."""
         self._requested[alloc_id] = (cores, walltime)
         self._stages[alloc_id] = stage
+
+    def submitted(self, alloc_id: str, job_id: str) -> None:
+        """Nothing to do: simulated tasks need no batch job id."""
+
+    def job_script(self, alloc_id: str, cores: int, walltime: float, stage: str) -> str | None:
+        """Return None: no agent runs."""
         return None
+
+    def decided(self) -> None:
+        """Nothing to do: simulated placement runs in step with the decisions."""
 
     def release(self, alloc_id: str) -> None:
         """Nothing to do: on the virtual clock a cancel takes effect before any task is placed again."""

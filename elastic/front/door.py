@@ -624,22 +624,26 @@ class Elastic(concurrent.futures.Executor):
                 future.cancel()  # only those that have not started
         if wait:
             concurrent.futures.wait(list(self._outstanding))
-        self._closed.set()
-        self._poke.set()
-        self._thread.join()
-        atexit.unregister(self._at_exit)
-        if self._error is not None:
-            status = "failed"
-        elif signals.received() is not None:  # SIGTERM/SIGHUP: however the program shut us down
-            status = "interrupted"
-        result = None
-        try:
-            result = self._finish(status)
-        finally:
-            self._release()
-            # set once everything is released: a caller that sees the result sees no pool left either
-            self.result = result
-            self._ended.set()
+        # From here on the run is released: no new batch job (a step under way sees the demand finished),
+        # and a SIGTERM or SIGHUP arriving now waits until every allocation is released.
+        with signals.deferred():
+            self._demand.finish()
+            self._closed.set()
+            self._poke.set()
+            self._thread.join()
+            atexit.unregister(self._at_exit)
+            if self._error is not None:
+                status = "failed"
+            elif signals.received() is not None:  # SIGTERM/SIGHUP: however the program shut us down
+                status = "interrupted"
+            result = None
+            try:
+                result = self._finish(status)
+            finally:
+                self._release()
+                # set once everything is released: a caller that sees the result sees no pool left either
+                self.result = result
+                self._ended.set()
 
     def _finish(self, status: str) -> RunResult:
         self._demand.close()

@@ -10,7 +10,9 @@ While a front door is open, :func:`install` makes both signals raise :class:`Ter
 :class:`SystemExit` with the shell's exit status ``128 + signal``) in the main thread, so the program
 unwinds as for Ctrl-C: ``with`` blocks and ``finally`` clauses run, then the exit handlers, which end every
 open front door ``interrupted`` (held and pending jobs cancelled, running allocations released). A second
-signal while that happens is logged and otherwise ignored, so the clean-up is not cut short; SIGKILL
+signal while that happens is logged and otherwise ignored, so the clean-up is not cut short; a first one
+that arrives while a run releases its allocations (:func:`deferred`: a normal ``shutdown()`` or the end of
+a ``with`` block) lets the release finish and is raised right after it; SIGKILL
 still kills at once (the next run on the same store then finds the run and cancels its jobs:
 :meth:`elastic.store.Store.abandoned_runs`).
 
@@ -21,13 +23,15 @@ default action is put back when the last front door closes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from types import FrameType
 from typing import Any
 
-__all__ = ["SIGNALS", "Terminated", "install", "received", "uninstall"]
+__all__ = ["SIGNALS", "Terminated", "deferred", "install", "received", "uninstall"]
 
 logger = logging.getLogger(__name__)
 
@@ -47,16 +51,46 @@ _lock = threading.Lock()
 _users = 0
 _ours: dict[signal.Signals, Any] = {}
 _received: signal.Signals | None = None
+_deferring = 0  # releases under way in the main thread (only it changes or reads this: no lock needed)
+_held: signal.Signals | None = None  # received while deferring: raised once the outermost release ends
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
-    global _received
+    global _received, _held
     if _received is not None:
         logger.warning("%s received again: still ending the run", signal.Signals(signum).name)
         return
     _received = signal.Signals(signum)
+    if _deferring:
+        _held = _received
+        logger.warning("%s received while allocations are released: ending once they are", _received.name)
+        return
     logger.warning("%s received: ending the run as interrupted (cancelling its allocations)", _received.name)
     raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """Let the body (the release of a run's allocations) finish before a SIGTERM or SIGHUP ends the program.
+
+    In the main thread (the one the handler interrupts): a signal that arrives meanwhile is recorded
+    (:func:`received`) and raised as :class:`Terminated` once the outermost such body has ended without an
+    exception of its own. Elsewhere it does nothing: the signal interrupts the main thread, not this one.
+    """
+    global _deferring, _held
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+        held = _held if _deferring == 0 else None
+        if held is not None:
+            _held = None
+    if held is not None:
+        raise Terminated(held)
 
 
 def install() -> None:

@@ -19,6 +19,12 @@ newest ``events_kept``; records in :mod:`elastic.pool.events`); :meth:`Pool.subs
 each new one. The bookkeeping behind it, without sockets or threads, is
 :class:`elastic.pool.state.PoolState`.
 
+Events flow up without the lock held. The state records each event under the pool's lock (in the order
+the changes happened); the thread that caused it delivers it once it has released the lock. One thread at
+a time delivers, in recorded order; a thread that finds another one delivering leaves its events to it. So
+a subscriber may call the pool (from its own thread or another), take locks of its own or read a clock
+that advances a backend, without ever holding the pool's lock.
+
 The I/O thread sleeps in one poll on the socket, its monitor (connections refused at the handshake) and a
 wake-up eventfd: a submitted task, a message from an agent or a due heartbeat wakes it at once; several
 tasks for one agent go out in one message, and the messages waiting are read (at most :data:`_MAX_BATCH`)
@@ -43,7 +49,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -195,6 +201,7 @@ class Pool:
         host = advertise or (socket.gethostname() if bind in ("0.0.0.0", "*") else bind)
         self.address = f"tcp://{host}:{self._sock.port}"
         self._lock = threading.RLock()
+        self._delivering = False  # a thread is handing events to subscribers (guarded by the lock)
         self._closing = threading.Event()
         self._wake_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
         self._woken = False
@@ -278,21 +285,55 @@ class Pool:
         with self._lock:
             self._state.add_allocation(allocation)
         self._wake()
+        self._deliver()
 
     def allocation_submitted(self, alloc_id: str, backend_job_id: str) -> None:
         """Record the batch job id of an allocation once the backend gave it."""
         with self._lock:
             self._state.allocation_submitted(alloc_id, backend_job_id)
 
+    def allocation_started(
+        self, alloc_id: str, started_ago: float = 0.0, walltime: float | None = None
+    ) -> None:
+        """Record that an allocation's batch job started ``started_ago`` seconds ago (pool clock).
+
+        Its owner says so when it learns it; until then an agent that joins marks it started. ``walltime``
+        is what the batch system granted, in pool seconds (None: the requested one stands).
+        """
+        with self._lock:
+            granted = self._state.allocation(alloc_id).walltime if walltime is None else walltime
+            self._state.allocation_started(alloc_id, started_ago, granted)
+        self._wake()
+        self._deliver()
+
+    def expect_decisions(self) -> None:
+        """Say that an owner decides on allocations after each loss, and tells the pool (:meth:`decided`).
+
+        From then on a task re-queued after a loss is not started on an allocation with less walltime
+        left than its estimate until the owner has decided (it may ask for one with the time): a start
+        there would be lost again, and use one of its retries.
+        """
+        with self._lock:
+            self._state.owner_decides = True
+
+    def decided(self, task_ids: Iterable[str]) -> None:
+        """Take the owner's word that it decided on allocations after these tasks' losses (see above)."""
+        with self._lock:
+            self._state.decided(task_ids)
+        self._wake()
+        self._deliver()
+
     def allocation_ended(self, alloc_id: str, state: AllocationState | JobState, detail: str = "") -> None:
         """Record that an allocation's batch job ended; its running tasks are re-queued or failed.
 
-        Ending an allocation twice in the same final state does nothing.
+        Any final state may end an allocation that has not ended (one whose agent never joined and whose
+        start nobody told ends as a started job when ``state`` says it ran: COMPLETED, TIMEOUT). Ending an
+        ended allocation again does nothing.
 
         Raises
         ------
-        IllegalTransitionError
-            ``state`` is not a final state reachable from the current one.
+        ConfigError
+            ``state`` is not final, or the allocation is unknown.
         """
         new = AllocationState.from_job_state(state) if isinstance(state, JobState) else state
         if not new.is_final:
@@ -300,6 +341,7 @@ class Pool:
         with self._lock:
             self._state.allocation_ended(alloc_id, new, detail)
         self._wake()
+        self._deliver()
         # What its agents left in the spool (an agent killed by SIGKILL cannot remove its own directory).
         shutil.rmtree(spool.allocation_dir(self.spool_dir, alloc_id), ignore_errors=True)
 
@@ -311,6 +353,7 @@ class Pool:
         with self._lock:
             self._state.drain(alloc_id, reason)
         self._wake()
+        self._deliver()
 
     def allocation(self, alloc_id: str) -> Allocation:
         """Return the current record of one allocation (raises ConfigError for unknown ids)."""
@@ -356,6 +399,7 @@ class Pool:
                 spool.remove(self.spool_dir, task.payload_file)
             raise
         self._wake()
+        self._deliver()
         return future
 
     def _spill(self, task: Task) -> Task:
@@ -381,6 +425,7 @@ class Pool:
         with self._lock:
             known = self._state.kill(task_id, reason)
         self._wake()
+        self._deliver()
         return known
 
     def agents(self) -> tuple[AgentView, ...]:
@@ -415,19 +460,53 @@ class Pool:
             return tuple(self._state.events)
 
     def subscribe(self, callback: Callable[[PoolEvent], None]) -> Callable[[], None]:
-        """Call ``callback(event)`` for each new event (from the thread that caused it; keep it quick).
+        """Call ``callback(event)`` for each new event, in order, never with the pool's lock held.
 
-        Returns a function that unsubscribes.
+        It runs in a thread that caused events (the pool's I/O thread, or a caller of :meth:`submit`,
+        :meth:`add_allocation`...) after that thread released the lock; keep it quick. It may call the
+        pool. Returns a function that unsubscribes (an event whose delivery already started may still
+        reach the callback from another thread).
         """
         with self._lock:
-            self._state.subscribers.append(callback)
+            self._state.subscribe(callback)
 
         def unsubscribe() -> None:
             with self._lock:
-                if callback in self._state.subscribers:
-                    self._state.subscribers.remove(callback)
+                self._state.unsubscribe(callback)
 
         return unsubscribe
+
+    def _deliver(self) -> None:
+        """Hand the recorded events to their subscribers; call it only WITHOUT the lock held.
+
+        One thread delivers at a time, in recorded order; a thread that finds another delivering returns
+        at once (that one delivers its events too, before it stops), so a subscriber that calls the pool
+        from the delivering thread does not recurse. (Read without the lock first: a thread that recorded
+        an event and then sees no delivery under way, or sees one, is right either way, since the one
+        delivering takes the last events and stops in one locked step.)
+        """
+        state = self._state
+        if self._delivering or not state.pending:
+            return
+        with self._lock:
+            if self._delivering:
+                return
+            batch = state.take_pending()
+            self._delivering = bool(batch)
+        while batch:
+            done = 0
+            try:
+                for event, callbacks in batch:
+                    state.deliver(event, callbacks)
+                    done += 1
+            except BaseException:  # a KeyboardInterrupt in a subscriber: the rest is delivered later
+                with self._lock:
+                    self._delivering = False
+                    state.pending[:0] = batch[done + 1 :]
+                raise
+            with self._lock:
+                batch = state.take_pending()
+                self._delivering = bool(batch)
 
     def close(self) -> None:
         """Stop every agent, fail unfinished futures with :class:`PoolClosedError`, delete the secret file.
@@ -456,6 +535,7 @@ class Pool:
         for agent in state.agents.values():
             self._send(agent.ident, Stop("pool closed"))
         self._sock.close()
+        self._deliver()
         for fn in state.resolve:
             fn()
         for rec in state.tasks.values():
@@ -534,6 +614,7 @@ class Pool:
             resolve, state.resolve = state.resolve, []
         for ident, message in outbox:
             self._send(ident, message)
+        self._deliver()  # events before the futures they concern, as they happened
         for fn in resolve:  # futures are resolved outside the lock: their callbacks may block
             fn()
 

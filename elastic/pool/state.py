@@ -4,8 +4,10 @@
 messages (:meth:`PoolState.handle`), the periodic checks (:meth:`PoolState.tick`: heartbeats, lost
 agents, draining, placement) and the pool's synchronous API. It never touches the network: messages for
 agents collect in :attr:`PoolState.outbox` (tasks for one agent in one :class:`RunTasks` per tick) and
-future resolutions in :attr:`PoolState.resolve`; the pool sends and runs them outside its lock. It is not
-thread-safe: the pool calls every method with its lock held.
+future resolutions in :attr:`PoolState.resolve`; events for subscribers in :attr:`PoolState.pending`. The
+pool sends, runs and delivers them outside its lock (:meth:`PoolState.take_pending`, then
+:meth:`PoolState.deliver`), so that no subscriber ever runs under it. It is not thread-safe: the pool calls
+every method but :meth:`PoolState.deliver` with its lock held.
 
 Built for many small tasks: the queue is indexed by the cores tasks need (placement looks only at the
 oldest tasks of the classes that fit the free cores, and stops once they are taken), placement runs only
@@ -31,13 +33,13 @@ import heapq
 import itertools
 import logging
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic.allocations import Allocation, AllocationEvent, AllocationState
+from elastic.allocations import LEGAL_TRANSITIONS, Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.pool import spool as _spool
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
@@ -191,8 +193,11 @@ class PoolState:
         Future resolutions to run outside the lock (their callbacks may block).
     events : deque of PoolEvent
         The newest events, oldest first.
-    subscribers : list of callable
-        Called with each new event.
+    subscribers : tuple of callable
+        Called with each new event (by :meth:`deliver`, outside the pool's lock); replaced, never changed
+        in place, so a recorded event keeps the subscribers it had when it happened.
+    pending : list of (PoolEvent, tuple of callable)
+        Events recorded and not delivered yet, oldest first, each with the subscribers it goes to.
     refused : int
         Connections and messages refused so far (wrong secret, malformed, replayed, unknown allocation).
         Each is counted; at most :data:`_REFUSALS_RECORDED` per :data:`_REFUSAL_WINDOW` seconds are logged
@@ -233,7 +238,8 @@ class PoolState:
         self.outbox: list[tuple[bytes, Message]] = []
         self.resolve: list[Callable[[], None]] = []
         self.events: deque[PoolEvent] = deque(maxlen=events_kept)
-        self.subscribers: list[Callable[[PoolEvent], None]] = []
+        self.subscribers: tuple[Callable[[PoolEvent], None], ...] = ()
+        self.pending: list[tuple[PoolEvent, tuple[Callable[[PoolEvent], None], ...]]] = []
         self._last_beat = 0.0
         self._last_check = float("-inf")
         self.refused = 0
@@ -241,6 +247,9 @@ class PoolState:
         self._refusals_recorded = 0
         self._refusals_unrecorded = 0
         self.spool = spool
+        self.owner_decides = False
+        """Whether an owner decides on allocations after each loss and says so (:meth:`decided`)."""
+        self._awaiting_owner: set[str] = set()  # re-queued after a loss the owner has not decided on yet
 
     # ------------------------------------------------------------------------------------ synchronous API
 
@@ -262,11 +271,36 @@ class PoolState:
         alloc = self.allocation(alloc_id)
         self.allocs[alloc_id] = dataclasses.replace(alloc, backend_job_id=backend_job_id)
 
-    def allocation_ended(self, alloc_id: str, new: AllocationState, detail: str) -> None:
-        """Record that an allocation ended in the final state ``new`` (see :class:`elastic.pool.Pool`)."""
+    def allocation_started(self, alloc_id: str, started_ago: float, walltime: float) -> None:
+        """Record that an allocation's batch job started ``started_ago`` seconds ago with ``walltime``.
+
+        The allocation's owner (the run's controller) says so when it learns it; an allocation whose
+        agent joined first is RUNNING already and only takes the walltime granted. One that ended or drains
+        is left as it is.
+        """
         alloc = self.allocation(alloc_id)
-        if alloc.state is new:
+        if alloc.state is AllocationState.REQUESTED:
+            start = self._clock() - max(0.0, started_ago)
+            alloc = dataclasses.replace(alloc.transition(AllocationState.RUNNING, start), walltime=walltime)
+            self.allocs[alloc_id] = alloc
+            self._dirty = True
+            self._alloc_event(alloc, "batch job started")
+        elif alloc.state is AllocationState.RUNNING and alloc.walltime != walltime:
+            self.allocs[alloc_id] = dataclasses.replace(alloc, walltime=walltime)
+
+    def allocation_ended(self, alloc_id: str, new: AllocationState, detail: str) -> None:
+        """Record that an allocation ended in the final state ``new`` (see :class:`elastic.pool.Pool`).
+
+        Every final state is reachable: an allocation still REQUESTED that ends as only a started job can
+        (COMPLETED, TIMEOUT: its job ran, but no agent joined and no start was told) is recorded RUNNING
+        first. Ending an ended allocation again does nothing (its first end stands).
+        """
+        alloc = self.allocation(alloc_id)
+        if alloc.state.is_final:
             return
+        if new not in LEGAL_TRANSITIONS[alloc.state]:  # REQUESTED -> COMPLETED or TIMEOUT
+            self._set_state(alloc, AllocationState.RUNNING, "batch job started (no agent joined)")
+            alloc = self.allocs[alloc_id]
         self._set_state(alloc, new, detail or f"batch job ended {new.value}")
         self._dirty = True
         for agent in [a for a in self.agents.values() if a.alloc_id == alloc_id]:
@@ -479,7 +513,7 @@ class PoolState:
             why = f"agent {name!r} registered before (replayed or restarted registration)"
         elif alloc is None:
             why = f"unknown allocation {msg.alloc_id!r}"
-        elif not (alloc.state is AllocationState.REQUESTED or alloc.state is AllocationState.RUNNING):
+        elif alloc.state.is_final:
             why = f"allocation {msg.alloc_id!r} is {alloc.state.value}"
         if alloc is None or why is not None:
             self.refuse(name, f"refused agent {name}: {why}", msg.alloc_id)
@@ -498,6 +532,9 @@ class PoolState:
         logger.info("pool: agent %s joined allocation %s with %d cores", name, msg.alloc_id, msg.cores)
         if msg.alloc_id in self._drain_on_join:  # released while its job was pending: no task goes there
             self._drain(self.allocs[msg.alloc_id], self._drain_on_join[msg.alloc_id])
+        elif alloc.state is AllocationState.DRAINING:  # drained after its start, before this agent joined
+            self.agents[ident].draining = True
+            self.outbox.append((ident, Drain("allocation draining")))
 
     def _started(self, agent: AgentRecord, task_id: str) -> None:
         """Take an agent's report that a task started: an assigned one now runs and takes its cores."""
@@ -636,10 +673,11 @@ class PoolState:
 
         self.resolve.append(resolve)
 
-    def _finish(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
-        """Record the task's last event and forget it (and its call's spool file)."""
-        self._task_event(rec, state, detail)
+    def _finish(self, rec: TaskRecord, state: TaskState, detail: str, at: float | None = None) -> None:
+        """Record the task's last event (at ``at``, default now) and forget it (and its call's spool file)."""
+        self._task_event(rec, state, detail, at)
         self.tasks.pop(rec.task.task_id, None)
+        self._awaiting_owner.discard(rec.task.task_id)
         if rec.task.payload_file and self.spool is not None:
             _spool.remove(self.spool, rec.task.payload_file)
 
@@ -678,12 +716,13 @@ class PoolState:
             return
         rec.losses.append((alloc_id, cause))
         rec.agent = None
+        at = self._clock()  # a loss that ends the task is one instant: its LOST and FAILED share the time
         if rec.state is TaskState.RUNNING:  # a task for a gone agent that never started just fails
-            self._task_event(rec, TaskState.LOST, cause)
+            self._task_event(rec, TaskState.LOST, cause, at)
         if len(rec.losses) > self.max_retries or rec.task.agent is not None:  # no other agent may run it
             limit = 0 if rec.task.agent is not None else self.max_retries
             error = TaskLostError(rec.task.task_id, rec.task.stage, tuple(rec.losses), limit)
-            self._finish(rec, TaskState.FAILED, str(error))
+            self._finish(rec, TaskState.FAILED, str(error), at)
             self.resolve.append(lambda: rec.future.set_exception(error))
             return
         rec.attempt += 1
@@ -691,6 +730,10 @@ class PoolState:
             ran = self._clock() - rec.started
             rec.task = dataclasses.replace(rec.task, estimate=estimate_after_loss(rec.task.estimate, ran))
             rec.started = None
+        if self.owner_decides and rec.state is TaskState.LOST:
+            # its owner hears of the loss and may ask for an allocation with the time to re-run it: until it
+            # has decided, the task is not started where it cannot end (that would burn a retry)
+            self._awaiting_owner.add(rec.task.task_id)
         self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
@@ -741,7 +784,7 @@ class PoolState:
         if offers:
             largest = max(o.free for o in offers)
             tasks = (rec.task for rec in self._queued_records(largest))
-            for task, offer in plan_placement(tasks, offers, lambda t: self._another_could_take(t, now)):
+            for task, offer in plan_placement(tasks, offers, lambda t: self._may_wait(t, now)):
                 self._send(self.tasks[task.task_id], self.agents[offer.agent], offer, TaskState.RUNNING)
         if self.prefetch_seconds > 0 and live:
             self._prefetch(live, remaining)
@@ -817,6 +860,27 @@ class PoolState:
         self._task_event(rec, state, f"on agent {agent.name}")
         self._dispatch.setdefault(agent.ident, []).append(task)
 
+    def _may_wait(self, task: Task, now: float) -> bool:
+        """Whether ``task``, which no offer has the time for, waits rather than starting where it cannot end.
+
+        It waits while another allocation could take it (:meth:`_another_could_take`), and, when an owner
+        decides on allocations, while that owner has not decided since the loss that re-queued it (its
+        follow-up may be asked for in that decision).
+        """
+        return task.task_id in self._awaiting_owner or self._another_could_take(task, now)
+
+    def decided(self, task_ids: Iterable[str]) -> None:
+        """Take the owner's word that it decided on allocations after these tasks' losses.
+
+        Those of them re-queued are placed by the usual rule from now on: they wait for an allocation with
+        the time to run them if one exists (one the decision asked for included), else take the most time
+        left there is (and the log says so).
+        """
+        for task_id in task_ids:
+            if task_id in self._awaiting_owner:
+                self._awaiting_owner.discard(task_id)
+                self._dirty = True
+
     def _another_could_take(self, task: Task, now: float) -> bool:
         """Whether a not-draining allocation (live or requested) has enough cores and time for ``task``."""
         capacities = [
@@ -838,20 +902,46 @@ class PoolState:
         event = AllocationEvent(self._clock(), alloc.alloc_id, alloc.state, alloc.cores, alloc.stage, detail)
         self.emit(event)
 
-    def _task_event(self, rec: TaskRecord, state: TaskState, detail: str) -> None:
+    def _task_event(self, rec: TaskRecord, state: TaskState, detail: str, at: float | None = None) -> None:
+        now = self._clock() if at is None else at
         if state is TaskState.RUNNING and rec.state is not TaskState.RUNNING:
-            rec.started = self._clock()
+            rec.started = now
         rec.state = state
         task = rec.task
-        event = TaskEvent(
-            self._clock(), task.task_id, task.stage, state, task.cores, rec.alloc_id, rec.attempt, detail
-        )
+        event = TaskEvent(now, task.task_id, task.stage, state, task.cores, rec.alloc_id, rec.attempt, detail)
         self.emit(event)
 
     def emit(self, event: PoolEvent) -> None:
-        """Record ``event`` and call every subscriber (a failing one is logged, not raised)."""
+        """Record ``event``: into the history, and for delivery to the current subscribers later."""
         self.events.append(event)
-        for callback in self.subscribers:
+        if self.subscribers:
+            self.pending.append((event, self.subscribers))
+
+    def subscribe(self, callback: Callable[[PoolEvent], None]) -> None:
+        """Add a subscriber: it gets every event recorded from now on."""
+        self.subscribers = (*self.subscribers, callback)
+
+    def unsubscribe(self, callback: Callable[[PoolEvent], None]) -> None:
+        """Remove a subscriber (once); it gets no event :meth:`deliver` has not started on."""
+        subs = list(self.subscribers)
+        if callback in subs:
+            subs.remove(callback)
+            self.subscribers = tuple(subs)
+
+    def take_pending(self) -> list[tuple[PoolEvent, tuple[Callable[[PoolEvent], None], ...]]]:
+        """Return the events waiting for delivery, oldest first, and forget them."""
+        pending, self.pending = self.pending, []
+        return pending
+
+    def deliver(self, event: PoolEvent, callbacks: tuple[Callable[[PoolEvent], None], ...]) -> None:
+        """Call ``callbacks`` (of one entry of :attr:`pending`) with ``event``; failures are logged.
+
+        Called WITHOUT the pool's lock: a subscriber may call the pool, or take locks of its own. A
+        subscriber removed since the event was recorded is skipped.
+        """
+        for callback in callbacks:
+            if callback not in self.subscribers:
+                continue
             try:
                 callback(event)
             except Exception:

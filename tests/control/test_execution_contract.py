@@ -44,7 +44,7 @@ def _starts(execution: Execution, at: float) -> dict[str, str]:
 def test_simulated_execution_places_the_scenario() -> None:
     sim = SimExecution(drain_margin=30.0)
     for alloc_id, cores, walltime in ALLOCATIONS:
-        sim.job_script(alloc_id, cores, walltime, "s")
+        sim.register(alloc_id, cores, walltime, "s")
         sim.add_allocation(alloc_id, cores, walltime_end=walltime, at=0.0)
     for spec in _specs():
         sim.submit(spec)
@@ -57,6 +57,7 @@ def test_real_agents_place_the_scenario_the_same_way() -> None:
         pool_exec = PoolExecution(backend, speedup=SPEEDUP, drain_margin=30.0)
         try:
             for alloc_id, cores, walltime in ALLOCATIONS:
+                pool_exec.register(alloc_id, cores, walltime, "s")
                 script = pool_exec.job_script(alloc_id, cores, walltime, "s")
                 backend.submit(JobSpec(cores=cores, walltime=walltime, script=script))
             deadline = time.monotonic() + 30
@@ -84,6 +85,7 @@ def test_real_task_events_reach_a_step_only_once_its_clock_has_passed_them() -> 
     with MockBackend(nodes=2, clock="scaled", speedup=SPEEDUP) as backend:
         pool_exec = PoolExecution(backend, speedup=SPEEDUP, drain_margin=30.0)
         try:
+            pool_exec.register("a1", 1, 3600.0, "s")
             script = pool_exec.job_script("a1", 1, 3600.0, "s")
             backend.submit(JobSpec(cores=1, walltime=3600.0, script=script))
             before = backend.now()

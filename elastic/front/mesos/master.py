@@ -368,7 +368,7 @@ class MesosMaster:
             self._announced[stage] = n
 
     def _on_pool_event(self, event: PoolEvent) -> None:
-        """Queue what matters of a pool event and wake the thread (the pool calls it under its lock)."""
+        """Queue what matters of a pool event and wake the thread (the pool calls it outside its lock)."""
         if isinstance(event, TaskEvent):
             if not event.task_id.startswith(POOL_PREFIX):
                 self._wake.set()  # another task started or ended: cores may have freed
