@@ -12,6 +12,7 @@ batch job id, text, when known).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -138,6 +139,18 @@ def rescind(offer_id: str) -> dict[str, Any]:
 def update(status: TaskStatus) -> dict[str, Any]:
     """Return UPDATE: a task's status."""
     return {"type": "UPDATE", "update": {"status": status.to_json()}}
+
+
+def framework_message(agent_id: str, executor_id: str, data: bytes) -> dict[str, Any]:
+    """Return MESSAGE: bytes from the framework's executor ``executor_id`` on ``agent_id``."""
+    return {
+        "type": "MESSAGE",
+        "message": {
+            "agent_id": {"value": agent_id},
+            "executor_id": {"value": executor_id},
+            "data": base64.b64encode(data).decode(),
+        },
+    }
 
 
 def failure(agent_id: str) -> dict[str, Any]:

@@ -3,7 +3,9 @@
 ``POST /api/v1/scheduler`` takes one call per request (:mod:`elastic.front.mesos.calls`). SUBSCRIBE answers
 ``200`` with a chunked RecordIO event stream and a ``Mesos-Stream-Id`` header, which every later call of
 that framework must send back; other calls answer ``202 Accepted``. ``GET /version`` answers the Mesos
-version whose API is served (pymesos asks for it, without credentials).
+version whose API is served (pymesos asks for it, without credentials). ``POST /api/v1/executor`` serves
+the custom executors the front door starts (:mod:`elastic.front.mesos.executors`); their calls carry no
+credentials: the random executor id handed to each process entitles its calls.
 
 Authentication (:mod:`elastic.front.mesos.auth`): off on a loopback address, else required: HTTP Basic
 with a principal and its secret from the credentials (pymesos sends them when given ``principal=`` and
@@ -50,6 +52,7 @@ from elastic.front.mesos.auth import (
 from elastic.front.mesos.calls import Subscribe, parse_call
 from elastic.front.mesos.connections import ConnectionGuard, ConnectionLimits, guarded_protocol
 from elastic.front.mesos.events import API_VERSION
+from elastic.front.mesos.executors import parse_executor_call
 from elastic.front.mesos.fields import MAX_BODY, CallError
 from elastic.front.mesos.master import MesosMaster
 
@@ -147,12 +150,38 @@ def make_app(
             return PlainTextResponse(str(exc), exc.status)
         return Response(status_code=202)
 
+    async def executor(request: Request) -> Response:
+        # no HTTP credentials: the executor id (random, handed to the process only) entitles the calls
+        kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        if kind != "application/json":
+            return PlainTextResponse(f"Content-Type {kind!r} is not served; send application/json", 415)
+        try:
+            body = await _read_body(request, body_timeout)
+        except _BodyError as exc:
+            return PlainTextResponse(str(exc), exc.status, headers={"Connection": "close"})
+        try:
+            call = parse_executor_call(body)
+            if call.kind == "SUBSCRIBE":
+                stream = _QueueStream(asyncio.get_running_loop())
+                stream_id = master.executor_subscribe(call, stream)
+                return StreamingResponse(
+                    _executor_events(master, stream, call.executor_id, stream_id),
+                    media_type="application/json",
+                    headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
+                )
+            master.executor_call(call)
+        except CallError as exc:
+            logger.info("mesos: executor call: %d for %s: %s", exc.status, request.client, exc)
+            return PlainTextResponse(str(exc), exc.status)
+        return Response(status_code=202)
+
     async def version(request: Request) -> Response:
         return JSONResponse({"version": API_VERSION, "build_user": "elastic", "git_tag": API_VERSION})
 
     return Starlette(
         routes=[
             Route("/api/v1/scheduler", scheduler, methods=["POST"]),
+            Route("/api/v1/executor", executor, methods=["POST"]),
             Route("/version", version, methods=["GET"]),
         ]
     )
@@ -169,6 +198,19 @@ async def _events(
             yield data
     finally:
         master.disconnected(framework_id, stream_id)
+
+
+async def _executor_events(
+    master: MesosMaster, stream: _QueueStream, run_id: str, stream_id: str
+) -> AsyncIterator[bytes]:
+    try:
+        while True:
+            data = await stream.queue.get()
+            if data is None:
+                return
+            yield data
+    finally:
+        master.executor_disconnected(run_id, stream_id)
 
 
 class MesosServer:

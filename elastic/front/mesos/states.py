@@ -73,6 +73,8 @@ class TaskStatus:
     uuid : bytes or None
         Set on updates that are resent until acknowledged; None on the others (reconciliation, refused
         launches), which must not be acknowledged.
+    data : bytes or None
+        Bytes a custom executor attached to the update (``TaskStatus.data``), relayed as they came.
     """
 
     task_id: str
@@ -83,6 +85,7 @@ class TaskStatus:
     agent_id: str | None = None
     timestamp: float = 0.0
     uuid: bytes | None = None
+    data: bytes | None = None
 
     @property
     def terminal(self) -> bool:
@@ -104,6 +107,8 @@ class TaskStatus:
             out["agent_id"] = {"value": self.agent_id}
         if self.uuid is not None:
             out["uuid"] = base64.b64encode(self.uuid).decode()
+        if self.data is not None:
+            out["data"] = base64.b64encode(self.data).decode()
         return out
 
 
