@@ -352,11 +352,14 @@ def _acknowledge(raw: Mapping[str, Any]) -> Acknowledge:
 def _reconcile(raw: Mapping[str, Any]) -> Reconcile:
     rec = obj(raw.get("reconcile", {}), "reconcile")
     listed = items(rec.get("tasks", []), "reconcile.tasks")
-    ids = tuple(
-        id_value(obj(t, f"reconcile.tasks[{i}]").get("task_id"), f"reconcile.tasks[{i}].task_id")
-        for i, t in enumerate(listed)
-    )
-    return Reconcile(ids)
+    ids = []
+    for i, t in enumerate(listed):  # the common case first: a RECONCILE may name many thousands
+        found = t.get("task_id") if type(t) is dict else None
+        value = found.get("value") if type(found) is dict else None
+        if type(value) is not str or not value:
+            value = id_value(obj(t, f"reconcile.tasks[{i}]").get("task_id"), f"reconcile.tasks[{i}].task_id")
+        ids.append(value)
+    return Reconcile(tuple(ids))
 
 
 def _message(raw: Mapping[str, Any]) -> Message:

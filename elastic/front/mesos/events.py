@@ -36,9 +36,12 @@ API_VERSION = "1.11.0"
 """The Mesos release whose v1 scheduler API the front door follows (reported by ``GET /version``)."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def record(event: Mapping[str, Any]) -> bytes:
     """Return ``event`` as one RecordIO record: its JSON's length in bytes, a newline, the JSON."""
-    data = json.dumps(event, separators=(",", ":")).encode()
+    data = _ENCODE(event).encode()
     return b"%d\n%s" % (len(data), data)
 
 

@@ -146,9 +146,17 @@ class Framework:
         A task accepted whose first update is not out yet is TASK_STAGING; one whose terminal update was
         acknowledged keeps its terminal state (among the last :data:`MAX_COMPLETED` of the framework).
         """
+        for task_id, latest in self.latest(task_ids, now):
+            status = reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
+            self.emit(ev.update(status))
+
+    def latest(self, task_ids: Iterable[str], now: float) -> list[tuple[str, TaskStatus | None]]:
+        """Return each task's latest status as :meth:`reconcile` reports it (None: unknown)."""
+        out: list[tuple[str, TaskStatus | None]] = []
+        tasks, completed = self.tasks, self.completed
         for task_id in task_ids:
-            task = self.tasks.get(task_id)
-            latest = self.completed.get(task_id) if task is None else task.latest
+            task = tasks.get(task_id)
+            latest = completed.get(task_id) if task is None else task.latest
             if task is not None and latest is None:
                 latest = TaskStatus(
                     task_id,
@@ -159,11 +167,8 @@ class Framework:
                     task.agent_id,
                     now,
                 )
-            self.emit(
-                ev.update(
-                    reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
-                )
-            )
+            out.append((task_id, latest))
+        return out
 
     def chores(self, now: float, heartbeat_interval: float) -> float:
         """Resend due updates and send a heartbeat if due; return when something is due next."""

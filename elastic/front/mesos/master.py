@@ -73,7 +73,7 @@ from elastic.front.mesos.frameworks import (
 )
 from elastic.front.mesos.launch import plan_launches, task_spec
 from elastic.front.mesos.offers import OfferBook, Wanting
-from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status
+from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status, reconciled
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.tasks import TaskEvent, TaskState
 
@@ -88,6 +88,9 @@ _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
 
 DEFAULT_OFFER_TIMEOUT = 30.0
 """Seconds after which an unanswered offer is rescinded, unless told otherwise."""
+
+_RECONCILE_SLICE = 500
+"""Answers to a RECONCILE sent as one piece of the event stream."""
 
 _TICK = 1.0
 """Longest sleep of the background thread (seconds): offers' walltime left is refreshed this often."""
@@ -137,6 +140,9 @@ class MesosMaster:
         self._clock = clock
         self._lock = threading.RLock()
         self._inbox: queue.SimpleQueue[PoolEvent | tuple[str, concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._answers: queue.SimpleQueue[tuple[Stream, list[tuple[str, TaskStatus | None]], bool, float]] = (
             queue.SimpleQueue()
         )
         self._wake = threading.Event()
@@ -245,6 +251,9 @@ class MesosMaster:
         NotSubscribedError
             The framework is not subscribed, or was subscribed by another principal.
         """
+        answers: list[tuple[str, TaskStatus | None]] = []
+        stream: Stream | None = None
+        aware = False
         with self._lock:
             fw = self.frameworks.get(framework_id)
             if fw is None or fw.stream is None or fw.principal != principal:
@@ -268,7 +277,9 @@ class MesosMaster:
                     self._relay_ack(task, call.uuid, now)
                     fw.flush(task, now)
             elif isinstance(call, Reconcile):
-                fw.reconcile(call.tasks or [t.task_id for t in fw.tasks.values() if not t.terminal], now)
+                ids = call.tasks or [t.task_id for t in fw.tasks.values() if not t.terminal]
+                answers, stream = fw.latest(ids, now), fw.stream
+                aware = fw.partition_aware
             elif isinstance(call, Revive):
                 fw.suppressed = False
                 self._book.revive(framework_id)
@@ -287,6 +298,8 @@ class MesosMaster:
             elif isinstance(call, Request):
                 fw.requested, fw.launched_at_request = call.cores, fw.launched
                 self._announce()
+        if isinstance(call, Reconcile) and stream is not None and answers:
+            self._answers.put((stream, answers, aware, now))  # answered by the background thread, unlocked
         self._wake.set()
 
     # -- the executor API --------------------------------------------------------------------------------
@@ -518,9 +531,25 @@ class MesosMaster:
         self._inbox.put(event)
         self._wake.set()
 
+    def _send_answers(self) -> None:
+        """Encode and send queued RECONCILE answers in slices, without the lock (huge ones hold up nobody)."""
+        while True:
+            try:
+                stream, answers, aware, now = self._answers.get_nowait()
+            except queue.Empty:
+                return
+            for i in range(0, len(answers), _RECONCILE_SLICE):
+                stream.send(
+                    b"".join(
+                        ev.record(ev.update(reconciled(task_id, latest, now, partition_aware=aware)))
+                        for task_id, latest in answers[i : i + _RECONCILE_SLICE]
+                    )
+                )
+
     def _run(self) -> None:
         while not self._closing.is_set():
             try:
+                self._send_answers()
                 wait = self._step()
             except Exception:  # a bug must not stop every framework's offers and updates
                 logger.exception("mesos: step failed; continuing")

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -62,6 +63,9 @@ if TYPE_CHECKING:
 __all__ = ["MesosServer", "make_app"]
 
 logger = logging.getLogger(__name__)
+
+_OFFLOAD = 64 * 1024
+"""Calls with a body larger than this (bytes) are parsed and served in a worker thread."""
 
 
 class _QueueStream:
@@ -130,8 +134,9 @@ def make_app(
             body = await _read_body(request, body_timeout)
         except _BodyError as exc:  # the rest of the body is not read: the connection closes
             return PlainTextResponse(str(exc), exc.status, headers={"Connection": "close"})
+        big = len(body) > _OFFLOAD  # read and served in a worker thread: the event loop serves the others
         try:
-            framework_id, call = parse_call(body)
+            framework_id, call = await run_in_threadpool(parse_call, body) if big else parse_call(body)
             if isinstance(call, Subscribe):
                 accept = request.headers.get("accept", "application/json").lower()
                 if not any(a in accept for a in ("application/json", "*/*", "application/*")):
@@ -144,7 +149,11 @@ def make_app(
                     headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
                 )
             assert framework_id is not None, "parse_call requires a framework_id for calls but SUBSCRIBE"
-            master.call(framework_id, request.headers.get("mesos-stream-id"), call, principal)
+            args = (framework_id, request.headers.get("mesos-stream-id"), call, principal)
+            if big:
+                await run_in_threadpool(master.call, *args)
+            else:
+                master.call(*args)
         except CallError as exc:
             logger.info("mesos: %d for %s: %s", exc.status, request.client, exc)
             return PlainTextResponse(str(exc), exc.status)
