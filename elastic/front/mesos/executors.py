@@ -140,9 +140,7 @@ def executor_command(
     return f"{exports}; {sandbox}\n{command}"
 
 
-def subscribed(
-    run: ExecutorRun, framework: Mapping[str, Any], agent_host: str, heartbeat: float
-) -> dict[str, Any]:
+def subscribed(run: ExecutorRun, framework: Mapping[str, Any], agent_host: str) -> dict[str, Any]:
     """Return the executor's SUBSCRIBED event."""
     info = {**run.info, "executor_id": {"value": run.run_id}, "framework_id": {"value": run.framework_id}}
     return {

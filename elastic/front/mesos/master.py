@@ -319,7 +319,9 @@ class MesosMaster:
             run.stream, run.stream_id = stream, str(uuid.uuid4())
             fw = self.frameworks[run.framework_id]
             info = {"user": fw.info.user, "name": fw.info.name}
-            stream.send(ev.record(ex.subscribed(run, info, self.host, self.heartbeat_interval)))
+            parts = run.agent_id.split("/")  # <allocation>/<host>/<pid>
+            host = parts[1] if len(parts) == 3 and parts[1] else self.host
+            stream.send(ev.record(ex.subscribed(run, info, host)))
             if not run.launched:
                 run.launched = True
                 stream.send(ev.record(ex.launch(run)))
