@@ -89,17 +89,19 @@ def subscribed(
 
 
 def offers(
-    made: Iterable[Offer], mem_per_core: float, job_ids: Mapping[str, str]
+    made: Iterable[Offer], mem_per_core: float, job_ids: Mapping[str, str], disk_per_core: float = 0.0
 ) -> dict[str, dict[str, Any]]:
     """Return one OFFERS event per framework, by framework id (resources and attributes: module docstring)."""
     out: dict[str, dict[str, Any]] = {}
     for offer in made:
         event = out.setdefault(offer.framework_id, {"type": "OFFERS", "offers": {"offers": []}})
-        event["offers"]["offers"].append(_offer(offer, mem_per_core, job_ids))
+        event["offers"]["offers"].append(_offer(offer, mem_per_core, job_ids, disk_per_core))
     return out
 
 
-def _offer(offer: Offer, mem_per_core: float, job_ids: Mapping[str, str]) -> dict[str, Any]:
+def _offer(
+    offer: Offer, mem_per_core: float, job_ids: Mapping[str, str], disk_per_core: float
+) -> dict[str, Any]:
     agent = offer.agent
     attributes = [
         _text("allocation", agent.alloc_id),
@@ -113,7 +115,11 @@ def _offer(offer: Offer, mem_per_core: float, job_ids: Mapping[str, str]) -> dic
         "framework_id": {"value": offer.framework_id},
         "agent_id": {"value": agent.name},
         "hostname": agent.hostname,
-        "resources": [_scalar("cpus", offer.cores), _scalar("mem", offer.cores * mem_per_core)],
+        "resources": [
+            _scalar("cpus", offer.cores),
+            _scalar("mem", offer.cores * mem_per_core),
+            *([_scalar("disk", offer.cores * disk_per_core)] if disk_per_core > 0 else []),
+        ],
         "attributes": attributes,
         "executor_ids": [],
         "allocation_info": {"role": "*"},

@@ -44,6 +44,7 @@ from elastic.front.mesos.fields import (
     BadCallError,
     UnsupportedCallError,
     id_value,
+    items,
     json_object,
     number,
     obj,
@@ -190,6 +191,38 @@ def _bytes(value: Any, path: str) -> bytes:
         raise BadCallError(path, f"expected base64 bytes, got {shown(text)}") from None
 
 
+def _text(value: Any, path: str) -> str:
+    """Return an optional string that may be empty (``""`` when absent)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise BadCallError(path, f"expected a string, got {shown(value)}")
+    return value
+
+
+MAX_LABELS = 64
+"""Most labels an executor may attach to one status update."""
+
+
+def _labels(value: Any, path: str) -> tuple[tuple[str, str], ...]:
+    """Return a Mesos ``Labels`` object as ``(key, value)`` pairs (a value may be empty or absent)."""
+    if value is None:
+        return ()
+    listed = items(obj(value, path).get("labels", []), f"{path}.labels")
+    if len(listed) > MAX_LABELS:
+        raise BadCallError(f"{path}.labels", f"{len(listed)} labels, more than {MAX_LABELS}")
+    out = []
+    for i, item in enumerate(listed):
+        item = obj(item, f"{path}.labels[{i}]")
+        out.append(
+            (
+                string(item.get("key"), f"{path}.labels[{i}].key"),
+                _text(item.get("value"), f"{path}.labels[{i}].value"),
+            )
+        )
+    return tuple(out)
+
+
 def parse_executor_call(body: bytes) -> ExecutorCall:
     """Parse one executor call.
 
@@ -226,11 +259,12 @@ def parse_executor_call(body: bytes) -> ExecutorCall:
         id_value(st.get("task_id"), "update.status.task_id"),
         state,
         "SOURCE_EXECUTOR",
-        optional_string(st.get("message"), "update.status.message") or "",
+        _text(st.get("message"), "update.status.message"),
         optional_string(st.get("reason"), "update.status.reason"),
         None,
         stamp or 0.0,
         _bytes(st.get("uuid"), "update.status.uuid"),
         None if data is None else _bytes(data, "update.status.data"),
+        _labels(st.get("labels"), "update.status.labels"),
     )
     return ExecutorCall(kind, framework_id, executor_id, status=status)

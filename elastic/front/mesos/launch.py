@@ -13,8 +13,8 @@ A task runs as a pool shell task (:meth:`elastic.pool.tasks.Task.shell`) on its 
 - ``command.value`` with ``shell`` true (the default) is the ``bash -c`` script; with ``shell`` false it is
   the executable and ``arguments[1:]`` its arguments (``arguments[0]`` is argv[0] in Mesos), quoted;
 - ``command.environment.variables`` are exported first, and ``MESOS_TASK_ID`` is set;
-- it takes ``ceil(cpus)`` whole cores (one pool core runs one task); ``mem`` (MB) is checked against the
-  offer, not enforced (the batch system's limits apply);
+- it takes ``ceil(cpus)`` whole cores (one pool core runs one task); ``mem`` and ``disk`` (MB) are checked
+  against the offer, not enforced (the batch system's limits apply);
 - ``labels``, ``data``, ``kill_policy``, ``discovery`` and ``max_completion_time`` are accepted and not
   used; ``command.user`` is not used either: tasks run as the allocation's user.
 """
@@ -50,7 +50,7 @@ __all__ = ["OFFERED_RESOURCES", "Launches", "TaskSpec", "plan_launches", "shell_
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-OFFERED_RESOURCES = ("cpus", "mem")
+OFFERED_RESOURCES = ("cpus", "mem", "disk")
 """Scalar resources offers carry (and tasks may use)."""
 
 _UNSUPPORTED = {
@@ -73,6 +73,8 @@ class TaskSpec:
         ``cpus`` it uses (0 if none).
     mem : float
         ``mem`` (MB) it uses (0 if none).
+    disk : float
+        ``disk`` (MB) it uses (0 if none).
     command : str
         The ``bash -c`` script that runs it (``""`` when it has a problem).
     problem : str or None
@@ -90,6 +92,7 @@ class TaskSpec:
     mem: float
     command: str
     problem: str | None = None
+    disk: float = 0.0
     executor: Mapping[str, Any] | None = None
     raw: Mapping[str, Any] = field(default_factory=dict)
 
@@ -110,7 +113,7 @@ def task_spec(raw: Mapping[str, Any], path: str, *, group: bool = False) -> Task
     name = string(raw.get("name"), f"{path}.name")
     task_id = id_value(raw.get("task_id"), f"{path}.task_id")
     agent_id = id_value(raw.get("agent_id"), f"{path}.agent_id")
-    cpus, mem, problem = _resources(raw.get("resources", []), f"{path}.resources")
+    cpus, mem, disk, problem = _resources(raw.get("resources", []), f"{path}.resources")
     command = ""
     cmd = raw.get("command")
     if cmd is not None:
@@ -123,11 +126,13 @@ def task_spec(raw: Mapping[str, Any], path: str, *, group: bool = False) -> Task
         if group and kind == "DEFAULT":
             executor = None  # the default executor runs each task's command: as plain tasks
         else:
-            command, ex_cpus, ex_mem, ex_problem = _executor(executor, f"{path}.executor", task_id, group)
+            command, (ex_cpus, ex_mem, ex_disk), ex_problem = _executor(
+                executor, f"{path}.executor", task_id, group
+            )
             problem = problem or ex_problem
             if cmd is not None:
                 problem = problem or "a task has either a command or an executor, not both (as in Mesos)"
-            cpus, mem = cpus + ex_cpus, mem + ex_mem
+            cpus, mem, disk = cpus + ex_cpus, mem + ex_mem, disk + ex_disk
     for key, why in _UNSUPPORTED.items():
         if raw.get(key) is not None:
             problem = problem or why
@@ -136,17 +141,17 @@ def task_spec(raw: Mapping[str, Any], path: str, *, group: bool = False) -> Task
     if cpus <= 0:
         problem = problem or "the task uses no cpus: give it a 'cpus' scalar resource > 0"
     return TaskSpec(
-        task_id, name, agent_id, cpus, mem, command if problem is None else "", problem, executor, raw
+        task_id, name, agent_id, cpus, mem, command if problem is None else "", problem, disk, executor, raw
     )
 
 
 def _executor(
     raw: Mapping[str, Any], path: str, task_id: str, group: bool
-) -> tuple[str, float, float, str | None]:
-    """Read a custom ExecutorInfo; return ``(its command's script, cpus, mem, problem or None)``."""
+) -> tuple[str, tuple[float, float, float], str | None]:
+    """Read a custom ExecutorInfo; return ``(its command's script, (cpus, mem, disk), problem or None)``."""
     id_value(raw.get("executor_id"), f"{path}.executor_id")
     kind = raw.get("type", "CUSTOM")
-    cpus, mem, problem = _resources(raw.get("resources", []), f"{path}.resources")
+    cpus, mem, disk, problem = _resources(raw.get("resources", []), f"{path}.resources")
     if kind != "CUSTOM":
         problem = problem or f"executor type {shown(kind)}: only CUSTOM executors (with a command) run here"
     if group:
@@ -158,9 +163,9 @@ def _executor(
         )
     cmd = raw.get("command")
     if cmd is None:
-        return "", cpus, mem, problem or "the executor has no command (CommandInfo): there is nothing to run"
+        return "", (cpus, mem, disk), problem or "the executor has no command (CommandInfo): nothing to run"
     command, cmd_problem = shell_command(obj(cmd, f"{path}.command"), f"{path}.command", task_id)
-    return command, cpus, mem, problem or cmd_problem
+    return command, (cpus, mem, disk), problem or cmd_problem
 
 
 def shell_command(raw: Mapping[str, Any], path: str, task_id: str) -> tuple[str, str | None]:
@@ -203,8 +208,8 @@ def shell_command(raw: Mapping[str, Any], path: str, task_id: str) -> tuple[str,
     return "; ".join(exports) + "\n" + script, problem
 
 
-def _resources(raw: Any, path: str) -> tuple[float, float, str | None]:
-    """Return ``(cpus, mem, problem)`` of a list of Resource objects."""
+def _resources(raw: Any, path: str) -> tuple[float, float, float, str | None]:
+    """Return ``(cpus, mem, disk, problem)`` of a list of Resource objects."""
     totals = dict.fromkeys(OFFERED_RESOURCES, 0.0)
     problem = None
     for i, res in enumerate(items(raw, path)):
@@ -225,7 +230,7 @@ def _resources(raw: Any, path: str) -> tuple[float, float, str | None]:
         if amount is None or amount < 0:
             raise BadCallError(f"{rpath}.scalar.value", f"expected a finite number >= 0, got {shown(value)}")
         totals[name] += amount
-    return totals["cpus"], totals["mem"], problem
+    return totals["cpus"], totals["mem"], totals["disk"], problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +255,7 @@ def plan_launches(
     new_id: Callable[[], str],
     retry_min: float,
     endpoint: str = "",
+    disk_per_core: float = 0.0,
 ) -> Launches:
     """Decide, as a Mesos master validates an ACCEPT, which launched tasks run and which are refused.
 
@@ -278,6 +284,7 @@ def plan_launches(
     agent = offers[0].agent
     cores = sum(o.cores for o in offers)
     mem = cores * mem_per_core
+    disk = cores * disk_per_core
     in_use = {t for t, task in fw.tasks.items() if not task.terminal}
     where = f"offer{'s' if len(offers) > 1 else ''} {', '.join(o.offer_id for o in offers)}"
 
@@ -290,24 +297,26 @@ def plan_launches(
             return f"Task has duplicate ID: {spec.task_id}"
         return None
 
-    def too_big(n: int, m: float) -> str | None:
-        if n <= cores and m <= mem + 1e-6:
+    def too_big(n: int, m: float, d: float) -> str | None:
+        if n <= cores and m <= mem + 1e-6 and d <= disk + 1e-6:
             return None
-        have = f"cpus {cores}, mem {mem:g}"
-        return f"Task uses more resources (cpus {n}, mem {m:g}) than available ({have}) in {where}"
+        have = f"cpus {cores}, mem {mem:g}, disk {disk:g}"
+        return (
+            f"Task uses more resources (cpus {n}, mem {m:g}, disk {d:g}) than available ({have}) in {where}"
+        )
 
     for op, specs in operations:
         if op.group:
             found = [problem(s) for s in specs]
             bad = next((p for p in found if p), None) or too_big(
-                sum(s.cores for s in specs), sum(s.mem for s in specs)
+                sum(s.cores for s in specs), sum(s.mem for s in specs), sum(s.disk for s in specs)
             )
             if bad is not None:
                 for spec in specs:
                     refuse(spec, "TASK_ERROR", "REASON_TASK_GROUP_INVALID", f"Task group is invalid: {bad}")
                 continue
         for spec in specs:
-            bad = None if op.group else (problem(spec) or too_big(spec.cores, spec.mem))
+            bad = None if op.group else (problem(spec) or too_big(spec.cores, spec.mem, spec.disk))
             if bad is not None:
                 refuse(spec, "TASK_ERROR", "REASON_TASK_INVALID", bad)
                 continue
@@ -336,4 +345,5 @@ def plan_launches(
             in_use.add(spec.task_id)
             cores -= spec.cores
             mem -= spec.mem
+            disk -= spec.disk
     return Launches(tuple(refused), tuple(tasks), cores, tuple(runs))

@@ -107,6 +107,9 @@ class MesosMaster:
         Seconds between HEARTBEAT events (Mesos' default).
     mem_per_core : float, default 1024.0
         ``mem`` (MB) offered per core (checked against launches, not enforced).
+    disk_per_core : float, default 10240.0
+        ``disk`` (MB) offered per core (checked against launches, not enforced; some frameworks, Toil's
+        among them, launch nothing on an offer without disk).
     offer_timeout : float or None, default 30.0
         Rescind offers unanswered this long (seconds; the Mesos master's ``--offer_timeout``), so a
         framework that never answers does not hold cores; their cores are offered again. None: never.
@@ -122,18 +125,21 @@ class MesosMaster:
         *,
         heartbeat_interval: float = 15.0,
         mem_per_core: float = 1024.0,
+        disk_per_core: float = 10240.0,
         offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
-                            ("retry_min", retry_min), ("offer_timeout", offer_timeout)):  # fmt: skip
+                            ("disk_per_core", disk_per_core), ("retry_min", retry_min),
+                            ("offer_timeout", offer_timeout)):  # fmt: skip
             if value is not None and not 0 < value < float("inf"):
                 raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
         self.elastic = elastic
         self.pool = elastic.pool
         self.heartbeat_interval = heartbeat_interval
         self.mem_per_core = mem_per_core
+        self.disk_per_core = disk_per_core
         self.retry_min = retry_min
         self.host, self.port = "127.0.0.1", 0
         self.master_id = str(uuid.uuid4())
@@ -369,7 +375,7 @@ class MesosMaster:
                 return
             status = TaskStatus(
                 status.task_id, status.state, "SOURCE_EXECUTOR", status.message, status.reason,
-                run.agent_id, status.timestamp or now, None, status.data,
+                run.agent_id, status.timestamp or now, None, status.data, status.labels,
             )  # fmt: skip
             fw.update(task, status, now)
             assert task.latest is not None and task.latest.uuid is not None
@@ -443,6 +449,7 @@ class MesosMaster:
             new_id=self._new_pool_id,
             retry_min=self.retry_min,
             endpoint=f"{self.host}:{self.port}",
+            disk_per_core=self.disk_per_core,
         )
         for run, task in zip(plan.runs, [t for t in plan.tasks if t.run_id is not None], strict=True):
             run.pool_task_id = task.pool_task.task_id
@@ -588,7 +595,9 @@ class MesosMaster:
             stages = {a.alloc_id: a.stage or "*" for a in allocations}
             made = self._book.make(now, agents, wanting, held, stages)
             job_ids = {a.alloc_id: a.backend_job_id for a in allocations if a.backend_job_id}
-            for framework_id, event in ev.offers(made, self.mem_per_core, job_ids).items():
+            for framework_id, event in ev.offers(
+                made, self.mem_per_core, job_ids, self.disk_per_core
+            ).items():
                 self.frameworks[framework_id].emit(event)
             return self._chores(now)
 

@@ -5,7 +5,8 @@
 that framework must send back; other calls answer ``202 Accepted``. ``GET /version`` answers the Mesos
 version whose API is served (pymesos asks for it, without credentials). ``POST /api/v1/executor`` serves
 the custom executors the front door starts (:mod:`elastic.front.mesos.executors`); their calls carry no
-credentials: the random executor id handed to each process entitles its calls.
+credentials: the random executor id handed to each process entitles its calls. ``GET /state`` answers an
+agent's state reduced to the version and host (no framework, task or credential; Toil's executor asks).
 
 Authentication (:mod:`elastic.front.mesos.auth`): off on a loopback address, else required: HTTP Basic
 with a principal and its secret from the credentials (pymesos sends them when given ``principal=`` and
@@ -187,11 +188,16 @@ def make_app(
     async def version(request: Request) -> Response:
         return JSONResponse({"version": API_VERSION, "build_user": "elastic", "git_tag": API_VERSION})
 
+    async def state(request: Request) -> Response:
+        # an agent's /state, reduced to what says nothing of the frameworks (Toil's executor reads it)
+        return JSONResponse({"version": API_VERSION, "hostname": master.host, "flags": {}})
+
     return Starlette(
         routes=[
             Route("/api/v1/scheduler", scheduler, methods=["POST"]),
             Route("/api/v1/executor", executor, methods=["POST"]),
             Route("/version", version, methods=["GET"]),
+            Route("/state", state, methods=["GET"]),
         ]
     )
 
@@ -252,7 +258,7 @@ class MesosServer:
         Seconds a request's head, and its body, may take to arrive.
     **options
         Passed to :class:`~elastic.front.mesos.master.MesosMaster`: ``heartbeat_interval``,
-        ``mem_per_core``, ``offer_timeout``, ``retry_min``.
+        ``mem_per_core``, ``disk_per_core``, ``offer_timeout``, ``retry_min``.
 
     Raises
     ------

@@ -75,6 +75,8 @@ class TaskStatus:
         launches), which must not be acknowledged.
     data : bytes or None
         Bytes a custom executor attached to the update (``TaskStatus.data``), relayed as they came.
+    labels : tuple of (str, str)
+        Labels a custom executor attached to the update (key, value), relayed in order.
     """
 
     task_id: str
@@ -86,6 +88,7 @@ class TaskStatus:
     timestamp: float = 0.0
     uuid: bytes | None = None
     data: bytes | None = None
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -109,6 +112,8 @@ class TaskStatus:
             out["uuid"] = base64.b64encode(self.uuid).decode()
         if self.data is not None:
             out["data"] = base64.b64encode(self.data).decode()
+        if self.labels:
+            out["labels"] = {"labels": [{"key": k, "value": v} for k, v in self.labels]}
         return out
 
 

@@ -95,6 +95,9 @@ def test_task_info_commands() -> None:
     )
     assert argv.command.endswith("\nexec /bin/echo 'a b' '$c'")
     assert "neither a command" in (task_spec(info(), "t").problem or "")
+    disk = {"name": "disk", "type": "SCALAR", "scalar": {"value": 64}}
+    with_disk = task_spec(info(command={"value": "x"}, resources=[*info()["resources"], disk]), "t")
+    assert (with_disk.disk, with_disk.problem) == (64.0, None)
     # a custom executor: its command runs, with its resources added to the task's
     ex = {"executor_id": {"value": "e"}, "command": {"value": "run-executor"},
           "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.6}}]}  # fmt: skip

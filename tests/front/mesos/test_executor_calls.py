@@ -26,6 +26,14 @@ def test_executor_updates_and_messages_are_read_and_bad_ones_named() -> None:
     assert call.status is not None and (call.status.state, call.status.uuid, call.status.data) == (
         "TASK_RUNNING", b"\0\1\2", b"hi",
     )  # fmt: skip
+    labelled = {
+        **status,
+        "message": "",
+        "labels": {"labels": [{"key": "wallTime", "value": "1.5"}, {"key": "k"}]},
+    }
+    call = parse_executor_call(body(type="UPDATE", update={"status": labelled}, **IDS))
+    assert call.status is not None and call.status.labels == (("wallTime", "1.5"), ("k", ""))
+    assert call.status.to_json()["labels"]["labels"][0] == {"key": "wallTime", "value": "1.5"}
     assert parse_executor_call(body(type="MESSAGE", message={"data": "aGk="}, **IDS)).data == b"hi"
     assert parse_executor_call(body(type="SUBSCRIBE", subscribe={}, **IDS)).executor_id == "e.1"
     for bad, field in (
@@ -34,6 +42,11 @@ def test_executor_updates_and_messages_are_read_and_bad_ones_named() -> None:
         (body(type="MESSAGE", message={"data": 7}, **IDS), "message.data"),
         (body(type="UPDATE", update={"status": status}), "framework_id"),
         (body(type="LAUNCH", **IDS), "type"),
+        (
+            body(type="UPDATE", update={"status": {**status, "labels": {"labels": [{"value": "v"}]}}}, **IDS),
+            "key",
+        ),
+        (body(type="UPDATE", update={"status": {**status, "message": 5}}, **IDS), "message"),
     ):
         with pytest.raises(BadCallError, match=field):
             parse_executor_call(bad)
