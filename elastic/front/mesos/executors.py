@@ -4,8 +4,9 @@ A task launched with an ``ExecutorInfo`` (``TaskInfo.executor``, type ``CUSTOM``
 executor's command as one pool task on the offer's agent, with the environment a Mesos agent gives an
 executor: ``MESOS_AGENT_ENDPOINT`` (this front door's ``host:port``, which serves ``POST /api/v1/executor``),
 ``MESOS_FRAMEWORK_ID``, ``MESOS_EXECUTOR_ID``, ``MESOS_DIRECTORY`` and ``MESOS_SANDBOX`` (a fresh directory,
-the command's working directory), ``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD``, plus the executor command's own
-``environment``. pymesos' ``MesosExecutorDriver`` speaks the API:
+the command's working directory, removed when the executor exits; left behind when it is killed),
+``MESOS_EXECUTOR_SHUTDOWN_GRACE_PERIOD``, plus the executor command's own ``environment``. pymesos'
+``MesosExecutorDriver`` speaks the API:
 
 - the executor's SUBSCRIBE opens its event stream: SUBSCRIBED (its ExecutorInfo, the FrameworkInfo, the
   agent), then LAUNCH with the task;
@@ -136,9 +137,13 @@ def executor_command(
     exports = "; ".join(f"export {k}={shlex.quote(v)}" for k, v in env.items())
     sandbox = (
         'MESOS_SANDBOX="$(mktemp -d "${TMPDIR:-/tmp}/mesos-sandbox-XXXXXX")" || exit 1; '
-        'export MESOS_SANDBOX MESOS_DIRECTORY="$MESOS_SANDBOX"; cd "$MESOS_SANDBOX" || exit 1'
+        'export MESOS_SANDBOX MESOS_DIRECTORY="$MESOS_SANDBOX"'
     )
-    return f"{exports}; {sandbox}\n{command}"
+    # the executor runs in a subshell inside its sandbox, which is removed when it exits
+    return (
+        f'{exports}; {sandbox}\n(cd "$MESOS_SANDBOX" || exit 1\n{command}\n)\n'
+        'status=$?; rm -rf "$MESOS_SANDBOX"; exit $status'
+    )
 
 
 def subscribed(run: ExecutorRun, framework: Mapping[str, Any], agent_host: str) -> dict[str, Any]:

@@ -58,7 +58,7 @@ def test_an_executor_gets_the_environment_a_mesos_agent_gives() -> None:
     script = executor_command("e.1", "f'x", "host:5050", "python executor.py")
     assert "export MESOS_AGENT_ENDPOINT=host:5050" in script and "MESOS_FRAMEWORK_ID='f'\"'\"'x'" in script
     assert "export MESOS_EXECUTOR_ID=e.1" in script and "MESOS_SANDBOX" in script
-    assert script.endswith("\npython executor.py")
+    assert "\npython executor.py\n)\n" in script and script.endswith('rm -rf "$MESOS_SANDBOX"; exit $status')
 
 
 def cpus(value: Any) -> dict[str, Any]:

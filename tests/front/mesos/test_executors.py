@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,6 +110,11 @@ def test_a_custom_executor_runs_its_tasks_through_the_executor_api(
     assert raw.call("MESSAGE", message=reply).status_code == 202
     finished = raw.status("m", "TASK_FINISHED")
     assert base64.b64decode(finished["data"]) == b"got pong"
+    sandbox = base64.b64decode(running["data"]).decode()
+    deadline = time.monotonic() + 20  # SHUTDOWN once the terminal update is acknowledged: the sandbox goes
+    while os.path.exists(sandbox):
+        assert time.monotonic() < deadline, f"{sandbox} outlived its executor"
+        time.sleep(0.1)
     # KILL reaches the executor, which reports the kill
     run(raw, script, "k", b"wait")
     assert raw.call("KILL", kill={"task_id": {"value": "k"}}).status_code == 202
