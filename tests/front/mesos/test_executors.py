@@ -76,9 +76,16 @@ def task(task_id: str, agent: str, script: Path, data: bytes) -> dict[str, Any]:
     }
 
 
+USED: set[str] = set()
+
+
 def run(raw: RawScheduler, script: Path, task_id: str, data: bytes) -> dict[str, Any]:
-    mark = len(raw.events)
-    offer = raw.offer(after=mark)
+    """Launch one task on the first offer not used yet; return its TASK_RUNNING status."""
+    event = raw.wait_for(
+        lambda e: e["type"] == "OFFERS" and e["offers"]["offers"][0]["id"]["value"] not in USED
+    )
+    offer = event["offers"]["offers"][0]
+    USED.add(offer["id"]["value"])
     accepted = raw.call(
         "ACCEPT", accept=launch(offer["id"]["value"], task(task_id, offer["agent_id"]["value"], script, data))
     )

@@ -1,5 +1,6 @@
 """A REQUEST call feeds the framework's demand: a framework that asks for 3 cores (and says nothing else)
-gets allocations of 3 cores at once and runs a gang of 3 tasks together."""
+gets allocations of 3 cores at once and runs a gang of 3 tasks together (ASA here; Per-Stage passes it too,
+left out for the CI budget)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,10 @@ def cpus(n: float) -> dict:
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("strategy", ["perstage", "asa"])
-def test_a_framework_that_requests_three_cores_runs_a_gang_of_three(strategy: str) -> None:
+def test_a_framework_that_requests_three_cores_runs_a_gang_of_three() -> None:
     with (
         LocalBackend(cores=4) as backend,
-        Elastic(backend, strategy, store=False, poll_interval=0.5, idle_timeout=1.0) as el,
+        Elastic(backend, "asa", store=False, poll_interval=0.5, idle_timeout=1.0) as el,
         MesosServer(el, heartbeat_interval=1.0) as server,
     ):
         raw = RawScheduler(server.address, None, name="gang")
