@@ -80,7 +80,7 @@ from elastic.pool.tasks import TaskEvent, TaskState
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
 
-__all__ = ["DEFAULT_OFFER_TIMEOUT", "MesosMaster"]
+__all__ = ["DEFAULT_OFFER_TIMEOUT", "MAX_PENDING_UPDATES", "MesosMaster"]
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +88,9 @@ _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
 
 DEFAULT_OFFER_TIMEOUT = 30.0
 """Seconds after which an unanswered offer is rescinded, unless told otherwise."""
+
+MAX_PENDING_UPDATES = 1000
+"""Most unacknowledged status updates an executor may queue for its task (more: HTTP 400)."""
 
 _RECONCILE_SLICE = 500
 """Answers to a RECONCILE sent as one piece of the event stream."""
@@ -369,6 +372,10 @@ class MesosMaster:
                 )
             task = fw.tasks.get(run.task_id)
             executor_uuid = status.uuid or b""
+            if task is not None and len(task.updates) >= MAX_PENDING_UPDATES:
+                raise BadCallError(
+                    "update", f"{MAX_PENDING_UPDATES} updates of task {run.task_id!r} are not acknowledged"
+                )
             if task is None or task.terminal:  # (already ended: nothing to tell; acknowledged at once)
                 if run.stream is not None:
                     run.stream.send(ev.record(ex.acknowledged(run.task_id, executor_uuid)))
