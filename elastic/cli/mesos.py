@@ -3,7 +3,7 @@
 ``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--authenticate]
 [--credentials FILE] [--secret-dir DIR] [--speedup K] [--partition P] [--account A] [--bind IFACE]
 [--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--offer-timeout S]
-[--mem-per-core MB] [--store URL | --no-store]``
+[--mem-per-core MB] [--disk-per-core MB] [--store URL | --no-store]``
 
 It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT")``) and whether
 frameworks must authenticate: not on a loopback ``--host`` (the default), unless ``--authenticate`` or
@@ -85,6 +85,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--mem-per-core", type=positive_float, default=1024.0, help="mem (MB) offered per core (default 1024)"
     )
+    parser.add_argument(
+        "--disk-per-core",
+        type=positive_float,
+        default=10240.0,
+        help="disk (MB) offered per core (default 10240; checked against launches, not enforced)",
+    )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
 
@@ -154,6 +160,7 @@ def _serve(args: argparse.Namespace) -> int:
             heartbeat_interval=args.heartbeat,
             offer_timeout=DEFAULT_OFFER_TIMEOUT if args.offer_timeout is None else args.offer_timeout or None,
             mem_per_core=args.mem_per_core,
+            disk_per_core=args.disk_per_core,
         )
         console.print(f"Mesos scheduler API at http://{server.address}/api/v1/scheduler", highlight=False)
         console.print(f"master (for pymesos): {server.address}", highlight=False)

@@ -64,6 +64,7 @@ def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path:
         (["--store", "sqlite://", "--no-store"], "contradict"),
         (["--secret-dir", "/nonexistent/dir"], "--secret-dir /nonexistent/dir: not a directory"),
         (["--offer-timeout", "-1"], "--offer-timeout"),
+        (["--disk-per-core", "0"], "--disk-per-core"),
         (["--credentials", "/nonexistent/c.json"], "credentials file /nonexistent/c.json: cannot read it"),
     ],
 )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,11 +32,13 @@ from elastic.front.mesos.fields import (
     items,
     json_object,
     labels,
+    number,
     obj,
     offer_ids,
     optional_string,
     refuse_seconds,
     seconds,
+    shown,
     string,
 )
 
@@ -49,7 +52,9 @@ __all__ = [
     "FrameworkInfo",
     "Kill",
     "Launch",
+    "Message",
     "Reconcile",
+    "Request",
     "Revive",
     "Subscribe",
     "Suppress",
@@ -144,11 +149,39 @@ class Suppress:
 
 
 @dataclass(frozen=True, slots=True)
+class Message:
+    """MESSAGE: bytes for the framework's executor ``executor_id`` on ``agent_id``."""
+
+    agent_id: str
+    executor_id: str
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """REQUEST: the framework asks for resources; ``cores``: whole cores over every request (ceil each)."""
+
+    cores: int
+
+
+@dataclass(frozen=True, slots=True)
 class Teardown:
     """TEARDOWN: kill every task of the framework and remove it."""
 
 
-Call = Subscribe | Accept | Decline | Kill | Acknowledge | Reconcile | Revive | Suppress | Teardown
+Call = (
+    Subscribe
+    | Accept
+    | Decline
+    | Kill
+    | Acknowledge
+    | Reconcile
+    | Revive
+    | Suppress
+    | Teardown
+    | Message
+    | Request
+)
 
 CALL_TYPES: tuple[str, ...] = (
     "SUBSCRIBE",
@@ -160,6 +193,8 @@ CALL_TYPES: tuple[str, ...] = (
     "REVIVE",
     "SUPPRESS",
     "TEARDOWN",
+    "MESSAGE",
+    "REQUEST",
 )
 """Calls this front door serves."""
 
@@ -167,8 +202,6 @@ UNSUPPORTED_CALLS: tuple[str, ...] = (
     "ACCEPT_INVERSE_OFFERS",
     "DECLINE_INVERSE_OFFERS",
     "SHUTDOWN",
-    "MESSAGE",
-    "REQUEST",
     "ACKNOWLEDGE_OPERATION_STATUS",
     "RECONCILE_OPERATIONS",
     "UPDATE_FRAMEWORK",
@@ -298,15 +331,17 @@ def _kill(raw: Mapping[str, Any]) -> Kill:
     )
 
 
+def _b64(value: Any, path: str) -> bytes:
+    text = string(value, path)
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadCallError(path, f"expected base64 bytes, got {shown(text)}") from None
+
+
 def _acknowledge(raw: Mapping[str, Any]) -> Acknowledge:
     ack = obj(raw.get("acknowledge"), "acknowledge")
-    text = string(ack.get("uuid"), "acknowledge.uuid")
-    try:
-        uuid = base64.b64decode(text, validate=True)
-    except (binascii.Error, ValueError):
-        raise BadCallError(
-            "acknowledge.uuid", f"expected base64 bytes (as the update gave), got {text!r}"
-        ) from None
+    uuid = _b64(ack.get("uuid"), "acknowledge.uuid")
     return Acknowledge(
         id_value(ack.get("agent_id"), "acknowledge.agent_id"),
         id_value(ack.get("task_id"), "acknowledge.task_id"),
@@ -317,11 +352,51 @@ def _acknowledge(raw: Mapping[str, Any]) -> Acknowledge:
 def _reconcile(raw: Mapping[str, Any]) -> Reconcile:
     rec = obj(raw.get("reconcile", {}), "reconcile")
     listed = items(rec.get("tasks", []), "reconcile.tasks")
-    ids = tuple(
-        id_value(obj(t, f"reconcile.tasks[{i}]").get("task_id"), f"reconcile.tasks[{i}].task_id")
-        for i, t in enumerate(listed)
+    ids = []
+    for i, t in enumerate(listed):  # the common case first: a RECONCILE may name many thousands
+        found = t.get("task_id") if type(t) is dict else None
+        value = found.get("value") if type(found) is dict else None
+        if type(value) is not str or not value:
+            value = id_value(obj(t, f"reconcile.tasks[{i}]").get("task_id"), f"reconcile.tasks[{i}].task_id")
+        ids.append(value)
+    return Reconcile(tuple(ids))
+
+
+def _message(raw: Mapping[str, Any]) -> Message:
+    msg = obj(raw.get("message"), "message")
+    return Message(
+        id_value(msg.get("agent_id"), "message.agent_id"),
+        id_value(msg.get("executor_id"), "message.executor_id"),
+        _b64(msg.get("data"), "message.data"),
     )
-    return Reconcile(ids)
+
+
+MAX_REQUESTED_CORES = 1_000_000
+"""Most cores a REQUEST may ask for (over all its requests)."""
+
+
+def _request(raw: Mapping[str, Any]) -> Request:
+    req = obj(raw.get("request"), "request")
+    total = 0
+    for i, one in enumerate(items(req.get("requests", []), "request.requests")):
+        path = f"request.requests[{i}]"
+        cpus = 0.0
+        for j, res in enumerate(items(obj(one, path).get("resources", []), f"{path}.resources")):
+            res = obj(res, f"{path}.resources[{j}]")
+            if string(res.get("name"), f"{path}.resources[{j}].name") != "cpus":
+                continue  # only cores are requested from the pool; mem follows them
+            value = obj(res.get("scalar"), f"{path}.resources[{j}].scalar").get("value")
+            amount = number(value)
+            if amount is None or not 0 <= amount <= MAX_REQUESTED_CORES:
+                raise BadCallError(
+                    f"{path}.resources[{j}].scalar.value",
+                    f"expected a number from 0 to {MAX_REQUESTED_CORES}, got {shown(value)}",
+                )
+            cpus += amount
+        total += math.ceil(cpus - 1e-9)
+    if total > MAX_REQUESTED_CORES:
+        raise BadCallError("request.requests", f"asks for {total} cores, more than {MAX_REQUESTED_CORES}")
+    return Request(total)
 
 
 _PARSERS: dict[str, Callable[[Mapping[str, Any]], Call]] = {
@@ -333,4 +408,6 @@ _PARSERS: dict[str, Callable[[Mapping[str, Any]], Call]] = {
     "REVIVE": lambda raw: Revive(),
     "SUPPRESS": lambda raw: Suppress(),
     "TEARDOWN": lambda raw: Teardown(),
+    "MESSAGE": _message,
+    "REQUEST": _request,
 }

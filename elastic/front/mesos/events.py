@@ -12,6 +12,7 @@ batch job id, text, when known).
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -35,9 +36,12 @@ API_VERSION = "1.11.0"
 """The Mesos release whose v1 scheduler API the front door follows (reported by ``GET /version``)."""
 
 
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 def record(event: Mapping[str, Any]) -> bytes:
     """Return ``event`` as one RecordIO record: its JSON's length in bytes, a newline, the JSON."""
-    data = json.dumps(event, separators=(",", ":")).encode()
+    data = _ENCODE(event).encode()
     return b"%d\n%s" % (len(data), data)
 
 
@@ -85,17 +89,19 @@ def subscribed(
 
 
 def offers(
-    made: Iterable[Offer], mem_per_core: float, job_ids: Mapping[str, str]
+    made: Iterable[Offer], mem_per_core: float, job_ids: Mapping[str, str], disk_per_core: float = 0.0
 ) -> dict[str, dict[str, Any]]:
     """Return one OFFERS event per framework, by framework id (resources and attributes: module docstring)."""
     out: dict[str, dict[str, Any]] = {}
     for offer in made:
         event = out.setdefault(offer.framework_id, {"type": "OFFERS", "offers": {"offers": []}})
-        event["offers"]["offers"].append(_offer(offer, mem_per_core, job_ids))
+        event["offers"]["offers"].append(_offer(offer, mem_per_core, job_ids, disk_per_core))
     return out
 
 
-def _offer(offer: Offer, mem_per_core: float, job_ids: Mapping[str, str]) -> dict[str, Any]:
+def _offer(
+    offer: Offer, mem_per_core: float, job_ids: Mapping[str, str], disk_per_core: float
+) -> dict[str, Any]:
     agent = offer.agent
     attributes = [
         _text("allocation", agent.alloc_id),
@@ -109,7 +115,11 @@ def _offer(offer: Offer, mem_per_core: float, job_ids: Mapping[str, str]) -> dic
         "framework_id": {"value": offer.framework_id},
         "agent_id": {"value": agent.name},
         "hostname": agent.hostname,
-        "resources": [_scalar("cpus", offer.cores), _scalar("mem", offer.cores * mem_per_core)],
+        "resources": [
+            _scalar("cpus", offer.cores),
+            _scalar("mem", offer.cores * mem_per_core),
+            *([_scalar("disk", offer.cores * disk_per_core)] if disk_per_core > 0 else []),
+        ],
         "attributes": attributes,
         "executor_ids": [],
         "allocation_info": {"role": "*"},
@@ -138,6 +148,18 @@ def rescind(offer_id: str) -> dict[str, Any]:
 def update(status: TaskStatus) -> dict[str, Any]:
     """Return UPDATE: a task's status."""
     return {"type": "UPDATE", "update": {"status": status.to_json()}}
+
+
+def framework_message(agent_id: str, executor_id: str, data: bytes) -> dict[str, Any]:
+    """Return MESSAGE: bytes from the framework's executor ``executor_id`` on ``agent_id``."""
+    return {
+        "type": "MESSAGE",
+        "message": {
+            "agent_id": {"value": agent_id},
+            "executor_id": {"value": executor_id},
+            "data": base64.b64encode(data).decode(),
+        },
+    }
 
 
 def failure(agent_id: str) -> dict[str, Any]:

@@ -118,15 +118,17 @@ def json_object(body: bytes) -> dict[str, Any]:
 
 def _check_depth(value: Any) -> None:
     """Refuse JSON nested deeper than :data:`MAX_DEPTH` (checked without recursion)."""
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
+    level = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:  # one level at a time: only arrays and objects are visited
         if depth > MAX_DEPTH:
             raise BadCallError("", f"the body nests arrays or objects deeper than {MAX_DEPTH} levels")
-        stack.extend((child, depth + 1) for child in children)
+        below = []
+        for item in level:
+            for child in item.values() if type(item) is dict else item:
+                if type(child) is dict or type(child) is list:
+                    below.append(child)
+        level, depth = below, depth + 1
 
 
 def shown(value: Any) -> str:

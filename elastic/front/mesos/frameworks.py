@@ -2,9 +2,11 @@
 
 A framework's **stage** (the label its tasks and allocations carry) is its label ``elastic.stage``, else its
 role when it has one other than ``*``, else its name. Its **demand**, announced to the front door while it
-is subscribed (or within its failover timeout) and not suppressed, is what is left of its label
-``elastic.tasks`` (tasks it will launch, if it says) and at least one task, of ``elastic.cores`` cores
-each (default 1): enough for every strategy to request an allocation for a framework that waits for offers.
+is subscribed (or within its failover timeout) and not suppressed, is the largest of: one task; what is
+left of its label ``elastic.tasks`` (tasks it will launch, if it says); and what is left of its latest
+``REQUEST`` (the cores it asked for, as tasks of ``elastic.cores`` cores, less the tasks it launched since).
+Tasks are of ``elastic.cores`` cores each (default 1). One task is enough for every strategy to request an
+allocation for a framework that waits for offers; a REQUEST (or the label) sizes it for a gang.
 """
 
 from __future__ import annotations
@@ -72,6 +74,8 @@ class MesosTask:
     """The pool reported it ended; its terminal status is not sent yet (its cores are not offered yet)."""
     terminal: bool = False
     latest: TaskStatus | None = None
+    run_id: str | None = None
+    """Its executor process's id when it was launched with a custom executor (statuses come from it)."""
 
     @property
     def cores(self) -> int:
@@ -99,6 +103,10 @@ class Framework:
     completed: OrderedDict[str, TaskStatus] = field(default_factory=OrderedDict)
     """Terminal statuses of its last :data:`MAX_COMPLETED` tasks whose terminal update was acknowledged."""
     launched: int = 0
+    requested: int = 0
+    """Cores its latest REQUEST asked for."""
+    launched_at_request: int = 0
+    """:attr:`launched` when it sent its latest REQUEST."""
 
     @property
     def cores(self) -> int:
@@ -138,9 +146,17 @@ class Framework:
         A task accepted whose first update is not out yet is TASK_STAGING; one whose terminal update was
         acknowledged keeps its terminal state (among the last :data:`MAX_COMPLETED` of the framework).
         """
+        for task_id, latest in self.latest(task_ids, now):
+            status = reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
+            self.emit(ev.update(status))
+
+    def latest(self, task_ids: Iterable[str], now: float) -> list[tuple[str, TaskStatus | None]]:
+        """Return each task's latest status as :meth:`reconcile` reports it (None: unknown)."""
+        out: list[tuple[str, TaskStatus | None]] = []
+        tasks, completed = self.tasks, self.completed
         for task_id in task_ids:
-            task = self.tasks.get(task_id)
-            latest = self.completed.get(task_id) if task is None else task.latest
+            task = tasks.get(task_id)
+            latest = completed.get(task_id) if task is None else task.latest
             if task is not None and latest is None:
                 latest = TaskStatus(
                     task_id,
@@ -151,11 +167,8 @@ class Framework:
                     task.agent_id,
                     now,
                 )
-            self.emit(
-                ev.update(
-                    reconciled(task_id, latest, now, partition_aware=self.partition_aware, message=message)
-                )
-            )
+            out.append((task_id, latest))
+        return out
 
     def chores(self, now: float, heartbeat_interval: float) -> float:
         """Resend due updates and send a heartbeat if due; return when something is due next."""
@@ -213,7 +226,8 @@ def demand(frameworks: Iterable[Framework]) -> dict[str, tuple[int, int]]:
     out: dict[str, tuple[int, int]] = {}
     for fw in frameworks:
         declared = int(fw.info.labels.get("elastic.tasks", 0))
-        want = 0 if fw.suppressed else max(1, declared - fw.launched)
+        requested = -(-fw.requested // fw.cores) - (fw.launched - fw.launched_at_request)
+        want = 0 if fw.suppressed else max(1, declared - fw.launched, requested)
         n, cores = out.get(fw.stage, (0, 1))
         out[fw.stage] = (n + want, max(cores, fw.cores))
     return out

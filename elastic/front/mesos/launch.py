@@ -2,17 +2,19 @@
 
 :func:`task_spec` reads one TaskInfo of a LAUNCH or LAUNCH_GROUP operation. A wrong JSON type or a missing
 required field (``name``, ``task_id``, ``agent_id``) is a malformed call (HTTP 400, naming the field); a
-well-formed task this front door cannot run (a custom executor, a container image, resources other than
-``cpus`` and ``mem``, no command) gets a :attr:`TaskSpec.problem`, which the master answers with a
-``TASK_ERROR`` status update (``REASON_TASK_INVALID``), as Mesos does for invalid tasks.
+well-formed task this front door cannot run (a container image, resources other than ``cpus`` and
+``mem``, neither a command nor an executor, an executor with a container) gets a :attr:`TaskSpec.problem`,
+which the master answers with a ``TASK_ERROR`` status update (``REASON_TASK_INVALID``), as Mesos does for
+invalid tasks. A task with a custom executor (``executor`` with a command) runs that executor's command
+instead, which receives the task through the executor API (:mod:`elastic.front.mesos.executors`).
 
 A task runs as a pool shell task (:meth:`elastic.pool.tasks.Task.shell`) on its offer's agent:
 
 - ``command.value`` with ``shell`` true (the default) is the ``bash -c`` script; with ``shell`` false it is
   the executable and ``arguments[1:]`` its arguments (``arguments[0]`` is argv[0] in Mesos), quoted;
 - ``command.environment.variables`` are exported first, and ``MESOS_TASK_ID`` is set;
-- it takes ``ceil(cpus)`` whole cores (one pool core runs one task); ``mem`` (MB) is checked against the
-  offer, not enforced (the batch system's limits apply);
+- it takes ``ceil(cpus)`` whole cores (one pool core runs one task); ``mem`` and ``disk`` (MB) are checked
+  against the offer, not enforced (the batch system's limits apply);
 - ``labels``, ``data``, ``kill_policy``, ``discovery`` and ``max_completion_time`` are accepted and not
   used; ``command.user`` is not used either: tasks run as the allocation's user.
 """
@@ -23,10 +25,11 @@ import math
 import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from elastic.front.mesos.calls import Launch
+from elastic.front.mesos.executors import ExecutorRun, executor_command, new_run_id
 from elastic.front.mesos.fields import (
     BadCallError,
     id_value,
@@ -47,7 +50,7 @@ __all__ = ["OFFERED_RESOURCES", "Launches", "TaskSpec", "plan_launches", "shell_
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
-OFFERED_RESOURCES = ("cpus", "mem")
+OFFERED_RESOURCES = ("cpus", "mem", "disk")
 """Scalar resources offers carry (and tasks may use)."""
 
 _UNSUPPORTED = {
@@ -70,10 +73,16 @@ class TaskSpec:
         ``cpus`` it uses (0 if none).
     mem : float
         ``mem`` (MB) it uses (0 if none).
+    disk : float
+        ``disk`` (MB) it uses (0 if none).
     command : str
         The ``bash -c`` script that runs it (``""`` when it has a problem).
     problem : str or None
         Why it cannot run here (answered with TASK_ERROR), or None.
+    executor : mapping or None
+        Its custom ExecutorInfo (``command`` is then the executor's script), or None.
+    raw : mapping
+        The TaskInfo as given (sent to its executor).
     """
 
     task_id: str
@@ -83,10 +92,13 @@ class TaskSpec:
     mem: float
     command: str
     problem: str | None = None
+    disk: float = 0.0
+    executor: Mapping[str, Any] | None = None
+    raw: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def cores(self) -> int:
-        """Whole cores it takes: ``ceil(cpus)``."""
+        """Whole cores it takes: ``ceil(cpus)`` (with its executor's ``cpus`` when it has one)."""
         return max(1, math.ceil(self.cpus - 1e-9))
 
 
@@ -101,25 +113,59 @@ def task_spec(raw: Mapping[str, Any], path: str, *, group: bool = False) -> Task
     name = string(raw.get("name"), f"{path}.name")
     task_id = id_value(raw.get("task_id"), f"{path}.task_id")
     agent_id = id_value(raw.get("agent_id"), f"{path}.agent_id")
-    cpus, mem, problem = _resources(raw.get("resources", []), f"{path}.resources")
+    cpus, mem, disk, problem = _resources(raw.get("resources", []), f"{path}.resources")
     command = ""
     cmd = raw.get("command")
     if cmd is not None:
         command, cmd_problem = shell_command(obj(cmd, f"{path}.command"), f"{path}.command", task_id)
         problem = problem or cmd_problem
-    executor = raw.get("executor")
-    if executor is not None:
-        kind = obj(executor, f"{path}.executor").get("type", "CUSTOM")
-        if not group or kind != "DEFAULT":
-            problem = problem or "custom executors are not supported: give the task a command (CommandInfo)"
+    executor = None
+    if raw.get("executor") is not None:
+        executor = obj(raw["executor"], f"{path}.executor")
+        kind = executor.get("type", "CUSTOM")
+        if group and kind == "DEFAULT":
+            executor = None  # the default executor runs each task's command: as plain tasks
+        else:
+            command, (ex_cpus, ex_mem, ex_disk), ex_problem = _executor(
+                executor, f"{path}.executor", task_id, group
+            )
+            problem = problem or ex_problem
+            if cmd is not None:
+                problem = problem or "a task has either a command or an executor, not both (as in Mesos)"
+            cpus, mem, disk = cpus + ex_cpus, mem + ex_mem, disk + ex_disk
     for key, why in _UNSUPPORTED.items():
         if raw.get(key) is not None:
             problem = problem or why
-    if cmd is None:
-        problem = problem or "the task has no command (CommandInfo): there is nothing to run"
+    if cmd is None and executor is None:
+        problem = problem or "the task has neither a command (CommandInfo) nor an executor: nothing to run"
     if cpus <= 0:
         problem = problem or "the task uses no cpus: give it a 'cpus' scalar resource > 0"
-    return TaskSpec(task_id, name, agent_id, cpus, mem, command if problem is None else "", problem)
+    return TaskSpec(
+        task_id, name, agent_id, cpus, mem, command if problem is None else "", problem, disk, executor, raw
+    )
+
+
+def _executor(
+    raw: Mapping[str, Any], path: str, task_id: str, group: bool
+) -> tuple[str, tuple[float, float, float], str | None]:
+    """Read a custom ExecutorInfo; return ``(its command's script, (cpus, mem, disk), problem or None)``."""
+    id_value(raw.get("executor_id"), f"{path}.executor_id")
+    kind = raw.get("type", "CUSTOM")
+    cpus, mem, disk, problem = _resources(raw.get("resources", []), f"{path}.resources")
+    if kind != "CUSTOM":
+        problem = problem or f"executor type {shown(kind)}: only CUSTOM executors (with a command) run here"
+    if group:
+        problem = problem or "task groups run on the default executor only (custom executors: LAUNCH)"
+    if raw.get("container") is not None:
+        problem = problem or (
+            "executor containers (ContainerInfo: images, volumes) are not supported: executors run in the "
+            "allocation's environment"
+        )
+    cmd = raw.get("command")
+    if cmd is None:
+        return "", (cpus, mem, disk), problem or "the executor has no command (CommandInfo): nothing to run"
+    command, cmd_problem = shell_command(obj(cmd, f"{path}.command"), f"{path}.command", task_id)
+    return command, (cpus, mem, disk), problem or cmd_problem
 
 
 def shell_command(raw: Mapping[str, Any], path: str, task_id: str) -> tuple[str, str | None]:
@@ -162,8 +208,8 @@ def shell_command(raw: Mapping[str, Any], path: str, task_id: str) -> tuple[str,
     return "; ".join(exports) + "\n" + script, problem
 
 
-def _resources(raw: Any, path: str) -> tuple[float, float, str | None]:
-    """Return ``(cpus, mem, problem)`` of a list of Resource objects."""
+def _resources(raw: Any, path: str) -> tuple[float, float, float, str | None]:
+    """Return ``(cpus, mem, disk, problem)`` of a list of Resource objects."""
     totals = dict.fromkeys(OFFERED_RESOURCES, 0.0)
     problem = None
     for i, res in enumerate(items(raw, path)):
@@ -184,7 +230,7 @@ def _resources(raw: Any, path: str) -> tuple[float, float, str | None]:
         if amount is None or amount < 0:
             raise BadCallError(f"{rpath}.scalar.value", f"expected a finite number >= 0, got {shown(value)}")
         totals[name] += amount
-    return totals["cpus"], totals["mem"], problem
+    return totals["cpus"], totals["mem"], totals["disk"], problem
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +240,8 @@ class Launches:
     refused: tuple[TaskStatus, ...]
     tasks: tuple[MesosTask, ...]
     unused: int
+    runs: tuple[ExecutorRun, ...] = ()
+    """The executor processes the tasks launched with a custom executor start."""
 
 
 def plan_launches(
@@ -206,6 +254,8 @@ def plan_launches(
     now: float,
     new_id: Callable[[], str],
     retry_min: float,
+    endpoint: str = "",
+    disk_per_core: float = 0.0,
 ) -> Launches:
     """Decide, as a Mesos master validates an ACCEPT, which launched tasks run and which are refused.
 
@@ -213,10 +263,12 @@ def plan_launches(
     ``PARTITION_AWARE`` frameworks, else TASK_LOST, ``REASON_INVALID_OFFERS``). Otherwise each task runs if
     it has no problem, names the offer's agent, has an id not in use and fits the cores and ``mem`` left;
     else TASK_ERROR (``REASON_TASK_INVALID``; for a task group, every task of the group with
-    ``REASON_TASK_GROUP_INVALID``). ``new_id`` gives pool task ids.
+    ``REASON_TASK_GROUP_INVALID``). ``new_id`` gives pool task ids; ``endpoint`` is the ``host:port`` custom
+    executors call (``MESOS_AGENT_ENDPOINT``).
     """
     refused: list[TaskStatus] = []
     tasks: list[MesosTask] = []
+    runs: list[ExecutorRun] = []
 
     def refuse(spec: TaskSpec, state: str, reason: str, message: str) -> None:
         agent = spec.agent_id
@@ -232,6 +284,7 @@ def plan_launches(
     agent = offers[0].agent
     cores = sum(o.cores for o in offers)
     mem = cores * mem_per_core
+    disk = cores * disk_per_core
     in_use = {t for t, task in fw.tasks.items() if not task.terminal}
     where = f"offer{'s' if len(offers) > 1 else ''} {', '.join(o.offer_id for o in offers)}"
 
@@ -244,34 +297,53 @@ def plan_launches(
             return f"Task has duplicate ID: {spec.task_id}"
         return None
 
-    def too_big(n: int, m: float) -> str | None:
-        if n <= cores and m <= mem + 1e-6:
+    def too_big(n: int, m: float, d: float) -> str | None:
+        if n <= cores and m <= mem + 1e-6 and d <= disk + 1e-6:
             return None
-        have = f"cpus {cores}, mem {mem:g}"
-        return f"Task uses more resources (cpus {n}, mem {m:g}) than available ({have}) in {where}"
+        have = f"cpus {cores}, mem {mem:g}, disk {disk:g}"
+        return (
+            f"Task uses more resources (cpus {n}, mem {m:g}, disk {d:g}) than available ({have}) in {where}"
+        )
 
     for op, specs in operations:
         if op.group:
             found = [problem(s) for s in specs]
             bad = next((p for p in found if p), None) or too_big(
-                sum(s.cores for s in specs), sum(s.mem for s in specs)
+                sum(s.cores for s in specs), sum(s.mem for s in specs), sum(s.disk for s in specs)
             )
             if bad is not None:
                 for spec in specs:
                     refuse(spec, "TASK_ERROR", "REASON_TASK_GROUP_INVALID", f"Task group is invalid: {bad}")
                 continue
         for spec in specs:
-            bad = None if op.group else (problem(spec) or too_big(spec.cores, spec.mem))
+            bad = None if op.group else (problem(spec) or too_big(spec.cores, spec.mem, spec.disk))
             if bad is not None:
                 refuse(spec, "TASK_ERROR", "REASON_TASK_INVALID", bad)
                 continue
+            command, run = spec.command, None
+            if spec.executor is not None:
+                executor_id = spec.executor["executor_id"]["value"]
+                run = ExecutorRun(
+                    new_run_id(executor_id), fw.framework_id, executor_id, agent.name, spec.executor,
+                    spec.raw, spec.task_id,
+                )  # fmt: skip
+                command = executor_command(run.run_id, fw.framework_id, endpoint, spec.command)
+                runs.append(run)
             pool_task = Task.shell(
-                spec.command, cores=spec.cores, stage=fw.stage, task_id=new_id(), agent=agent.name
+                command, cores=spec.cores, stage=fw.stage, task_id=new_id(), agent=agent.name
             )
             tasks.append(
-                MesosTask(spec.task_id, fw.framework_id, agent.name, pool_task, UpdateQueue(retry_min))
+                MesosTask(
+                    spec.task_id,
+                    fw.framework_id,
+                    agent.name,
+                    pool_task,
+                    UpdateQueue(retry_min),
+                    run_id=None if run is None else run.run_id,
+                )
             )
             in_use.add(spec.task_id)
             cores -= spec.cores
             mem -= spec.mem
-    return Launches(tuple(refused), tuple(tasks), cores)
+            disk -= spec.disk
+    return Launches(tuple(refused), tuple(tasks), cores, tuple(runs))

@@ -18,6 +18,10 @@
 - **Launches** run as pool shell tasks pinned to the offer's agent; their progress and outcome become
   status updates (:mod:`elastic.front.mesos.states`), resent until acknowledged
   (:mod:`elastic.front.mesos.updates`).
+- **Custom executors** (a task with an ``ExecutorInfo``): the executor's command runs as the pool task, and
+  the executor speaks the v1 executor API to this master (:mod:`elastic.front.mesos.executors`); the task's
+  statuses are the executor's. REQUEST calls size the framework's demand
+  (:func:`~elastic.front.mesos.frameworks.demand`).
 - **Disconnection**: a framework whose stream closes keeps its tasks for ``failover_timeout`` seconds; it
   may subscribe again with its id (its unacknowledged updates are sent again), else it is torn down.
 
@@ -40,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from elastic.allocations import AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.front.mesos import events as ev
+from elastic.front.mesos import executors as ex
 from elastic.front.mesos.calls import (
     Accept,
     Acknowledge,
@@ -47,11 +52,14 @@ from elastic.front.mesos.calls import (
     Decline,
     FrameworkInfo,
     Kill,
+    Message,
     Reconcile,
+    Request,
     Revive,
     Suppress,
     Teardown,
 )
+from elastic.front.mesos.executors import ExecutorCall, ExecutorRun
 from elastic.front.mesos.fields import BadCallError, ForbiddenError, NotSubscribedError
 from elastic.front.mesos.frameworks import (
     POOL_PREFIX,
@@ -65,14 +73,14 @@ from elastic.front.mesos.frameworks import (
 )
 from elastic.front.mesos.launch import plan_launches, task_spec
 from elastic.front.mesos.offers import OfferBook, Wanting
-from elastic.front.mesos.states import outcome_status, progress_status
+from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status, reconciled
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.tasks import TaskEvent, TaskState
 
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
 
-__all__ = ["DEFAULT_OFFER_TIMEOUT", "MesosMaster"]
+__all__ = ["DEFAULT_OFFER_TIMEOUT", "MAX_PENDING_UPDATES", "MesosMaster"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,6 +88,12 @@ _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
 
 DEFAULT_OFFER_TIMEOUT = 30.0
 """Seconds after which an unanswered offer is rescinded, unless told otherwise."""
+
+MAX_PENDING_UPDATES = 1000
+"""Most unacknowledged status updates an executor may queue for its task (more: HTTP 400)."""
+
+_RECONCILE_SLICE = 500
+"""Answers to a RECONCILE sent as one piece of the event stream."""
 
 _TICK = 1.0
 """Longest sleep of the background thread (seconds): offers' walltime left is refreshed this often."""
@@ -96,6 +110,9 @@ class MesosMaster:
         Seconds between HEARTBEAT events (Mesos' default).
     mem_per_core : float, default 1024.0
         ``mem`` (MB) offered per core (checked against launches, not enforced).
+    disk_per_core : float, default 10240.0
+        ``disk`` (MB) offered per core (checked against launches, not enforced; some frameworks, Toil's
+        among them, launch nothing on an offer without disk).
     offer_timeout : float or None, default 30.0
         Rescind offers unanswered this long (seconds; the Mesos master's ``--offer_timeout``), so a
         framework that never answers does not hold cores; their cores are offered again. None: never.
@@ -111,24 +128,30 @@ class MesosMaster:
         *,
         heartbeat_interval: float = 15.0,
         mem_per_core: float = 1024.0,
+        disk_per_core: float = 10240.0,
         offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
-                            ("retry_min", retry_min), ("offer_timeout", offer_timeout)):  # fmt: skip
+                            ("disk_per_core", disk_per_core), ("retry_min", retry_min),
+                            ("offer_timeout", offer_timeout)):  # fmt: skip
             if value is not None and not 0 < value < float("inf"):
                 raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
         self.elastic = elastic
         self.pool = elastic.pool
         self.heartbeat_interval = heartbeat_interval
         self.mem_per_core = mem_per_core
+        self.disk_per_core = disk_per_core
         self.retry_min = retry_min
         self.host, self.port = "127.0.0.1", 0
         self.master_id = str(uuid.uuid4())
         self._clock = clock
         self._lock = threading.RLock()
         self._inbox: queue.SimpleQueue[PoolEvent | tuple[str, concurrent.futures.Future[Any]]] = (
+            queue.SimpleQueue()
+        )
+        self._answers: queue.SimpleQueue[tuple[Stream, list[tuple[str, TaskStatus | None]], bool, float]] = (
             queue.SimpleQueue()
         )
         self._wake = threading.Event()
@@ -140,6 +163,7 @@ class MesosMaster:
         self._drained: set[str] = set()  # allocations seen draining (released by the strategy)
         self._lost_on: set[str] = set()  # agents a task was lost on, until their FAILURE
         self._by_pool_id: dict[str, MesosTask] = {}
+        self._runs: dict[str, ExecutorRun] = {}  # custom executor processes by the id they see
         self._seq = 0
         self._announced: dict[str, int] = {}
         self._unsubscribe = self.pool.subscribe(self._on_pool_event)
@@ -236,6 +260,9 @@ class MesosMaster:
         NotSubscribedError
             The framework is not subscribed, or was subscribed by another principal.
         """
+        answers: list[tuple[str, TaskStatus | None]] = []
+        stream: Stream | None = None
+        aware = False
         with self._lock:
             fw = self.frameworks.get(framework_id)
             if fw is None or fw.stream is None or fw.principal != principal:
@@ -256,9 +283,12 @@ class MesosMaster:
             elif isinstance(call, Acknowledge):
                 task = fw.tasks.get(call.task_id)
                 if task is not None and task.updates.ack(call.uuid):
+                    self._relay_ack(task, call.uuid, now)
                     fw.flush(task, now)
             elif isinstance(call, Reconcile):
-                fw.reconcile(call.tasks or [t.task_id for t in fw.tasks.values() if not t.terminal], now)
+                ids = call.tasks or [t.task_id for t in fw.tasks.values() if not t.terminal]
+                answers, stream = fw.latest(ids, now), fw.stream
+                aware = fw.partition_aware
             elif isinstance(call, Revive):
                 fw.suppressed = False
                 self._book.revive(framework_id)
@@ -268,7 +298,130 @@ class MesosMaster:
                 self._announce()
             elif isinstance(call, Teardown):
                 self._remove(fw, "torn down by the framework")
+            elif isinstance(call, Message):
+                for run in self._runs.values():  # none there: dropped, as Mesos does
+                    if (run.framework_id, run.executor_id, run.agent_id) == (
+                        framework_id, call.executor_id, call.agent_id
+                    ) and run.stream is not None and not run.done:  # fmt: skip
+                        run.stream.send(ev.record(ex.message(call.data)))
+            elif isinstance(call, Request):
+                fw.requested, fw.launched_at_request = call.cores, fw.launched
+                self._announce()
+        if isinstance(call, Reconcile) and stream is not None and answers:
+            self._answers.put((stream, answers, aware, now))  # answered by the background thread, unlocked
         self._wake.set()
+
+    # -- the executor API --------------------------------------------------------------------------------
+
+    def executor_subscribe(self, call: ExecutorCall, stream: Stream) -> str:
+        """Attach a custom executor's event stream (SUBSCRIBED, then LAUNCH); return its stream id.
+
+        Raises
+        ------
+        ForbiddenError
+            No executor of this framework was started with this id, or it was shut down.
+        """
+        with self._lock:
+            run = self._run_of(call)
+            if run.stream is not None:
+                run.stream.close()
+            run.stream, run.stream_id = stream, str(uuid.uuid4())
+            fw = self.frameworks[run.framework_id]
+            info = {"user": fw.info.user, "name": fw.info.name}
+            parts = run.agent_id.split("/")  # <allocation>/<host>/<pid>
+            host = parts[1] if len(parts) == 3 and parts[1] else self.host
+            stream.send(ev.record(ex.subscribed(run, info, host)))
+            if not run.launched:
+                run.launched = True
+                stream.send(ev.record(ex.launch(run)))
+            if run.killed:
+                stream.send(ev.record(ex.kill(run.task_id)))
+            logger.info("mesos: executor %s of framework %s subscribed", run.run_id, run.framework_id)
+            return run.stream_id
+
+    def executor_disconnected(self, run_id: str, stream_id: str) -> None:
+        """Take note that an executor's event stream closed."""
+        with self._lock:
+            run = self._runs.get(run_id)
+            if run is not None and run.stream_id == stream_id:
+                run.stream = run.stream_id = None
+
+    def executor_call(self, call: ExecutorCall) -> None:
+        """Serve an executor's UPDATE or MESSAGE (answered 202 when this returns).
+
+        Raises
+        ------
+        ForbiddenError
+            No executor of this framework was started with this id, or it was shut down.
+        BadCallError
+            An UPDATE for a task that is not the executor's.
+        """
+        with self._lock:
+            run = self._run_of(call, after_shutdown=True)
+            fw = self.frameworks[run.framework_id]
+            now = self._clock()
+            if call.kind == "MESSAGE":
+                assert call.data is not None
+                fw.emit(ev.framework_message(run.agent_id, run.executor_id, call.data))
+                return
+            status = call.status
+            assert status is not None
+            if status.task_id != run.task_id:
+                raise BadCallError(
+                    "update.status.task_id", f"{status.task_id!r} is not this executor's task {run.task_id!r}"
+                )
+            task = fw.tasks.get(run.task_id)
+            executor_uuid = status.uuid or b""
+            if task is not None and len(task.updates) >= MAX_PENDING_UPDATES:
+                raise BadCallError(
+                    "update", f"{MAX_PENDING_UPDATES} updates of task {run.task_id!r} are not acknowledged"
+                )
+            if task is None or task.terminal:  # (already ended: nothing to tell; acknowledged at once)
+                if run.stream is not None:
+                    run.stream.send(ev.record(ex.acknowledged(run.task_id, executor_uuid)))
+                return
+            status = TaskStatus(
+                status.task_id, status.state, "SOURCE_EXECUTOR", status.message, status.reason,
+                run.agent_id, status.timestamp or now, None, status.data, status.labels,
+            )  # fmt: skip
+            fw.update(task, status, now)
+            assert task.latest is not None and task.latest.uuid is not None
+            run.acks[task.latest.uuid] = executor_uuid
+            task.state, task.started = status.state, True
+            if status.terminal:
+                task.terminal = task.ended = True
+                self._announce()
+        self._wake.set()
+
+    def _run_of(self, call: ExecutorCall, *, after_shutdown: bool = False) -> ExecutorRun:
+        run = self._runs.get(call.executor_id)
+        if run is None or run.framework_id != call.framework_id or run.framework_id not in self.frameworks:
+            raise ForbiddenError(
+                f"no executor {call.executor_id!r} of framework {call.framework_id!r} was started here"
+            )
+        if run.done and not after_shutdown:
+            raise ForbiddenError(f"executor {call.executor_id!r} was shut down")
+        return run
+
+    def _relay_ack(self, task: MesosTask, our_uuid: bytes, now: float) -> None:
+        """Tell a task's executor its update was acknowledged; shut it down once its task ended."""
+        run = None if task.run_id is None else self._runs.get(task.run_id)
+        if run is None:
+            return
+        executor_uuid = run.acks.pop(our_uuid, None)
+        if executor_uuid is not None and run.stream is not None:
+            run.stream.send(ev.record(ex.acknowledged(task.task_id, executor_uuid)))
+        if task.terminal and not task.updates:
+            self._shutdown_run(run, now)
+
+    def _shutdown_run(self, run: ExecutorRun, now: float) -> None:
+        """Send SHUTDOWN and close the executor's stream; its process is killed if still there later."""
+        if run.done:
+            return
+        run.done, run.shutdown_at = True, now
+        if run.stream is not None:
+            run.stream.send(ev.record(ex.shutdown()))
+            run.stream.close()
 
     def close(self) -> None:
         """Stop: every stream gets an ERROR and closes, launched tasks still running are killed."""
@@ -302,7 +455,12 @@ class MesosMaster:
             now=now,
             new_id=self._new_pool_id,
             retry_min=self.retry_min,
+            endpoint=f"{self.host}:{self.port}",
+            disk_per_core=self.disk_per_core,
         )
+        for run, task in zip(plan.runs, [t for t in plan.tasks if t.run_id is not None], strict=True):
+            run.pool_task_id = task.pool_task.task_id
+            self._runs[run.run_id] = run
         for status in plan.refused:
             fw.emit(ev.update(status))
         for task in plan.tasks:
@@ -340,12 +498,23 @@ class MesosMaster:
         if task is None:
             fw.reconcile([task_id], now, message="Attempted to kill an unknown task")
         elif not task.terminal:
-            self.pool.kill(task.pool_task.task_id, f"KILL from framework {fw.framework_id}")
+            run = None if task.run_id is None else self._runs.get(task.run_id)
+            if run is not None and not run.done and (run.stream is None or not run.launched):
+                run.killed = True  # told after LAUNCH; an executor that never comes is killed with its task
+            if run is not None and run.stream is not None and run.launched and not run.done:
+                run.stream.send(ev.record(ex.kill(task.task_id)))  # the executor reports TASK_KILLED
+            else:
+                self.pool.kill(task.pool_task.task_id, f"KILL from framework {fw.framework_id}")
 
     def _remove(self, fw: Framework, why: str) -> None:
         for task in fw.tasks.values():
             if not task.terminal:
                 self.pool.kill(task.pool_task.task_id, why)
+        now = self._clock()
+        for run in self._runs.values():
+            if run.framework_id == fw.framework_id and not run.done:
+                self._shutdown_run(run, now)
+                self.pool.kill(run.pool_task_id, why)
         self._book.drop(fw.framework_id)
         if fw.stream is not None:
             fw.stream.close()
@@ -378,9 +547,25 @@ class MesosMaster:
         self._inbox.put(event)
         self._wake.set()
 
+    def _send_answers(self) -> None:
+        """Encode and send queued RECONCILE answers in slices, without the lock (huge ones hold up nobody)."""
+        while True:
+            try:
+                stream, answers, aware, now = self._answers.get_nowait()
+            except queue.Empty:
+                return
+            for i in range(0, len(answers), _RECONCILE_SLICE):
+                stream.send(
+                    b"".join(
+                        ev.record(ev.update(reconciled(task_id, latest, now, partition_aware=aware)))
+                        for task_id, latest in answers[i : i + _RECONCILE_SLICE]
+                    )
+                )
+
     def _run(self) -> None:
         while not self._closing.is_set():
             try:
+                self._send_answers()
                 wait = self._step()
             except Exception:  # a bug must not stop every framework's offers and updates
                 logger.exception("mesos: step failed; continuing")
@@ -417,7 +602,9 @@ class MesosMaster:
             stages = {a.alloc_id: a.stage or "*" for a in allocations}
             made = self._book.make(now, agents, wanting, held, stages)
             job_ids = {a.alloc_id: a.backend_job_id for a in allocations if a.backend_job_id}
-            for framework_id, event in ev.offers(made, self.mem_per_core, job_ids).items():
+            for framework_id, event in ev.offers(
+                made, self.mem_per_core, job_ids, self.disk_per_core
+            ).items():
                 self.frameworks[framework_id].emit(event)
             return self._chores(now)
 
@@ -427,8 +614,19 @@ class MesosMaster:
             pool_id, future = item
             task = self._by_pool_id.pop(pool_id, None)
             fw = None if task is None else self.frameworks.get(task.framework_id)
-            if task is not None and fw is not None:
+            run = None if task is None or task.run_id is None else self._runs.pop(task.run_id, None)
+            if run is not None:
+                run.done = True
+                if run.stream is not None:
+                    run.stream.close()
+            if task is not None and fw is not None and not task.terminal:
                 ended = outcome_status(task.task_id, task.agent_id, future, now, started=task.started)
+                if run is not None and ended.state in ("TASK_FINISHED", "TASK_FAILED"):
+                    ended = TaskStatus(
+                        task.task_id, "TASK_FAILED", "SOURCE_AGENT",
+                        f"the executor ended before its task did ({ended.message})",
+                        "REASON_EXECUTOR_TERMINATED", task.agent_id, now,
+                    )  # fmt: skip
                 if ended.state == "TASK_LOST":
                     self._lost_on.add(task.agent_id)  # the agent went under it: a FAILURE follows
                 fw.update(task, ended, now)
@@ -440,6 +638,10 @@ class MesosMaster:
             if task is not None and item.state in _ENDED:
                 task.ended = True  # its cores are offered once the framework was told (the future follows)
             status = progress_status(task.task_id, task.agent_id, item.state, item.time) if task else None
+            run = None if task is None or task.run_id is None else self._runs.get(task.run_id)
+            if run is not None and status is not None and (run.launched or status.state == "TASK_RUNNING"):
+                task.started = task.started or status.state == "TASK_RUNNING"  # type: ignore[union-attr]
+                status = None  # the executor's process runs: the task's statuses are the executor's
             if task is not None and fw is not None and status is not None and status.state != task.state:
                 task.state = status.state
                 task.started = task.started or status.state == "TASK_RUNNING"
@@ -476,6 +678,14 @@ class MesosMaster:
                     wake = min(wake, deadline)
                 continue
             wake = min(wake, fw.chores(now, self.heartbeat_interval))
+        for run in self._runs.values():
+            if run.shutdown_at is not None:
+                deadline = run.shutdown_at + ex.SHUTDOWN_GRACE + 5.0
+                if now >= deadline:
+                    run.shutdown_at = None
+                    self.pool.kill(run.pool_task_id, "the executor did not exit after SHUTDOWN")
+                else:
+                    wake = min(wake, deadline)
         expiry = self._book.next_expiry(now)
         if expiry is not None:
             wake = min(wake, expiry)

@@ -3,7 +3,10 @@
 ``POST /api/v1/scheduler`` takes one call per request (:mod:`elastic.front.mesos.calls`). SUBSCRIBE answers
 ``200`` with a chunked RecordIO event stream and a ``Mesos-Stream-Id`` header, which every later call of
 that framework must send back; other calls answer ``202 Accepted``. ``GET /version`` answers the Mesos
-version whose API is served (pymesos asks for it, without credentials).
+version whose API is served (pymesos asks for it, without credentials). ``POST /api/v1/executor`` serves
+the custom executors the front door starts (:mod:`elastic.front.mesos.executors`); their calls carry no
+credentials: the random executor id handed to each process entitles its calls. ``GET /state`` answers an
+agent's state reduced to the version and host (no framework, task or credential; Toil's executor asks).
 
 Authentication (:mod:`elastic.front.mesos.auth`): off on a loopback address, else required: HTTP Basic
 with a principal and its secret from the credentials (pymesos sends them when given ``principal=`` and
@@ -34,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
@@ -50,6 +54,7 @@ from elastic.front.mesos.auth import (
 from elastic.front.mesos.calls import Subscribe, parse_call
 from elastic.front.mesos.connections import ConnectionGuard, ConnectionLimits, guarded_protocol
 from elastic.front.mesos.events import API_VERSION
+from elastic.front.mesos.executors import parse_executor_call
 from elastic.front.mesos.fields import MAX_BODY, CallError
 from elastic.front.mesos.master import MesosMaster
 
@@ -59,6 +64,9 @@ if TYPE_CHECKING:
 __all__ = ["MesosServer", "make_app"]
 
 logger = logging.getLogger(__name__)
+
+_OFFLOAD = 64 * 1024
+"""Calls with a body larger than this (bytes) are parsed and served in a worker thread."""
 
 
 class _QueueStream:
@@ -127,8 +135,9 @@ def make_app(
             body = await _read_body(request, body_timeout)
         except _BodyError as exc:  # the rest of the body is not read: the connection closes
             return PlainTextResponse(str(exc), exc.status, headers={"Connection": "close"})
+        big = len(body) > _OFFLOAD  # read and served in a worker thread: the event loop serves the others
         try:
-            framework_id, call = parse_call(body)
+            framework_id, call = await run_in_threadpool(parse_call, body) if big else parse_call(body)
             if isinstance(call, Subscribe):
                 accept = request.headers.get("accept", "application/json").lower()
                 if not any(a in accept for a in ("application/json", "*/*", "application/*")):
@@ -141,19 +150,54 @@ def make_app(
                     headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
                 )
             assert framework_id is not None, "parse_call requires a framework_id for calls but SUBSCRIBE"
-            master.call(framework_id, request.headers.get("mesos-stream-id"), call, principal)
+            args = (framework_id, request.headers.get("mesos-stream-id"), call, principal)
+            if big:
+                await run_in_threadpool(master.call, *args)
+            else:
+                master.call(*args)
         except CallError as exc:
             logger.info("mesos: %d for %s: %s", exc.status, request.client, exc)
+            return PlainTextResponse(str(exc), exc.status)
+        return Response(status_code=202)
+
+    async def executor(request: Request) -> Response:
+        # no HTTP credentials: the executor id (random, handed to the process only) entitles the calls
+        kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+        if kind != "application/json":
+            return PlainTextResponse(f"Content-Type {kind!r} is not served; send application/json", 415)
+        try:
+            body = await _read_body(request, body_timeout)
+        except _BodyError as exc:
+            return PlainTextResponse(str(exc), exc.status, headers={"Connection": "close"})
+        try:
+            call = parse_executor_call(body)
+            if call.kind == "SUBSCRIBE":
+                stream = _QueueStream(asyncio.get_running_loop())
+                stream_id = master.executor_subscribe(call, stream)
+                return StreamingResponse(
+                    _executor_events(master, stream, call.executor_id, stream_id),
+                    media_type="application/json",
+                    headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
+                )
+            master.executor_call(call)
+        except CallError as exc:
+            logger.info("mesos: executor call: %d for %s: %s", exc.status, request.client, exc)
             return PlainTextResponse(str(exc), exc.status)
         return Response(status_code=202)
 
     async def version(request: Request) -> Response:
         return JSONResponse({"version": API_VERSION, "build_user": "elastic", "git_tag": API_VERSION})
 
+    async def state(request: Request) -> Response:
+        # an agent's /state, reduced to what says nothing of the frameworks (Toil's executor reads it)
+        return JSONResponse({"version": API_VERSION, "hostname": master.host, "flags": {}})
+
     return Starlette(
         routes=[
             Route("/api/v1/scheduler", scheduler, methods=["POST"]),
+            Route("/api/v1/executor", executor, methods=["POST"]),
             Route("/version", version, methods=["GET"]),
+            Route("/state", state, methods=["GET"]),
         ]
     )
 
@@ -169,6 +213,19 @@ async def _events(
             yield data
     finally:
         master.disconnected(framework_id, stream_id)
+
+
+async def _executor_events(
+    master: MesosMaster, stream: _QueueStream, run_id: str, stream_id: str
+) -> AsyncIterator[bytes]:
+    try:
+        while True:
+            data = await stream.queue.get()
+            if data is None:
+                return
+            yield data
+    finally:
+        master.executor_disconnected(run_id, stream_id)
 
 
 class MesosServer:
@@ -201,7 +258,7 @@ class MesosServer:
         Seconds a request's head, and its body, may take to arrive.
     **options
         Passed to :class:`~elastic.front.mesos.master.MesosMaster`: ``heartbeat_interval``,
-        ``mem_per_core``, ``offer_timeout``, ``retry_min``.
+        ``mem_per_core``, ``disk_per_core``, ``offer_timeout``, ``retry_min``.
 
     Raises
     ------

@@ -73,6 +73,10 @@ class TaskStatus:
     uuid : bytes or None
         Set on updates that are resent until acknowledged; None on the others (reconciliation, refused
         launches), which must not be acknowledged.
+    data : bytes or None
+        Bytes a custom executor attached to the update (``TaskStatus.data``), relayed as they came.
+    labels : tuple of (str, str)
+        Labels a custom executor attached to the update (key, value), relayed in order.
     """
 
     task_id: str
@@ -83,6 +87,8 @@ class TaskStatus:
     agent_id: str | None = None
     timestamp: float = 0.0
     uuid: bytes | None = None
+    data: bytes | None = None
+    labels: tuple[tuple[str, str], ...] = ()
 
     @property
     def terminal(self) -> bool:
@@ -104,6 +110,10 @@ class TaskStatus:
             out["agent_id"] = {"value": self.agent_id}
         if self.uuid is not None:
             out["uuid"] = base64.b64encode(self.uuid).decode()
+        if self.data is not None:
+            out["data"] = base64.b64encode(self.data).decode()
+        if self.labels:
+            out["labels"] = {"labels": [{"key": k, "value": v} for k, v in self.labels]}
         return out
 
 

@@ -1,7 +1,7 @@
 """Bad input to the scheduler API gets a clear error, changes nothing, and other frameworks go on running.
 
 HTTP errors (400 naming the field, 403, 415, 501 naming the call) come from a client speaking the API
-directly; launches Mesos would refuse (a rescinded offer, a task wider than its offer, a custom executor)
+directly; launches Mesos would refuse (a rescinded offer, a task too wide, a containerized executor)
 are accepted with 202 and answered by status updates (TASK_LOST or TASK_DROPPED with
 ``REASON_INVALID_OFFERS``, TASK_ERROR with ``REASON_TASK_INVALID``), as a Mesos master does.
 """
@@ -129,7 +129,9 @@ def test_launches_mesos_refuses_get_task_error_or_invalid_offers(server: MesosSe
     agent, cpus = offer["agent_id"]["value"], offer["resources"][0]["scalar"]["value"]
     no_filter = {"filters": {"refuse_seconds": 0}}
     wide = task_info("wide", agent, cpus=cpus + 1)
-    custom = task_info("custom", agent, executor={"executor_id": {"value": "e"}, "command": {"value": "x"}})
+    docker = {"type": "DOCKER", "docker": {"image": "busybox"}}
+    executor = {"executor_id": {"value": "e"}, "command": {"value": "x"}, "container": docker}
+    custom = task_info("custom", agent, executor=executor)
     elsewhere = task_info("elsewhere", "a9/h/1")
     gpu = task_info("gpu", agent)
     gpu["resources"].append({"name": "gpus", "type": "SCALAR", "scalar": {"value": 1}})
@@ -138,7 +140,7 @@ def test_launches_mesos_refuses_get_task_error_or_invalid_offers(server: MesosSe
     error = raw.status("wide", "TASK_ERROR")
     assert error["reason"] == "REASON_TASK_INVALID" and "Task uses more resources" in error["message"]
     assert f"cpus {int(cpus) + 1}" in error["message"] and "uuid" not in error
-    assert "custom executors are not supported" in raw.status("custom", "TASK_ERROR")["message"]
+    assert "executor containers (ContainerInfo" in raw.status("custom", "TASK_ERROR")["message"]
     assert "is on agent" in raw.status("elsewhere", "TASK_ERROR")["message"]
     assert "resource 'gpus' is not offered" in raw.status("gpu", "TASK_ERROR")["message"]
     # the offer was used up (as in Mesos); a task group wider than the next offer is refused as a whole

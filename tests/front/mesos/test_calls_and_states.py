@@ -94,7 +94,20 @@ def test_task_info_commands() -> None:
         info(command={"value": "/bin/echo", "shell": False, "arguments": ["echo", "a b", "$c"]}), "t"
     )
     assert argv.command.endswith("\nexec /bin/echo 'a b' '$c'")
-    assert "no command" in (task_spec(info(), "t").problem or "")
+    assert "neither a command" in (task_spec(info(), "t").problem or "")
+    disk = {"name": "disk", "type": "SCALAR", "scalar": {"value": 64}}
+    with_disk = task_spec(info(command={"value": "x"}, resources=[*info()["resources"], disk]), "t")
+    assert (with_disk.disk, with_disk.problem) == (64.0, None)
+    # a custom executor: its command runs, with its resources added to the task's
+    ex = {"executor_id": {"value": "e"}, "command": {"value": "run-executor"},
+          "resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": 0.6}}]}  # fmt: skip
+    custom = task_spec(info(executor=ex, data="aGk="), "t")
+    assert (custom.cores, custom.problem, custom.command.endswith("\nrun-executor")) == (3, None, True)
+    assert custom.executor == ex and custom.raw["data"] == "aGk="
+    assert "either a command or an executor" in (
+        task_spec(info(executor=ex, command={"value": "x"}), "t").problem or ""
+    )
+    assert "only CUSTOM" in (task_spec(info(executor={**ex, "type": "DEFAULT"}), "t").problem or "")
     assert "containers" in (
         task_spec(info(command={"value": "x"}, container={"type": "DOCKER"}), "t").problem or ""
     )
