@@ -24,6 +24,9 @@ So a run ends on time whatever the database does, SIGTERM included, and every wr
 store or is in a journal the user is told about. :class:`ResilientStore` has the same methods as
 :class:`~elastic.store.Store` that a run uses, so it satisfies the run's store protocols.
 
+Over 500 lines because it mirrors every call of :class:`~elastic.store.Store` a run makes, each with
+its queued, bounded or local form, beside the worker and the journal they share.
+
 Written by hand rather than with a task-queue library: the store needs one ordered worker with
 per-call deadlines and a replayable journal, a few dozen lines on :mod:`threading` and
 :mod:`concurrent.futures`.

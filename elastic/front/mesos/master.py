@@ -27,6 +27,9 @@
 
 Every method takes one lock; the pool's callbacks only queue what they saw for the background thread, so
 the pool's lock and this one are never taken in the opposite order.
+
+Over 500 lines because every scheduler call changes the same framework and task records under that one
+lock; the parsing, offer rule, states, updates and executors already live in their own modules.
 """
 
 from __future__ import annotations
