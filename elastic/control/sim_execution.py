@@ -100,6 +100,7 @@ class SimExecution:
         self._seq = itertools.count()
         self._pending: list[Event] = []
         self._losses: dict[str, list[str]] = {}
+        self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
 
@@ -131,6 +132,9 @@ class SimExecution:
             estimate = estimate_after_loss(task.estimate, at - started)
             task = dataclasses.replace(task, estimate=task.estimate if estimate is None else estimate)
             bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
+            # until the driver has decided after this loss (it may ask for an allocation long enough),
+            # the task takes only an allocation with the time for it, never the "most time left" one
+            self._held.add(task_id)
         self._dispatch(max(at, self._now))
 
     def register(self, alloc_id: str, cores: int, walltime: float, stage: str) -> None:
@@ -146,7 +150,15 @@ class SimExecution:
         return None
 
     def decided(self) -> None:
-        """Nothing to do: simulated placement runs in step with the decisions."""
+        """The driver decided after the losses it saw: their tasks may now take any allocation.
+
+        As the pool does (:meth:`~elastic.pool.pool.Pool.decided`): a task lost when its allocation ended
+        waits for the decision before it may start on an allocation that cannot run it to its end, so a
+        follow-up the decision requested is waited for instead of a retry being spent.
+        """
+        if self._held:
+            self._held.clear()
+            self._dispatch(self._now)
 
     def release(self, alloc_id: str) -> None:
         """Nothing to do: on the virtual clock a cancel takes effect before any task is placed again."""
@@ -200,7 +212,9 @@ class SimExecution:
         if not offers:
             return
         placed = plan_placement(
-            (item[2] for item in self._queue), offers, lambda task: self._can_wait(task, t)
+            (item[2] for item in self._queue),
+            offers,
+            lambda task: task.task_id in self._held or self._can_wait(task, t),
         )
         started = {task.task_id for task, _ in placed}
         self._queue = [item for item in self._queue if item[2].task_id not in started]
