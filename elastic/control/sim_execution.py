@@ -150,7 +150,7 @@ class SimExecution:
         return None
 
     def decided(self) -> None:
-        """The driver decided after the losses it saw: their tasks may now take any allocation.
+        """Let the tasks lost before the driver's decision take any allocation now.
 
         As the pool does (:meth:`~elastic.pool.pool.Pool.decided`): a task lost when its allocation ended
         waits for the decision before it may start on an allocation that cannot run it to its end, so a
