@@ -143,6 +143,36 @@ class _Path:
     choices: tuple[Choice, ...]
     opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
     held: bool = False  # it still runs on the allocation held when planning started (stages may run in waves)
+    mean: float = 0.0  # the delay's mean (computed once: the search compares it often)
+    key: bytes = b""  # the delay's bytes (the key of the wait steps already priced)
+
+
+def _path(charged: float, delay: np.ndarray, choices: tuple[Choice, ...], opened: bool, held: bool) -> _Path:
+    # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
+    return _Path(charged, delay, choices, opened, held, float(_SUM(delay)) / len(delay), delay.tobytes())
+
+
+_SUM = np.add.reduce
+
+
+class _Order:
+    """Ties between equal costs go by the choices: kept before new, then narrower (compared only on ties)."""
+
+    __slots__ = ("choices",)
+
+    def __init__(self, choices: tuple[Choice, ...]) -> None:
+        self.choices = choices
+
+    def _key(self) -> list[tuple[bool, int]]:
+        return [(c.new, c.cores) for c in self.choices]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Order) and self._key() == other._key()
+
+    def __lt__(self, other: _Order) -> bool:
+        return self._key() < other._key()
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 def plan(
@@ -207,12 +237,14 @@ def plan(
     n = len(stages)
     starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
     widest_left = [max(s.cores for s in stages[m:]) for m in range(n)]
-    quantiles: dict[tuple[int, bool], np.ndarray] = {}
+    quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
     steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
+    now_or_later: dict[tuple[int, int, bytes], bool] = {}
 
-    def quantile(cores: int, fu: bool) -> np.ndarray:
+    def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float]:
         if (cores, fu) not in quantiles:
-            quantiles[cores, fu] = np.sort(np.asarray(waits(cores, fu), dtype=float))
+            q = np.sort(np.asarray(waits(cores, fu), dtype=float))
+            quantiles[cores, fu] = q, timing.lead_time(q, cores, prices)
         return quantiles[cores, fu]
 
     def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray]:
@@ -220,21 +252,28 @@ def plan(
         # beside this plan's first allocations (not yet started), it waits in the queue they wait in
         fu = follow_up or (h > 0 and not p.opened)
         if not fu and h > 0:
-            first = quantile(cores, False)
-            fu = not timing.requested_now(first, cores, prices, need=starts[m], delay=p.delay, model=model)
-        key = (cores, fu, m, p.delay.tobytes())
+            now_key = (cores, m, p.key)
+            if now_key not in now_or_later:
+                first, first_lead = quantile(cores, False)
+                now_or_later[now_key] = not timing.requested_now(
+                    first, cores, prices, need=starts[m], delay=p.delay, model=model, lead=first_lead
+                )
+            fu = now_or_later[now_key]
+        key = (cores, fu, m, p.key)
         if key not in steps:
+            q, q_lead = quantile(cores, fu)
             steps[key] = timing.acquire_delayed(
-                quantile(cores, fu), cores, prices, need=starts[m], delay=p.delay, model=model
+                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead
             )
         return steps[key]
 
-    def score(p: _Path) -> tuple[float, tuple[tuple[bool, int], ...]]:
-        total = p.charged + prices.beta * float(p.delay.mean())
-        return round(total, 6), tuple((c.new, c.cores) for c in p.choices)
+    def score(p: _Path) -> tuple[float, _Order]:
+        return round(p.charged + prices.beta * p.mean, 6), _Order(p.choices)
 
     nothing = np.zeros(len(timing.PROBS))
-    frontier = {w: [_Path(0.0, nothing, (), held=True)] for w in {held, *(w for w in shrink if 0 < w < held)}}
+    frontier = {
+        w: [_path(0.0, nothing, (), False, True)] for w in {held, *(w for w in shrink if 0 < w < held)}
+    }
     for m, s in enumerate(stages):
         grown: dict[int, list[_Path]] = {}
         widths = sorted({t.cores for t in stages[m:] if t.cores >= s.cores})
@@ -244,15 +283,20 @@ def plan(
                 if 0 < waves <= (WAVES if p.held else 1) and h <= widest_left[m]:
                     kept = Choice(s.name, h, new=False)
                     charged = p.charged + hold.keep_cost(h, waves * s.work)
-                    delay = p.delay + (waves - 1) * s.work
-                    grown.setdefault(h, []).append(
-                        _Path(charged, delay, (*p.choices, kept), p.opened, p.held)
-                    )
+                    if waves == 1:
+                        grown.setdefault(h, []).append(
+                            _Path(charged, p.delay, (*p.choices, kept), p.opened, p.held, p.mean, p.key)
+                        )
+                    else:
+                        delay = p.delay + (waves - 1) * s.work
+                        grown.setdefault(h, []).append(
+                            _path(charged, delay, (*p.choices, kept), p.opened, p.held)
+                        )
                 for c in widths:
                     idle, delay = acquire(c, h, m, p)
                     new = Choice(s.name, c, new=True)
                     charged = p.charged + c * s.work + idle
-                    grown.setdefault(c, []).append(_Path(charged, delay, (*p.choices, new), True))
+                    grown.setdefault(c, []).append(_path(charged, delay, (*p.choices, new), True, False))
         frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
     best = min((p for paths in frontier.values() for p in paths), key=score)
     return best.charged + prices.beta * float(best.delay.mean()), best.choices
@@ -262,11 +306,14 @@ def _pareto(paths: Sequence[_Path]) -> list[_Path]:
     """Keep, in order, the paths no earlier kept one beats on both charge and delay; at most :data:`BEAM`."""
     kept: list[_Path] = []
     for p in paths:
+        # a delay no greater at every quantile has a mean no greater (float sums are monotone): the
+        # cheap tests go first
         if any(
             k.opened == p.opened
             and k.held == p.held
             and k.charged <= p.charged
-            and bool(np.all(k.delay <= p.delay))
+            and k.mean <= p.mean
+            and bool((k.delay <= p.delay).all())
             for k in kept
         ):
             continue
