@@ -713,8 +713,8 @@ class Planner:
             for s in view.stages[current.index + 1 :]:
                 if s.complete:
                     continue
-                if s.name in others:
-                    break
+                if s.name in others or not _follows(view, s, [current, *after]):
+                    break  # kept for another allocation, or a parallel branch: planned on its own
                 after.append(s)
             if not after:
                 continue
@@ -778,10 +778,11 @@ class Planner:
         for s in view.stages:
             if s.complete or s.name in covered:
                 segments.append([])
-            elif s.ready and segments[-1]:
+            elif segments[-1] and (s.ready or not _follows(view, s, segments[-1])):
                 # a ready stage is needed now, whatever comes before it in the plan: a stage of a
                 # remembered or declared plan that has no task yet (the script changed since) must not
-                # hold it back, and on a DAG a sibling branch is no predecessor
+                # hold it back; and on a DAG a stage that does not follow the segment's last one (a
+                # sibling branch) is no successor of it: each chain of the DAG is planned from its own need
                 segments.append([s])
             else:
                 segments[-1].append(s)
@@ -986,6 +987,23 @@ def _minute(t: float) -> float:
 
 def _known(view: RunView, label: str) -> bool:
     return any(s.name == label for s in view.stages)
+
+
+def _follows(view: RunView, s: StageView, chain: Sequence[StageView]) -> bool:
+    """Whether ``s`` runs after the last stage of ``chain`` and waits for nothing outside it.
+
+    The search (:func:`plan`) runs the stages it is given one after another; a stage joins a chain only
+    if it depends on the chain's last stage and every other stage it depends on is in the chain or done.
+    On a chain every stage follows the one before it; a stage of a parallel branch does not, and is
+    planned from its own need instead of behind its sibling (issue 28, item 4). A stage that declares no
+    dependency (a live plan's stage announced before its tasks) follows the stage before it, as before.
+    """
+    if not s.depends_on or not chain:
+        return True
+    names = {c.name for c in chain}
+    if chain[-1].name not in s.depends_on:
+        return False
+    return all(d in names or (_known(view, d) and view.stage(d).complete) for d in s.depends_on)
 
 
 def _predecessor_label(view: RunView, s: StageView) -> str | None:
