@@ -213,13 +213,19 @@ def acquire_delayed(
     if keeps_place(model):
         return 0.0, _slices(d[:, None] + w[None, :])
     best = lead_time(w, cores, prices) if lead is None else lead
-    if requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best):
+    now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best)
+    if now:
         at = need + d[:, None]
         idle = float(np.maximum(at - w[None, :], 0.0).mean())
-        after = np.maximum(d[:, None], w[None, :] - need)
     else:
         asked = min(best, max(need, 0.0))
         idle = float(np.maximum(asked - w, 0.0).mean())
+    if w.min() == w.max():  # one wait (the scheduler's estimate): each row of the 20 x 20 is one value
+        row = np.maximum(d, w[0] - need) if now else d + max(w[0] - asked, 0.0)
+        return prices.alpha * cores * idle, _repeated_slices(row)
+    if now:
+        after = np.maximum(d[:, None], w[None, :] - need)
+    else:
         after = d[:, None] + np.maximum(w - asked, 0.0)[None, :]
     return prices.alpha * cores * idle, _slices(after)
 
@@ -243,6 +249,17 @@ def requested_now(
         return False
     best = lead_time(waits, cores, prices) if lead is None else lead
     return best >= need + float(np.mean(delay))
+
+
+def _repeated_slices(row: FloatArray) -> FloatArray:
+    """:func:`_slices` of ``len(PROBS)`` copies of each of ``row``'s values, without sorting them all.
+
+    Sorted, the copies of each value lie side by side, so each slice holds copies of one value: the
+    same array :func:`_slices` averages, built from ``row`` sorted (the result is bit for bit the same).
+    """
+    n = len(PROBS)
+    out: FloatArray = np.repeat(np.sort(row), n).reshape(n, -1).mean(axis=1)
+    return out
 
 
 def _slices(values: FloatArray) -> FloatArray:
