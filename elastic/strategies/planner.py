@@ -74,11 +74,9 @@ an allocation, every other stage gets its own when it is needed (Per-Stage's beh
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -93,187 +91,33 @@ from elastic.strategies.base import (
     Releasing,
     RunView,
     Serve,
-    Shorten,
     StageView,
     Submit,
     release_idle,
     walltime_follow_ups,
 )
 from elastic.strategies.base import merge as merge_decisions
-from elastic.strategies.merge import Choice
+from elastic.strategies.planner_rules import (
+    SHORTEN_SLACK,
+    _as_planned,
+    _follows,
+    _known,
+    _lead_caps,
+    _minute,
+    _pieces_for,
+    _predecessor_label,
+    _released,
+    _shortened,
+    _subset_widths,
+)
+from elastic.strategies.search import BEAM, WAVES, StagePlan, Waits, plan
 
-__all__ = ["Planner", "StagePlan", "Waits", "plan"]
+__all__ = ["BEAM", "SHORTEN_SLACK", "WAVES", "Planner", "StagePlan", "Waits", "plan"]
 
 logger = logging.getLogger(__name__)
 
-SHORTEN_SLACK = 60.0
-"""Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
-limits are whole minutes)."""
-
 HEADROOM_SLACK = 60.0
 """Seconds of estimated wait that walltime headroom may cost a request (:meth:`Planner._headroom`)."""
-
-
-@dataclass(frozen=True, slots=True)
-class StagePlan:
-    """A stage as the planner sees it: its width and its expected seconds of work left."""
-
-    name: str
-    cores: int
-    work: float
-
-
-BEAM = 8
-"""Partial plans :func:`plan` keeps per stage and width held (after dropping dominated ones)."""
-
-WAVES = 2
-"""Most waves a stage is planned to run in on an allocation it follows that is narrower than the stage
-(half the width: a wide allocation cut to the pieces kept across a narrow stage)."""
-
-Waits = Callable[[int, bool], np.ndarray]
-"""``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS`."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Path:
-    """A partial plan: core-seconds charged so far, the delay it carries (quantiles), its choices."""
-
-    charged: float
-    delay: np.ndarray
-    choices: tuple[Choice, ...]
-    opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
-    held: bool = False  # it still runs on the allocation held when planning started (stages may run in waves)
-
-
-def plan(
-    stages: Sequence[StagePlan],
-    *,
-    held: int,
-    lead: float,
-    waits: Waits,
-    prices: timing.Prices,
-    model: str | None,
-    follow_up: bool = True,
-    shrink: Sequence[int] = (),
-) -> tuple[float, tuple[Choice, ...]]:
-    """Return the cheapest way to run ``stages`` in order, and its expected cost.
-
-    A plan's cost is the core-seconds it charges (work, and cores that idle before their stage) plus
-    ``beta`` times its expected delay. The delay is carried along the plan as a distribution
-    (:func:`timing.acquire_delayed`): a new allocation requested at once beside another one still
-    waiting delays the run by the longer of the two waits, one requested later or chained behind it by
-    their sum. Pricing each allocation's wait on its own (the sum, always) made a short narrow first
-    stage on its own allocation look as dear as both waits together, so the planner merged it into the
-    wide allocation after it and paid the wide cores idle while it ran.
-
-    The search goes stage by stage, keeping per width held the partial plans no other one beats on both
-    core-seconds charged and delay (every quantile), at most :data:`BEAM` of them.
-
-    Parameters
-    ----------
-    stages : sequence of StagePlan
-        The stages, in the order they run.
-    held : int
-        Cores of the allocation held when the first stage starts (0: none).
-    lead : float
-        Seconds from now until the first stage starts.
-    waits : callable
-        ``waits(cores, follow_up)``: quantiles of a new allocation's wait.
-    prices : timing.Prices
-        Core-second and makespan prices.
-    model : str or None
-        Priority model of the queue (:func:`timing.keeps_place`).
-    follow_up : bool, default True
-        Whether a first new allocation (with nothing held) is a follow-up wait. A later one is, unless
-        it is requested at once beside the plan's earlier new ones while nothing of the run has started
-        (``follow_up`` False): it then waits in the queue they wait in (the controller labels waits so).
-    shrink : sequence of int, default ()
-        Narrower widths the held allocation can be cut to before the first stage (it is made of batch
-        jobs, :attr:`~elastic.strategies.base.Submit.pieces`, some of which can be released). A stage
-        wider than the held allocation, cut or not, runs on it in waves (at most :data:`WAVES`).
-
-    Returns
-    -------
-    cost : float
-        Expected core-seconds charged plus priced delay.
-    choices : tuple of Choice
-        Per stage: the width it runs on and whether that allocation is new. A stage runs on the
-        allocation before it only if that one is no wider than the widest stage left and as wide as the
-        stage, or, on the held allocation, at least half as wide: it then runs in waves (:data:`WAVES`),
-        each adding the stage's work to the delay. A new allocation is as wide as one of the stages
-        left, at least the stage's own width. Ties go to keeping (no wait), then to the narrower
-        allocation, from the first stage on.
-    """
-    n = len(stages)
-    starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
-    widest_left = [max(s.cores for s in stages[m:]) for m in range(n)]
-    quantiles: dict[tuple[int, bool], np.ndarray] = {}
-    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
-
-    def quantile(cores: int, fu: bool) -> np.ndarray:
-        if (cores, fu) not in quantiles:
-            quantiles[cores, fu] = np.sort(np.asarray(waits(cores, fu), dtype=float))
-        return quantiles[cores, fu]
-
-    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray]:
-        # a follow-up wait, unless nothing of the run has started when it is requested: requested now
-        # beside this plan's first allocations (not yet started), it waits in the queue they wait in
-        fu = follow_up or (h > 0 and not p.opened)
-        if not fu and h > 0:
-            first = quantile(cores, False)
-            fu = not timing.requested_now(first, cores, prices, need=starts[m], delay=p.delay, model=model)
-        key = (cores, fu, m, p.delay.tobytes())
-        if key not in steps:
-            steps[key] = timing.acquire_delayed(
-                quantile(cores, fu), cores, prices, need=starts[m], delay=p.delay, model=model
-            )
-        return steps[key]
-
-    def score(p: _Path) -> tuple[float, tuple[tuple[bool, int], ...]]:
-        total = p.charged + prices.beta * float(p.delay.mean())
-        return round(total, 6), tuple((c.new, c.cores) for c in p.choices)
-
-    nothing = np.zeros(len(timing.PROBS))
-    frontier = {w: [_Path(0.0, nothing, (), held=True)] for w in {held, *(w for w in shrink if 0 < w < held)}}
-    for m, s in enumerate(stages):
-        grown: dict[int, list[_Path]] = {}
-        widths = sorted({t.cores for t in stages[m:] if t.cores >= s.cores})
-        for h, paths in frontier.items():
-            for p in paths:
-                waves = math.ceil(s.cores / h) if h > 0 else 0
-                if 0 < waves <= (WAVES if p.held else 1) and h <= widest_left[m]:
-                    kept = Choice(s.name, h, new=False)
-                    charged = p.charged + hold.keep_cost(h, waves * s.work)
-                    delay = p.delay + (waves - 1) * s.work
-                    grown.setdefault(h, []).append(
-                        _Path(charged, delay, (*p.choices, kept), p.opened, p.held)
-                    )
-                for c in widths:
-                    idle, delay = acquire(c, h, m, p)
-                    new = Choice(s.name, c, new=True)
-                    charged = p.charged + c * s.work + idle
-                    grown.setdefault(c, []).append(_Path(charged, delay, (*p.choices, new), True))
-        frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
-    best = min((p for paths in frontier.values() for p in paths), key=score)
-    return best.charged + prices.beta * float(best.delay.mean()), best.choices
-
-
-def _pareto(paths: Sequence[_Path]) -> list[_Path]:
-    """Keep, in order, the paths no earlier kept one beats on both charge and delay; at most :data:`BEAM`."""
-    kept: list[_Path] = []
-    for p in paths:
-        if any(
-            k.opened == p.opened
-            and k.held == p.held
-            and k.charged <= p.charged
-            and bool(np.all(k.delay <= p.delay))
-            for k in kept
-        ):
-            continue
-        kept.append(p)
-        if len(kept) == BEAM:
-            break
-    return kept
 
 
 class Planner:
@@ -666,8 +510,8 @@ class Planner:
             for s in view.stages[current.index + 1 :]:
                 if s.complete:
                     continue
-                if s.name in others:
-                    break
+                if s.name in others or not _follows(view, s, [current, *after]):
+                    break  # kept for another allocation, or a parallel branch: planned on its own
                 after.append(s)
             if not after:
                 continue
@@ -731,10 +575,11 @@ class Planner:
         for s in view.stages:
             if s.complete or s.name in covered:
                 segments.append([])
-            elif s.ready and segments[-1]:
+            elif segments[-1] and (s.ready or not _follows(view, s, segments[-1])):
                 # a ready stage is needed now, whatever comes before it in the plan: a stage of a
                 # remembered or declared plan that has no task yet (the script changed since) must not
-                # hold it back, and on a DAG a sibling branch is no predecessor
+                # hold it back; and on a DAG a stage that does not follow the segment's last one (a
+                # sibling branch) is no successor of it: each chain of the DAG is planned from its own need
                 segments.append([s])
             else:
                 segments[-1].append(s)
@@ -819,132 +664,3 @@ class Planner:
                 need = max(need, view.now) + timing.expected_delay(waits, 0.0 if chain else lead_left)
                 need += sum(work[x] for x in g.stages)
         return submits, wake
-
-
-def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> list[Shorten]:
-    """Step 3: lower the walltime of requests that still wait once their first stage is ready.
-
-    A request asks for walltime to idle until its stage's need as well (:meth:`Planner._requests`), in
-    case it starts before the need. Once the stage is ready that cover can no longer be used, and a
-    shorter request fits gaps in the schedule a longer one does not: HPC2N capacity, Statistics 28, run
-    5: the request for ``period_stats`` asked 2.5 h, still waited when the stage was ready at 11.3 h and
-    started at 30.7 h, where Per-Stage's request of 1.25 h, asked then, started at once. Each is lowered
-    to what its stages need (:func:`merge.group_walltime`; a piece, to what
-    :meth:`Planner._waves_walltime` would ask, ``piece_walltime``); walltime follow-ups ask no cover and
-    are left.
-    """
-    out: list[Shorten] = []
-    order = {s.name: s.index for s in view.stages}
-    for a in view.allocations:
-        if not a.pending or a.cancelled or a.reason != "initial":
-            continue
-        labels = sorted(
-            (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
-        )
-        if not labels or not view.stage(labels[0]).ready:
-            continue
-        needed = merge.group_walltime(view.knowledge, labels)
-        if a.piece_of is not None:  # a piece keeps a second wave's walltime where it costs no wait
-            needed = piece_walltime(a.cores, needed)
-        if a.walltime > needed + SHORTEN_SLACK:
-            out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
-    return out
-
-
-def _lead_caps(view: RunView) -> dict[str, float]:
-    """Per stage, the wait of an allocation of its that started too early and ended unused (the lead cap).
-
-    After such an allocation, the stage is requested at most that wait ahead of its need, as the paper's
-    naive ASA re-plans with the wait it just saw: a wait distribution with a long tail cannot make the
-    planner request, idle and release over and over.
-    """
-    caps: dict[str, float] = {}
-    for a in view.allocations:
-        if not a.ended or a.start_time is None or a.submit_time is None or a.end_time is None:
-            continue
-        first = next(iter(a.labels), None)
-        if first is None or not _known(view, first):
-            continue
-        s = view.stage(first)
-        if s.start_time is None or s.start_time > a.end_time:
-            wait = a.start_time - a.submit_time
-            caps[first] = min(caps.get(first, math.inf), wait)
-    return caps
-
-
-def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
-    """``view`` with each allocation kept for the stages the holds just chose (``kept``; absent: cancelled).
-
-    Release then goes by what the allocations are kept for from now on: a batch job split from a request
-    that was just kept for the next stages is needed for them (:func:`release_idle`).
-    """
-    allocations = []
-    for a in view.allocations:
-        if a.ended or kept.get(a.alloc_id) == a.labels:
-            allocations.append(a)
-        elif a.alloc_id in kept:
-            allocations.append(dataclasses.replace(a, serves=kept[a.alloc_id]))
-        else:
-            allocations.append(dataclasses.replace(a, cancelled=True))
-    return dataclasses.replace(view, allocations=tuple(allocations))
-
-
-def _subset_widths(widths: Sequence[int]) -> tuple[int, ...]:
-    """Return the widths some of the batch jobs ``widths`` make together, narrower than all of them.
-
-    Examples
-    --------
-    >>> _subset_widths([28, 28]), _subset_widths([56]), _subset_widths([10, 10, 5])
-    ((28,), (), (5, 10, 15, 20))
-    """
-    sums = {0}
-    for w in widths:
-        sums |= {x + w for x in sums}
-    return tuple(sorted(x for x in sums if 0 < x < sum(widths)))
-
-
-def _pieces_for(live: Sequence[Allocation], width: int, busy: Callable[[str], int]) -> list[Allocation]:
-    """Return running batch jobs of one request that make ``width`` cores together (all: none does).
-
-    Jobs with more busy cores come first (the others are released as their tasks end,
-    :func:`~elastic.strategies.base.release_idle`, an idle one at once), then those with more walltime
-    left (they are kept for the stages to come): the first jobs in that order whose widths sum to
-    ``width`` (a subset-sum over cores, linear in the jobs: a request split into 1-core jobs has as many
-    as it has cores).
-
-    Examples
-    --------
-    >>> from elastic.allocations import Allocation
-    >>> jobs = [Allocation(f"a{i}", cores=c, walltime=3600.0) for i, c in enumerate((20, 8, 20, 8))]
-    >>> [b.alloc_id for b in _pieces_for(jobs, 28, {"a2": 5}.get)]  # a2 is busy: kept, with an 8
-    ['a2', 'a1']
-    """
-    order = sorted(live, key=lambda b: (-(busy(b.alloc_id) or 0), -(b.walltime_end or math.inf)))
-    reach: dict[int, tuple[Allocation, ...]] = {0: ()}
-    for b in order:
-        for total, jobs in list(reach.items()):
-            reach.setdefault(total + b.cores, (*jobs, b))
-    return list(reach.get(width, live))
-
-
-def _released(ids: Iterable[str], at: float) -> Releasing:
-    """Return ``ids`` released at ``at`` (to the minute), as an :class:`~elastic.strategies.base.Estimate`."""
-    return tuple(sorted((x, _minute(at)) for x in ids))
-
-
-def _minute(t: float) -> float:
-    """``t`` to the minute: release times vary by seconds from one decision to the next (estimates cache)."""
-    return round(t / 60.0) * 60.0
-
-
-def _known(view: RunView, label: str) -> bool:
-    return any(s.name == label for s in view.stages)
-
-
-def _predecessor_label(view: RunView, s: StageView) -> str | None:
-    """Label of the live allocation kept for ``s``'s predecessors (what a chained request depends on)."""
-    for dep in s.depends_on:
-        for a in reversed(view.allocations_serving(dep, live_only=True)):
-            if a.stage is not None:
-                return a.stage
-    return None

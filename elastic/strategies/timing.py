@@ -162,6 +162,7 @@ def acquire_delayed(
     need: float,
     delay: FloatArray,
     model: str | None,
+    lead: float | None = None,
 ) -> tuple[float, FloatArray]:
     """Return what new ``cores`` cost in idle cores, and the delay the stages after them carry.
 
@@ -183,7 +184,8 @@ def acquire_delayed(
       before it): its wait starts when that one ends, so the delay after is ``delay + W``; nothing idles.
 
     With no delay before it, the idle cost plus ``beta`` times the expected delay added is
-    :func:`acquire_cost` at ``lead = need`` (which is computed so).
+    :func:`acquire_cost` at ``lead = need`` (which is computed so). ``lead``, if given, is
+    :func:`lead_time` of ``waits`` (a caller pricing many steps on one distribution computes it once).
 
     Returns
     -------
@@ -210,28 +212,54 @@ def acquire_delayed(
     w = np.asarray(waits, dtype=float)
     if keeps_place(model):
         return 0.0, _slices(d[:, None] + w[None, :])
-    if requested_now(w, cores, prices, need=need, delay=d, model=model):
+    best = lead_time(w, cores, prices) if lead is None else lead
+    now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best)
+    if now:
         at = need + d[:, None]
         idle = float(np.maximum(at - w[None, :], 0.0).mean())
+    else:
+        asked = min(best, max(need, 0.0))
+        idle = float(np.maximum(asked - w, 0.0).mean())
+    if w.min() == w.max():  # one wait (the scheduler's estimate): each row of the 20 x 20 is one value
+        row = np.maximum(d, w[0] - need) if now else d + max(w[0] - asked, 0.0)
+        return prices.alpha * cores * idle, _repeated_slices(row)
+    if now:
         after = np.maximum(d[:, None], w[None, :] - need)
     else:
-        lead = min(lead_time(w, cores, prices), max(need, 0.0))
-        idle = float(np.maximum(lead - w, 0.0).mean())
-        after = d[:, None] + np.maximum(w - lead, 0.0)[None, :]
+        after = d[:, None] + np.maximum(w - asked, 0.0)[None, :]
     return prices.alpha * cores * idle, _slices(after)
 
 
 def requested_now(
-    waits: FloatArray, cores: int, prices: Prices, *, need: float, delay: FloatArray, model: str | None
+    waits: FloatArray,
+    cores: int,
+    prices: Prices,
+    *,
+    need: float,
+    delay: FloatArray,
+    model: str | None,
+    lead: float | None = None,
 ) -> bool:
     """Whether new cores needed ``need`` seconds plus ``delay`` from now are requested at once, unchained.
 
-    Where held jobs are ranked at eligibility, when the newsvendor lead (:func:`lead_time`) reaches back
-    past now from the expected need (:func:`acquire_delayed`).
+    Where held jobs are ranked at eligibility, when the newsvendor lead (:func:`lead_time`; ``lead`` if
+    given) reaches back past now from the expected need (:func:`acquire_delayed`).
     """
     if keeps_place(model):
         return False
-    return lead_time(waits, cores, prices) >= need + float(np.mean(delay))
+    best = lead_time(waits, cores, prices) if lead is None else lead
+    return best >= need + float(np.mean(delay))
+
+
+def _repeated_slices(row: FloatArray) -> FloatArray:
+    """:func:`_slices` of ``len(PROBS)`` copies of each of ``row``'s values, without sorting them all.
+
+    Sorted, the copies of each value lie side by side, so each slice holds copies of one value: the
+    same array :func:`_slices` averages, built from ``row`` sorted (the result is bit for bit the same).
+    """
+    n = len(PROBS)
+    out: FloatArray = np.repeat(np.sort(row), n).reshape(n, -1).mean(axis=1)
+    return out
 
 
 def _slices(values: FloatArray) -> FloatArray:

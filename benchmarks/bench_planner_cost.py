@@ -1,0 +1,158 @@
+"""What ``asa``'s planning costs: per decision on a 100-stage DAG, per run of a 40-stage chain, vs Per-Stage.
+
+Three goals (issue 28, item 5), each measured on the mock backend's virtual clock with a busy queue (the
+synthetic 90 % load on 64 cores, as ``elastic compare --processors 64``):
+
+- **decision**: every :meth:`~elastic.strategies.planner.Planner.decide` of a whole simulated run of a
+  random 100-stage DAG (:func:`random_dag`: widths 1-28, stages of 1-30 min, parallel branches and
+  joins): median <= 100 ms, 99th percentile <= 1 s;
+- **chain**: a whole simulated run of a 40-stage chain (widths 1-28, 1-30 min stages) under ``asa``:
+  <= 1 s of CPU;
+- **replay**: on a long-queue trace replay (``--trace``, default SDSC Blue), ``asa``'s simulation CPU per
+  run <= 3x Per-Stage's.
+
+Prints each figure beside its goal and exits 1 on a miss.
+
+    .venv/bin/python benchmarks/bench_planner_cost.py [--runs 3] [--seed 1] [--trace PATH] [--profile]
+
+``--profile`` prints the top of a cProfile of the 40-stage chain's run instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import os
+import pstats
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from elastic.experiments import default_background, simulate_runs
+from elastic.workflow import Stage, Workflow, resolve_workflow
+
+DECISION_MEDIAN = 0.100
+DECISION_P99 = 1.0
+CHAIN_CPU = 1.0
+REPLAY_RATIO = 3.0
+
+
+def random_dag(n: int, *, seed: int = 0, widest: int = 28, chain: bool = False) -> Workflow:
+    """Return a random workflow of ``n`` stages: widths 1-``widest``, 1-30 min tasks.
+
+    With ``chain`` every stage follows the one before it; else each follows one to three earlier stages
+    (mostly the one before it: chains with parallel branches and joins), or none.
+    """
+    rng = np.random.default_rng(seed)
+    stages = []
+    for i in range(n):
+        if chain or i == 0:
+            deps: tuple[str, ...] | None = None
+        else:
+            picks = {int(j) for j in rng.integers(max(0, i - 6), i, size=int(rng.integers(1, 4)))}
+            deps = tuple(f"s{j}" for j in sorted(picks)) if rng.random() < 0.9 else ()
+        cores = int(rng.choice([1, 2, 4]))
+        width = int(rng.integers(1, widest + 1))
+        tasks = max(1, width // cores)
+        stages.append(Stage(f"s{i}", tasks, cores, runtime=float(rng.uniform(60, 1800)), depends_on=deps))
+    stages[0] = Stage("s0", widest, 1, runtime=stages[0].runtime)  # the peak is reached
+    return Workflow(f"{'chain' if chain else 'dag'}{n}", tuple(stages))
+
+
+def _timed_decisions(run: Callable[[], Any]) -> list[float]:
+    """Run ``run()`` with every Planner.decide timed (CPU seconds); return the times."""
+    from elastic.strategies.planner import Planner
+
+    times: list[float] = []
+    original = Planner.decide
+
+    def decide(self: Planner, view: Any) -> Any:
+        start = time.process_time()
+        try:
+            return original(self, view)
+        finally:
+            times.append(time.process_time() - start)
+
+    Planner.decide = decide  # type: ignore[method-assign]
+    try:
+        run()
+    finally:
+        Planner.decide = original  # type: ignore[method-assign]
+    return times
+
+
+def _cpu(run: Callable[[], Any]) -> float:
+    start = time.process_time()
+    run()
+    return time.process_time() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--trace", type=Path, default=None, help="long-queue SWF trace for the replay goal")
+    parser.add_argument("--profile", action="store_true", help="cProfile the 40-stage chain's run")
+    parser.add_argument("--skip-replay", action="store_true")
+    args = parser.parse_args()
+    background = default_background(64, seed=args.seed)
+    chain = random_dag(40, seed=args.seed, chain=True)
+    dag = random_dag(100, seed=args.seed)
+
+    def sim(workflow: Workflow, strategy: str, runs: int, **kw: Any) -> Callable[[], Any]:
+        return lambda: simulate_runs(workflow, strategy, runs=runs, seed=args.seed, **kw)
+
+    if args.profile:
+        profiler = cProfile.Profile()
+        profiler.enable()
+        sim(chain, "asa", 1, background=background)()
+        profiler.disable()
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        return 0
+    misses = []
+    times = np.array(_timed_decisions(sim(dag, "asa", args.runs, background=background)))
+    median, p99 = float(np.median(times)), float(np.quantile(times, 0.99))
+    print(
+        f"decision, 100-stage DAG, {len(times)} decisions over {args.runs} runs: "
+        f"median {median * 1000:.1f} ms (goal <= {DECISION_MEDIAN * 1000:.0f}), "
+        f"p99 {p99 * 1000:.0f} ms (goal <= {DECISION_P99 * 1000:.0f}), max {times.max() * 1000:.0f} ms"
+    )
+    if median > DECISION_MEDIAN or p99 > DECISION_P99:
+        misses.append("decision")
+    per_run = _cpu(sim(chain, "asa", args.runs, background=background)) / args.runs
+    print(f"run, 40-stage chain under asa: {per_run:.2f} s CPU per run (goal <= {CHAIN_CPU:.0f})")
+    if per_run > CHAIN_CPU:
+        misses.append("chain")
+    if not args.skip_replay:
+        from elastic.simulator.trace import read_swf
+
+        traces = Path(
+            os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[1] / "../shared/data/traces")
+        )
+        path = args.trace or traces / "SDSC-BLUE-2000-4.2-cln.swf.gz"
+        workload = read_swf(path)
+        montage = resolve_workflow("montage")
+        cpu = {
+            s: _cpu(sim(montage, s, args.runs, background=workload)) / args.runs for s in ("perstage", "asa")
+        }
+        ratio = cpu["asa"] / max(cpu["perstage"], 1e-9)
+        print(
+            f"replay {path.name}, montage: asa {cpu['asa']:.2f} s, perstage {cpu['perstage']:.2f} s CPU "
+            f"per run: {ratio:.1f}x (goal <= {REPLAY_RATIO:.0f}x)"
+        )
+        if ratio > REPLAY_RATIO:
+            misses.append("replay")
+    print("missed: " + ", ".join(misses) if misses else "all goals met")
+    return 1 if misses else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,167 @@
+"""The planner's rules on the run view: lowering walltimes, lead caps, pieces kept, chains of a DAG.
+
+Functions of :class:`~elastic.strategies.planner.Planner`'s decision that read the view and no state of
+the planner's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Iterable, Sequence
+
+from elastic.allocations import Allocation
+from elastic.strategies import merge
+from elastic.strategies.base import Releasing, RunView, Shorten, StageView
+
+__all__ = ["SHORTEN_SLACK"]
+
+SHORTEN_SLACK = 60.0
+"""Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
+limits are whole minutes)."""
+
+
+def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> list[Shorten]:
+    """Step 3: lower the walltime of requests that still wait once their first stage is ready.
+
+    A request asks for walltime to idle until its stage's need as well (:meth:`Planner._requests`), in
+    case it starts before the need. Once the stage is ready that cover can no longer be used, and a
+    shorter request fits gaps in the schedule a longer one does not: HPC2N capacity, Statistics 28, run
+    5: the request for ``period_stats`` asked 2.5 h, still waited when the stage was ready at 11.3 h and
+    started at 30.7 h, where Per-Stage's request of 1.25 h, asked then, started at once. Each is lowered
+    to what its stages need (:func:`merge.group_walltime`; a piece, to what
+    :meth:`Planner._waves_walltime` would ask, ``piece_walltime``); walltime follow-ups ask no cover and
+    are left.
+    """
+    out: list[Shorten] = []
+    order = {s.name: s.index for s in view.stages}
+    for a in view.allocations:
+        if not a.pending or a.cancelled or a.reason != "initial":
+            continue
+        labels = sorted(
+            (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
+        )
+        if not labels or not view.stage(labels[0]).ready:
+            continue
+        needed = merge.group_walltime(view.knowledge, labels)
+        if a.piece_of is not None:  # a piece keeps a second wave's walltime where it costs no wait
+            needed = piece_walltime(a.cores, needed)
+        if a.walltime > needed + SHORTEN_SLACK:
+            out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
+    return out
+
+
+def _lead_caps(view: RunView) -> dict[str, float]:
+    """Per stage, the wait of an allocation of its that started too early and ended unused (the lead cap).
+
+    After such an allocation, the stage is requested at most that wait ahead of its need, as the paper's
+    naive ASA re-plans with the wait it just saw: a wait distribution with a long tail cannot make the
+    planner request, idle and release over and over.
+    """
+    caps: dict[str, float] = {}
+    for a in view.allocations:
+        if not a.ended or a.start_time is None or a.submit_time is None or a.end_time is None:
+            continue
+        first = next(iter(a.labels), None)
+        if first is None or not _known(view, first):
+            continue
+        s = view.stage(first)
+        if s.start_time is None or s.start_time > a.end_time:
+            wait = a.start_time - a.submit_time
+            caps[first] = min(caps.get(first, math.inf), wait)
+    return caps
+
+
+def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
+    """``view`` with each allocation kept for the stages the holds just chose (``kept``; absent: cancelled).
+
+    Release then goes by what the allocations are kept for from now on: a batch job split from a request
+    that was just kept for the next stages is needed for them (:func:`release_idle`).
+    """
+    allocations = []
+    for a in view.allocations:
+        if a.ended or kept.get(a.alloc_id) == a.labels:
+            allocations.append(a)
+        elif a.alloc_id in kept:
+            allocations.append(dataclasses.replace(a, serves=kept[a.alloc_id]))
+        else:
+            allocations.append(dataclasses.replace(a, cancelled=True))
+    return dataclasses.replace(view, allocations=tuple(allocations))
+
+
+def _subset_widths(widths: Sequence[int]) -> tuple[int, ...]:
+    """Return the widths some of the batch jobs ``widths`` make together, narrower than all of them.
+
+    Examples
+    --------
+    >>> _subset_widths([28, 28]), _subset_widths([56]), _subset_widths([10, 10, 5])
+    ((28,), (), (5, 10, 15, 20))
+    """
+    sums = {0}
+    for w in widths:
+        sums |= {x + w for x in sums}
+    return tuple(sorted(x for x in sums if 0 < x < sum(widths)))
+
+
+def _pieces_for(live: Sequence[Allocation], width: int, busy: Callable[[str], int]) -> list[Allocation]:
+    """Return running batch jobs of one request that make ``width`` cores together (all: none does).
+
+    Jobs with more busy cores come first (the others are released as their tasks end,
+    :func:`~elastic.strategies.base.release_idle`, an idle one at once), then those with more walltime
+    left (they are kept for the stages to come): the first jobs in that order whose widths sum to
+    ``width`` (a subset-sum over cores, linear in the jobs: a request split into 1-core jobs has as many
+    as it has cores).
+
+    Examples
+    --------
+    >>> from elastic.allocations import Allocation
+    >>> jobs = [Allocation(f"a{i}", cores=c, walltime=3600.0) for i, c in enumerate((20, 8, 20, 8))]
+    >>> [b.alloc_id for b in _pieces_for(jobs, 28, {"a2": 5}.get)]  # a2 is busy: kept, with an 8
+    ['a2', 'a1']
+    """
+    order = sorted(live, key=lambda b: (-(busy(b.alloc_id) or 0), -(b.walltime_end or math.inf)))
+    reach: dict[int, tuple[Allocation, ...]] = {0: ()}
+    for b in order:
+        for total, jobs in list(reach.items()):
+            reach.setdefault(total + b.cores, (*jobs, b))
+    return list(reach.get(width, live))
+
+
+def _released(ids: Iterable[str], at: float) -> Releasing:
+    """Return ``ids`` released at ``at`` (to the minute), as an :class:`~elastic.strategies.base.Estimate`."""
+    return tuple(sorted((x, _minute(at)) for x in ids))
+
+
+def _minute(t: float) -> float:
+    """``t`` to the minute: release times vary by seconds from one decision to the next (estimates cache)."""
+    return round(t / 60.0) * 60.0
+
+
+def _known(view: RunView, label: str) -> bool:
+    return any(s.name == label for s in view.stages)
+
+
+def _follows(view: RunView, s: StageView, chain: Sequence[StageView]) -> bool:
+    """Whether ``s`` runs after the last stage of ``chain`` and waits for nothing outside it.
+
+    The search (:func:`plan`) runs the stages it is given one after another; a stage joins a chain only
+    if it depends on the chain's last stage and every other stage it depends on is in the chain or done.
+    On a chain every stage follows the one before it; a stage of a parallel branch does not, and is
+    planned from its own need instead of behind its sibling (issue 28, item 4). A stage that declares no
+    dependency (a live plan's stage announced before its tasks) follows the stage before it, as before.
+    """
+    if not s.depends_on or not chain:
+        return True
+    names = {c.name for c in chain}
+    if chain[-1].name not in s.depends_on:
+        return False
+    return all(d in names or (_known(view, d) and view.stage(d).complete) for d in s.depends_on)
+
+
+def _predecessor_label(view: RunView, s: StageView) -> str | None:
+    """Label of the live allocation kept for ``s``'s predecessors (what a chained request depends on)."""
+    for dep in s.depends_on:
+        for a in reversed(view.allocations_serving(dep, live_only=True)):
+            if a.stage is not None:
+                return a.stage
+    return None

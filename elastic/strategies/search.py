@@ -1,0 +1,228 @@
+"""The planner's search: the cheapest way to run a chain of stages, each on a held or a new allocation.
+
+:func:`plan` prices each choice with the timing rule (:mod:`~elastic.strategies.timing`) and the hold
+rule's charge (:mod:`~elastic.strategies.hold`), and keeps per width held the partial plans no other
+beats on both core-seconds and delay. :class:`~elastic.strategies.planner.Planner` decides what to plan.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from elastic.strategies import hold, timing
+from elastic.strategies.merge import Choice
+
+__all__ = ["BEAM", "WAVES", "StagePlan", "Waits", "plan"]
+
+
+@dataclass(frozen=True, slots=True)
+class StagePlan:
+    """A stage as the planner sees it: its width and its expected seconds of work left."""
+
+    name: str
+    cores: int
+    work: float
+
+
+BEAM = 8
+"""Partial plans :func:`plan` keeps per stage and width held (after dropping dominated ones)."""
+
+WAVES = 2
+"""Most waves a stage is planned to run in on an allocation it follows that is narrower than the stage
+(half the width: a wide allocation cut to the pieces kept across a narrow stage)."""
+
+Waits = Callable[[int, bool], np.ndarray]
+"""``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS`."""
+
+
+@dataclass(frozen=True, slots=True)
+class _Path:
+    """A partial plan: core-seconds charged so far, the delay it carries (quantiles), its choices."""
+
+    charged: float
+    delay: np.ndarray
+    choices: tuple[Choice, ...]
+    opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
+    held: bool = False  # it still runs on the allocation held when planning started (stages may run in waves)
+    mean: float = 0.0  # the delay's mean (computed once: the search compares it often)
+    key: bytes = b""  # the delay's bytes (the key of the wait steps already priced)
+
+
+def _path(charged: float, delay: np.ndarray, choices: tuple[Choice, ...], opened: bool, held: bool) -> _Path:
+    # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
+    return _Path(charged, delay, choices, opened, held, float(_SUM(delay)) / len(delay), delay.tobytes())
+
+
+_SUM = np.add.reduce
+
+
+class _Order:
+    """Ties between equal costs go by the choices: kept before new, then narrower (compared only on ties)."""
+
+    __slots__ = ("choices",)
+
+    def __init__(self, choices: tuple[Choice, ...]) -> None:
+        self.choices = choices
+
+    def _key(self) -> list[tuple[bool, int]]:
+        return [(c.new, c.cores) for c in self.choices]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Order) and self._key() == other._key()
+
+    def __lt__(self, other: _Order) -> bool:
+        return self._key() < other._key()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def plan(
+    stages: Sequence[StagePlan],
+    *,
+    held: int,
+    lead: float,
+    waits: Waits,
+    prices: timing.Prices,
+    model: str | None,
+    follow_up: bool = True,
+    shrink: Sequence[int] = (),
+) -> tuple[float, tuple[Choice, ...]]:
+    """Return the cheapest way to run ``stages`` in order, and its expected cost.
+
+    A plan's cost is the core-seconds it charges (work, and cores that idle before their stage) plus
+    ``beta`` times its expected delay. The delay is carried along the plan as a distribution
+    (:func:`timing.acquire_delayed`): a new allocation requested at once beside another one still
+    waiting delays the run by the longer of the two waits, one requested later or chained behind it by
+    their sum. Pricing each allocation's wait on its own (the sum, always) made a short narrow first
+    stage on its own allocation look as dear as both waits together, so the planner merged it into the
+    wide allocation after it and paid the wide cores idle while it ran.
+
+    The search goes stage by stage, keeping per width held the partial plans no other one beats on both
+    core-seconds charged and delay (every quantile), at most :data:`BEAM` of them.
+
+    Parameters
+    ----------
+    stages : sequence of StagePlan
+        The stages, in the order they run.
+    held : int
+        Cores of the allocation held when the first stage starts (0: none).
+    lead : float
+        Seconds from now until the first stage starts.
+    waits : callable
+        ``waits(cores, follow_up)``: quantiles of a new allocation's wait.
+    prices : timing.Prices
+        Core-second and makespan prices.
+    model : str or None
+        Priority model of the queue (:func:`timing.keeps_place`).
+    follow_up : bool, default True
+        Whether a first new allocation (with nothing held) is a follow-up wait. A later one is, unless
+        it is requested at once beside the plan's earlier new ones while nothing of the run has started
+        (``follow_up`` False): it then waits in the queue they wait in (the controller labels waits so).
+    shrink : sequence of int, default ()
+        Narrower widths the held allocation can be cut to before the first stage (it is made of batch
+        jobs, :attr:`~elastic.strategies.base.Submit.pieces`, some of which can be released). A stage
+        wider than the held allocation, cut or not, runs on it in waves (at most :data:`WAVES`).
+
+    Returns
+    -------
+    cost : float
+        Expected core-seconds charged plus priced delay.
+    choices : tuple of Choice
+        Per stage: the width it runs on and whether that allocation is new. A stage runs on the
+        allocation before it only if that one is no wider than the widest stage left and as wide as the
+        stage, or, on the held allocation, at least half as wide: it then runs in waves (:data:`WAVES`),
+        each adding the stage's work to the delay. A new allocation is as wide as one of the stages
+        left, at least the stage's own width. Ties go to keeping (no wait), then to the narrower
+        allocation, from the first stage on.
+    """
+    n = len(stages)
+    starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
+    widest_left = [max(s.cores for s in stages[m:]) for m in range(n)]
+    quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
+    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
+    now_or_later: dict[tuple[int, int, bytes], bool] = {}
+
+    def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float]:
+        if (cores, fu) not in quantiles:
+            q = np.sort(np.asarray(waits(cores, fu), dtype=float))
+            quantiles[cores, fu] = q, timing.lead_time(q, cores, prices)
+        return quantiles[cores, fu]
+
+    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray]:
+        # a follow-up wait, unless nothing of the run has started when it is requested: requested now
+        # beside this plan's first allocations (not yet started), it waits in the queue they wait in
+        fu = follow_up or (h > 0 and not p.opened)
+        if not fu and h > 0:
+            now_key = (cores, m, p.key)
+            if now_key not in now_or_later:
+                first, first_lead = quantile(cores, False)
+                now_or_later[now_key] = not timing.requested_now(
+                    first, cores, prices, need=starts[m], delay=p.delay, model=model, lead=first_lead
+                )
+            fu = now_or_later[now_key]
+        key = (cores, fu, m, p.key)
+        if key not in steps:
+            q, q_lead = quantile(cores, fu)
+            steps[key] = timing.acquire_delayed(
+                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead
+            )
+        return steps[key]
+
+    def score(p: _Path) -> tuple[float, _Order]:
+        return round(p.charged + prices.beta * p.mean, 6), _Order(p.choices)
+
+    nothing = np.zeros(len(timing.PROBS))
+    frontier = {
+        w: [_path(0.0, nothing, (), False, True)] for w in {held, *(w for w in shrink if 0 < w < held)}
+    }
+    for m, s in enumerate(stages):
+        grown: dict[int, list[_Path]] = {}
+        widths = sorted({t.cores for t in stages[m:] if t.cores >= s.cores})
+        for h, paths in frontier.items():
+            for p in paths:
+                waves = math.ceil(s.cores / h) if h > 0 else 0
+                if 0 < waves <= (WAVES if p.held else 1) and h <= widest_left[m]:
+                    kept = Choice(s.name, h, new=False)
+                    charged = p.charged + hold.keep_cost(h, waves * s.work)
+                    if waves == 1:
+                        grown.setdefault(h, []).append(
+                            _Path(charged, p.delay, (*p.choices, kept), p.opened, p.held, p.mean, p.key)
+                        )
+                    else:
+                        delay = p.delay + (waves - 1) * s.work
+                        grown.setdefault(h, []).append(
+                            _path(charged, delay, (*p.choices, kept), p.opened, p.held)
+                        )
+                for c in widths:
+                    idle, delay = acquire(c, h, m, p)
+                    new = Choice(s.name, c, new=True)
+                    charged = p.charged + c * s.work + idle
+                    grown.setdefault(c, []).append(_path(charged, delay, (*p.choices, new), True, False))
+        frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
+    best = min((p for paths in frontier.values() for p in paths), key=score)
+    return best.charged + prices.beta * float(best.delay.mean()), best.choices
+
+
+def _pareto(paths: Sequence[_Path]) -> list[_Path]:
+    """Keep, in order, the paths no earlier kept one beats on both charge and delay; at most :data:`BEAM`."""
+    kept: list[_Path] = []
+    for p in paths:
+        # a delay no greater at every quantile has a mean no greater (float sums are monotone): the
+        # cheap tests go first
+        if any(
+            k.opened == p.opened
+            and k.held == p.held
+            and k.charged <= p.charged
+            and k.mean <= p.mean
+            and bool((k.delay <= p.delay).all())
+            for k in kept
+        ):
+            continue
+        kept.append(p)
+        if len(kept) == BEAM:
+            break
+    return kept
