@@ -12,8 +12,14 @@ are printed with the results.
 
 Examples
 --------
-``python benchmarks/slurm_oracle.py --workload synthetic --jobs 150``
-``python benchmarks/slurm_oracle.py --workload sdsc-blue --day 100 --hours 8 --load 1.5``
+``python benchmarks/slurm_oracle.py --workload synthetic --jobs 120``
+``python benchmarks/slurm_oracle.py --workload sdsc-blue --day 300 --hours 8 --load 2``
+``python benchmarks/slurm_oracle.py --workload hpc2n --day 100 --hours 8 --load 1.5``
+
+The default partition is 64 nodes of one fake CPU: Slurm's backfill reserves whole nodes for a pending
+job (``_add_reservation`` in ``src/plugins/sched/backfill/backfill.c`` works on node bitmaps), where the
+mock plans cores; one-CPU nodes make the two the same thing, so what is left is the scheduling itself.
+``--nodes 4 --cores-per-node 32`` shows the effect of the node granularity.
 """
 
 from __future__ import annotations
@@ -110,8 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workload", choices=("synthetic", *TRACES), default="synthetic")
     p.add_argument("--k", type=float, default=60.0, help="time scale: trace seconds per real second (60)")
-    p.add_argument("--nodes", type=int, default=32, help="slurmd nodes (32)")
-    p.add_argument("--cores-per-node", type=int, default=4, help="fake CPUs per node (4)")
+    p.add_argument("--nodes", type=int, default=64, help="slurmd nodes (64)")
+    p.add_argument("--cores-per-node", type=int, default=1, help="fake CPUs per node (1: one core, one node)")
     p.add_argument("--jobs", type=int, default=150, help="synthetic: jobs; trace: at most this many (150)")
     p.add_argument(
         "--load", type=float, default=1.0, help="synthetic utilisation / trace arrival factor (1.0)"
@@ -126,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--policies", default="conservative,easy", help="mock policies compared (first is primary)"
     )
+    p.add_argument("--debug-flags", default="", help="Slurm DebugFlags, e.g. Backfill,BackfillMap (log kept)")
     p.add_argument("--json", type=Path, default=None, help="write every schedule and figure here")
     args = p.parse_args(argv)
 
@@ -140,7 +147,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     root = Path(tempfile.mkdtemp(prefix="elastic-oracle-"))
     t = time.monotonic()
-    with OracleCluster(root, args.nodes, args.cores_per_node, priority=args.priority) as cluster:
+    extra = (f"DebugFlags={args.debug_flags}",) if args.debug_flags else ()
+    cluster = OracleCluster(root, args.nodes, args.cores_per_node, priority=args.priority, extra_conf=extra)
+    with cluster:
         settings = cluster.settings()
         version = sbatch_version(cluster)
         print(f"Slurm ({version}) settings:")
@@ -149,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
         slurm = replay_on_slurm(cluster, jobs, progress=lambda s: print("  " + s, flush=True))
     states, counts = np.unique(slurm.state, return_counts=True)
     tally = ", ".join(f"{s} {c}" for s, c in zip(states.tolist(), counts.tolist(), strict=True))
+    print(f"Slurm's logs: {root / 'log'}")
     print(f"Slurm replay took {time.monotonic() - t:.0f} s; final states: {tally}")
     results: dict[str, object] = {
         "args": vars(args) | {"json": str(args.json)},
