@@ -1,11 +1,17 @@
 """FCFS with EASY backfilling: one reservation, for the job at the head of the queue.
 
-Like Slurm's sched/backfill with a single reservation (and Mu'alem & Feitelson's EASY): jobs start in
+Mu'alem & Feitelson's EASY (Slurm's sched/backfill as if it reserved for one job only): jobs start in
 priority order while they fit; when the head job does not fit, its *shadow time* is the earliest time
 enough cores are free for it if every running job ends at start + walltime, and *extra* is the number
 of cores left over at that time. A later job may start now (backfill) if it fits now and either ends
 by the shadow time (now + walltime <= shadow) or uses only extra cores. So the head job never starts
 later than its first reservation.
+
+Slurm itself reserves for every pending job it tests (``bf_max_job_test``), which is conservative
+backfilling (:mod:`elastic.simulator.conservative`). Replayed on slurmctld 22.05 (``benchmarks/
+slurm_oracle.py``), a loaded HPC2N window gave a Spearman correlation of waits of 0.58 with this policy
+and 0.87 with the conservative one: EASY starts small jobs that Slurm holds behind the reservations of
+earlier wide jobs. On lighter loads the two agree with Slurm equally well.
 
 Speed: a pass where nothing was released since the previous one (only new jobs arrived) only checks
 the new jobs, since the shadow time, the extra cores and the free cores are unchanged and the old jobs

@@ -1,0 +1,188 @@
+"""The mock queue checked against real Slurm: one workload replayed on both, compared job by job.
+
+A window of a trace (or a synthetic workload) is scaled by K (K = 60: an hour becomes a minute;
+walltimes rounded up to Slurm's whole minutes) and submitted to a local multi-node Slurm cluster with
+fake CPUs (``tests/fixtures/slurm_oracle.py``), each job at its scaled submit time with ``sbatch -n
+CORES -t MINUTES --wrap "sleep RUNTIME"``. Every job's submit, start and end are read back from the
+``jobcomp/filetxt`` file. The same jobs then run on the mock queue (``elastic.simulator.engine``),
+submitted when Slurm recorded them and running as long as they ran there, so that only the scheduling
+differs; the waits are compared job by job (Spearman, median and 90th percentile of the absolute
+difference, pairs started in the other order), overall and per size class. Slurm's scheduler settings
+are printed with the results.
+
+Examples
+--------
+``python benchmarks/slurm_oracle.py --workload synthetic --jobs 120``
+``python benchmarks/slurm_oracle.py --workload sdsc-blue --day 300 --hours 8 --load 2``
+``python benchmarks/slurm_oracle.py --workload hpc2n --day 100 --hours 8 --load 1.5``
+
+The default partition is 64 nodes of one fake CPU: Slurm's backfill reserves whole nodes for a pending
+job (``_add_reservation`` in ``src/plugins/sched/backfill/backfill.c`` works on node bitmaps), where the
+mock plans cores; one-CPU nodes make the two the same thing, so what is left is the scheduling itself.
+``--nodes 4 --cores-per-node 32`` shows the effect of the node granularity.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from elastic.simulator.synthetic import synthetic_workload
+from elastic.simulator.trace import read_swf
+from elastic.simulator.workload import Workload
+from tests.fixtures.slurm_oracle import (
+    Agreement,
+    OracleCluster,
+    compare,
+    replay_on_mock,
+    replay_on_slurm,
+    sbatch_version,
+    scale_workload,
+)
+
+TRACES = {"hpc2n": "HPC2N-2002-2.2-cln.swf.gz", "sdsc-blue": "SDSC-BLUE-2000-4.2-cln.swf.gz"}
+
+
+def _workload(args: argparse.Namespace, cores: int) -> Workload:
+    if args.workload == "synthetic":
+        return synthetic_workload(
+            jobs=args.jobs,
+            processors=cores,
+            utilisation=args.load,
+            runtime_median=args.runtime_median,
+            runtime_sigma=args.runtime_sigma,
+            max_cores=cores // 2,
+            estimate_ratio=2.0,
+            max_runtime=args.max_walltime / 2.0,
+            seed=args.seed,
+        )
+    folder = Path(
+        os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[1] / ".." / "shared/data/traces")
+    )
+    start = args.day * 86400.0
+    w = read_swf(
+        folder / TRACES[args.workload],
+        window=(start, start + args.hours * 3600.0),
+        processors=cores,
+        load=args.load,
+        max_jobs=args.jobs,
+    )
+    # Keep the replay short: walltimes (and runtimes) capped at --max-walltime, the same on both sides.
+    wall = np.minimum(w.walltime, args.max_walltime)
+    return Workload(
+        job_id=w.job_id,
+        submit=w.submit,
+        cores=w.cores,
+        runtime=np.minimum(w.runtime, wall),
+        walltime=wall,
+        user=w.user,
+        recorded_wait=w.recorded_wait,
+        processors=w.processors,
+        source=w.source,
+        queue=w.queue,
+    )
+
+
+def _fmt(x: float, spec: str = ".1f") -> str:
+    return "-" if not math.isfinite(x) else format(x, spec)
+
+
+def _table(title: str, rows: list[Agreement]) -> str:
+    head = (
+        f"{'class':>6} {'jobs':>5} {'spearman':>8} {'med|dw|':>8} {'p90|dw|':>8} "
+        f"{'wait slurm':>10} {'wait mock':>10} {'inverted pairs':>16}"
+    )
+    out = [title, head]
+    for a in rows:
+        inv = f"{a.inverted}/{a.pairs}"
+        out.append(
+            f"{a.label:>6} {a.jobs:>5} {_fmt(a.spearman, '.3f'):>8} "
+            f"{_fmt(a.median_abs):>8} {_fmt(a.p90_abs):>8} "
+            f"{_fmt(a.mean_wait_a):>10} {_fmt(a.mean_wait_b):>10} {inv:>16}"
+        )
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the replay on Slurm and on the mock; print the agreement tables (and write ``--json``)."""
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--workload", choices=("synthetic", *TRACES), default="synthetic")
+    p.add_argument("--k", type=float, default=60.0, help="time scale: trace seconds per real second (60)")
+    p.add_argument("--nodes", type=int, default=64, help="slurmd nodes (64)")
+    p.add_argument("--cores-per-node", type=int, default=1, help="fake CPUs per node (1: one core, one node)")
+    p.add_argument("--jobs", type=int, default=150, help="synthetic: jobs; trace: at most this many (150)")
+    p.add_argument(
+        "--load", type=float, default=1.0, help="synthetic utilisation / trace arrival factor (1.0)"
+    )
+    p.add_argument("--runtime-median", type=float, default=1200.0, help="synthetic median runtime, s (1200)")
+    p.add_argument("--runtime-sigma", type=float, default=1.0, help="synthetic log-runtime sd (1.0)")
+    p.add_argument("--max-walltime", type=float, default=4 * 3600.0, help="cap on walltimes, trace s (14400)")
+    p.add_argument("--day", type=float, default=100.0, help="trace: window start, days from the log start")
+    p.add_argument("--hours", type=float, default=8.0, help="trace: window length, hours (8)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--priority", choices=("multifactor", "basic"), default="multifactor")
+    p.add_argument(
+        "--policies", default="conservative,easy", help="mock policies compared (first is primary)"
+    )
+    p.add_argument("--debug-flags", default="", help="Slurm DebugFlags, e.g. Backfill,BackfillMap (log kept)")
+    p.add_argument("--json", type=Path, default=None, help="write every schedule and figure here")
+    args = p.parse_args(argv)
+
+    cores = args.nodes * args.cores_per_node
+    w = _workload(args, cores)
+    jobs = scale_workload(w, args.k)
+    print(
+        f"workload {args.workload} ({w.source}): {len(jobs)} jobs, {cores} cores, K={args.k:g}, "
+        f"arrivals over {jobs.submit.max():.0f} s, limits {jobs.minutes.min()}-{jobs.minutes.max()} min, "
+        f"sleeps {jobs.sleep.min():.1f}-{jobs.sleep.max():.1f} s",
+        flush=True,
+    )
+    root = Path(tempfile.mkdtemp(prefix="elastic-oracle-"))
+    t = time.monotonic()
+    extra = (f"DebugFlags={args.debug_flags}",) if args.debug_flags else ()
+    cluster = OracleCluster(root, args.nodes, args.cores_per_node, priority=args.priority, extra_conf=extra)
+    with cluster:
+        settings = cluster.settings()
+        version = sbatch_version(cluster)
+        print(f"Slurm ({version}) settings:")
+        for key, value in settings.items():
+            print(f"  {key} = {value}")
+        slurm = replay_on_slurm(cluster, jobs, progress=lambda s: print("  " + s, flush=True))
+    states, counts = np.unique(slurm.state, return_counts=True)
+    tally = ", ".join(f"{s} {c}" for s, c in zip(states.tolist(), counts.tolist(), strict=True))
+    print(f"Slurm's logs: {root / 'log'}")
+    print(f"Slurm replay took {time.monotonic() - t:.0f} s; final states: {tally}")
+    results: dict[str, object] = {
+        "args": vars(args) | {"json": str(args.json)},
+        "slurm_version": version,
+        "settings": settings,
+        "slurm": {"submit": slurm.submit.tolist(), "start": slurm.start.tolist(), "end": slurm.end.tolist()},
+        "cores": jobs.cores.tolist(),
+        "minutes": jobs.minutes.tolist(),
+        "sleep": jobs.sleep.tolist(),
+    }
+    prio = "age" if args.priority == "multifactor" else "basic"
+    for policy in args.policies.split(","):
+        mock = replay_on_mock(jobs, slurm, policy=policy, priority=prio, cores=cores)
+        rows = compare(slurm, mock)
+        print()
+        print(_table(f"Slurm vs mock ({policy}, priority {prio}); waits in scaled seconds", rows))
+        results[policy] = {
+            "start": mock.start.tolist(),
+            "agreement": [a.__dict__ for a in rows],
+        }
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1, default=float))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
