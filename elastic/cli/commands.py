@@ -40,6 +40,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run a workflow under one strategy (mock or Slurm) and print its metrics",
     ),
     "compare": ("elastic.cli.compare", "compare Big-Job, Per-Stage and ASA over many simulated runs"),
+    "reproduce": (
+        "elastic.cli.reproduce",
+        "reproduce a paper's experiment and print its figures beside ours with a verdict",
+    ),
     "store": ("elastic.cli.store", "write a run's journal (what its store did not take) to the store"),
     "mesos": (
         "elastic.cli.mesos",

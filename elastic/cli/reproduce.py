@@ -1,0 +1,54 @@
+"""``elastic reproduce PAPER``: a paper's experiment, its stated results beside ours, a verdict per figure.
+
+- ``elastic reproduce speculative [--figure N] [--runs R] [--out DIR] [--full]``: Gainaru et al., ICPP 2019.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from elastic.cli.values import int_in_range
+
+__all__ = ["register"]
+
+PAPERS = ("speculative",)
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``reproduce`` subcommand."""
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="reproduce a paper's experiment and print its figures beside ours with a verdict",
+        description="Run a paper's experiment on the simulator; print our tables beside its results.",
+    )
+    parser.add_argument("paper", choices=PAPERS, help="which paper")
+    parser.add_argument(
+        "--figure", type=int, action="append", default=None, help="only this figure (repeatable)"
+    )
+    parser.add_argument(
+        "--runs",
+        type=int_in_range(1, 1000, "runs are averaged one by one"),
+        default=5,
+        help="random workloads per point (default 5; the paper: 50)",
+    )
+    parser.add_argument("--out", metavar="DIR", default=None, help="also write PAPER.md into DIR")
+    parser.add_argument("--full", action="store_true", help="the paper's full sweeps (slower)")
+    parser.set_defaults(func=_run)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from elastic.papers import speculative
+
+    # Figs. 6-7 replay ~10^4 backfilling jobs per run (about 20 minutes a run): only when asked for.
+    default = speculative.FIGURES if args.full else (2, 3, 4, 5, 8)
+    figures = tuple(args.figure) if args.figure else default
+    report = speculative.reproduce(figures, runs=args.runs, full=args.full)
+    text = report.markdown()
+    print(text)
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{args.paper}.md").write_text(text, encoding="utf-8")
+    return 0
