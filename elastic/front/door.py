@@ -136,7 +136,7 @@ class Elastic(concurrent.futures.Executor):
         *,
         settings: Settings | None = None,
         workflow: str | Workflow | None = None,
-        store: Store | str | bool | None = None,
+        store: Store | ResilientStore | str | bool | None = None,
         learner: str | WaitPredictor | None = None,
         max_cores: int | None = None,
         job_cores: int | None = None,
@@ -214,8 +214,9 @@ class Elastic(concurrent.futures.Executor):
             check_site = getattr(self._backend, "check_site", None)  # Slurm: sbatch --test-only
             if callable(check_site):
                 check_site()
-            self._store: ResilientStore | None = resolve_store(store)
-            if self._store is not None:
+            self._store: ResilientStore | None
+            self._store, close_store = resolve_store(store)
+            if self._store is not None and close_store:
                 self._cleanup.append(self._store.close)
             self._name = workflow.name if isinstance(workflow, Workflow) else str(workflow)
             plan = workflow if isinstance(workflow, Workflow) else None

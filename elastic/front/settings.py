@@ -42,6 +42,7 @@ from elastic.workflow import Workflow, check_scale
 if TYPE_CHECKING:
     from elastic.learners.base import WaitPredictor
     from elastic.store import Store
+    from elastic.store.resilient import ResilientStore
     from elastic.strategies.base import Strategy
 
 __all__ = ["FIELDS", "POOL_OPTIONS", "Settings", "settings_from", "site_of"]
@@ -102,7 +103,8 @@ class Settings:
         name).
     store : None, False, str or Store, default None
         Where runs, runtimes, waits and learner state are kept: the default store, none, a SQLAlchemy URL,
-        a store.
+        a store (wrapped in a :class:`~elastic.store.resilient.ResilientStore`, flushed but not closed at
+        the end), or a ``ResilientStore`` the caller keeps and closes.
     learner : str, WaitPredictor or None, default None
         Wait learner by name (:data:`elastic.learners.choice.WAIT_LEARNERS`), or an object with
         ``predict(key)`` and ``observe(key, wait)``; None: the strategy's own.
@@ -157,7 +159,7 @@ class Settings:
     backend: str | BatchBackend = "local"
     strategy: str | Strategy = "asa"
     workflow: str | Workflow | None = None
-    store: Store | str | bool | None = None
+    store: Store | ResilientStore | str | bool | None = None
     learner: str | WaitPredictor | None = None
     max_cores: int | None = None
     job_cores: int | None = None
@@ -336,11 +338,12 @@ def _check_workflow(workflow: object) -> None:
 def _check_store(store: object) -> None:
     if not (store is None or isinstance(store, (bool, str))):
         from elastic.store import Store
+        from elastic.store.resilient import ResilientStore
 
         _check(
-            isinstance(store, Store),
-            "store must be None (the default store), False (none), a SQLAlchemy URL or a Store, "
-            f"got {store!r}",
+            isinstance(store, (Store, ResilientStore)),
+            "store must be None (the default store), False (none), a SQLAlchemy URL, a Store or a "
+            f"ResilientStore, got {store!r}",
         )
 
 

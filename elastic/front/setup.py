@@ -141,22 +141,27 @@ def resolve_strategy(strategy: str | Strategy) -> Strategy:
     return strategy
 
 
-def resolve_store(store: str | Store | bool | None) -> ResilientStore | None:
-    """Return the run's store (None: none), wrapped so that it never blocks the run.
+def resolve_store(
+    store: str | Store | ResilientStore | bool | None,
+) -> tuple[ResilientStore | None, bool]:
+    """Return the run's store (None: none), wrapped so that it never blocks it, and whether to close it.
 
-    The front door always closes what this returns: a store it opened is closed with it, one the user
-    gave is only flushed (:class:`~elastic.store.resilient.ResilientStore` ``owns=False``).
+    A store the front door opens is closed with it; a :class:`~elastic.store.Store` the user gave is
+    wrapped and only flushed at the end (``owns=False``); a ``ResilientStore`` the user gave is used as
+    it is and left open for the user.
     """
     if store is False:
-        return None
+        return None, False
     if store is True:
         store = None
     from elastic.store import Store
     from elastic.store.resilient import ResilientStore
 
+    if isinstance(store, ResilientStore):
+        return store, False
     if store is None or isinstance(store, str):
-        return ResilientStore(Store(store))
-    return ResilientStore(store, owns=False)
+        return ResilientStore(Store(store)), True
+    return ResilientStore(store, owns=False), True
 
 
 def plan_to_json(plan: Workflow) -> list[dict[str, Any]]:
