@@ -114,7 +114,10 @@ def test_each_argument_of_elastic_refuses_wrong_values_by_name(argument: str, da
     ("kwargs", "message"),
     [
         ({"max_cores": "4"}, "max_cores must be a whole number of cores >= 1 or None, got '4'"),
-        ({"store": 123}, "store must be None (the default store), False (none), a SQLAlchemy URL or a Store"),
+        (
+            {"store": 123},
+            "store must be None (the default store), False (none), a SQLAlchemy URL, a Store or a",
+        ),
         ({"speedup": 60}, "speedup applies to backend='mock' only; backend='local' runs on the real clock"),
         ({"idle_timeout": "300"}, "idle_timeout must be finite seconds >= 0, got '300'"),
         ({"workers": "4"}, "workers must be a whole number >= 1 or None, got '4'"),
