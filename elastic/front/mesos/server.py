@@ -24,6 +24,7 @@ changes nothing, and the server goes on serving every other framework.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 import secrets
@@ -31,7 +32,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -145,7 +146,7 @@ def make_app(
                 stream = _QueueStream(asyncio.get_running_loop())
                 framework_id, stream_id = master.subscribe(call.framework, framework_id, stream, principal)
                 return StreamingResponse(
-                    _events(master, stream, framework_id, stream_id),
+                    _events(stream, functools.partial(master.disconnected, framework_id, stream_id)),
                     media_type="application/json",
                     headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
                 )
@@ -175,7 +176,9 @@ def make_app(
                 stream = _QueueStream(asyncio.get_running_loop())
                 stream_id = master.executor_subscribe(call, stream)
                 return StreamingResponse(
-                    _executor_events(master, stream, call.executor_id, stream_id),
+                    _events(
+                        stream, functools.partial(master.executor_disconnected, call.executor_id, stream_id)
+                    ),
                     media_type="application/json",
                     headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
                 )
@@ -202,9 +205,8 @@ def make_app(
     )
 
 
-async def _events(
-    master: MesosMaster, stream: _QueueStream, framework_id: str, stream_id: str
-) -> AsyncIterator[bytes]:
+async def _events(stream: _QueueStream, disconnected: Callable[[], None]) -> AsyncIterator[bytes]:
+    """Yield a subscriber's queued records until the queue ends; ``disconnected()`` when the stream closes."""
     try:
         while True:
             data = await stream.queue.get()
@@ -212,20 +214,7 @@ async def _events(
                 return
             yield data
     finally:
-        master.disconnected(framework_id, stream_id)
-
-
-async def _executor_events(
-    master: MesosMaster, stream: _QueueStream, run_id: str, stream_id: str
-) -> AsyncIterator[bytes]:
-    try:
-        while True:
-            data = await stream.queue.get()
-            if data is None:
-                return
-            yield data
-    finally:
-        master.executor_disconnected(run_id, stream_id)
+        disconnected()
 
 
 class MesosServer:
