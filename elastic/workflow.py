@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -347,10 +348,10 @@ def load_workflow(path: str | Path) -> Workflow:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     elif suffix == ".toml":
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            raise ConfigError(f"{path}: reading TOML needs Python >= 3.11; use a .json file") from None
+        else:  # pragma: no cover - Python 3.10: the same parser, installed as tomli
+            import tomli as tomllib
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

@@ -45,8 +45,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from parsl.executors.base import ParslExecutor
-from parsl.jobs.states import JobState, JobStatus
+from elastic.extras import require
+
+try:
+    from parsl.executors.base import ParslExecutor
+    from parsl.jobs.states import JobState, JobStatus
+except ImportError:  # say which extra installs it, not only that a module is missing
+    require("parsl", "the Parsl executor (elastic.parsl)")
+    raise
 
 from elastic.allocations import AllocationEvent, AllocationState
 from elastic.backends.base import BatchBackend

@@ -27,8 +27,14 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from parsl.dataflow.states import States
-from parsl.executors.errors import InvalidResourceSpecification
+from elastic.extras import require
+
+try:
+    from parsl.dataflow.states import States
+    from parsl.executors.errors import InvalidResourceSpecification
+except ImportError:  # say which extra installs it, not only that a module is missing
+    require("parsl", "the Parsl executor (elastic.parsl)")
+    raise
 
 __all__ = [
     "RESOURCE_KEYS",

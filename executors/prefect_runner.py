@@ -3,7 +3,7 @@
 ::
 
     from prefect import flow, task
-    from elastic.executors.prefect_runner import ElasticTaskRunner
+    from elastic.prefect import ElasticTaskRunner
 
     @task(tags=["stage:align", "cores:2"])
     def align(chunk): ...
@@ -45,8 +45,15 @@ import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
-from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from typing_extensions import Self
+
+from elastic.extras import require
+
+try:
+    from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+except ImportError:  # say which extra installs it, not only that a module is missing
+    require("prefect", "the Prefect task runner (elastic.prefect)")
+    raise
 
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import RunResult

@@ -32,7 +32,18 @@ calls, fields, events
 
 from __future__ import annotations
 
+from elastic.extras import require
+
+try:
+    import starlette
+    import uvicorn
+except ImportError:  # say which extra installs them, not only that a module is missing
+    require("mesos", "the Mesos scheduler API (elastic mesos)")
+    raise
+
 from elastic.front.mesos.master import MesosMaster
 from elastic.front.mesos.server import MesosServer
+
+del starlette, uvicorn
 
 __all__ = ["MesosMaster", "MesosServer"]
