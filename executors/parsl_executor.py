@@ -75,6 +75,9 @@ __all__ = ["ElasticExecutor", "worker_callable"]
 
 logger = logging.getLogger(__name__)
 
+#: The logger of the run's progress lines: a child of Parsl's, so they land in Parsl's run log.
+PROGRESS_LOGGER = "parsl.elastic"
+
 _JOB_STATES = {
     AllocationState.REQUESTED: JobState.PENDING,
     AllocationState.RUNNING: JobState.RUNNING,
@@ -139,6 +142,10 @@ class ElasticExecutor(ParslExecutor):
         The site's job settings (:mod:`elastic.site`: ``#SBATCH`` options, ``worker_init``, environment,
         the agents' ``python``). None: with ``backend="slurm"``, the site file
         (``~/.config/elastic/site.toml`` or ``$ELASTIC_SITE``), read and checked here.
+    progress : bool, default True
+        Show the run's progress (:mod:`elastic.front.progress`): a live view of stages and allocations on a
+        terminal, else one line per stage and allocation event on standard error; the lines also go to
+        Parsl's run log (``runinfo/NNN/parsl.log``, logger ``parsl.elastic``). False: show nothing.
     **pool_options
         Passed to the pool: ``workers``, ``worker_memory``, ``prefetch_seconds``, ``bind``, ``port``,
         ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``, ``events_kept``.
@@ -172,9 +179,12 @@ class ElasticExecutor(ParslExecutor):
         storage_access: list[Any] | None = None,
         remote_monitoring_radio: Any = None,
         site: SiteConfig | None = None,
+        progress: bool = True,
         **pool_options: Any,
     ) -> None:
         super().__init__()
+        if not isinstance(progress, bool):
+            raise ConfigError(f"ElasticExecutor: progress must be True or False, got {progress!r}")
         if not isinstance(label, str) or not label:
             raise ConfigError(f"ElasticExecutor: label must be a non-empty string, got {label!r}")
         if isinstance(backend, str) and backend not in BACKENDS:
@@ -238,6 +248,7 @@ class ElasticExecutor(ParslExecutor):
         self.job_name = job_name
         self.plan_interval = plan_interval
         self.storage_access = storage_access
+        self.progress = progress
         if remote_monitoring_radio is None:
             from parsl.monitoring.radios.filesystem import FilesystemRadio
 
@@ -292,6 +303,8 @@ class ElasticExecutor(ParslExecutor):
             speedup=self.speedup,
             name=self.job_name,
             site=self.site,
+            # Parsl's run log is its "parsl" logger's file: our lines go there too
+            progress=logging.getLogger(PROGRESS_LOGGER) if self.progress else False,
             **options,
         )
         self._unsubscribe = self._elastic.pool.subscribe(self._log_allocation)

@@ -61,6 +61,7 @@ from elastic.errors import ConfigError
 from elastic.executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
 from elastic.executors.prefect_runs import RunContext, placement_of
 from elastic.front.door import Elastic, check_settings
+from elastic.front.progress import ProgressLogger
 from elastic.front.setup import BACKENDS
 from elastic.pool.pool import Pool
 from elastic.site import SiteConfig, load_site
@@ -71,7 +72,7 @@ logger = logging.getLogger(__name__)
 
 _DOOR_OPTIONS = frozenset(
     p.name for p in inspect.signature(Elastic.__init__).parameters.values() if p.kind is p.KEYWORD_ONLY
-) - {"max_retries"}
+) - {"max_retries", "progress"}
 _POOL_OPTIONS = frozenset(inspect.signature(Pool.__init__).parameters) - {"self", "secret", "max_retries"}
 _CHECKED = frozenset(inspect.signature(check_settings).parameters) - {"pool_options"}
 """The front door's options whose values :func:`check_settings` refuses before anything starts."""
@@ -83,6 +84,7 @@ class _Config:
     strategy: Any
     options: dict[str, Any] = field(default_factory=dict)
     cancel_poll_interval: float | None = 2.0
+    progress: bool = True
 
 
 class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
@@ -97,6 +99,10 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
     cancel_poll_interval : float or None, default 2.0
         Seconds between two looks at the flow run's state, to notice a cancellation made through the API
         while the flow runs outside a deployment; None: do not look.
+    progress : bool, default True
+        Show each flow run's progress (:mod:`elastic.front.progress`): one line per stage and allocation
+        event on the flow run's logger (Prefect's console and the run's logs in the UI), and a live view of
+        stages and allocations on a terminal. False: show nothing.
     **options
         Passed to :class:`elastic.Elastic`: ``workflow`` (default: the flow's name, so later runs of the
         flow know its stages from the store), ``store``, ``learner``, ``max_cores``, ``job_cores``,
@@ -118,11 +124,16 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
         strategy: Any = "asa",
         *,
         cancel_poll_interval: float | None = 2.0,
+        progress: bool = True,
         **options: Any,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
         _check(backend, strategy, cancel_poll_interval, options)
-        self._config: _Config | None = _Config(backend, strategy, dict(options), cancel_poll_interval)
+        if not isinstance(progress, bool):
+            raise ConfigError(f"ElasticTaskRunner: progress must be True or False, got {progress!r}")
+        self._config: _Config | None = _Config(
+            backend, strategy, dict(options), cancel_poll_interval, progress
+        )
         self._children: weakref.WeakSet[ElasticTaskRunner] = weakref.WeakSet()
         self._dispatch: FlowRunDispatch | None = None
         self._nested: ThreadPoolTaskRunner[Any] | None = None
@@ -142,7 +153,13 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
             copy: Self = _remote_copy(type(self))
             return copy
         c = self._config
-        dup = type(self)(c.backend, c.strategy, cancel_poll_interval=c.cancel_poll_interval, **c.options)
+        dup = type(self)(
+            c.backend,
+            c.strategy,
+            cancel_poll_interval=c.cancel_poll_interval,
+            progress=c.progress,
+            **c.options,
+        )
         self._children.add(dup)
         dup._parent = weakref.ref(self)
         return dup
@@ -225,7 +242,12 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
             self._flow_run = getattr(ctx, "flow_run", None)
             options = dict(self._config.options)
             options.setdefault("workflow", flow.name if flow is not None else "prefect")
-            elastic = Elastic(self._config.backend, self._config.strategy, max_retries=0, **options)
+            progress: bool | ProgressLogger = False
+            if self._config.progress:
+                progress = _run_logger()
+            elastic = Elastic(
+                self._config.backend, self._config.strategy, max_retries=0, progress=progress, **options
+            )
             self._dispatch = FlowRunDispatch(elastic)
             interval = self._config.cancel_poll_interval
             if interval is not None and self._flow_run is not None:
@@ -257,6 +279,17 @@ def _remote_copy(cls: type[ElasticTaskRunner]) -> Any:
     runner._parent = None
     runner.results = []
     return runner
+
+
+def _run_logger() -> ProgressLogger:
+    """Return the flow run's logger (its logs in the UI, Prefect's console), else ``prefect.elastic``."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("prefect.elastic")
 
 
 def _check(backend: Any, strategy: Any, cancel_poll_interval: float | None, options: dict[str, Any]) -> None:

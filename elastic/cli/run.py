@@ -112,6 +112,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--qos", help="Slurm QOS")
     parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on (Slurm)")
     parser.add_argument("--events", metavar="OUT.csv", help="write the run's event timeline as CSV")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="show no progress while the run goes on (default: a live view on a terminal, else log lines)",
+    )
     add_background_arguments(parser)
     parser.set_defaults(func=_run)
 
@@ -183,7 +188,9 @@ def _real(
         learner_name=shared_name(args.learner or strategy_learner(args.strategy)),
     )
     try:
-        with Live(console=console, refresh_per_second=4, transient=True) as live:
+        with Live(
+            console=console, refresh_per_second=4, transient=True, auto_refresh=not args.no_progress
+        ) as live:
             runner = Runner(
                 workflow,
                 make_strategy(args.strategy),
@@ -192,7 +199,7 @@ def _real(
                 knowledge,
                 seed=args.seed,
                 poll_interval=poll,
-                on_iteration=lambda view: live.update(live_view(view)),
+                on_iteration=None if args.no_progress else lambda view: live.update(live_view(view)),
             )
             return runner.run()
     finally:

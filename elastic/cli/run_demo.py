@@ -209,6 +209,7 @@ def run_demo(args: argparse.Namespace, store: Store | None) -> DemoOutcome:
         "learner": args.learner,
         "poll_interval": args.poll,
         "bind": args.bind,
+        "progress": not getattr(args, "no_progress", False),
     }
     status, detail, output, result = "completed", "", None, None
     began = time.perf_counter()

@@ -46,6 +46,7 @@ from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
 from elastic.errors import ConfigError, ElasticError, UnknownNameError
 from elastic.front import signals
+from elastic.front.progress import ProgressLogger, RunProgress, check_progress
 from elastic.front.setup import (
     driver_identity,
     plan_to_json,
@@ -150,6 +151,10 @@ class Elastic(concurrent.futures.Executor):
         ``$ELASTIC_SITE``); a ``SlurmBackend`` object brings its own. On Slurm, its options are checked
         with ``sbatch --test-only`` here (:meth:`~elastic.backends.slurm.SlurmBackend.check_site`), before
         any allocation. On the local and mock backends only ``python`` applies.
+    progress : bool or logging.Logger, default True
+        Show the run's progress (:mod:`elastic.front.progress`): a live view of stages and allocations on a
+        terminal, one log line per stage and allocation event elsewhere (logger ``elastic.progress``, or
+        the logger given). False: show nothing.
     **pool_options
         Passed to :class:`~elastic.pool.pool.Pool`: ``workers``, ``worker_memory``, ``prefetch_seconds``,
         ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``.
@@ -173,8 +178,10 @@ class Elastic(concurrent.futures.Executor):
         name: str = "elastic",
         user: str | None = None,
         site: SiteConfig | None = None,
+        progress: bool | ProgressLogger = True,
         **pool_options: Any,
     ) -> None:
+        check_progress(progress)
         check_settings(
             backend=backend,
             strategy=strategy,
@@ -295,6 +302,11 @@ class Elastic(concurrent.futures.Executor):
         except BaseException:
             self._release()
             raise
+        self._progress: RunProgress | None = None
+        if progress is not False:
+            self._progress = RunProgress(None if progress is True else progress, view=self.view)
+            self._progress.start()
+            self._cleanup.append(self._progress.stop)
         self._record(Event(self._backend.now(), EventKind.RUN_START, note=self._strategy.name))
         self._thread = threading.Thread(target=self._control, name="elastic-control", daemon=True)
         self._thread.start()
@@ -507,6 +519,8 @@ class Elastic(concurrent.futures.Executor):
                 self._timeline.append(event)
         if event.kind is EventKind.ALLOC_SUBMIT and event.job_id is not None:
             self._remember_job(event.job_id)
+        if self._progress is not None:
+            self._progress.event(event)
 
     def _remember_job(self, job_id: str) -> None:
         """Keep the run's batch job ids in the store, so a run whose driver was killed can be cleaned up.
@@ -669,6 +683,8 @@ class Elastic(concurrent.futures.Executor):
             self._recorder.end_running(end)
             self._recorder.add(Event(end, EventKind.RUN_END, note=status))
             self._timeline.append(Event(end, EventKind.RUN_END, note=status))
+        if self._progress is not None:
+            self._progress.event(Event(end, EventKind.RUN_END, note=status))
         plan = self._demand.plan
         stages = self._demand.stages()
         width = max((s.width for s in stages), default=1)  # (no stage: nothing was submitted)
