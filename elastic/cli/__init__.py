@@ -45,6 +45,10 @@ _COMMANDS: dict[str, tuple[str, str]] = {
         "run a workflow under one strategy (mock or Slurm) and print its metrics",
     ),
     "compare": ("elastic.cli.compare", "compare Big-Job, Per-Stage and ASA over many simulated runs"),
+    "doctor": (
+        "elastic.cli.doctor",
+        "check what a run needs here (Slurm, the store, the pool's port, the agents' Python)",
+    ),
     "mesos": (
         "elastic.cli.mesos",
         "serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",
