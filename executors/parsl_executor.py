@@ -37,6 +37,7 @@ allocations inherit the environment of the Parsl process).
 
 from __future__ import annotations
 
+import datetime
 import inspect
 import logging
 import threading
@@ -88,6 +89,13 @@ _JOB_STATES = {
     AllocationState.CANCELLED: JobState.CANCELLED,
 }
 """Our allocation states as Parsl's block states (``parsl/jobs/states.py:9-56``)."""
+
+
+def _rank(state: JobState) -> int:
+    """How far on a block state is: pending 0, running 1, ended 2."""
+    if state is JobState.PENDING:
+        return 0
+    return 1 if state is JobState.RUNNING else 2
 
 
 class ElasticExecutor(ParslExecutor):
@@ -157,6 +165,10 @@ class ElasticExecutor(ParslExecutor):
     UnknownNameError
         An unknown backend or strategy name.
     """
+
+    status_polling_interval: float = 2.0
+    """Seconds between two looks at the allocations' states for Parsl monitoring's block table (as
+    ``BlockProviderExecutor.status_polling_interval``)."""
 
     def __init__(
         self,
@@ -262,6 +274,11 @@ class ElasticExecutor(ParslExecutor):
         self._planner: threading.Thread | None = None
         self._submitted: dict[str, int] = {}  # tasks submitted by stage (only the Task-Launch thread adds)
         self._unsubscribe: Callable[[], None] | None = None
+        self._blocks: dict[str, JobStatus] = {}  # the allocations' states last sent to Parsl monitoring
+        self._block_sender: Any = None
+        self._monitor: threading.Thread | None = None
+        self._pool_states: dict[str, AllocationState] = {}  # the pool's newest state of each allocation
+        self._blocks_changed = threading.Event()  # set by the pool's allocation events
 
     def __repr__(self) -> str:
         backend = self.backend if isinstance(self.backend, str) else type(self.backend).__name__
@@ -308,6 +325,15 @@ class ElasticExecutor(ParslExecutor):
             **options,
         )
         self._unsubscribe = self._elastic.pool.subscribe(self._log_allocation)
+        messages = getattr(self, "monitoring_messages", None)
+        if messages is not None:  # Config(monitoring=MonitoringHub(...))
+            from parsl.monitoring.radios.multiprocessing import MultiprocessingQueueRadioSender
+
+            self._block_sender = MultiprocessingQueueRadioSender(messages)
+            self._monitor = threading.Thread(
+                target=self._monitor_loop, name=f"{self.label}-blocks", daemon=True
+            )
+            self._monitor.start()
         if self._dfk is not None and self.plan_interval > 0:
             self._planner = threading.Thread(target=self._plan_loop, name=f"{self.label}-plan", daemon=True)
             self._planner.start()
@@ -353,11 +379,16 @@ class ElasticExecutor(ParslExecutor):
         self._stop.set()
         if self._planner is not None:
             self._planner.join()
+        if self._monitor is not None:
+            self._blocks_changed.set()
+            self._monitor.join()
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self._elastic is not None:
             left = self._elastic.outstanding
             self._elastic.shutdown(wait=False, cancel_futures=left > 0)
+            if self._block_sender is not None:  # the allocations' final states (all ended now)
+                self.send_block_changes()
             logger.info(
                 "%s: shut down (%s)", self.label, self._elastic.result.status if self._elastic.result else "?"
             )
@@ -384,6 +415,58 @@ class ElasticExecutor(ParslExecutor):
             out[a.alloc_id] = JobStatus(_JOB_STATES[a.state], message=message)
         return out
 
+    def send_block_changes(self) -> dict[str, JobStatus]:
+        """Send the allocations whose state changed to Parsl monitoring as blocks; return what was sent.
+
+        What Parsl's ``BlockProviderExecutor.poll_facade`` does for HTEX's blocks: every allocation is a
+        block (its id the block id, its batch job id the job id), and a message of type ``BLOCK_INFO``
+        goes to the monitoring database's ``block`` table at each change of state, so ``parsl-visualize``
+        shows the allocations. Called at each allocation event of the pool and every
+        ``status_polling_interval`` seconds while the executor runs with monitoring on, and once more at
+        shutdown; without monitoring it sends nothing.
+        """
+        if self._block_sender is None:
+            return {}
+        from parsl.monitoring.message_type import MessageType
+
+        jobs = {a.alloc_id: a.backend_job_id for a in self._front.view().allocations}
+        changed = {}
+        for bid, s in self.status().items():
+            # the pool sees an allocation start or end before allocation control's next poll does: take
+            # whichever is further on, and never send a block back to an earlier state
+            pool = self._pool_states.get(bid)
+            if pool is not None and _rank(_JOB_STATES[pool]) > _rank(s.state):
+                s = JobStatus(_JOB_STATES[pool], message=s.message)
+            last = self._blocks.get(bid)
+            if last is None or (_rank(s.state) >= _rank(last.state) and s.state != last.state):
+                changed[bid] = self._blocks[bid] = s
+        if changed:
+            now = datetime.datetime.now()
+            messages = [
+                {
+                    "run_id": self.run_id,
+                    "status": s.status_name,
+                    "timestamp": now,
+                    "executor_label": self.label,
+                    "job_id": jobs.get(bid),
+                    "block_id": bid,
+                }
+                for bid, s in changed.items()
+            ]
+            self._block_sender.send((MessageType.BLOCK_INFO, messages))
+        return changed
+
+    def _monitor_loop(self) -> None:
+        while not self._stop.is_set():
+            self._blocks_changed.wait(self.status_polling_interval)
+            self._blocks_changed.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.send_block_changes()
+            except Exception:  # the front door is ending: the last states go out at shutdown
+                logger.debug("%s: sending block states to Parsl monitoring failed", self.label, exc_info=True)
+
     @property
     def _front(self) -> Elastic:
         if self._elastic is None:
@@ -394,6 +477,8 @@ class ElasticExecutor(ParslExecutor):
 
     def _log_allocation(self, event: PoolEvent) -> None:
         if isinstance(event, AllocationEvent):
+            self._pool_states[event.alloc_id] = event.state
+            self._blocks_changed.set()  # the monitoring thread looks at once (not from the pool's thread)
             logger.info(
                 "%s: allocation %s (stage %s, %d cores) %s%s",
                 self.label,
