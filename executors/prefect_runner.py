@@ -17,7 +17,7 @@ The runner is a thin adapter around :class:`elastic.Elastic` (the front door): e
 started at the flow run's first task submission, which requests allocations from the backend as the
 strategy decides, runs the task runs on the warm workers of their agents and releases every allocation
 when the flow run ends. Task runs are created and tracked in Prefect as with Prefect's own runners
-(states, lineage, logs, results, retries, caching); see the README's "Prefect" section, and
+(states, lineage, logs, results, retries, caching); see ``docs/guide/prefect.md``, and
 :mod:`elastic.executors.prefect_dispatch` for holding, retries, cancellation and crashes.
 
 Prefect's contract (``prefect/task_runners.py:64-240``): ``duplicate`` (the engine runs each flow run on

@@ -4,7 +4,7 @@
 pymesos' ``MesosSchedulerDriver`` uses, in front of an :class:`~elastic.front.door.Elastic`: offers are the
 free cores of the live allocations' agents, launched commands run as pool tasks on the offered agent, and
 the frameworks' demand feeds the front door's strategy (Big-Job, Per-Stage, ASA), which decides the
-allocations. The README's "Mesos frameworks" section lists the calls and fields served, beside Mesos'.
+allocations. ``docs/guide/mesos.md`` lists the calls and fields served, beside Mesos'.
 
 Modules
 -------
