@@ -153,14 +153,12 @@ class RunProgress:
         self._stopped = False
         base = self.logger.logger if isinstance(self.logger, logging.LoggerAdapter) else self.logger
         self._base: logging.Logger = base
-        self._level: int | None = None
 
     def start(self) -> None:
         """Start showing: the live view on a terminal, else a stream handler unless one reaches it."""
         base = self._base
-        if base.getEffectiveLevel() > logging.INFO:  # our lines are INFO: let them through this logger
-            self._level = base.level
-            base.setLevel(logging.INFO)
+        if base.level == logging.NOTSET and base.getEffectiveLevel() > logging.INFO:
+            base.setLevel(logging.INFO)  # our lines are INFO: let them through (kept for later runs)
         if self.live and self._view is not None:
             from rich.console import Console
             from rich.live import Live
@@ -173,6 +171,7 @@ class RunProgress:
         elif not _reaches(base, self._stream):
             handler = logging.StreamHandler(self._stream)
             handler.setLevel(logging.INFO)
+            handler.addFilter(self._own)  # several runs at once share the logger: each writes its own
             handler.setFormatter(logging.Formatter("%(asctime)s elastic: %(message)s", "%H:%M:%S"))
             base.addHandler(handler)
             self._handler = handler
@@ -187,12 +186,12 @@ class RunProgress:
                     self._submitted[event.allocation] = event.time
                 line = event_line(event, submitted=self._submitted)
             if line is not None:
-                self.logger.info(line)
+                self.logger.info(line, extra={"elastic_progress": id(self)})
         except Exception:  # progress must never break a run
             logging.getLogger(__name__).debug("progress line failed", exc_info=True)
 
     def stop(self) -> None:
-        """Stop showing: the live view's last frame stays on screen; handlers and levels are restored."""
+        """Stop showing: the live view's last frame stays on screen; the stream handler is removed."""
         with self._lock:
             if self._stopped:
                 return
@@ -204,8 +203,10 @@ class RunProgress:
                 logging.getLogger(__name__).debug("live view stop failed", exc_info=True)
         if self._handler is not None:
             self._base.removeHandler(self._handler)
-        if self._level is not None:
-            self._base.setLevel(self._level)
+
+    def _own(self, record: logging.LogRecord) -> bool:
+        """Whether ``record`` is one of this run's lines (a record through an adapter may have lost it)."""
+        return getattr(record, "elastic_progress", id(self)) == id(self)
 
     def _render(self) -> RenderableType:
         """Render the live view: stages with tasks done/total, then allocations with state and waits."""

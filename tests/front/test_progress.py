@@ -140,3 +140,20 @@ def test_parsl_progress_lands_in_parsl_run_log_and_on_stderr(
     text = log.read_text(encoding="utf-8")
     assert "stage double: ready" in text and re.search(r"allocation a1 \(job \d+\): requested", text)
     assert "stage double: ready" in capsys.readouterr().err
+
+
+def test_two_runs_at_once_each_write_their_own_lines_once() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    one, two = RunProgress(stream=first, live=False), RunProgress(stream=second, live=False)
+    one.start()
+    two.start()
+    try:
+        one.event(Event(0.0, EventKind.STAGE_READY, stage="a"))
+        two.event(Event(0.0, EventKind.STAGE_READY, stage="b"))
+    finally:
+        one.stop()
+        two.stop()
+    assert first.getvalue().count("stage a: ready") == 1 and "stage b" not in first.getvalue()
+    assert second.getvalue().count("stage b: ready") == 1 and "stage a" not in second.getvalue()
+    one.event(Event(1.0, EventKind.STAGE_END, stage="a"))  # after stop: nothing more
+    assert "done" not in first.getvalue()
