@@ -196,3 +196,28 @@ def test_task_runs_the_runner_cancels_stay_under_their_flow_run_after_another_fl
     states = [r.state_name for r in ended.values()]
     assert states == ["Cancelled"] * 3, {r.name: r.state_name for r in ended.values()}
     assert not local.queue(), "an allocation outlived the flow run"
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_progress_lines_go_to_the_flow_runs_logger(
+    api: PrefectServer, local: LocalBackend, progress: bool
+) -> None:
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+
+    runner = ElasticTaskRunner(local, "perstage", store=False, progress=progress)
+    state = flow(name="progress", task_runner=runner)(flows.features_light)(return_state=True)  # stage "inc"
+    assert state.is_completed()
+    run_id = state.state_details.flow_run_id
+    deadline = time.monotonic() + (30.0 if progress else 3.0)
+    while True:  # the run's logs reach the API in batches
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
+        messages = [log.message for log in logs]
+        if any("run ended" in m for m in messages) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    if progress:
+        assert "stage inc: ready" in messages and any(m.startswith("allocation a1") for m in messages)
+        assert "run ended: completed" in messages
+    else:
+        assert not any(m.startswith(("allocation", "stage ", "run ended")) for m in messages)
