@@ -89,9 +89,10 @@ def event_line(event: Event, *, submitted: dict[str, float] | None = None) -> st
     if kind is EventKind.ALLOC_SUBMIT:
         job = f" (job {event.job_id})" if event.job_id else ""
         reason = f" ({event.note})" if event.note else ""
+        wait = "" if event.predicted_wait is None else f", predicted wait {_s(event.predicted_wait)}"
         return (
             f"allocation {alloc}{job}: requested {event.cores} cores for stage {event.stage}, "
-            f"walltime {_s(event.walltime)}, predicted wait {_s(event.predicted_wait)}{reason}"
+            f"walltime {_s(event.walltime)}{wait}{reason}"
         )
     if kind is EventKind.ALLOC_START:
         since = event.eligible if event.eligible is not None else (submitted or {}).get(alloc)
