@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import shutil
 import socket
 import subprocess
@@ -160,13 +161,25 @@ def check_port(bind: str, port: int, advertise: str | None, slurm: bool) -> Chec
     return Check("ok", what, f"bound port {bound}, reached at {host}:{bound}")
 
 
-def check_interpreter(python: str) -> Check:
-    """Check the agents' interpreter starts and imports what an agent imports."""
+def check_interpreter(python: str, worker_init: str = "") -> Check:
+    """Check the agents' interpreter starts and imports what an agent imports.
+
+    Parameters
+    ----------
+    python
+        The interpreter (a path, or a name found on ``PATH``).
+    worker_init
+        The site's job prologue (``module load``, ``source venv/bin/activate``), run first in ``bash`` as
+        a job runs it, so a ``python`` it puts on ``PATH`` is the one checked.
+    """
     what = f"agents' interpreter ({python})"
+    code = f"{AGENT_IMPORTS}; import sys; print(sys.version.split()[0])"
+    args = [python, "-c", code]
+    if worker_init.strip():
+        what = f"agents' interpreter ({python} after worker_init)"
+        args = ["bash", "-c", f"{worker_init}\nexec {shlex.quote(python)} -c {shlex.quote(code)}"]
     try:
-        done = _run(
-            [python, "-c", f"{AGENT_IMPORTS}; import sys; print(sys.version.split()[0])"], timeout=60.0
-        )
+        done = _run(args, timeout=60.0)
     except (OSError, subprocess.SubprocessError) as exc:
         return Check("FAIL", what, f"does not start: {exc}")
     if done.returncode != 0:
@@ -193,13 +206,15 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
     checks += check_slurm(slurm, args.partition)
     checks.append(check_store(args.store))
     checks.append(check_port(args.bind, args.port, args.advertise, slurm))
-    python = args.python
-    if python is None and slurm:
+    python, worker_init = args.python, ""
+    if slurm:  # the agents run in jobs: after the site's worker_init, with the site's python
         try:
-            python = load_site().python
+            site = load_site()
         except Exception as exc:  # a bad site file: said here, checked by the Slurm lines too
             checks.append(Check("FAIL", "site file", str(exc)))
-    checks.append(check_interpreter(python or sys.executable))
+        else:
+            python, worker_init = python or site.python, site.worker_init
+    checks.append(check_interpreter(python or sys.executable, worker_init))
     return checks
 
 

@@ -97,3 +97,14 @@ def test_the_local_slurm_cluster_passes(
     partition = _line(lines, "slurm partition")
     assert partition.startswith("ok") and "debug:" in partition and "cores" in partition
     assert _line(lines, "slurm site options").startswith("ok")
+
+
+def test_the_interpreter_is_checked_after_worker_init(tmp_path: Path) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    wrapper = bin_dir / "agentpython"  # only on PATH once worker_init ran
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n', encoding="utf-8")
+    wrapper.chmod(0o755)
+    assert check_interpreter("agentpython").status == "FAIL"
+    check = check_interpreter("agentpython", f'export PATH="{bin_dir}:$PATH"')
+    assert check.status == "ok" and "after worker_init" in check.what, check
