@@ -148,8 +148,3 @@ def long_stage(width: int, seconds: float) -> list[float]:
     parts = sleeper.map([seconds] * width)
     last = sleeper.submit(seconds, wait_for=parts)
     return [*(p.result() for p in parts), last.result()]
-
-
-def features_light() -> int:
-    """Two runs of one task, one stage (``inc``): the smallest flow that gets an allocation."""
-    return sum(f.result() for f in inc.map([1, 2]))

@@ -24,7 +24,15 @@ from elastic.executors.prefect_runner import ElasticTaskRunner
 from elastic.metrics import EventKind
 from elastic.store import Store
 from tests.executors import prefect_flows as flows
-from tests.executors.readback import all_final, by_task, inputs_of, log_messages, states_of, task_runs
+from tests.executors.readback import (
+    all_final,
+    by_task,
+    flow_log_messages,
+    inputs_of,
+    log_messages,
+    states_of,
+    task_runs,
+)
 from tests.fixtures.prefect_server import PrefectServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -111,6 +119,10 @@ def test_staged_flow_on_the_scaled_mock_queue(strategy: str, api: PrefectServer,
         assert inputs_of(r)["items"] == {prepare.id}
     assert inputs_of(merge)["parts"] == {r.id for r in tasks["process"]}
     assert any("preparing 6 items" in m for m in log_messages([prepare.id], expect="preparing 6 items"))
+    # progress by default: the run's stage and allocation lines are the flow run's logs
+    progress = flow_log_messages(state.state_details.flow_run_id, expect="run ended")
+    assert "stage process: ready" in progress and "run ended: completed" in progress
+    assert any(m.startswith("allocation a1") and "requested" in m for m in progress), progress
     assert states_of(prepare.id)[-2:] == ["Running", "Completed"]
 
     [result] = runner.results
@@ -198,26 +210,10 @@ def test_task_runs_the_runner_cancels_stay_under_their_flow_run_after_another_fl
     assert not local.queue(), "an allocation outlived the flow run"
 
 
-@pytest.mark.parametrize("progress", [True, False])
-def test_progress_lines_go_to_the_flow_runs_logger(
-    api: PrefectServer, local: LocalBackend, progress: bool
-) -> None:
-    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-
-    runner = ElasticTaskRunner(local, "perstage", store=False, progress=progress)
-    state = flow(name="progress", task_runner=runner)(flows.features_light)(return_state=True)  # stage "inc"
-    assert state.is_completed()
-    run_id = state.state_details.flow_run_id
-    deadline = time.monotonic() + (30.0 if progress else 3.0)
-    while True:  # the run's logs reach the API in batches
-        with get_client(sync_client=True) as client:
-            logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[run_id])))
-        messages = [log.message for log in logs]
-        if any("run ended" in m for m in messages) or time.monotonic() > deadline:
-            break
-        time.sleep(0.5)
-    if progress:
-        assert "stage inc: ready" in messages and any(m.startswith("allocation a1") for m in messages)
-        assert "run ended: completed" in messages
-    else:
-        assert not any(m.startswith(("allocation", "stage ", "run ended")) for m in messages)
+def test_progress_is_an_option_kept_by_each_flow_runs_copy() -> None:
+    runner = ElasticTaskRunner("local", progress=False)
+    assert runner._config is not None and runner._config.progress is False
+    dup = runner.duplicate()
+    assert dup._config is not None and dup._config.progress is False
+    with pytest.raises(ConfigError, match="progress must be True or False"):
+        ElasticTaskRunner("local", progress="loud")  # type: ignore[arg-type]
