@@ -148,6 +148,7 @@ class RunProgress:
         isatty = getattr(self._stream, "isatty", None)
         self.live = bool(live if live is not None else (callable(isatty) and isatty()))
         self._submitted: dict[str, float] = {}
+        self._t0: float | None = None  # the run's start, backend seconds
         self._lock = threading.Lock()
         self._live: Live | None = None
         self._handler: logging.Handler | None = None
@@ -183,6 +184,8 @@ class RunProgress:
             with self._lock:
                 if self._stopped:
                     return
+                if event.kind is EventKind.RUN_START:
+                    self._t0 = event.time
                 if event.kind is EventKind.ALLOC_SUBMIT and event.allocation is not None:
                     self._submitted[event.allocation] = event.time
                 line = event_line(event, submitted=self._submitted)
@@ -242,7 +245,8 @@ class RunProgress:
             else:
                 row += ["", "", "", "", ""]
             table.add_row(*row)
-        title = Text(f"elastic: {view.queued} tasks queued, t={view.now:.0f} s", style="bold")
+        since = f"{_s(view.now - self._t0)} into the run" if self._t0 is not None else f"t={view.now:.0f} s"
+        title = Text(f"elastic: {since}, {view.queued} tasks queued for cores", style="bold")
         from rich.console import Group
 
         return Group(title, table)

@@ -112,7 +112,11 @@ def test_the_live_view_shows_stages_done_and_allocations_with_their_waits() -> N
     out = io.StringIO()
     Console(file=out, width=120).print(progress._render())
     text = out.getvalue()
-    assert "3 tasks queued" in text and "3/8" in text
+    assert "t=100 s, 3 tasks queued" in text and "3/8" in text
+    progress.event(Event(40.0, EventKind.RUN_START, note="asa"))
+    out = io.StringIO()
+    Console(file=out, width=120).print(progress._render())
+    assert "60 s into the run" in out.getvalue()
     assert re.search(r"a1\s+4\s+running\s+20 s", text), text
     assert re.search(r"a2\s+4\s+requested \(queued\)\s+60 s\s+90 s", text), text
 
