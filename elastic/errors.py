@@ -16,6 +16,7 @@ __all__ = [
     "DependencyError",
     "ElasticError",
     "GeometryError",
+    "MissingExtraError",
     "PoolError",
     "SubmitError",
     "TraceError",
@@ -128,6 +129,29 @@ class UnknownJobError(BackendError, KeyError):
 
     def __str__(self) -> str:  # KeyError would repr() the message
         return str(self.args[0])
+
+
+class MissingExtraError(ElasticError, ImportError):
+    """An optional part of Elastic is used but its install extra is not installed.
+
+    Attributes
+    ----------
+    extra
+        The extra that brings the missing modules (``parsl``, ``prefect``, ``mesos``, ``demos``, ...).
+    feature
+        What needed it.
+    modules
+        The modules that could not be found.
+    """
+
+    def __init__(self, extra: str, feature: str, modules: Iterable[str]) -> None:
+        self.extra = extra
+        self.feature = feature
+        self.modules = tuple(modules)
+        super().__init__(
+            f"{feature} needs {', '.join(self.modules)}, which is not installed: "
+            f'pip install "elastic-hpc[{extra}]"'
+        )
 
 
 class PoolError(ElasticError):

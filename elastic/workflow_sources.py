@@ -6,6 +6,7 @@ The file format is in :mod:`elastic.workflow`.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -172,10 +173,10 @@ def load_workflow(path: str | Path) -> Workflow:
         except json.JSONDecodeError as exc:
             raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     elif suffix == ".toml":
-        try:
+        if sys.version_info >= (3, 11):
             import tomllib
-        except ModuleNotFoundError:  # Python 3.10
-            raise ConfigError(f"{path}: reading TOML needs Python >= 3.11; use a .json file") from None
+        else:  # pragma: no cover - Python 3.10: the same parser, installed as tomli
+            import tomli as tomllib
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

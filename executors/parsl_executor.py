@@ -37,7 +37,6 @@ allocations inherit the environment of the Parsl process).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -45,13 +44,20 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from parsl.executors.base import ParslExecutor
-from parsl.jobs.states import JobState, JobStatus
+from elastic.extras import require
+
+try:
+    from parsl.executors.base import ParslExecutor
+    from parsl.jobs.states import JobStatus
+except ImportError:  # say which extra installs it, not only that a module is missing
+    require("parsl", "the Parsl executor (elastic.parsl)")
+    raise
 
 from elastic.allocations import AllocationEvent, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.errors import ConfigError
-from elastic.executors.parsl_plan import app_resources, waiting_stages
+from elastic.executors.parsl_blocks import block_changes, block_messages, block_statuses
+from elastic.executors.parsl_plan import app_resources, calling_dfk, loaded_dfk, waiting_stages
 from elastic.front.door import Elastic, FrontDoorView
 from elastic.front.settings import Settings, settings_from, site_of
 from elastic.front.setup import resolve_strategy
@@ -70,16 +76,8 @@ __all__ = ["ElasticExecutor", "worker_callable"]
 
 logger = logging.getLogger(__name__)
 
-_JOB_STATES = {
-    AllocationState.REQUESTED: JobState.PENDING,
-    AllocationState.RUNNING: JobState.RUNNING,
-    AllocationState.DRAINING: JobState.RUNNING,
-    AllocationState.COMPLETED: JobState.COMPLETED,
-    AllocationState.FAILED: JobState.FAILED,
-    AllocationState.TIMEOUT: JobState.TIMEOUT,
-    AllocationState.CANCELLED: JobState.CANCELLED,
-}
-"""Our allocation states as Parsl's block states (``parsl/jobs/states.py:9-56``)."""
+#: The logger of the run's progress lines: a child of Parsl's, so they land in Parsl's run log.
+PROGRESS_LOGGER = "parsl.elastic"
 
 
 class ElasticExecutor(ParslExecutor):
@@ -104,7 +102,8 @@ class ElasticExecutor(ParslExecutor):
     max_retries, drain_margin, speedup, name, user, site, progress : optional
         As the :class:`~elastic.front.settings.Settings` fields. ``max_retries`` counts losses (allocation
         or agent gone), not Parsl's retries; ``name`` None: ``"parsl"``; ``site`` None with ``"slurm"``:
-        the site file, read and checked here.
+        the site file, read and checked here; ``progress`` None: True, and the lines also go to Parsl's
+        run log (``runinfo/NNN/parsl.log``, logger ``parsl.elastic``).
     job_name : str or None, default None
         ``name`` under its earlier name (give one of the two).
     plan_interval : float, default 1.0
@@ -127,6 +126,10 @@ class ElasticExecutor(ParslExecutor):
     UnknownNameError
         An unknown backend or strategy name.
     """
+
+    status_polling_interval: float = 2.0
+    """Seconds between two looks at the allocations' states for Parsl monitoring's block table (as
+    ``BlockProviderExecutor.status_polling_interval``)."""
 
     def __init__(
         self,
@@ -207,6 +210,7 @@ class ElasticExecutor(ParslExecutor):
         self.job_name = "parsl" if self.settings.name is None else self.settings.name
         self.plan_interval = plan_interval
         self.storage_access = storage_access
+        self.progress = True if self.settings.progress is None else self.settings.progress
         if remote_monitoring_radio is None:
             from parsl.monitoring.radios.filesystem import FilesystemRadio
 
@@ -219,6 +223,11 @@ class ElasticExecutor(ParslExecutor):
         self._planner: threading.Thread | None = None
         self._submitted: dict[str, int] = {}  # tasks submitted by stage (only the Task-Launch thread adds)
         self._unsubscribe: Callable[[], None] | None = None
+        self._blocks: dict[str, JobStatus] = {}  # the allocations' states last sent to Parsl monitoring
+        self._block_sender: Any = None
+        self._monitor: threading.Thread | None = None
+        self._pool_states: dict[str, AllocationState] = {}  # the pool's newest state of each allocation
+        self._blocks_changed = threading.Event()  # set by the pool's allocation events
 
     def __repr__(self) -> str:
         backend = self.backend if isinstance(self.backend, str) else type(self.backend).__name__
@@ -231,9 +240,9 @@ class ElasticExecutor(ParslExecutor):
 
         Called by the DataFlowKernel once it has set :attr:`run_dir` and :attr:`run_id`.
         """
-        self._dfk = _calling_dfk()
+        self._dfk = calling_dfk()
         if self._dfk is None:
-            self._dfk = _loaded_dfk()
+            self._dfk = loaded_dfk()
         options = dict(self.settings.pool)
         backend: str | BatchBackend = self.backend
         if backend == "slurm":  # job files and the pool's secret beside Parsl's run directory
@@ -252,9 +261,20 @@ class ElasticExecutor(ParslExecutor):
             workflow=workflow,
             name=self.job_name,
             site=self.site,
+            # Parsl's run log is its "parsl" logger's file: our lines go there too
+            progress=logging.getLogger(PROGRESS_LOGGER) if self.progress is True else self.progress,
             **options,
         )
         self._unsubscribe = self._elastic.pool.subscribe(self._log_allocation)
+        messages = getattr(self, "monitoring_messages", None)
+        if messages is not None:  # Config(monitoring=MonitoringHub(...))
+            from parsl.monitoring.radios.multiprocessing import MultiprocessingQueueRadioSender
+
+            self._block_sender = MultiprocessingQueueRadioSender(messages)
+            self._monitor = threading.Thread(
+                target=self._monitor_loop, name=f"{self.label}-blocks", daemon=True
+            )
+            self._monitor.start()
         if self._dfk is not None and self.plan_interval > 0:
             self._planner = threading.Thread(target=self._plan_loop, name=f"{self.label}-plan", daemon=True)
             self._planner.start()
@@ -300,11 +320,16 @@ class ElasticExecutor(ParslExecutor):
         self._stop.set()
         if self._planner is not None:
             self._planner.join()
+        if self._monitor is not None:
+            self._blocks_changed.set()
+            self._monitor.join()
         if self._unsubscribe is not None:
             self._unsubscribe()
         if self._elastic is not None:
             left = self._elastic.outstanding
             self._elastic.shutdown(wait=False, cancel_futures=left > 0)
+            if self._block_sender is not None:  # the allocations' final states (all ended now)
+                self.send_block_changes()
             logger.info(
                 "%s: shut down (%s)", self.label, self._elastic.result.status if self._elastic.result else "?"
             )
@@ -325,11 +350,39 @@ class ElasticExecutor(ParslExecutor):
 
     def status(self) -> dict[str, JobStatus]:
         """Every allocation by id, as Parsl's ``BlockProviderExecutor.status()`` gives its blocks."""
-        out = {}
-        for a in self._front.view().allocations:
-            message = f"job {a.backend_job_id}, stage {a.stage}, {a.cores} cores, {a.state.value.lower()}"
-            out[a.alloc_id] = JobStatus(_JOB_STATES[a.state], message=message)
-        return out
+        return block_statuses(self._front.view().allocations)
+
+    def send_block_changes(self) -> dict[str, JobStatus]:
+        """Send the allocations whose state changed to Parsl monitoring as blocks; return what was sent.
+
+        What Parsl's ``BlockProviderExecutor.poll_facade`` does for HTEX's blocks: every allocation is a
+        block (its id the block id, its batch job id the job id), and a message of type ``BLOCK_INFO``
+        goes to the monitoring database's ``block`` table at each change of state, so ``parsl-visualize``
+        shows the allocations. Called at each allocation event of the pool and every
+        ``status_polling_interval`` seconds while the executor runs with monitoring on, and once more at
+        shutdown; without monitoring it sends nothing.
+        """
+        if self._block_sender is None:
+            return {}
+        from parsl.monitoring.message_type import MessageType
+
+        jobs = {a.alloc_id: a.backend_job_id for a in self._front.view().allocations}
+        changed = block_changes(self.status(), self._pool_states, self._blocks)
+        if changed:
+            messages = block_messages(changed, jobs, self.run_id, self.label)
+            self._block_sender.send((MessageType.BLOCK_INFO, messages))
+        return changed
+
+    def _monitor_loop(self) -> None:
+        while not self._stop.is_set():
+            self._blocks_changed.wait(self.status_polling_interval)
+            self._blocks_changed.clear()
+            if self._stop.is_set():
+                return
+            try:
+                self.send_block_changes()
+            except Exception:  # the front door is ending: the last states go out at shutdown
+                logger.debug("%s: sending block states to Parsl monitoring failed", self.label, exc_info=True)
 
     @property
     def _front(self) -> Elastic:
@@ -341,6 +394,8 @@ class ElasticExecutor(ParslExecutor):
 
     def _log_allocation(self, event: PoolEvent) -> None:
         if isinstance(event, AllocationEvent):
+            self._pool_states[event.alloc_id] = event.state
+            self._blocks_changed.set()  # the monitoring thread looks at once (not from the pool's thread)
             logger.info(
                 "%s: allocation %s (stage %s, %d cores) %s%s",
                 self.label,
@@ -415,35 +470,3 @@ def _wrap_error_code() -> Any:
 
 
 _WRAP_ERROR_CODE: Any = None
-
-
-def _calling_dfk() -> DataFlowKernel | None:
-    """Return the DataFlowKernel whose ``add_executors`` is calling :meth:`ElasticExecutor.start`, if any.
-
-    ``DataFlowKernel.__init__`` calls ``self.add_executors(config.executors)`` (``dflow.py:206``), which
-    sets ``run_dir``/``run_id`` and calls ``executor.start()`` (``dflow.py:1127``): the DataFlowKernel is
-    ``self`` two frames up. It is not yet what ``parsl.dfk()`` returns (``parsl.load`` sets that after
-    the constructor returns), and its ``tasks`` table is created after (``dflow.py:210``).
-    """
-    from parsl.dataflow.dflow import DataFlowKernel
-
-    frame = inspect.currentframe()
-    try:
-        for _ in range(4):
-            frame = frame.f_back if frame is not None else None
-            candidate = frame.f_locals.get("self") if frame is not None else None
-            if isinstance(candidate, DataFlowKernel):
-                return candidate
-        return None
-    finally:
-        del frame
-
-
-def _loaded_dfk() -> DataFlowKernel | None:
-    from parsl.dataflow.dflow import DataFlowKernelLoader
-    from parsl.errors import NoDataFlowKernelError
-
-    try:
-        return DataFlowKernelLoader.dfk()
-    except NoDataFlowKernelError:
-        return None

@@ -1,8 +1,7 @@
 """What Parsl knows before a task reaches the executor: its stage, cores and runtime, and the tasks it holds.
 
-Two things :class:`~elastic.executors.parsl_executor.ElasticExecutor` reads from Parsl, kept here so the
-executor
-stays an adapter:
+What :class:`~elastic.executors.parsl_executor.ElasticExecutor` reads from Parsl, kept here so the
+executor stays an adapter (and the DataFlowKernel it belongs to: :func:`calling_dfk`, :func:`loaded_dfk`):
 
 - **Resource specifications** (:func:`app_resources`): ``parsl_resource_specification={"stage": ...,
   "cores": ..., "runtime": ...}``, passed by the DataFlowKernel to ``submit`` untouched
@@ -22,19 +21,31 @@ stays an adapter:
 
 from __future__ import annotations
 
+import inspect
 import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from parsl.dataflow.states import States
-from parsl.executors.errors import InvalidResourceSpecification
+from elastic.extras import require
+
+try:
+    from parsl.dataflow.states import States
+    from parsl.executors.errors import InvalidResourceSpecification
+except ImportError:  # say which extra installs it, not only that a module is missing
+    require("parsl", "the Parsl executor (elastic.parsl)")
+    raise
+
+if TYPE_CHECKING:
+    from parsl.dataflow.dflow import DataFlowKernel
 
 __all__ = [
     "RESOURCE_KEYS",
     "AppResources",
     "WaitingStage",
     "app_resources",
+    "calling_dfk",
+    "loaded_dfk",
     "record_resources",
     "waiting_stages",
 ]
@@ -179,3 +190,36 @@ def waiting_stages(records: Iterable[Mapping[str, Any]], label: str) -> list[Wai
 
 def _mean(values: list[float] | None) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+def calling_dfk() -> DataFlowKernel | None:
+    """Return the DataFlowKernel whose ``add_executors`` is calling the executor's ``start``, if any.
+
+    ``DataFlowKernel.__init__`` calls ``self.add_executors(config.executors)`` (``dflow.py:206``), which
+    sets ``run_dir``/``run_id`` and calls ``executor.start()`` (``dflow.py:1127``): the DataFlowKernel is
+    ``self`` two frames up. It is not yet what ``parsl.dfk()`` returns (``parsl.load`` sets that after
+    the constructor returns), and its ``tasks`` table is created after (``dflow.py:210``).
+    """
+    from parsl.dataflow.dflow import DataFlowKernel
+
+    frame = inspect.currentframe()
+    try:
+        for _ in range(4):
+            frame = frame.f_back if frame is not None else None
+            candidate = frame.f_locals.get("self") if frame is not None else None
+            if isinstance(candidate, DataFlowKernel):
+                return candidate
+        return None
+    finally:
+        del frame
+
+
+def loaded_dfk() -> DataFlowKernel | None:
+    """Return the DataFlowKernel ``parsl.dfk()`` returns, or None when none is loaded."""
+    from parsl.dataflow.dflow import DataFlowKernelLoader
+    from parsl.errors import NoDataFlowKernelError
+
+    try:
+        return DataFlowKernelLoader.dfk()
+    except NoDataFlowKernelError:
+        return None

@@ -3,7 +3,7 @@
 ::
 
     from prefect import flow, task
-    from elastic.executors.prefect_runner import ElasticTaskRunner
+    from elastic.prefect import ElasticTaskRunner
 
     @task(tags=["stage:align", "cores:2"])
     def align(chunk): ...
@@ -17,7 +17,7 @@ The runner is a thin adapter around :class:`elastic.Elastic` (the front door): e
 started at the flow run's first task submission, which requests allocations from the backend as the
 strategy decides, runs the task runs on the warm workers of their agents and releases every allocation
 when the flow run ends. Task runs are created and tracked in Prefect as with Prefect's own runners
-(states, lineage, logs, results, retries, caching); see the README's "Prefect" section, and
+(states, lineage, logs, results, retries, caching); see ``docs/guide/prefect.md``, and
 :mod:`elastic.executors.prefect_dispatch` for holding, retries, cancellation and crashes.
 
 Prefect's contract (``prefect/task_runners.py:64-240``): ``duplicate`` (the engine runs each flow run on
@@ -44,8 +44,15 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 from typing_extensions import Self
+
+from elastic.extras import require
+
+try:
+    from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+except ImportError:  # say which extra installs it, not only that a module is missing
+    require("prefect", "the Prefect task runner (elastic.prefect)")
+    raise
 
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import RunResult
@@ -53,6 +60,7 @@ from elastic.errors import ConfigError
 from elastic.executors.prefect_dispatch import ElasticPrefectFuture, FlowRunDispatch
 from elastic.executors.prefect_runs import RunContext, placement_of
 from elastic.front.door import Elastic
+from elastic.front.progress import ProgressLogger
 from elastic.front.settings import Settings, settings_from, site_of
 
 __all__ = ["ElasticPrefectFuture", "ElasticTaskRunner"]
@@ -85,7 +93,9 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
         ``workflow`` (default: the flow's name, so later runs of the flow know its stages from the store),
         ``store``, ``learner``, ``max_cores``, ``job_cores``, ``idle_timeout``, ``poll_interval``,
         ``drain_margin``, ``speedup``, ``name``, ``user``, ``site`` (with ``"slurm"`` and no ``site``, the
-        site file, read and checked here), ``progress``, and pool options (``workers``,
+        site file, read and checked here), ``progress`` (default: one line per stage and allocation event
+        on the flow run's logger, Prefect's console and the run's logs in the UI, and a live view on a
+        terminal; False: nothing), and pool options (``workers``,
         ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run lost with its allocation
         is retried under the Prefect task's own ``retries``.
 
@@ -216,7 +226,12 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
             self._flow_run = getattr(ctx, "flow_run", None)
             settings = self._config.settings
             workflow = settings.workflow or (flow.name if flow is not None else "prefect")
-            elastic = Elastic(settings=settings, workflow=workflow, max_retries=0)
+            progress: bool | ProgressLogger = settings.progress is not False
+            if settings.progress is None or settings.progress is True:
+                progress = _run_logger()  # the flow run's logs
+            elif settings.progress is not False:
+                progress = settings.progress  # a logger of the user's
+            elastic = Elastic(settings=settings, workflow=workflow, max_retries=0, progress=progress)
             self._dispatch = FlowRunDispatch(elastic)
             interval = self._config.cancel_poll_interval
             if interval is not None and self._flow_run is not None:
@@ -248,6 +263,17 @@ def _remote_copy(cls: type[ElasticTaskRunner]) -> Any:
     runner._parent = None
     runner.results = []
     return runner
+
+
+def _run_logger() -> ProgressLogger:
+    """Return the flow run's logger (its logs in the UI, Prefect's console), else ``prefect.elastic``."""
+    from prefect.exceptions import MissingContextError
+    from prefect.logging import get_run_logger
+
+    try:
+        return get_run_logger()
+    except MissingContextError:
+        return logging.getLogger("prefect.elastic")
 
 
 def _check_interval(interval: object) -> None:

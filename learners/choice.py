@@ -4,16 +4,17 @@ Every caller that builds a wait learner for strategies (``elastic compare``, ``e
 door) builds it here, by one of :data:`WAIT_LEARNERS`:
 
 - ``"ewma"`` (:data:`DEFAULT_WAIT_LEARNER`): :class:`~elastic.learners.ewma.LogEWMA` with weight 0.3 on the
-  newest wait. Chosen on the evidence of ``elastic waits`` on three traces (README, "Queue-wait
-  learners"): its predictions follow the queue (rank correlation with the wait that follows at or
-  within 0.02 of the best predictor in 8 of 9 trace x geometry cells, against 0.00-0.27 for the ASA
-  learner as the paper schedules it), its MAE is at or within 1 % of the lowest in 8 of 9, and it gives
-  quantiles (:class:`~elastic.learners.base.WaitDistribution`), which the allocation planner prices its
-  choices with.
+  newest wait. Chosen on the evidence of ``elastic waits`` on three traces
+  (``docs/guide/learners.md``, ``docs/results/simulator.md``): its predictions follow the queue (rank
+  correlation with the wait that follows at or within 0.02 of the best predictor in 8 of 9 trace x
+  geometry cells, against 0.00-0.27 for the ASA learner as the paper schedules it), its MAE is at or
+  within 1 % of the lowest in 8 of 9, and it gives quantiles
+  (:class:`~elastic.learners.base.WaitDistribution`), which the allocation planner prices its choices with.
 - ``"tuned"``, ``"default"``, ``"greedy"``: the paper's learner (:class:`~elastic.learners.asa.ASAEstimator`)
   with that policy and the learning-rate floor ``eta_min=0.1``: with the paper's schedule alone the
   learner freezes on long traces (2 % hits on HPC2N), with the floor it follows the queue
-  (``asa-floor`` in the README's tables). The paper's ASA strategies run with ``"tuned"``.
+  (``asa-floor`` in the tables of ``docs/results/simulator.md``). The paper's ASA strategies run with
+  ``"tuned"``.
 
 Examples
 --------

@@ -99,7 +99,7 @@ PREDICTORS: dict[str, Callable[[int | None], WaitPredictor]] = {
 learning-rate floor ``eta_min=0.1``. ``zero`` always predicts 0 s (Per-Stage's behaviour); ``q25`` is the
 0.25 quantile of the last 10 waits; ``ewma`` the median of a log-normal fitted to the recent waits with
 weight 0.3 on the newest (:class:`~elastic.learners.ewma.LogEWMA`). The windows and weights of ``q25`` and
-``ewma`` were chosen on the HPC2N trace (README, "Queue-wait learners"). The scheduler baseline
+``ewma`` were chosen on the HPC2N trace (``docs/guide/learners.md``). The scheduler baseline
 (:class:`~elastic.learners.reference.SchedulerEstimate`) needs a live backend, so it is not replayable here.
 """
 

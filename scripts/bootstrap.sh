@@ -60,29 +60,30 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
-stamp="$venv/.elastic-installed"
-want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  log "installing Python packages (this takes a few minutes the first time)"
-  "${pip[@]}" install --upgrade pip wheel setuptools
-  "${pip[@]}" install -e ".[dev,postgres]"
-  echo "$want" > "$stamp"
-fi
-
-# pymesos needs http-parser, whose bundled C code does not build on Python >= 3.11: regenerate it
-# with Cython < 3 from the sdist, then install pymesos (see README, "Installing pymesos").
-if ! "$venv/bin/python" -c 'import pymesos, http_parser.parser' 2>/dev/null; then
-  log "building http-parser with Cython < 3 and installing pymesos"
+# pymesos (the `mesos` extra) needs http-parser, whose bundled C code does not build on Python >= 3.11:
+# regenerate it with Cython < 3 from the sdist first, so that installing the extras finds it installed
+# (see docs/guide/mesos.md, "Installing pymesos").
+if ! "$venv/bin/python" -c 'import http_parser.parser' 2>/dev/null; then
+  log "building http-parser with Cython < 3 (for pymesos)"
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  "${pip[@]}" install "cython<3"
+  "${pip[@]}" install --upgrade pip wheel setuptools "cython<3"
   "${pip[@]}" download --no-deps --no-binary :all: -d "$tmp" "http-parser==0.9.0"
   tar -xzf "$tmp"/http-parser-0.9.0.tar.gz -C "$tmp"
   src="$tmp/http-parser-0.9.0"
   rm -f "$src"/http_parser/*.so
   (cd "$src/http_parser" && "$venv/bin/cython" parser.pyx -o parser.c)
   "${pip[@]}" install --no-build-isolation "$src"
-  "${pip[@]}" install "pymesos>=0.3.15"
+fi
+# The same extras a user installs (pyproject.toml): `all` is Parsl, Prefect, Mesos, the demos and
+# PostgreSQL; `dev` the test and documentation tools.
+stamp="$venv/.elastic-installed"
+want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
+if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
+  log "installing Python packages (this takes a few minutes the first time)"
+  "${pip[@]}" install --upgrade pip wheel setuptools
+  "${pip[@]}" install -e ".[all,dev]"
+  echo "$want" > "$stamp"
 fi
 
 export PATH="$venv/bin:$PATH"

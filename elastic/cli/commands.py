@@ -44,6 +44,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "elastic.cli.reproduce",
         "reproduce a paper's experiment and print its figures beside ours with a verdict",
     ),
+    "doctor": (
+        "elastic.cli.doctor",
+        "check what a run needs here (Slurm, the store, the pool's port, the agents' Python)",
+    ),
     "store": ("elastic.cli.store", "write a run's journal (what its store did not take) to the store"),
     "mesos": (
         "elastic.cli.mesos",

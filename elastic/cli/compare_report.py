@@ -29,6 +29,7 @@ from rich.progress import (
 from elastic.cli.arguments import BackgroundSetup, load_background
 from elastic.errors import ConfigError
 from elastic.experiments import SHAPES, shaped_strategies
+from elastic.extras import require
 from elastic.report.experiment import Cell, CellRunner, ExperimentPlan, Simulation, emulation, run_experiment
 from elastic.report.records import RunRecord
 from elastic.workflow import Workflow
@@ -97,6 +98,8 @@ def run_report(
     out : Path or None
         Report directory, or None to print the table only.
     """
+    if out is not None:  # the report's figures; checked before any run
+        require("demos", "the comparison report's figures (elastic compare --out)", ("matplotlib",))
     if args.runtimes == "store":
         from elastic.report.scaling import runtimes_from_store
         from elastic.store import Store

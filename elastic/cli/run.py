@@ -44,7 +44,7 @@ from elastic.cli.arguments import (
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output
 from elastic.cli.run_demo import add_demo_arguments, check_demo_arguments, print_outcome, run_demo
-from elastic.cli.run_view import live_view, metrics_table, sigterm_interrupts, write_events
+from elastic.cli.run_view import PlainLines, live_view, metrics_table, sigterm_interrupts, write_events
 from elastic.cli.values import parse_seed, positive_float, speedup
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
@@ -63,8 +63,11 @@ from elastic.strategies import (
 from elastic.workflow import Workflow, resolve_workflow
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from elastic.backends.base import BatchBackend
     from elastic.store.resilient import ResilientStore
+    from elastic.strategies import RunView
 
 __all__ = ["register"]
 
@@ -114,6 +117,11 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--qos", help="Slurm QOS")
     parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on (Slurm)")
     parser.add_argument("--events", metavar="OUT.csv", help="write the run's event timeline as CSV")
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="show no progress while the run goes on (default: a live view on a terminal, else log lines)",
+    )
     add_background_arguments(parser)
 
 
@@ -183,8 +191,14 @@ def _real(
         shared=store,
         learner_name=shared_name(args.learner or strategy_learner(args.strategy)),
     )
+    live_on = not args.no_progress and console.is_terminal
     try:
-        with Live(console=console, refresh_per_second=4, transient=True) as live:
+        with Live(console=console, refresh_per_second=4, transient=True, auto_refresh=live_on) as live:
+            on_iteration: Callable[[RunView], None] | None = None
+            if live_on:  # the live view on a terminal
+                on_iteration = lambda view: live.update(live_view(view))  # noqa: E731
+            elif not args.no_progress:  # elsewhere one line per change
+                on_iteration = PlainLines(console)
             runner = Runner(
                 workflow,
                 make_strategy(args.strategy),
@@ -193,7 +207,7 @@ def _real(
                 knowledge,
                 seed=args.seed,
                 poll_interval=poll,
-                on_iteration=lambda view: live.update(live_view(view)),
+                on_iteration=on_iteration,
             )
             return runner.run()
     finally:

@@ -32,7 +32,8 @@ from rich.table import Table
 
 from elastic.cli.arguments import mock_backend
 from elastic.cli.run_view import metrics_table
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, MissingExtraError
+from elastic.extras import require
 
 if TYPE_CHECKING:
     from elastic.backends.base import BatchBackend
@@ -57,6 +58,14 @@ FRONTEND_NAMES = ("elastic", "parsl", "prefect")
 """The front-ends a demo runs through (``elastic.workflows.frontends.FRONTENDS``)."""
 DEMO_BACKENDS = ("mock", "slurm", "local")
 """Backends a demo runs on."""
+
+
+#: demo -> the modules of the ``demos`` extra it imports (Montage's FITS and PNG checks; the statistics
+#: workflow's Parquet chunks).
+DEMO_MODULES: dict[str, tuple[str, ...]] = {
+    "montage": ("astropy", "matplotlib"),
+    "statistics": ("pyarrow",),
+}
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,6 +122,8 @@ def check_demo_arguments(args: argparse.Namespace) -> None:
         raise UnknownNameError("backend", args.backend, DEMO_BACKENDS)
     demo = get_demo(args.demo)
     check_size(demo, demo.default_size if args.size is None else args.size)
+    if DEMO_MODULES.get(args.demo):
+        require("demos", f"the {args.demo} demo", DEMO_MODULES[args.demo])
     if args.frontend in ("parsl", "prefect"):  # Elastic's executor or task runner must be installed
         import importlib
 
@@ -124,6 +135,8 @@ def check_demo_arguments(args: argparse.Namespace) -> None:
             os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
         try:
             importlib.import_module(module)
+        except MissingExtraError:  # names the extra to install
+            raise
         except ImportError as exc:
             raise ConfigError(
                 f"--frontend {args.frontend} runs on Elastic's {module.replace('.', '/')}.py, which this "
@@ -196,6 +209,7 @@ def run_demo(args: argparse.Namespace, store: ResilientStore | None) -> DemoOutc
         "learner": args.learner,
         "poll_interval": args.poll,
         "bind": args.bind,
+        "progress": not getattr(args, "no_progress", False),
     }
     status, detail, output, result = "completed", "", None, None
     began = time.perf_counter()

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from elastic.control.execution import RunResult
     from elastic.strategies import RunView
 
-__all__ = ["event_row", "live_view", "metrics_table", "sigterm_interrupts", "write_events"]
+__all__ = ["PlainLines", "event_row", "live_view", "metrics_table", "sigterm_interrupts", "write_events"]
 
 
 @contextlib.contextmanager
@@ -83,6 +83,50 @@ def live_view(view: RunView) -> Group:
             a.reason,
         )
     return Group(stages, allocs)
+
+
+class PlainLines:
+    """``elastic run``'s progress off a terminal: one line per stage and allocation change of the run view.
+
+    Called with each :class:`~elastic.strategies.RunView` (the runner's ``on_iteration``), it prints what
+    changed since the last view: a stage ready or done (tasks done/total), an allocation requested,
+    running (after how long in the queue) or ended.
+    """
+
+    def __init__(self, console: Console) -> None:
+        self.console = console
+        self._stages: dict[str, tuple[bool, bool]] = {}
+        self._allocs: dict[str, str] = {}
+
+    def __call__(self, view: RunView) -> None:
+        """Print the lines of what changed in ``view``."""
+        for line in self.lines(view):
+            self.console.print(f"t={view.now:.0f} s elastic: {line}", highlight=False, soft_wrap=True)
+
+    def lines(self, view: RunView) -> list[str]:
+        """Return the lines of what changed since the last view (and remember this one)."""
+        out = []
+        for s in view.stages:
+            ready, done = s.ready_time is not None, s.end_time is not None
+            was_ready, was_done = self._stages.get(s.name, (False, False))
+            if ready and not was_ready:
+                out.append(f"stage {s.name}: ready ({s.tasks} tasks)")
+            if done and not was_done:
+                out.append(f"stage {s.name}: done ({s.done}/{s.tasks} tasks)")
+            self._stages[s.name] = (ready, done)
+        for a in view.allocations:
+            state = a.state.value
+            if self._allocs.get(a.alloc_id) == state:
+                continue
+            if state == "REQUESTED":
+                out.append(f"allocation {a.alloc_id}: requested {a.cores} cores for stage {a.stage}")
+            elif state == "RUNNING" and a.start_time is not None and a.submit_time is not None:
+                waited = a.start_time - (a.eligible_time or a.submit_time)
+                out.append(f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue")
+            else:
+                out.append(f"allocation {a.alloc_id}: {state.lower()}")
+            self._allocs[a.alloc_id] = state
+        return out
 
 
 def metrics_table(metrics: RunMetrics, title: str) -> Table:

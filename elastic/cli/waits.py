@@ -156,6 +156,9 @@ def _run(args: argparse.Namespace) -> int:
 
 def _figure_suffixes() -> tuple[str, ...]:
     """File suffixes matplotlib can save a figure as (``.png``, ``.pdf``, ``.svg``, ...)."""
+    from elastic.extras import require
+
+    require("demos", "a figure (elastic waits --convergence)", ("matplotlib",))
     from matplotlib.backend_bases import FigureCanvasBase
 
     return tuple(sorted(f".{ext}" for ext in FigureCanvasBase.get_supported_filetypes()))

@@ -18,7 +18,7 @@ A stage is *ready* once one of its tasks can run (queued in the pool). It is *co
 is outstanding (held, announced, queued or running) and either a later stage of the plan has work, or it
 has been idle for ``idle_timeout`` seconds (as HyperQueue's allocation queues release idle workers): a
 user's loop that submits one task at a time does not release its allocation between two tasks. A complete
-stage that gets new tasks is open again. Strategies need nothing else: see the README's "Front door".
+stage that gets new tasks is open again. Strategies need nothing else: see ``docs/guide/front-door.md``.
 
 Counters change from user threads (submit) and from the controller's thread (task events), under one lock.
 """

@@ -43,6 +43,7 @@ from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
 from elastic.errors import ConfigError, ElasticError
 from elastic.front import signals
+from elastic.front.progress import ProgressLogger, RunProgress
 from elastic.front.settings import Settings, settings_from
 from elastic.front.setup import (
     driver_identity,
@@ -122,8 +123,8 @@ class Elastic(concurrent.futures.Executor):
         ``"default"``).
     max_retries, drain_margin, speedup, name, user, site, progress : optional
         As the :class:`~elastic.front.settings.Settings` fields (``max_retries`` None: 2; ``name`` None:
-        ``"elastic"``). On Slurm, the site's options are checked with ``sbatch --test-only`` here, before
-        any allocation.
+        ``"elastic"``; ``progress`` None: True, see :mod:`elastic.front.progress`). On Slurm, the site's
+        options are checked with ``sbatch --test-only`` here, before any allocation.
     **pool_options
         Passed to :class:`~elastic.pool.pool.Pool`: ``workers``, ``worker_memory``, ``prefetch_seconds``,
         ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``, ``heartbeat_timeout``.
@@ -148,7 +149,7 @@ class Elastic(concurrent.futures.Executor):
         name: str | None = None,
         user: str | None = None,
         site: SiteConfig | None = None,
-        progress: bool | None = None,
+        progress: bool | ProgressLogger | None = None,
         **pool_options: Any,
     ) -> None:
         self.settings = settings_from(
@@ -281,6 +282,12 @@ class Elastic(concurrent.futures.Executor):
         except BaseException:
             self._release()
             raise
+        self._progress: RunProgress | None = None
+        progress = True if s.progress is None else s.progress
+        if progress is not False:
+            self._progress = RunProgress(None if progress is True else progress, view=self.view)
+            self._progress.start()
+            self._cleanup.append(self._progress.stop)
         self._record(Event(self._backend.now(), EventKind.RUN_START, note=self._strategy.name))
         self._thread = threading.Thread(target=self._control, name="elastic-control", daemon=True)
         self._thread.start()
@@ -493,6 +500,8 @@ class Elastic(concurrent.futures.Executor):
                 self._timeline.append(event)
         if event.kind is EventKind.ALLOC_SUBMIT and event.job_id is not None:
             self._remember_job(event.job_id)
+        if self._progress is not None:
+            self._progress.event(event)
 
     def _remember_job(self, job_id: str) -> None:
         """Keep the run's batch job ids in the store, so a run whose driver was killed can be cleaned up.
@@ -659,6 +668,8 @@ class Elastic(concurrent.futures.Executor):
             self._recorder.end_running(end)
             self._recorder.add(Event(end, EventKind.RUN_END, note=status))
             self._timeline.append(Event(end, EventKind.RUN_END, note=status))
+        if self._progress is not None:
+            self._progress.event(Event(end, EventKind.RUN_END, note=status))
         plan = self._demand.plan
         stages = self._demand.stages()
         width = max((s.width for s in stages), default=1)  # (no stage: nothing was submitted)

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 
 from elastic.backends.base import BatchBackend
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.front.progress import ProgressLogger, check_progress
 from elastic.limits import check_speedup
 from elastic.site import SiteConfig, load_site
 from elastic.workflow import Workflow, check_scale
@@ -132,8 +133,10 @@ class Settings:
     site : SiteConfig or None, default None
         The site's job settings (:mod:`elastic.site`). None: with ``"slurm"``, the site file; a backend
         object brings its own.
-    progress : bool or None, default None
-        Show the run's progress (None: the front-end decides).
+    progress : bool, logging.Logger or None, default None
+        Show the run's progress (:mod:`elastic.front.progress`): a live view on a terminal, log lines
+        elsewhere; a logger (or logger adapter) to write the lines to; False: nothing. None: the
+        front-end decides (on by default everywhere).
     pool : Mapping[str, Any], default {}
         Options of the pool the agents join (:data:`POOL_OPTIONS`): ``workers``, ``worker_memory``,
         ``prefetch_seconds``, ``bind``, ``port``, ``advertise``, ``secret_dir``, ``heartbeat_interval``,
@@ -171,7 +174,7 @@ class Settings:
     name: str | None = None
     user: str | None = None
     site: SiteConfig | None = None
-    progress: bool | None = None
+    progress: bool | ProgressLogger | None = None
     pool: Mapping[str, Any] = field(default_factory=dict)
 
     __hash__ = None  # type: ignore[assignment]  # the pool options are a mapping
@@ -226,10 +229,8 @@ class Settings:
             self.site is None or isinstance(self.site, SiteConfig),
             f"site must be a SiteConfig or None, got {self.site!r}",
         )
-        _check(
-            self.progress is None or isinstance(self.progress, bool),
-            f"progress must be True, False or None, got {self.progress!r}",
-        )
+        if self.progress is not None:
+            check_progress(self.progress, "Settings")
         unknown = set(self.pool) - POOL_OPTIONS
         _check(not unknown, f"unknown options {sorted(unknown)}; allowed: {', '.join(sorted(POOL_OPTIONS))}")
         for option, value in self.pool.items():

@@ -15,7 +15,8 @@ Caveat, measured on HPC2N: the estimate counts every traced job, the evaluated o
 whose own recorded start is what raises the envelope can start in simulation one ``step`` after it. The
 share of long-waiting (> 1 h) evaluated jobs that start within an hour after their recorded start is
 5.5 % with the estimate and 4.5 % with a constant reserve; an envelope from the other jobs alone starves
-the queue (the evaluated jobs are a third of the load), see the README's fidelity section.
+the queue (the evaluated jobs are a third of the load), see ``docs/results/simulator.md``
+("Fidelity of the mock queue").
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ unless a site sets it, so ``ACCRUE_ALWAYS`` is an opt-in. A site with multifacto
 ``PriorityWeightAge`` therefore re-ranks a held job at eligibility, which is the case where
 pre-submitting with a dependency buys no queue position; assuming ``"basic"`` would flatter early
 submission. (With every weight left at 0, the multifactor default, all priorities tie and jobs go in
-submit order: read the site's setting, see the README's Slurm backend section.)
+submit order: read the site's setting, see ``docs/guide/slurm.md``.)
 
 **How the engine ranks** (:class:`~elastic.simulator.engine.Engine`, ``rank``: lower runs first). Every
 job gets the next value of one counter when it arrives or is submitted, so ranks follow submit time.

@@ -90,7 +90,8 @@ def strategy_learner(name: str) -> str:
 
     The paper's ASA variants (``asa-paper``, ``asa-after``, ``asa-naive``) use the paper's learner, so
     the comparison with the paper stays possible; every other strategy the default learner
-    (:data:`elastic.learners.choice.DEFAULT_WAIT_LEARNER`, chosen on the evidence in the README).
+    (:data:`elastic.learners.choice.DEFAULT_WAIT_LEARNER`, chosen on the evidence in
+    ``docs/results/simulator.md``, "Queue-wait predictors on three traces").
 
     Raises
     ------

@@ -33,8 +33,8 @@ follow-up distribution instead). Waits within one run correlate at 0.76-0.81 (ra
 HPC2N replay), while the learned distribution of a queue whose waits are mostly 0 with a few of hours
 is a log-normal of huge spread whose mean is days: priced by it, every short narrow stage is worth
 holding the wide allocation across, in every run. (The learner's quantiles are capped at the longest
-wait it saw, :class:`~elastic.learners.ewma.LogEWMA`; the spread stays.) Issue 9's grid (README, "ASA:
-allocation planning") measured both.
+wait it saw, :class:`~elastic.learners.ewma.LogEWMA`; the spread stays.) Issue 9's grid
+(``docs/guide/asa-planning.md``) measured both.
 
 What :meth:`Planner.decide` does, each time it is asked:
 

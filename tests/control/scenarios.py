@@ -4,7 +4,7 @@ Used by ``tests/control/test_liveness_random.py`` (a few hundred with hypothesis
 small scenario) and ``benchmarks/bench_liveness.py`` (thousands with a seeded generator). Each scenario runs
 through the real :class:`~elastic.control.runner.Runner` and
 :class:`~elastic.control.controller.AllocationController` on the mock backend's virtual clock, with a real
-strategy, and is checked against the invariants of the README's "Never stall" section:
+strategy, and is checked against the invariants of ``docs/never-stall.md``:
 
 - the run completes, every task ending exactly once, or fails with the documented error of a task lost
   more often than its retries allow (heavy-tailed runtimes and outside kills); it never stalls (bounded by

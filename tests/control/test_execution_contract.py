@@ -1,9 +1,9 @@
 """One scenario, two executions: simulated tasks and real agents place tasks by the same rule.
 
 Pure simulation (``SimExecution``) and real runs (``PoolExecution`` over the pool and real agents started by
-the mock backend's scaled clock) must not drift apart: the README's strategy comparisons come from the
-first, real workflows run on the second. Both place with :func:`elastic.pool.placement.plan_placement` and
-leave allocations within their drain margin alone.
+the mock backend's scaled clock) must not drift apart: the strategy comparisons of ``docs/results/`` come
+from the first, real workflows run on the second. Both place with
+:func:`elastic.pool.placement.plan_placement` and leave allocations within their drain margin alone.
 """
 
 from __future__ import annotations

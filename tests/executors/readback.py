@@ -7,7 +7,13 @@ from collections.abc import Callable
 from typing import Any
 
 from prefect.client.orchestration import get_client
-from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId, LogFilter, LogFilterTaskRunId
+from prefect.client.schemas.filters import (
+    FlowRunFilter,
+    FlowRunFilterId,
+    LogFilter,
+    LogFilterFlowRunId,
+    LogFilterTaskRunId,
+)
 
 
 def task_runs(
@@ -49,6 +55,18 @@ def log_messages(task_run_ids: list[Any], timeout: float = 30.0, expect: str | N
     with get_client(sync_client=True) as client:
         while True:
             logs = client.read_logs(log_filter=LogFilter(task_run_id=LogFilterTaskRunId(any_=task_run_ids)))
+            messages = [log.message for log in logs]
+            if expect is None or any(expect in m for m in messages) or time.monotonic() > deadline:
+                return messages
+            time.sleep(0.5)
+
+
+def flow_log_messages(flow_run_id: Any, timeout: float = 30.0, expect: str | None = None) -> list[str]:
+    """Log messages of the flow run itself (waiting up to ``timeout`` for one containing ``expect``)."""
+    deadline = time.monotonic() + timeout
+    with get_client(sync_client=True) as client:
+        while True:
+            logs = client.read_logs(log_filter=LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
             messages = [log.message for log in logs]
             if expect is None or any(expect in m for m in messages) or time.monotonic() > deadline:
                 return messages

@@ -43,3 +43,27 @@ def test_monitoring_records_every_try_with_the_default_radio_regression_29(tmp_p
     assert [(t[0], t[1], t[2]) for t in tries] == [(0, "elastic", 1), (1, "elastic", 1), (2, "elastic", 1)]
     assert all(t[3] for t in tries), "each try names the host it ran on"
     assert resources == [(0,), (1,), (2,)]
+
+
+@pytest.mark.timeout(180)
+def test_allocations_are_blocks_in_the_monitoring_database(tmp_path: Path) -> None:
+    """Each allocation is a block of the database's ``block`` table, with its job id and each state it had
+    (what ``parsl-visualize`` reads for HTEX's blocks)."""
+    db = tmp_path / "monitoring.db"
+    hub = MonitoringHub(logging_endpoint=f"sqlite:///{db}", resource_monitoring_interval=1)
+    ex = ElasticExecutor(store=False, poll_interval=1.0, strategy="perstage", progress=False)
+    with apps.loaded(ex, tmp_path / "run", monitoring=hub) as dfk:
+        assert [apps.add_one(i).result(timeout=120) for i in range(2)] == [1, 2]
+        allocations = {a.alloc_id: a.backend_job_id for a in ex.view().allocations}
+        dfk.cleanup()
+    with sqlite3.connect(db) as conn:
+        rows = conn.execute(
+            "SELECT block_id, job_id, status, executor_label, run_id FROM block ORDER BY timestamp"
+        ).fetchall()
+        (run_id,) = conn.execute("SELECT run_id FROM workflow").fetchone()
+    assert allocations, "the run had an allocation"
+    assert {r[0] for r in rows} == set(allocations)
+    for block, job, _, label, run in rows:
+        assert job == allocations[block] and label == "elastic" and run == run_id
+    states = [r[2] for r in rows if r[0] == next(iter(allocations))]
+    assert "RUNNING" in states and states[-1] in ("CANCELLED", "COMPLETED"), states

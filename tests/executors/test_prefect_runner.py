@@ -24,7 +24,15 @@ from elastic.executors.prefect_runner import ElasticTaskRunner
 from elastic.metrics import EventKind
 from elastic.store import Store
 from tests.executors import prefect_flows as flows
-from tests.executors.readback import all_final, by_task, inputs_of, log_messages, states_of, task_runs
+from tests.executors.readback import (
+    all_final,
+    by_task,
+    flow_log_messages,
+    inputs_of,
+    log_messages,
+    states_of,
+    task_runs,
+)
 from tests.fixtures.prefect_server import PrefectServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -114,6 +122,10 @@ def test_staged_flow_on_the_scaled_mock_queue(strategy: str, api: PrefectServer,
         assert inputs_of(r)["items"] == {prepare.id}
     assert inputs_of(merge)["parts"] == {r.id for r in tasks["process"]}
     assert any("preparing 6 items" in m for m in log_messages([prepare.id], expect="preparing 6 items"))
+    # progress by default: the run's stage and allocation lines are the flow run's logs
+    progress = flow_log_messages(state.state_details.flow_run_id, expect="run ended")
+    assert "stage process: ready" in progress and "run ended: completed" in progress
+    assert any(m.startswith("allocation a1") and "requested" in m for m in progress), progress
     assert states_of(prepare.id)[-2:] == ["Running", "Completed"]
 
     [result] = runner.results
@@ -199,3 +211,12 @@ def test_task_runs_the_runner_cancels_stay_under_their_flow_run_after_another_fl
     states = [r.state_name for r in ended.values()]
     assert states == ["Cancelled"] * 3, {r.name: r.state_name for r in ended.values()}
     assert not local.queue(), "an allocation outlived the flow run"
+
+
+def test_progress_is_an_option_kept_by_each_flow_runs_copy() -> None:
+    runner = ElasticTaskRunner("local", progress=False)
+    assert runner._config is not None and runner._config.settings.progress is False
+    dup = runner.duplicate()
+    assert dup._config is not None and dup._config.settings.progress is False
+    with pytest.raises(ConfigError, match=r"progress must be True .*False .*or a logger"):
+        ElasticTaskRunner("local", progress="loud")

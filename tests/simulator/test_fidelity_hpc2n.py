@@ -42,7 +42,8 @@ def test_hpc2n_capacity_mode_meets_the_fidelity_goal(hpc2n_trace: Path) -> None:
         rho["replay"] + 0.05 < rho["recorded"] < rho["recorded-chain"] < rho["calibrated"] < rho["capacity"]
     )
     # The reserve fitted on the first half reproduces that half's median, not the second half's
-    # (whose recorded waits are much shorter): a constant reserve misses the goal (README, Fidelity).
+    # (whose recorded waits are much shorter): a constant reserve misses the goal
+    # (docs/results/simulator.md, fidelity).
     assert 0.5 <= report.loc["calibrated (1st half)", "median_ratio"] <= 2.0
     assert 30 <= report.loc["calibrated", "reserve"] <= 45
     assert not report.loc["calibrated", "meets_goal"]
@@ -70,7 +71,7 @@ def test_ctc_capacity_mode_ranks_like_the_recorded_waits(traces_dir: Path) -> No
 
 def test_sdsc_blue_settings_come_from_the_trace(traces_dir: Path) -> None:
     # What the capacity mode derives on SDSC Blue, from the jobs it does not evaluate (the whole run takes
-    # 40 s: its figures are in the README, Spearman 0.74 and the median within 10 minutes).
+    # 40 s: its figures are in docs/results/simulator.md, Spearman 0.74 and the median within 10 minutes).
     path = traces_dir / "SDSC-BLUE-2000-4.2-cln.swf.gz"
     if not path.exists():
         pytest.skip(f"{path} not found")

@@ -4,7 +4,7 @@
 pymesos' ``MesosSchedulerDriver`` uses, in front of an :class:`~elastic.front.door.Elastic`: offers are the
 free cores of the live allocations' agents, launched commands run as pool tasks on the offered agent, and
 the frameworks' demand feeds the front door's strategy (Big-Job, Per-Stage, ASA), which decides the
-allocations. The README's "Mesos frameworks" section lists the calls and fields served, beside Mesos'.
+allocations. ``docs/guide/mesos.md`` lists the calls and fields served, beside Mesos'.
 
 Modules
 -------
@@ -32,7 +32,18 @@ calls, fields, events
 
 from __future__ import annotations
 
+from elastic.extras import require
+
+try:
+    import starlette
+    import uvicorn
+except ImportError:  # say which extra installs them, not only that a module is missing
+    require("mesos", "the Mesos scheduler API (elastic mesos)")
+    raise
+
 from elastic.front.mesos.master import MesosMaster
 from elastic.front.mesos.server import MesosServer
+
+del starlette, uvicorn
 
 __all__ = ["MesosMaster", "MesosServer"]

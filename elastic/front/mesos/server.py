@@ -96,15 +96,18 @@ async def _read_body(request: Request, timeout: float) -> bytes:
     if declared is not None and (not declared.isdigit() or int(declared) > MAX_BODY):
         raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
     chunks: list[bytes] = []
-    size = 0
-    try:
-        async with asyncio.timeout(timeout):
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > MAX_BODY:
-                    raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
-                chunks.append(chunk)
-    except TimeoutError:
+
+    async def collect() -> None:
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > MAX_BODY:
+                raise _BodyError(413, f"the body is larger than {MAX_BODY} bytes")
+            chunks.append(chunk)
+
+    try:  # asyncio.wait_for, not asyncio.timeout: Python 3.10 has only the former
+        await asyncio.wait_for(collect(), timeout)
+    except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
         raise _BodyError(408, f"the body did not arrive within {timeout:g} s") from None
     return b"".join(chunks)
 
