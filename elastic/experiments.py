@@ -226,6 +226,7 @@ def simulate_runs(
     shared: LearnerStateStore | None = None,
     on_run: Callable[[int, RunResult], None] | None = None,
     job_cores: int | None = None,
+    queue_rules: bool = True,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -280,6 +281,9 @@ def simulate_runs(
         Submit an allocation wider than this as batch jobs of at most this many cores
         (:class:`~elastic.control.runner.Runner` ``job_cores``); None = one job per allocation (or the
         ``-split`` label's). Not with a ``-split`` label.
+    queue_rules : bool, default True
+        ``mode="capacity"``: apply the queue rules derived from the trace
+        (:class:`~elastic.backends.mock.MockBackend` ``queue_rules``).
 
     Returns
     -------
@@ -323,6 +327,7 @@ def simulate_runs(
             mode=mode,
             reserve=reserve,
             priority=priority,
+            queue_rules=queue_rules,
         )
         knowledge = Knowledge(
             workflow,

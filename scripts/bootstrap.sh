@@ -118,6 +118,9 @@ log "pytest"
 # The browser tests skip where chromium is missing (a developer's machine); here it was installed above,
 # so a missing browser is a failure, not a skip.
 export ELASTIC_REQUIRE_BROWSER=1
+# Likewise the documentation build (mkdocs build --strict, in tests/test_docs.py): the dev extra installed
+# MkDocs above, so a missing one fails the docs test instead of skipping it.
+export ELASTIC_REQUIRE_DOCS=1
 set +e
 # Two test processes (pytest-xdist): most tests wait on daemons, agents, batch jobs and sleeps rather than
 # on the CPU. Each process starts its own Slurm cluster, PostgreSQL and Prefect server on free ports.

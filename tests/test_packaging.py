@@ -1,4 +1,4 @@
-"""``pip install "elastic-hpc[parsl]"`` from a wheel, in a fresh virtualenv, runs the README's Parsl example.
+"""``pip install "elastic-hpc[parsl]"`` (or ``[prefect]``) from a wheel, in a new virtualenv, runs the README.
 
 Offline and honest at once: the wheel is built from this checkout (``pip wheel --no-deps``) and installed
 into a new virtualenv with ``--no-index``, so pip must find every requirement of ``elastic-hpc[parsl]``
@@ -6,7 +6,8 @@ already installed. They come from a folder holding only the distributions that r
 (read from the installed packages' metadata, starting from the wheel's own), which the virtualenv sees
 through a ``.pth`` file. So a module the core imports but the wheel does not declare (matplotlib, Prefect,
 astropy) is missing there, and the example fails. The same virtualenv then shows that a front-end whose
-extra is missing names the extra.
+extra is missing names the extra. The wheel is built once for both extras; each gets its own virtualenv
+(the Prefect example talks to the test session's Prefect server, as in ``tests/test_docs.py``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,15 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.test_docs import README, python_blocks
+from tests.fixtures.prefect_server import PrefectServer
+from tests.test_docs import EXPECTED, INSTALLED_EXAMPLES, README, python_blocks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -128,10 +131,12 @@ def test_extras_in_pyproject_match_the_extras_module() -> None:
             assert module not in core, f"{module} is an extra's, not a core dependency"
 
 
-@pytest.mark.slow
-def test_wheel_with_the_parsl_extra_runs_the_readme_example(tmp_path: Path) -> None:
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel of this checkout, built once for the module's tests (no dependencies, no index)."""
+    tmp = tmp_path_factory.mktemp("wheel")
     # built from a copy of what a clone holds, so no build/ or egg-info lands in (or comes from) this tree
-    source = tmp_path / "source"
+    source = tmp / "source"
     source.mkdir()
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
@@ -139,7 +144,7 @@ def test_wheel_with_the_parsl_extra_runs_the_readme_example(tmp_path: Path) -> N
         shutil.copytree(
             ROOT / name, source / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
         )
-    dist = tmp_path / "dist"
+    dist = tmp / "dist"
     _run(
         sys.executable,
         "-m",
@@ -152,7 +157,73 @@ def test_wheel_with_the_parsl_extra_runs_the_readme_example(tmp_path: Path) -> N
         str(dist),
         str(source),
     )
-    (wheel,) = dist.glob("elastic_hpc-*.whl")
+    (built,) = dist.glob("elastic_hpc-*.whl")
+    return built
+
+
+@dataclass(frozen=True)
+class Venv:
+    """A fresh virtualenv with the wheel and one extra installed offline, and how to run in it."""
+
+    python: Path
+    site: Path
+    env: dict[str, str]
+
+
+def _venv_with(wheel: Path, extra: str, tmp_path: Path) -> Venv:
+    """A new virtualenv holding ``elastic-hpc[extra]`` from ``wheel``, and nothing the extra does not need.
+
+    The requirement closure of ``elastic-hpc[extra]`` is linked in from this environment (a ``.pth``
+    folder), and pip installs the wheel with ``--no-index``: every requirement must already be there.
+    """
+    deps = tmp_path / "deps"
+    _link_distributions(_closure(_requirements(_wheel_requires(wheel), {extra})), deps)
+    venv = tmp_path / "venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", str(venv))
+    python = venv / "bin" / "python"
+    site = Path(_run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
+    (site / "deps.pth").write_text(f"{deps}\n", encoding="utf-8")
+    # pip from this environment, installing into the new one; --no-index: nothing is downloaded
+    _run(
+        sys.executable,
+        "-m",
+        "pip",
+        "--python",
+        str(python),
+        "install",
+        "-q",
+        "--no-index",
+        f"{wheel}[{extra}]",
+    )
+    env = _clean_env()
+    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["ELASTIC_STORE_URL"] = f"sqlite:///{tmp_path / 'store.db'}"
+    return Venv(python, site, env)
+
+
+def _readme_block(extra: str) -> tuple[str, list[str]]:
+    """The README example of ``extra`` and what its ``print(...)  # -> TEXT`` lines expect."""
+    marker = INSTALLED_EXAMPLES[extra]
+    (block,) = [
+        b for b in python_blocks(README.read_text(encoding="utf-8")) if marker in b.code and b.not_run is None
+    ]
+    expected = [m["expected"] for line in block.code.splitlines() if (m := EXPECTED.match(line))]
+    assert expected, f"the README's {extra} example checks nothing it prints"
+    return block.code, expected
+
+
+def _missing_extra(venv: Venv, cwd: Path, statement: str, extra: str) -> None:
+    """``statement`` fails in ``venv`` with a MissingExtraError naming ``extra``'s install command."""
+    missing = subprocess.run(
+        [str(venv.python), "-c", statement], cwd=cwd, env=venv.env, capture_output=True, text=True, timeout=60
+    )
+    assert missing.returncode != 0
+    assert f'pip install "elastic-hpc[{extra}]"' in missing.stderr
+    assert "MissingExtraError" in missing.stderr
+
+
+@pytest.mark.slow
+def test_wheel_with_the_parsl_extra_runs_the_readme_example(wheel: Path, tmp_path: Path) -> None:
     with zipfile.ZipFile(wheel) as zf:
         tops = {name.split("/")[0] for name in zf.namelist()}
     assert {"elastic", "executors", "learners", "workflows"} & tops == {"elastic"}, tops
@@ -160,48 +231,43 @@ def test_wheel_with_the_parsl_extra_runs_the_readme_example(tmp_path: Path) -> N
     core = [r for r in requires if "extra" not in r]
     assert not any(re.match(r"(parsl|prefect|matplotlib|astropy|pyarrow)\b", r) for r in core), core
 
+    venv = _venv_with(wheel, "parsl", tmp_path)
     deps = tmp_path / "deps"
-    _link_distributions(_closure(_requirements(requires, {"parsl"})), deps)
     assert (deps / "parsl").exists()
     assert not (deps / "prefect").exists() and not (deps / "matplotlib").exists()
-    venv = tmp_path / "venv"
-    _run(sys.executable, "-m", "venv", "--without-pip", str(venv))
-    python = venv / "bin" / "python"
-    site = Path(_run(str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])").strip())
-    (site / "deps.pth").write_text(f"{deps}\n", encoding="utf-8")
-    # pip from this environment, installing into the new one; --no-index: nothing is downloaded, every
-    # requirement of elastic-hpc[parsl] must already be there
-    _run(
-        sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index", f"{wheel}[parsl]"
-    )
+    site = venv.site
     assert (site / "elastic" / "parsl.py").is_file()
     assert (site / "elastic" / "executors" / "parsl_executor.py").is_file()
     assert not any((site / name).exists() for name in ("executors", "learners", "workflows"))
 
-    (block,) = [
-        b
-        for b in python_blocks(README.read_text(encoding="utf-8"))
-        if "ElasticExecutor(" in b.code and b.not_run is None
-    ]
     work = tmp_path / "work"
     work.mkdir()
-    (work / "example.py").write_text(block.code, encoding="utf-8")
-    env = _clean_env()
-    env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["ELASTIC_STORE_URL"] = f"sqlite:///{tmp_path / 'store.db'}"
-    out = _run(str(python), "example.py", cwd=work, env=env)
-    assert "140" in out.splitlines()
-    where = _run(str(python), "-c", "import elastic; print(elastic.__file__)", cwd=work, env=env)
+    code, expected = _readme_block("parsl")
+    (work / "example.py").write_text(code, encoding="utf-8")
+    out = _run(str(venv.python), "example.py", cwd=work, env=venv.env)
+    assert expected == ["140"] and all(any(e in line for line in out.splitlines()) for e in expected), out
+    where = _run(str(venv.python), "-c", "import elastic; print(elastic.__file__)", cwd=work, env=venv.env)
     assert where.startswith(str(site)), where  # the installed copy ran, not this checkout
+    _missing_extra(venv, work, "from elastic.prefect import ElasticTaskRunner", "prefect")
 
-    missing = subprocess.run(
-        [str(python), "-c", "from elastic.prefect import ElasticTaskRunner"],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
-    assert missing.returncode != 0
-    assert 'pip install "elastic-hpc[prefect]"' in missing.stderr
-    assert "MissingExtraError" in missing.stderr
+
+@pytest.mark.slow
+def test_wheel_with_the_prefect_extra_runs_the_readme_example(
+    wheel: Path, tmp_path: Path, prefect_server: PrefectServer
+) -> None:
+    venv = _venv_with(wheel, "prefect", tmp_path)
+    deps = tmp_path / "deps"
+    assert (deps / "prefect").exists()
+    assert not (deps / "parsl").exists() and not (deps / "matplotlib").exists()
+    assert (venv.site / "elastic" / "prefect.py").is_file()
+
+    work = tmp_path / "work"
+    work.mkdir()
+    code, expected = _readme_block("prefect")
+    (work / "example.py").write_text(code, encoding="utf-8")
+    env = {**venv.env, "PREFECT_API_URL": prefect_server.api_url}  # as test_docs runs Prefect blocks
+    out = _run(str(venv.python), "example.py", cwd=work, env=env)
+    assert expected == ["ACGTTA"] and all(any(e in line for line in out.splitlines()) for e in expected), out
+    where = _run(str(venv.python), "-c", "import elastic; print(elastic.__file__)", cwd=work, env=env)
+    assert where.startswith(str(venv.site)), where
+    _missing_extra(venv, work, "from elastic.parsl import ElasticExecutor", "parsl")

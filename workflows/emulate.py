@@ -54,6 +54,7 @@ class _DemoRunner:
     reserve: int
     priority: str
     cap: bool
+    queue_rules: bool = True
 
     def __call__(self, request: RunRequest) -> RunResult:
         cell = request.cell
@@ -64,6 +65,7 @@ class _DemoRunner:
             policy=self.policy,
             mode=self.mode,
             reserve=self.reserve,
+            queue_rules=self.queue_rules,
             workload=window(self.background, start - WARMUP, start + HORIZON),
             clock="scaled",
             speedup=self.speedup,
@@ -116,6 +118,7 @@ def demo_runner(
     reserve: int = 0,
     priority: str = "age",
     cap_cores: bool = True,
+    queue_rules: bool = True,
 ) -> RunOne:
     """Return the ``run_one`` of an emulated experiment over ``background`` (see the module docstring).
 
@@ -140,6 +143,8 @@ def demo_runner(
     cap_cores : bool, default True
         Cap every allocation at the cell's peak cores (given ``--peak-cores``); else the demo's stages get
         their own widths.
+    queue_rules : bool, default True
+        ``mode="capacity"``: apply the queue rules derived from the trace, as in pure simulation.
 
     Raises
     ------
@@ -171,4 +176,5 @@ def demo_runner(
         reserve,
         priority,
         cap_cores,
+        queue_rules,
     )

@@ -99,6 +99,10 @@ class MockBackend:
     capacity_window : float or None, default None
         ``mode="capacity"``: look-back in seconds of the usable-size estimate; None derives it from
         the trace (:func:`~elastic.simulator.recorded.capacity_window`).
+    queue_rules : bool, default True
+        ``mode="capacity"``: apply the queue rules derived from the trace (queues whose jobs started at
+        once simulated apart, queues of short jobs planned first; :mod:`elastic.simulator.modes`).
+        ``--no-queue-rules`` on the command line.
     priority : {"age", "basic", "accrue-always"}, default "age"
         How a job held by a dependency or ``begin`` ranks once eligible
         (:mod:`elastic.simulator.priority`): ``age`` behind every job already waiting (Slurm's
@@ -137,6 +141,7 @@ class MockBackend:
         reserve: int | None = 0,
         fidelity_cores: tuple[int, int] = (16, 128),
         capacity_window: float | None = None,
+        queue_rules: bool = True,
         priority: str = DEFAULT_PRIORITY,
         priority_max_age: float = DEFAULT_MAX_AGE,
     ) -> None:
@@ -166,6 +171,7 @@ class MockBackend:
                 reserve=reserve,
                 cores=fidelity_cores,
                 window=capacity_window,
+                queues=queue_rules,
             )
             pol: QueuePolicy[Engine] = pinned_policy
             pinned, workload = (pins, starts), queued

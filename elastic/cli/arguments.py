@@ -28,6 +28,7 @@ __all__ = [
     "add_capacity_window",
     "add_mode_arguments",
     "add_priority_argument",
+    "add_queue_rules_argument",
     "capacity_window",
     "check_background_arguments",
     "load_background",
@@ -103,6 +104,19 @@ def add_priority_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def add_queue_rules_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--no-queue-rules`` (every subcommand with ``--mode capacity`` has it)."""
+    parser.add_argument(
+        "--no-queue-rules",
+        "--no-fast-queues",
+        dest="no_queue_rules",
+        action="store_true",
+        help="--mode capacity: apply none of the queue rules derived from the trace (by default queues "
+        "whose jobs started at once run apart, on cores of their own, and queues of short jobs are "
+        "planned first)",
+    )
+
+
 def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
     """Add ``--mode``, ``--cores``, ``--reserve`` and ``--capacity-window`` (used by ``elastic simulate``)."""
     from elastic.simulator.fidelity import MODES
@@ -132,6 +146,7 @@ def add_mode_arguments(parser: argparse.ArgumentParser) -> None:
         help="calibrated mode: cores held back (default: fitted on the first half of the queued jobs)",
     )
     add_capacity_window(parser)
+    add_queue_rules_argument(parser)
 
 
 def capacity_window(args: argparse.Namespace) -> float | None:
@@ -157,6 +172,8 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         console.print(f"calibrated reserve: {reserve} cores")
     if args.capacity_window is not None and args.mode != "capacity":
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
+    if args.no_queue_rules and args.mode != "capacity":
+        raise ConfigError(f"--no-queue-rules applies to --mode capacity only, not --mode {args.mode}")
     window = capacity_window(args)
     if args.mode == "capacity" and window is None:
         from elastic.simulator.recorded import capacity_window as derived_window
@@ -169,6 +186,7 @@ def mode_engine_from_args(args: argparse.Namespace, workload: Any, console: Any)
         reserve=reserve,
         order=order,
         window=window,
+        queues=not args.no_queue_rules,
         priority=args.priority or PRIORITIES[0],
     )
     lo, hi = args.cores
@@ -240,6 +258,7 @@ def add_background_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="CORES",
         help="--mode calibrated: cores withheld from queued jobs (default: fitted to the trace)",
     )
+    add_queue_rules_argument(parser)
     add_priority_argument(parser)
 
 
@@ -252,6 +271,8 @@ class BackgroundSetup:
     mode: str
     reserve: int
     priority: str = PRIORITIES[0]
+    queue_rules: bool = True
+    """``--mode capacity``: apply the queue rules derived from the trace (``--no-queue-rules``: not)."""
 
     def describe(self) -> str:
         """One line for titles: source, mode, reserve, queue policy and priority model."""
@@ -261,6 +282,8 @@ class BackgroundSetup:
         extra = "" if self.mode == "replay" else f", mode {self.mode}"
         if self.mode == "calibrated":
             extra += f" (reserve {self.reserve} cores)"
+        if self.mode == "capacity" and not self.queue_rules:
+            extra += " (no queue rules)"
         from elastic.simulator.priority import describe_priority
 
         return f"background {source}{extra}, policy {self.policy}, {describe_priority(self.priority)}"
@@ -288,6 +311,8 @@ def check_background_arguments(args: argparse.Namespace) -> None:
         )
     if args.reserve is not None and mode != "calibrated":
         raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {mode}")
+    if args.no_queue_rules and mode != "capacity":
+        raise ConfigError(f"--no-queue-rules applies to --mode capacity only, not --mode {mode}")
     if mode != "replay" and args.policy is not None:
         from elastic.simulator.pinned import PINNED_ORDERS
 
@@ -332,7 +357,7 @@ def load_background(args: argparse.Namespace) -> BackgroundSetup:
             from elastic.simulator.fidelity import calibrate_reserve
 
             reserve = calibrate_reserve(workload, order=policy)
-    return BackgroundSetup(workload, policy, mode, reserve, priority)
+    return BackgroundSetup(workload, policy, mode, reserve, priority, not args.no_queue_rules)
 
 
 def mock_backend(args: argparse.Namespace) -> MockBackend:
@@ -360,4 +385,5 @@ def mock_backend(args: argparse.Namespace) -> MockBackend:
         speedup=args.speedup,
         start=warmup,
         priority=setup.priority,
+        queue_rules=setup.queue_rules,
     )

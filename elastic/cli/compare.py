@@ -277,6 +277,7 @@ def _run(args: argparse.Namespace) -> int:
                 reserve=setup.reserve,
                 priority=setup.priority,
                 learner=args.learner,
+                queue_rules=setup.queue_rules,
             )
             progress.advance(task)
     elapsed = time.perf_counter() - began

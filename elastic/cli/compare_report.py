@@ -139,6 +139,7 @@ def run_report(
             reserve=setup.reserve,
             priority=setup.priority,
             cap_cores=bool(args.peak_cores),
+            queue_rules=setup.queue_rules,
         )
         runner = emulation(run_one, seed=args.seed)
         size = "each demo's default size" if args.size is None else f"size {args.size}"
@@ -156,6 +157,7 @@ def run_report(
             reserve=setup.reserve,
             priority=setup.priority,
             seed=args.seed,
+            queue_rules=setup.queue_rules,
         )
         execution = None
         verb = "simulated"

@@ -18,7 +18,7 @@ import time
 from collections.abc import Hashable, Mapping
 from typing import Any
 
-from elastic.cli.arguments import add_capacity_window, capacity_window, read_trace
+from elastic.cli.arguments import add_capacity_window, add_queue_rules_argument, capacity_window, read_trace
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, write_output
 from elastic.cli.values import parse_cores, parse_modes, parse_reserve, processors
@@ -77,14 +77,7 @@ def register(subparsers: Any) -> None:
         default="conservative",
         help="queue discipline of the evaluated jobs in the recorded modes (default: conservative)",
     )
-    parser.add_argument(
-        "--no-queue-rules",
-        "--no-fast-queues",
-        dest="no_queue_rules",
-        action="store_true",
-        help="capacity mode: no queue rules (by default queues whose other jobs started at once run apart, "
-        "on cores of their own, and queues of short jobs are planned first)",
-    )
+    add_queue_rules_argument(parser)
     parser.add_argument("--out", metavar="FILE", help="also write the report table (.csv)")
 
 

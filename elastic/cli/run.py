@@ -148,6 +148,7 @@ def _simulate(
         reserve=setup.reserve,
         priority=setup.priority,
         learner=args.learner,
+        queue_rules=setup.queue_rules,
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,

@@ -114,6 +114,8 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError(f"--reserve applies to --mode calibrated only, not --mode {args.mode}")
     if args.capacity_window is not None and args.mode != "capacity":
         raise ConfigError(f"--capacity-window applies to --mode capacity only, not --mode {args.mode}")
+    if args.no_queue_rules and args.mode != "capacity":
+        raise ConfigError(f"--no-queue-rules applies to --mode capacity only, not --mode {args.mode}")
     if args.mode == "replay":
         policy = make_policy(args.policy or "easy", speculative=args.speculative)
     elif not args.trace:

@@ -24,7 +24,7 @@ from rich.table import Table
 from elastic.cli.arguments import read_trace
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, write_output
-from elastic.cli.values import int_in_range, name_list, parse_seed
+from elastic.cli.values import int_in_range, name_list, parse_seed, processors
 from elastic.errors import ConfigError
 from elastic.learners.evaluation import (
     DEFAULT_CLASSES,
@@ -90,6 +90,14 @@ def register(subparsers: Any) -> None:
         metavar=("START", "END"),
         help="only jobs submitted in [START, END) seconds since the trace start",
     )
+    parser.add_argument(
+        "--processors",
+        type=processors,
+        default=None,
+        metavar="N",
+        help="the traced machine's cores where the header gives no size (as the reader's warning asks); with "
+        "a header, jobs are scaled to this size (and so move between --cores classes)",
+    )
     parser.add_argument("--seed", type=parse_seed, default=0, help="seed of the ASA sampling (default: 0)")
     parser.add_argument("--csv", metavar="OUT", help="also write the evaluation table as CSV")
     parser.add_argument(
@@ -110,8 +118,12 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.trace is None and args.convergence is None:
         raise ConfigError("give --trace PATH (trace evaluation) and/or --convergence OUT.png (Figure 5)")
-    if args.trace is None and (args.csv is not None or args.window is not None):
-        raise ConfigError("--csv and --window apply to the trace evaluation: give --trace PATH with them")
+    if args.trace is None and (
+        args.csv is not None or args.window is not None or args.processors is not None
+    ):
+        raise ConfigError(
+            "--csv, --window and --processors apply to the trace evaluation: give --trace PATH with them"
+        )
     csv = check_output(args.csv, "--csv")
     figure = check_output(args.convergence, "--convergence", _figure_suffixes())
     console = Console()
@@ -124,6 +136,7 @@ def _run(args: argparse.Namespace) -> int:
             "waits",
             needs_waits="elastic waits scores each prediction against the recorded wait",
             window=window,
+            processors=args.processors,
         ).workload
         began = time.perf_counter()
         evaluation = OnlineEvaluation(workload, classes=args.cores)

@@ -46,6 +46,7 @@ from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
 from elastic.control.liveness import unserved
+from elastic.control.rate import SubmissionRate
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import (
@@ -188,6 +189,8 @@ class AllocationController:
         self._estimated_at: float | None = None
         self._task_cores: dict[str, int] = {}
         """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
+        self.rate = SubmissionRate()
+        """The submission-rate cap every batch job passes (:mod:`elastic.control.rate`); replaceable."""
 
     # -- the step ------------------------------------------------------------------------------------
 
@@ -219,7 +222,7 @@ class AllocationController:
         self._advance(now)
         self._retire(now)
         wake = now + self.poll_interval
-        for t in (decision.wake_at, self.execution.next_event_time()):
+        for t in (decision.wake_at, self.execution.next_event_time(), self.rate.pending(now)):
             if t is not None:
                 wake = min(wake, t)
         return wake
@@ -437,6 +440,7 @@ class AllocationController:
         )
 
     def _ended(self, a: Allocation, state: AllocationState, at: float) -> None:
+        self.rate.ended(at, failed=state is AllocationState.FAILED, ran=a.start_time is not None)
         self._allocs[a.alloc_id] = a.transition(state, at)
         self._record(Event(at, EventKind.ALLOC_END, stage=a.stage, allocation=a.alloc_id, note=state.value))
         self.execution.allocation_ended(a.alloc_id, at, state)
@@ -456,6 +460,8 @@ class AllocationController:
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
         widths = _split(action.cores, action.pieces, self.job_cores, self._widest_task(action))
+        if not self.rate.allow(now, len(widths)):  # the submission-rate cap: asked again at a later step
+            return
         if len(widths) == 1:
             self._submit_job(action, now)
             return

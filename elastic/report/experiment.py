@@ -128,7 +128,7 @@ class Simulation:
     ----------
     background : Workload
         Background jobs; the partition has ``background.processors`` cores.
-    policy, mode, reserve, priority : see :func:`elastic.experiments.simulate_runs`
+    policy, mode, reserve, priority, queue_rules : see :func:`elastic.experiments.simulate_runs`
     seed : int, default 0
         Seeds the start points (the same for every cell) and task durations.
     """
@@ -140,6 +140,7 @@ class Simulation:
     priority: str = DEFAULT_PRIORITY
     seed: int = 0
     kind: str = "simulation"
+    queue_rules: bool = True
 
     def check(self, cells: Sequence[Cell]) -> None:
         """Refuse a workflow wider than the partition (naming it and the widths)."""
@@ -169,6 +170,7 @@ class Simulation:
             priority=self.priority,
             waits=waits,
             on_run=on_run,
+            queue_rules=self.queue_rules,
         )
 
 

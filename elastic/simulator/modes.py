@@ -58,6 +58,7 @@ from elastic.simulator.recorded import capacity_window, fast_queues, pinnable, s
 from elastic.simulator.workload import Workload
 
 __all__ = [
+    "MIN_RULE_SHARE",
     "MODES",
     "FidelityResult",
     "check_pinnable",
@@ -174,6 +175,10 @@ class _Setup:
     evaluated: _BoolArray  # over the whole workload: the queued jobs
 
 
+MIN_RULE_SHARE = 0.01
+"""A queue rule resting on fewer than this share of a trace's jobs is weak and not applied (issue 31)."""
+
+
 @dataclass(frozen=True, slots=True)
 class _Queues:
     """The capacity mode's queue rules, derived once per trace from the jobs it does not evaluate."""
@@ -185,11 +190,31 @@ class _Queues:
 
     @classmethod
     def of(cls, workload: Workload, evaluated: _BoolArray, *, enabled: bool) -> _Queues:
-        """Derive the rules (none when not ``enabled``: another mode, or ``queues=False``)."""
-        if not enabled:
+        """Derive the rules (none when not ``enabled``: another mode, or ``queues=False``).
+
+        A fast or short queue read from under :data:`MIN_RULE_SHARE` of the trace's jobs is weak: it is
+        not applied, with a warning. (A batch partition that the fast queues leave with so few jobs is
+        reported as weak where it is built, :func:`_parts`.)
+        """
+        if not enabled or workload.queue is None or len(workload) == 0:
             return cls()
         fast = fast_queues(workload, ~evaluated)
-        return cls(fast, short_queues(workload, ~evaluated) - fast)
+        short = short_queues(workload, ~evaluated) - fast
+        least = MIN_RULE_SHARE * len(workload)
+        names, counts = np.unique(workload.queue[~evaluated], return_counts=True)
+        basis = dict(zip(names.tolist(), counts.tolist(), strict=True))
+        weak = sorted(q for q in fast | short if basis.get(q, 0) < least)
+        if weak:
+            logger.warning(
+                "%s: queue rules for queues %s not applied: each rests on under %.0f%% of the trace's %d "
+                "jobs (weak)",
+                workload.source,
+                weak,
+                100 * MIN_RULE_SHARE,
+                len(workload),
+            )
+            fast, short = fast - set(weak), short - set(weak)
+        return cls(frozenset(fast), frozenset(short))
 
     def in_fast(self, workload: Workload) -> _BoolArray:
         """Which jobs of ``workload`` are in a fast queue."""
@@ -245,8 +270,20 @@ def _parts(inputs: _Inputs, partition: str) -> _Setup:
                 logger.warning(
                     "capacity mode on %s: every job is in a queue whose jobs started at once (queues %s), "
                     "so the batch partition, where submitted jobs go, has no background; pass queues=False "
-                    "to treat those queues as batch queues",
+                    "(--no-queue-rules) to treat those queues as batch queues",
                     workload.source,
+                    sorted(fast),
+                )
+            elif partition == "batch" and (~in_fast).sum() < MIN_RULE_SHARE * len(workload):
+                logger.warning(
+                    "capacity mode on %s: the batch partition, where submitted jobs go, is sized from %d of "
+                    "the trace's %d jobs (under %.0f%%: weak), the others being in queues whose jobs started "
+                    "at once (queues %s); pass queues=False (--no-queue-rules) to treat those queues as "
+                    "batch queues",
+                    workload.source,
+                    int((~in_fast).sum()),
+                    len(workload),
+                    100 * MIN_RULE_SHARE,
                     sorted(fast),
                 )
             workload, evaluated = workload.select(keep), evaluated[keep]

@@ -1,5 +1,7 @@
 """The README's Slurm examples on the local Slurm cluster, exactly as a user writes them (issue 29).
 
+The README's Slurm line is read from README.md and run here, so the two cannot drift apart.
+
 ``backend="slurm"`` is the string, so the executor builds its own :class:`SlurmBackend` from the
 environment (``SLURM_CONF``) and Parsl's run directory, as in a user's fresh directory.
 """
@@ -22,6 +24,7 @@ from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
 from tests.executors import apps
 from tests.fixtures.prefect_server import PrefectServer
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
+from tests.test_docs import README, python_blocks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -49,7 +52,14 @@ def test_the_readme_parsl_example_runs_from_a_fresh_directory_regression_29(
     fresh_dir: Path, slurm_cluster: LocalSlurmCluster
 ) -> None:
     assert not (fresh_dir / "runinfo").exists()
-    parsl.load(Config(executors=[ElasticExecutor(backend="slurm", strategy="asa")], strategy="none"))
+    # the README's Slurm line itself, so it cannot drift from what runs here
+    (block,) = [b for b in python_blocks(README.read_text(encoding="utf-8")) if 'backend="slurm"' in b.code]
+    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    names: dict[str, object] = {"ElasticExecutor": ElasticExecutor}
+    exec(compile(block.code, f"README.md:{block.line}", "exec"), names)
+    executor = names["executor"]
+    assert isinstance(executor, ElasticExecutor)
+    parsl.load(Config(executors=[executor], strategy="none"))
     try:
         assert apps.add_one(41).result(timeout=180) == 42
     finally:

@@ -8,6 +8,7 @@ tells the user.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -117,3 +118,43 @@ def test_fidelity_takes_processors_as_its_warning_asks(
     assert code == 0, captured.err
     assert "as given (processors / --processors)" in " ".join(captured.err.split())
     assert "at once" not in captured.err
+
+
+def test_waits_takes_processors_as_the_warning_asks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    swf = write(tmp_path / "t.swf", _overlapping(7, 32), header="")
+    code = main(
+        ["waits", "--trace", str(swf), "--cores", "32", "--predictors", "last", "--processors", "224"]
+    )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "at once" not in captured.err  # the size given covers the recorded schedule
+
+
+TRACE_COMMANDS = {
+    "simulate": ["simulate", "--trace", "T"],
+    "compare": ["compare", "--trace", "T"],
+    "run": ["run", "--workflow", "demo3", "--strategy", "asa", "--trace", "T"],
+    "fidelity": ["fidelity", "--trace", "T"],
+    "waits": ["waits", "--trace", "T"],
+    "traces info": ["traces", "info", "T"],
+}
+
+
+def test_every_subcommand_reading_a_trace_takes_processors() -> None:
+    from elastic.cli import _parser
+
+    for name, argv in TRACE_COMMANDS.items():
+        args = _parser([argv[0]]).parse_args([*argv, "--processors", "224"])
+        assert args.processors == 224, name
+
+
+def test_the_trace_commands_listed_are_every_one_with_a_trace() -> None:
+    # a new subcommand module that reads a trace must join TRACE_COMMANDS (and so take --processors);
+    # arguments.py reads it for compare and run (add_background_arguments), listed above
+    import elastic.cli as cli
+
+    root = Path(cli.__file__).parent
+    readers = {p.stem for p in root.glob("*.py") if re.search(r"read_trace\(|read_swf", p.read_text())}
+    assert readers - {"arguments"} == {"fidelity", "simulate", "traces", "waits"}

@@ -1,0 +1,244 @@
+"""The submission-rate cap: allocation control never asks a batch system for jobs faster than a set rate.
+
+A strategy that goes wrong (a clock far too fast, allocations that end before their agents connect, a job
+script that fails at once) must not turn into thousands of ``sbatch`` calls: a run once submitted 11,761
+allocations in 200 s and ran no task. :class:`SubmissionRate` is the one gate every batch job of a run
+passes (:meth:`~elastic.control.controller.AllocationController.step` asks it before each request); a
+request it holds back is asked for again at the next step, which comes no later than
+:meth:`SubmissionRate.pending` says.
+
+Two rules, both on the backend's clock (real seconds on Slurm and the local backend, simulated seconds on
+the mock's virtual clock):
+
+- **A token bucket**: at most ``burst`` jobs at once, then ``per_minute`` jobs a minute. In any window of
+  ``T`` seconds at most ``burst + per_minute * T / 60`` jobs are submitted (a request of more jobs than
+  ``burst``, the pieces of one wide request, waits for a full bucket and then counts against the
+  following ones). The defaults, 30 at once and 30 a minute, are below Slurm's own RPC rate limit
+  (``SlurmctldParameters=rl_enable``: a bucket of 30 refilled by 2 a second) and far above what a
+  workflow's stages ask for.
+- **A back-off after failures**, as HyperQueue's allocation queues have (``RateLimiter`` in
+  ``crates/hyperqueue/src/server/autoalloc/state.rs``: escalating delays between submissions after
+  failures, the queue paused after too many): after ``k`` allocations in a row ended ``FAILED``, the
+  next job waits ``failure_delays[k]`` seconds (the last delay for more) after the latest submission or
+  failure. An allocation that ran and ended any other way resets ``k``. Where HyperQueue pauses the queue
+  until a user resumes it, a run here goes on at the slowest rate (one job per 30 min by default) and
+  says so: a run is never stalled by the cap, only slowed.
+
+Limits on what a user may set are checked when the cap is made (:data:`MAX_PER_MINUTE`,
+:data:`MAX_BURST`, :data:`MAX_FAILURE_DELAY`), with the limit in the message.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Sequence
+
+from elastic.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_BURST",
+    "DEFAULT_PER_MINUTE",
+    "FAILURE_DELAYS",
+    "MAX_BURST",
+    "MAX_FAILURE_DELAY",
+    "MAX_PER_MINUTE",
+    "SubmissionRate",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_PER_MINUTE = 30.0
+"""Batch jobs a minute, sustained, by default (one every 2 s)."""
+
+DEFAULT_BURST = 30
+"""Batch jobs submitted at once by default, before the sustained rate applies."""
+
+FAILURE_DELAYS: tuple[float, ...] = (0.0, 30.0, 120.0, 600.0, 1800.0)
+"""Seconds between submissions after 0, 1, 2, 3 and 4 or more allocations in a row ended ``FAILED``."""
+
+MAX_PER_MINUTE = 600.0
+"""Most jobs a minute a user may allow: ten ``sbatch`` calls a second, the most a shared controller
+should take from one user's workflow."""
+
+MAX_BURST = 1000
+"""Most jobs a user may allow at once."""
+
+MAX_FAILURE_DELAY = 86400.0
+"""Longest back-off a user may set after failures (a day, in seconds)."""
+
+
+def _number(value: object, name: str) -> float:
+    """Return ``value`` as a float if it is a finite real number, else raise naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ConfigError(f"SubmissionRate: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+class SubmissionRate:
+    """Cap on how fast one run submits batch jobs: a token bucket and a back-off after failures.
+
+    Parameters
+    ----------
+    per_minute : float, default 30.0
+        Jobs a minute, sustained; in ``(0, MAX_PER_MINUTE]``.
+    burst : int, default 30
+        Jobs at once (the bucket's size); in ``[1, MAX_BURST]``.
+    failure_delays : sequence of float, default ``FAILURE_DELAYS``
+        Seconds between submissions after ``k`` allocations in a row failed (index ``k``; the last entry
+        for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``.
+
+    Raises
+    ------
+    ConfigError
+        A value outside its range (the message gives the range).
+
+    Examples
+    --------
+    >>> rate = SubmissionRate(per_minute=6, burst=2)  # two at once, then one every 10 s
+    >>> [rate.allow(0.0), rate.allow(0.0), rate.allow(0.0)]
+    [True, True, False]
+    >>> rate.retry_at
+    10.0
+    >>> rate.allow(10.0), rate.retry_at is None
+    (True, True)
+    >>> rate.ended(20.0, failed=True, ran=True)  # one allocation failed: 30 s between submissions
+    >>> rate.allow(40.0), rate.allow(50.0)
+    (False, True)
+    """
+
+    def __init__(
+        self,
+        *,
+        per_minute: float = DEFAULT_PER_MINUTE,
+        burst: int = DEFAULT_BURST,
+        failure_delays: Sequence[float] = FAILURE_DELAYS,
+    ) -> None:
+        rate = _number(per_minute, "per_minute")
+        if not 0 < rate <= MAX_PER_MINUTE:
+            raise ConfigError(
+                f"SubmissionRate: per_minute must be in (0, {MAX_PER_MINUTE:g}] jobs a minute, "
+                f"got {per_minute!r}"
+            )
+        if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= MAX_BURST:
+            raise ConfigError(f"SubmissionRate: burst must be an integer in [1, {MAX_BURST}], got {burst!r}")
+        if isinstance(failure_delays, (str, bytes)) or not isinstance(failure_delays, Sequence):
+            raise ConfigError(
+                f"SubmissionRate: failure_delays must be a sequence of seconds, got {failure_delays!r}"
+            )
+        delays = tuple(_number(d, "failure_delays") for d in failure_delays)
+        if not delays or delays[0] != 0.0:
+            raise ConfigError(
+                f"SubmissionRate: failure_delays must start with 0 (no failure), got {delays!r}"
+            )
+        if any(b < a for a, b in itertools.pairwise(delays)) or delays[-1] > MAX_FAILURE_DELAY:
+            raise ConfigError(
+                f"SubmissionRate: failure_delays must not decrease and be at most {MAX_FAILURE_DELAY:g} s, "
+                f"got {delays!r}"
+            )
+        self.per_minute = rate
+        self.burst = burst
+        self.failure_delays = delays
+        self._tokens = float(burst)
+        self._refilled: float | None = None
+        self._last: float | None = None
+        """Backend time of the latest submission or failure (the back-off counts from it)."""
+        self.failures = 0
+        """Allocations in a row that ended ``FAILED``."""
+        self.submitted = 0
+        """Jobs let through so far."""
+        self.held = 0
+        """Requests held back so far."""
+        self.retry_at: float | None = None
+        """When a held-back request may go (backend seconds); None when nothing is held back."""
+
+    def _refill(self, now: float) -> None:
+        if self._refilled is not None and now > self._refilled:
+            self._tokens = min(
+                float(self.burst), self._tokens + (now - self._refilled) * self.per_minute / 60.0
+            )
+        if self._refilled is None or now > self._refilled:
+            self._refilled = now
+
+    def _not_before(self) -> float:
+        """When the back-off after failures lets the next job go (``-inf``: it does not hold any)."""
+        delay = self.failure_delays[min(self.failures, len(self.failure_delays) - 1)]
+        return -math.inf if delay == 0.0 or self._last is None else self._last + delay
+
+    def allow(self, now: float, jobs: int = 1) -> bool:
+        """Take ``jobs`` submissions at backend time ``now`` if the cap allows them now.
+
+        Parameters
+        ----------
+        now : float
+            Backend seconds.
+        jobs : int, default 1
+            Batch jobs of the request (the pieces of a split request go together).
+
+        Returns
+        -------
+        bool
+            True: submit them (they are counted). False: hold the request; :attr:`retry_at` says when
+            to ask again.
+        """
+        if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
+            raise ConfigError(f"SubmissionRate.allow: jobs must be an integer >= 1, got {jobs!r}")
+        self._refill(now)
+        need = float(min(jobs, self.burst))
+        not_before = self._not_before()
+        if now >= not_before and self._tokens >= need:
+            self._tokens -= jobs  # a request wider than the bucket leaves it in debt
+            self._last = now if self._last is None else max(self._last, now)
+            self.submitted += jobs
+            self.retry_at = None
+            return True
+        refill_at = now + max(0.0, need - self._tokens) * 60.0 / self.per_minute
+        retry = max(refill_at, not_before)
+        if self.retry_at is None:
+            logger.info(
+                "submission-rate cap: holding a request of %d job(s) until t=%.0f s (%g jobs a minute, "
+                "%d at once, %d failed allocation(s) in a row)",
+                jobs,
+                retry,
+                self.per_minute,
+                self.burst,
+                self.failures,
+            )
+        self.retry_at = retry
+        self.held += 1
+        return False
+
+    def pending(self, now: float) -> float | None:
+        """Return when a request held back may go, if one is held and that time is after ``now``.
+
+        A request the strategy no longer makes is forgotten here, so the caller never wakes for it twice.
+        """
+        if self.retry_at is not None and self.retry_at <= now:
+            self.retry_at = None
+        return self.retry_at
+
+    def ended(self, now: float, *, failed: bool, ran: bool) -> None:
+        """Count an allocation's end: a failure backs off, an allocation that ran otherwise resets.
+
+        Parameters
+        ----------
+        now : float
+            Backend seconds.
+        failed : bool
+            It ended ``FAILED`` (its job script failed, or the batch system failed it).
+        ran : bool
+            It started before it ended (one cancelled in the queue neither fails nor resets).
+        """
+        if failed:
+            self.failures += 1
+            self._last = now if self._last is None else max(self._last, now)
+            if self.failures + 1 >= len(self.failure_delays):
+                logger.warning(
+                    "submission-rate cap: %d allocations in a row failed; submitting at most one job per "
+                    "%.0f s until one runs and ends without failing",
+                    self.failures,
+                    self.failure_delays[-1],
+                )
+        elif ran:
+            self.failures = 0
