@@ -7,6 +7,13 @@ left of its label ``elastic.tasks`` (tasks it will launch, if it says); and what
 ``REQUEST`` (the cores it asked for, as tasks of ``elastic.cores`` cores, less the tasks it launched since).
 Tasks are of ``elastic.cores`` cores each (default 1). One task is enough for every strategy to request an
 allocation for a framework that waits for offers; a REQUEST (or the label) sizes it for a gang.
+
+A **gang** that says nothing (TFMesos: it launches on offers as they come, and its tasks wait for one
+another, so none ends before all run) is learned: a framework none of whose tasks ended, with tasks
+running, not suppressed, and no core free to offer it for ``gang_wait`` seconds wants one more core than
+it holds. Each such step announces one ready task under a stage of its own (``<stage>+gang<k>``, see
+:attr:`Framework.growing`), so a strategy that allocates per stage (Per-Stage, ASA) requests an allocation
+for it while the framework's first allocation runs; a launch ends the step.
 """
 
 from __future__ import annotations
@@ -107,6 +114,14 @@ class Framework:
     """Cores its latest REQUEST asked for."""
     launched_at_request: int = 0
     """:attr:`launched` when it sent its latest REQUEST."""
+    ended: int = 0
+    """Its tasks that ended (any terminal state)."""
+    starved_since: float | None = None
+    """Since when it looks like a gang short of cores (see the module docstring); None: it does not."""
+    growing: str | None = None
+    """The stage of its current gang step (one ready task announced there), until it launches a task."""
+    steps: int = 0
+    """Gang steps taken."""
 
     @property
     def cores(self) -> int:
@@ -230,6 +245,8 @@ def demand(frameworks: Iterable[Framework]) -> dict[str, tuple[int, int]]:
         want = 0 if fw.suppressed else max(1, declared - fw.launched, requested)
         n, cores = out.get(fw.stage, (0, 1))
         out[fw.stage] = (n + want, max(cores, fw.cores))
+        if fw.growing is not None and not fw.suppressed:
+            out[fw.growing] = (1, fw.cores)
     return out
 
 

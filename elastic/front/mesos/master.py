@@ -41,10 +41,10 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from elastic.allocations import AllocationEvent, AllocationState
+from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.front.mesos import events as ev
 from elastic.front.mesos import executors as ex
@@ -78,6 +78,7 @@ from elastic.front.mesos.launch import plan_launches, task_spec
 from elastic.front.mesos.offers import OfferBook, Wanting
 from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status, reconciled
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
+from elastic.pool.state import AgentView
 from elastic.pool.tasks import TaskEvent, TaskState
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class MesosMaster:
         framework that never answers does not hold cores; their cores are offered again. None: never.
     retry_min : float, default 10.0
         First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
+    gang_wait : float, default 10.0
+        Seconds a framework none of whose tasks ended waits, its tasks running and no core free for it,
+        before it is taken for a gang short of cores (see :mod:`elastic.front.mesos.frameworks`).
     clock : callable, default time.time
         Epoch seconds.
     """
@@ -134,11 +138,12 @@ class MesosMaster:
         disk_per_core: float = 10240.0,
         offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
+        gang_wait: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
                             ("disk_per_core", disk_per_core), ("retry_min", retry_min),
-                            ("offer_timeout", offer_timeout)):  # fmt: skip
+                            ("offer_timeout", offer_timeout), ("gang_wait", gang_wait)):  # fmt: skip
             if value is not None and not 0 < value < float("inf"):
                 raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
         self.elastic = elastic
@@ -147,6 +152,7 @@ class MesosMaster:
         self.mem_per_core = mem_per_core
         self.disk_per_core = disk_per_core
         self.retry_min = retry_min
+        self.gang_wait = gang_wait
         self.host, self.port = "127.0.0.1", 0
         self.master_id = str(uuid.uuid4())
         self._clock = clock
@@ -393,6 +399,7 @@ class MesosMaster:
             task.state, task.started = status.state, True
             if status.terminal:
                 task.terminal = task.ended = True
+                fw.ended += 1
                 self._announce()
         self._wake.set()
 
@@ -466,6 +473,8 @@ class MesosMaster:
             self._runs[run.run_id] = run
         for status in plan.refused:
             fw.emit(ev.update(status))
+        if plan.tasks:
+            fw.growing, fw.starved_since = None, None  # it got cores: a gang step ends with a launch
         for task in plan.tasks:
             fw.tasks[task.task_id] = task
             fw.launched += 1
@@ -609,7 +618,38 @@ class MesosMaster:
                 made, self.mem_per_core, job_ids, self.disk_per_core
             ).items():
                 self.frameworks[framework_id].emit(event)
-            return self._chores(now)
+            self._learn_gangs(now, agents, held, allocations)
+            return min(self._chores(now), self.gang_wait)
+
+    def _learn_gangs(
+        self,
+        now: float,
+        agents: Sequence[AgentView],
+        held: Mapping[str, int],
+        allocations: Sequence[Allocation],
+    ) -> None:
+        """Take a step for each framework that looks like a gang short of cores (see ``frameworks``)."""
+        free = sum(max(0, OfferBook.free(a, held)) for a in agents)
+        offered = {o.framework_id for o in self._book.outstanding.values()}
+        coming = {a.stage for a in allocations if a.state is AllocationState.REQUESTED}
+        for fw in self.frameworks.values():
+            running = any(t.started and not t.ended for t in fw.tasks.values())
+            short = (
+                fw.stream is not None and not fw.suppressed and fw.ended == 0 and running and free == 0
+                and fw.framework_id not in offered and fw.growing is None and fw.stage not in coming
+            )  # fmt: skip
+            if not short:
+                fw.starved_since = None
+            elif fw.starved_since is None:
+                fw.starved_since = now
+            elif now - fw.starved_since >= self.gang_wait:
+                fw.steps += 1
+                fw.growing, fw.starved_since = f"{fw.stage}+gang{fw.steps}", None
+                logger.info(
+                    "mesos: framework %s waits with all its cores (a gang?): one more asked as stage %s",
+                    fw.framework_id, fw.growing,
+                )  # fmt: skip
+                self._announce()
 
     def _take(self, item: PoolEvent | tuple[str, concurrent.futures.Future[Any]], now: float) -> None:
         """Apply one piece of news from the pool (an event, or a launched task's finished future)."""
@@ -634,6 +674,7 @@ class MesosMaster:
                     self._lost_on.add(task.agent_id)  # the agent went under it: a FAILURE follows
                 fw.update(task, ended, now)
                 task.terminal = True
+                fw.ended += 1
                 self._announce()
         elif isinstance(item, TaskEvent):
             task = self._by_pool_id.get(item.task_id)
