@@ -285,6 +285,10 @@ class MesosMaster:
                 self._accept(fw, call, now)
             elif isinstance(call, Decline):
                 offers, _ = self._book.take(framework_id, call.offer_ids)  # unknown ids: nothing to do
+                fw.declined = True  # it turns cores down: not a gang short of them
+                if fw.lost or fw.growing is not None:
+                    fw.lost, fw.growing = 0, None  # it does not launch what it lost again, nor want more
+                    self._announce()
                 for offer in offers:
                     self._book.refuse(framework_id, offer.agent.name, offer.cores, call.refuse_seconds, now)
             elif isinstance(call, Kill):
@@ -303,7 +307,7 @@ class MesosMaster:
                 self._book.revive(framework_id)
                 self._announce()
             elif isinstance(call, Suppress):
-                fw.suppressed = True
+                fw.suppressed, fw.lost = True, 0
                 self._announce()
             elif isinstance(call, Teardown):
                 self._remove(fw, "torn down by the framework")
@@ -473,8 +477,13 @@ class MesosMaster:
             self._runs[run.run_id] = run
         for status in plan.refused:
             fw.emit(ev.update(status))
+            if status.reason == "REASON_INVALID_OFFERS":  # lost before it started: launched again
+                fw.lost += 1
         if plan.tasks:
-            fw.growing, fw.starved_since = None, None  # it got cores: a gang step ends with a launch
+            fw.starved_since = None
+            fw.lost = max(0, fw.lost - len(plan.tasks))
+            if offers and offers[0].stage == fw.growing:
+                fw.growing = None  # a step ends with a launch on the cores asked for it
         for task in plan.tasks:
             fw.tasks[task.task_id] = task
             fw.launched += 1
@@ -633,9 +642,12 @@ class MesosMaster:
         offered = {o.framework_id for o in self._book.outstanding.values()}
         coming = {a.stage for a in allocations if a.state is AllocationState.REQUESTED}
         for fw in self.frameworks.values():
+            if self._grow_for_request(fw, allocations):
+                continue
             running = any(t.started and not t.ended for t in fw.tasks.values())
             short = (
-                fw.stream is not None and not fw.suppressed and fw.ended == 0 and running and free == 0
+                fw.stream is not None and not fw.suppressed and not fw.declined and fw.ended == 0 and running
+                and free == 0
                 and fw.framework_id not in offered and fw.growing is None and fw.stage not in coming
             )  # fmt: skip
             if not short:
@@ -644,12 +656,35 @@ class MesosMaster:
                 fw.starved_since = now
             elif now - fw.starved_since >= self.gang_wait:
                 fw.steps += 1
-                fw.growing, fw.starved_since = f"{fw.stage}+gang{fw.steps}", None
+                fw.growing, fw.growing_tasks, fw.starved_since = f"{fw.stage}+gang{fw.steps}", 1, None
                 logger.info(
                     "mesos: framework %s waits with all its cores (a gang?): one more asked as stage %s",
                     fw.framework_id, fw.growing,
                 )  # fmt: skip
                 self._announce()
+
+    def _grow_for_request(self, fw: Framework, allocations: Sequence[Allocation]) -> bool:
+        """Ask for what a REQUEST wants beyond the cores its stage's allocations already have; True if so.
+
+        A strategy sizes a stage's allocation once: one asked before the REQUEST arrived (the framework's
+        first announced task) is narrower than the REQUEST, and would stay so.
+        """
+        left = -(-fw.requested // fw.cores) - (fw.launched - fw.launched_at_request)  # tasks still asked for
+        if fw.growing is not None or fw.suppressed or fw.requested == 0 or left <= 1:
+            return False
+        mine = [a for a in allocations if not a.ended and (a.stage or "").split("+gang")[0] == fw.stage]
+        if not any(a.stage == fw.stage for a in mine) or any(a.stage != fw.stage for a in mine if a.pending):
+            return False  # its stage has no allocation yet (sized from the REQUEST), or a step is coming
+        busy = sum(t.cores for t in fw.tasks.values() if not t.ended)
+        short = -(-(left * fw.cores - (sum(a.cores for a in mine) - busy)) // fw.cores)
+        if short <= 0:
+            return False
+        fw.steps += 1
+        fw.growing, fw.growing_tasks, fw.starved_since = f"{fw.stage}+gang{fw.steps}", short, None
+        logger.info("mesos: framework %s requested more cores: %d tasks asked as stage %s",
+                    fw.framework_id, short, fw.growing)  # fmt: skip
+        self._announce()
+        return True
 
     def _take(self, item: PoolEvent | tuple[str, concurrent.futures.Future[Any]], now: float) -> None:
         """Apply one piece of news from the pool (an event, or a launched task's finished future)."""
@@ -672,6 +707,7 @@ class MesosMaster:
                     )  # fmt: skip
                 if ended.state == "TASK_LOST":
                     self._lost_on.add(task.agent_id)  # the agent went under it: a FAILURE follows
+                    fw.lost += 1  # it will likely launch it again: its demand holds it meanwhile
                 fw.update(task, ended, now)
                 task.terminal = True
                 fw.ended += 1
