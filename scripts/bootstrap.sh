@@ -86,6 +86,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   echo "$want" > "$stamp"
 fi
 
+# Toil (its Mesos batch system and CWL runner), for tests/front/mesos/test_toil.py only: not a dependency
+# of Elastic. 9.6.0 keeps the Mesos batch system; its `mesos` extra adds nothing on Python >= 3.11 (the
+# pymesos above is what it uses). It only adds packages (about 25 s).
+if [ "$mode" = test ] && ! "$venv/bin/python" -c 'import toil.batchSystems.mesos.batchSystem' 2>/dev/null; then
+  log "installing Toil for the Toil-on-Mesos test"
+  "${pip[@]}" install "toil[cwl,mesos]==9.6.0"
+fi
+
 export PATH="$venv/bin:$PATH"
 
 # --- the job ---------------------------------------------------------------------------------

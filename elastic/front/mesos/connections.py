@@ -12,6 +12,9 @@ a day), not uvicorn's 5 s. Hostile or broken clients cannot exhaust the server e
   connection streaming events or serving a request, or one that completed a request, is never evicted;
 - a request body must arrive within ``body_timeout`` seconds (checked by the app, HTTP 408).
 
+The writes one event-loop step makes on a connection go out as one ``send`` (:class:`JoinedWrites`): an
+event stream's head and its first record (SUBSCRIBED) reach the client together.
+
 The guard runs in the server's event-loop thread only; :class:`GuardedH11Protocol` is uvicorn's h11
 protocol with these hooks.
 """
@@ -22,13 +25,13 @@ import asyncio
 import logging
 import resource
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from elastic.errors import ConfigError
 
-__all__ = ["ConnectionGuard", "ConnectionLimits", "GuardedH11Protocol", "guarded_protocol"]
+__all__ = ["ConnectionGuard", "ConnectionLimits", "GuardedH11Protocol", "JoinedWrites", "guarded_protocol"]
 
 logger = logging.getLogger(__name__)
 
@@ -136,6 +139,50 @@ class ConnectionGuard:
         conn.drop()
 
 
+class JoinedWrites:
+    """A transport whose writes of one event-loop step are sent as one write, at the end of the step.
+
+    uvicorn writes a response's head and each body chunk separately; a client reading at once can get the
+    head of an event stream without its first record. Joined, they arrive in one segment. ``close`` sends
+    what is held first; ``abort`` drops it. Everything else is the wrapped transport's.
+    """
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        """Hold ``data`` until the end of this event-loop step."""
+        if not self._held:
+            self._loop.call_soon(self._send)
+        self._held.append(bytes(data))
+
+    def writelines(self, lines: Any) -> None:
+        """Hold each of ``lines`` (see :meth:`write`)."""
+        for data in lines:
+            self.write(data)
+
+    def _send(self) -> None:
+        data = b"".join(self._held)
+        self._held.clear()
+        if data and not self._transport.is_closing():
+            self._transport.write(data)
+
+    def close(self) -> None:
+        """Send what is held, then close."""
+        self._send()
+        self._transport.close()
+
+    def abort(self) -> None:
+        """Drop what is held and close at once."""
+        self._held.clear()
+        self._transport.abort()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class GuardedH11Protocol(H11Protocol):
     """uvicorn's h11 protocol, registered with a :class:`ConnectionGuard` and under a header timeout."""
 
@@ -144,6 +191,7 @@ class GuardedH11Protocol(H11Protocol):
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         """Admit the connection (or close it at once) and start its header timeout."""
         super().connection_made(transport)
+        self.transport = cast(asyncio.Transport, JoinedWrites(transport, self.loop))
         self._header_timer: asyncio.TimerHandle | None = None
         client = self.client[0] if self.client else "?"
         if not self.guard.admit(self, client):

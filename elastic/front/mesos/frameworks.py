@@ -5,8 +5,20 @@ role when it has one other than ``*``, else its name. Its **demand**, announced 
 is subscribed (or within its failover timeout) and not suppressed, is the largest of: one task; what is
 left of its label ``elastic.tasks`` (tasks it will launch, if it says); and what is left of its latest
 ``REQUEST`` (the cores it asked for, as tasks of ``elastic.cores`` cores, less the tasks it launched since).
+To that come its tasks lost and not launched again yet (:attr:`Framework.lost`): a framework relaunches
+what it lost, so a replacement allocation is as wide whether the strategy decides before or after the
+relaunches reach it.
 Tasks are of ``elastic.cores`` cores each (default 1). One task is enough for every strategy to request an
 allocation for a framework that waits for offers; a REQUEST (or the label) sizes it for a gang.
+
+A **gang** that says nothing (TFMesos: it launches on offers as they come, and its tasks wait for one
+another, so none ends before all run) is learned: a framework none of whose tasks ended, with tasks
+running, not suppressed, that never declined an offer, and no core free to offer it for ``gang_wait``
+seconds wants one more core than it holds. Each such step announces one ready task under a stage of its own
+(``<stage>+gang<k>``, see :attr:`Framework.growing`), so a strategy that allocates per stage (Per-Stage,
+ASA) requests an allocation for it while the framework's first allocation runs; a launch on that
+allocation ends the step, a DECLINE ends it and every later one. A REQUEST for more cores than the stage's
+allocations have (one sized before the REQUEST arrived) takes such a step at once, for the difference.
 """
 
 from __future__ import annotations
@@ -107,6 +119,21 @@ class Framework:
     """Cores its latest REQUEST asked for."""
     launched_at_request: int = 0
     """:attr:`launched` when it sent its latest REQUEST."""
+    ended: int = 0
+    """Its tasks that ended (any terminal state)."""
+    lost: int = 0
+    """Its tasks reported lost less the tasks it launched since (at least 0); a DECLINE or SUPPRESS clears it:
+    it wants no more cores."""
+    starved_since: float | None = None
+    """Since when it looks like a gang short of cores (see the module docstring); None: it does not."""
+    growing: str | None = None
+    """The stage of its current gang step (one ready task announced there), until it launches a task."""
+    growing_tasks: int = 1
+    """Tasks announced for the current step."""
+    steps: int = 0
+    """Gang steps taken."""
+    declined: bool = False
+    """It declined an offer: it turns cores down, so it is never taken for a gang short of them."""
 
     @property
     def cores(self) -> int:
@@ -227,9 +254,11 @@ def demand(frameworks: Iterable[Framework]) -> dict[str, tuple[int, int]]:
     for fw in frameworks:
         declared = int(fw.info.labels.get("elastic.tasks", 0))
         requested = -(-fw.requested // fw.cores) - (fw.launched - fw.launched_at_request)
-        want = 0 if fw.suppressed else max(1, declared - fw.launched, requested)
+        want = 0 if fw.suppressed else max(1, declared - fw.launched, requested) + fw.lost
         n, cores = out.get(fw.stage, (0, 1))
         out[fw.stage] = (n + want, max(cores, fw.cores))
+        if fw.growing is not None and not fw.suppressed:
+            out[fw.growing] = (fw.growing_tasks, fw.cores)
     return out
 
 

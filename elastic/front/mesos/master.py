@@ -41,10 +41,10 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from elastic.allocations import AllocationEvent, AllocationState
+from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.front.mesos import events as ev
 from elastic.front.mesos import executors as ex
@@ -78,6 +78,7 @@ from elastic.front.mesos.launch import plan_launches, task_spec
 from elastic.front.mesos.offers import OfferBook, Wanting
 from elastic.front.mesos.states import TaskStatus, outcome_status, progress_status, reconciled
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
+from elastic.pool.state import AgentView
 from elastic.pool.tasks import TaskEvent, TaskState
 
 if TYPE_CHECKING:
@@ -121,6 +122,9 @@ class MesosMaster:
         framework that never answers does not hold cores; their cores are offered again. None: never.
     retry_min : float, default 10.0
         First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
+    gang_wait : float, default 10.0
+        Seconds a framework none of whose tasks ended waits, its tasks running and no core free for it,
+        before it is taken for a gang short of cores (see :mod:`elastic.front.mesos.frameworks`).
     clock : callable, default time.time
         Epoch seconds.
     """
@@ -134,11 +138,12 @@ class MesosMaster:
         disk_per_core: float = 10240.0,
         offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
+        gang_wait: float = 10.0,
         clock: Callable[[], float] = time.time,
     ) -> None:
         for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
                             ("disk_per_core", disk_per_core), ("retry_min", retry_min),
-                            ("offer_timeout", offer_timeout)):  # fmt: skip
+                            ("offer_timeout", offer_timeout), ("gang_wait", gang_wait)):  # fmt: skip
             if value is not None and not 0 < value < float("inf"):
                 raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
         self.elastic = elastic
@@ -147,6 +152,7 @@ class MesosMaster:
         self.mem_per_core = mem_per_core
         self.disk_per_core = disk_per_core
         self.retry_min = retry_min
+        self.gang_wait = gang_wait
         self.host, self.port = "127.0.0.1", 0
         self.master_id = str(uuid.uuid4())
         self._clock = clock
@@ -279,6 +285,10 @@ class MesosMaster:
                 self._accept(fw, call, now)
             elif isinstance(call, Decline):
                 offers, _ = self._book.take(framework_id, call.offer_ids)  # unknown ids: nothing to do
+                fw.declined = True  # it turns cores down: not a gang short of them
+                if fw.lost or fw.growing is not None:
+                    fw.lost, fw.growing = 0, None  # it does not launch what it lost again, nor want more
+                    self._announce()
                 for offer in offers:
                     self._book.refuse(framework_id, offer.agent.name, offer.cores, call.refuse_seconds, now)
             elif isinstance(call, Kill):
@@ -297,7 +307,7 @@ class MesosMaster:
                 self._book.revive(framework_id)
                 self._announce()
             elif isinstance(call, Suppress):
-                fw.suppressed = True
+                fw.suppressed, fw.lost = True, 0
                 self._announce()
             elif isinstance(call, Teardown):
                 self._remove(fw, "torn down by the framework")
@@ -393,6 +403,7 @@ class MesosMaster:
             task.state, task.started = status.state, True
             if status.terminal:
                 task.terminal = task.ended = True
+                fw.ended += 1
                 self._announce()
         self._wake.set()
 
@@ -466,6 +477,13 @@ class MesosMaster:
             self._runs[run.run_id] = run
         for status in plan.refused:
             fw.emit(ev.update(status))
+            if status.reason == "REASON_INVALID_OFFERS":  # lost before it started: launched again
+                fw.lost += 1
+        if plan.tasks:
+            fw.starved_since = None
+            fw.lost = max(0, fw.lost - len(plan.tasks))
+            if offers and offers[0].stage == fw.growing:
+                fw.growing = None  # a step ends with a launch on the cores asked for it
         for task in plan.tasks:
             fw.tasks[task.task_id] = task
             fw.launched += 1
@@ -609,7 +627,64 @@ class MesosMaster:
                 made, self.mem_per_core, job_ids, self.disk_per_core
             ).items():
                 self.frameworks[framework_id].emit(event)
-            return self._chores(now)
+            self._learn_gangs(now, agents, held, allocations)
+            return min(self._chores(now), self.gang_wait)
+
+    def _learn_gangs(
+        self,
+        now: float,
+        agents: Sequence[AgentView],
+        held: Mapping[str, int],
+        allocations: Sequence[Allocation],
+    ) -> None:
+        """Take a step for each framework that looks like a gang short of cores (see ``frameworks``)."""
+        free = sum(max(0, OfferBook.free(a, held)) for a in agents)
+        offered = {o.framework_id for o in self._book.outstanding.values()}
+        coming = {a.stage for a in allocations if a.state is AllocationState.REQUESTED}
+        for fw in self.frameworks.values():
+            if self._grow_for_request(fw, allocations):
+                continue
+            running = any(t.started and not t.ended for t in fw.tasks.values())
+            short = (
+                fw.stream is not None and not fw.suppressed and not fw.declined and fw.ended == 0 and running
+                and free == 0
+                and fw.framework_id not in offered and fw.growing is None and fw.stage not in coming
+            )  # fmt: skip
+            if not short:
+                fw.starved_since = None
+            elif fw.starved_since is None:
+                fw.starved_since = now
+            elif now - fw.starved_since >= self.gang_wait:
+                fw.steps += 1
+                fw.growing, fw.growing_tasks, fw.starved_since = f"{fw.stage}+gang{fw.steps}", 1, None
+                logger.info(
+                    "mesos: framework %s waits with all its cores (a gang?): one more asked as stage %s",
+                    fw.framework_id, fw.growing,
+                )  # fmt: skip
+                self._announce()
+
+    def _grow_for_request(self, fw: Framework, allocations: Sequence[Allocation]) -> bool:
+        """Ask for what a REQUEST wants beyond the cores its stage's allocations already have; True if so.
+
+        A strategy sizes a stage's allocation once: one asked before the REQUEST arrived (the framework's
+        first announced task) is narrower than the REQUEST, and would stay so.
+        """
+        left = -(-fw.requested // fw.cores) - (fw.launched - fw.launched_at_request)  # tasks still asked for
+        if fw.growing is not None or fw.suppressed or fw.requested == 0 or left <= 1:
+            return False
+        mine = [a for a in allocations if not a.ended and (a.stage or "").split("+gang")[0] == fw.stage]
+        if not any(a.stage == fw.stage for a in mine) or any(a.stage != fw.stage for a in mine if a.pending):
+            return False  # its stage has no allocation yet (sized from the REQUEST), or a step is coming
+        busy = sum(t.cores for t in fw.tasks.values() if not t.ended)
+        short = -(-(left * fw.cores - (sum(a.cores for a in mine) - busy)) // fw.cores)
+        if short <= 0:
+            return False
+        fw.steps += 1
+        fw.growing, fw.growing_tasks, fw.starved_since = f"{fw.stage}+gang{fw.steps}", short, None
+        logger.info("mesos: framework %s requested more cores: %d tasks asked as stage %s",
+                    fw.framework_id, short, fw.growing)  # fmt: skip
+        self._announce()
+        return True
 
     def _take(self, item: PoolEvent | tuple[str, concurrent.futures.Future[Any]], now: float) -> None:
         """Apply one piece of news from the pool (an event, or a launched task's finished future)."""
@@ -632,8 +707,10 @@ class MesosMaster:
                     )  # fmt: skip
                 if ended.state == "TASK_LOST":
                     self._lost_on.add(task.agent_id)  # the agent went under it: a FAILURE follows
+                    fw.lost += 1  # it will likely launch it again: its demand holds it meanwhile
                 fw.update(task, ended, now)
                 task.terminal = True
+                fw.ended += 1
                 self._announce()
         elif isinstance(item, TaskEvent):
             task = self._by_pool_id.get(item.task_id)

@@ -42,6 +42,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
+from starlette.types import Send
 
 from elastic.errors import ConfigError
 from elastic.front.mesos.auth import (
@@ -148,7 +149,7 @@ def make_app(
                     return PlainTextResponse(f"Accept {accept!r}: only application/json events are sent", 406)
                 stream = _QueueStream(asyncio.get_running_loop())
                 framework_id, stream_id = master.subscribe(call.framework, framework_id, stream, principal)
-                return StreamingResponse(
+                return _EventStream(
                     _events(stream, functools.partial(master.disconnected, framework_id, stream_id)),
                     media_type="application/json",
                     headers={"Mesos-Stream-Id": stream_id, "Cache-Control": "no-cache"},
@@ -178,7 +179,7 @@ def make_app(
             if call.kind == "SUBSCRIBE":
                 stream = _QueueStream(asyncio.get_running_loop())
                 stream_id = master.executor_subscribe(call, stream)
-                return StreamingResponse(
+                return _EventStream(
                     _events(
                         stream, functools.partial(master.executor_disconnected, call.executor_id, stream_id)
                     ),
@@ -206,6 +207,26 @@ def make_app(
             Route("/state", state, methods=["GET"]),
         ]
     )
+
+
+class _EventStream(StreamingResponse):
+    """A subscription's event stream whose head goes out only with its first record (SUBSCRIBED).
+
+    A client may take the stream as subscribed once it has the head's ``Mesos-Stream-Id`` (pymesos does, and
+    asserts that it knows its framework id before any call): the head and the first record are sent in one
+    write (the connection joins the writes of one event-loop step), so no client sees one without the other.
+    """
+
+    async def stream_response(self, send: Send) -> None:
+        """Send the head with the first record, then the rest as it comes."""
+        records = aiter(self.body_iterator)
+        first = await anext(records, None)
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        if first is not None:
+            await send({"type": "http.response.body", "body": first, "more_body": True})
+            async for record in records:
+                await send({"type": "http.response.body", "body": record, "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
 
 
 async def _events(stream: _QueueStream, disconnected: Callable[[], None]) -> AsyncIterator[bytes]:

@@ -88,3 +88,15 @@ def test_a_request_sizes_the_demand_until_tasks_are_launched() -> None:
     assert demand([fw]) == {"gang": (1, 1)}
     fw.suppressed = True
     assert demand([fw]) == {"gang": (0, 1)}
+
+
+def test_lost_tasks_count_in_the_demand_until_launched_again_and_a_gang_step_adds_a_stage() -> None:
+    fw = Framework("f", FrameworkInfo("u", "fw"), "fw")
+    fw.lost = 2  # two lost: the framework's demand holds them until it launches again
+    assert demand([fw]) == {"fw": (3, 1)}
+    fw.lost, fw.launched = 1, fw.launched + 1  # one relaunched (queued in the pool): the width stays
+    assert demand([fw]) == {"fw": (2, 1)}
+    fw.growing = "fw+gang1"  # a gang step: one more core asked under a stage of its own
+    assert demand([fw]) == {"fw": (2, 1), "fw+gang1": (1, 1)}
+    fw.suppressed = True
+    assert demand([fw]) == {"fw": (0, 1)}

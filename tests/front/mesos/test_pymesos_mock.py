@@ -3,8 +3,9 @@
 The framework (``framework.py``) knows nothing of Elastic: it subscribes with pymesos' driver, gets offers,
 launches 20 shell tasks, relaunches those lost. The strategy decides the allocations from its demand; one
 allocation is cancelled from outside mid-task (as ``scancel`` would): its tasks are TASK_LOST, the strategy
-replaces the allocation with a wider one (the stage's width grew with the tasks launched), the framework
-relaunches them there, and every task finishes.
+replaces the allocation with a wider one (the two tasks lost count in the framework's demand until it
+launches them again, beside its next one: 3 cores), the framework relaunches them there, and every task
+finishes.
 """
 
 from __future__ import annotations
@@ -51,11 +52,13 @@ def check_framework_run(
             started = {u["task_id"]["value"] for u in framework.updates if u["state"] == "TASK_RUNNING"}
             return started - framework.finished
 
-        # between two waves of launches no task may be running: wait for one that is
+        # both cores busy when the allocation goes: two tasks lost (with the framework's next one, the
+        # replacement's width, 3, whether the strategy decides before or after the relaunches reach it);
+        # with one running, the replacement is as wide as the first (2) and the test would say nothing
         wait_until(
-            lambda: len(framework.finished) >= 4 and bool(running_now()),
+            lambda: len(framework.finished) >= 4 and len(running_now()) >= 2,
             60,
-            "four tasks done and more running",
+            "four tasks done and two running",
         )
         # the first allocation: every batch job of the first request (asa asks for it as two)
         first = el.view().allocations[0]

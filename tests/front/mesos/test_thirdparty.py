@@ -14,6 +14,12 @@ labels. What each needed from the front door:
   that one method (pymesos' file is not changed); and its default task (1 cpu, 1024 MB, plus 0.01 cpu and
   32 MB for its executor) needs two cores of an offer while a framework that says nothing of its size gets
   one: the script passes ``cpus=0.5, mem=256``, arguments of pymesos' own API.
+- TFMesos' ``tfrun`` (a gang: one parameter server and two workers that wait for one another): its gang
+  learned (it says nothing of its size and launches on offers as they come, so it would wait forever on its
+  first core), a stand-in ``tensorflow`` module (``tfmesos.server`` imports it; a task with a command does
+  not use it), and a heartbeat interval longer than the run: TFMesos' ``processHeartBeat(self)`` takes no
+  driver while pymesos 0.3.15 passes one, so it dies at its first HEARTBEAT (a server option, not a change
+  to TFMesos).
 """
 
 from __future__ import annotations
@@ -101,3 +107,27 @@ def test_pymesos_subprocess_runs_remote_commands(server: MesosServer) -> None:
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["remote-42", "3"]
+
+
+@pytest.mark.timeout(120)
+def test_tfmesos_tfrun_gets_its_gang_of_three_cores(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    # tfrun's tasks get its PYTHONPATH (TFMesos passes its own sys.path on), hence tfmesos and the stand-in
+    path = [str(HERE / "tfmesos"), str(HERE / "tfstub"), os.environ.get("PYTHONPATH", "")]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in path if p))
+    out = tmp_path / "ran"
+    command = f"echo {{job_name}}:{{task_index}} >> {out}"  # tfrun fills in each task's job and index
+    with (
+        LocalBackend(cores=3) as backend,
+        Elastic(backend, "perstage", store=False, poll_interval=0.5, idle_timeout=1.0) as el,
+        MesosServer(el, heartbeat_interval=300.0, gang_wait=2.0) as server,
+    ):
+        done = subprocess.run(
+            [sys.executable, str(HERE / "tfmesos" / "tfrun"), "-w", "2", "-s", "1", "-m", server.address,
+             "--", command],
+            capture_output=True, text=True, timeout=90,
+        )  # fmt: skip
+        gang = [a for a in el.view().allocations if "+gang" in (a.stage or "")]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert sorted(out.read_text().split()) == ["ps:0", "worker:0", "worker:1"]
+    assert "Out of 3 tasks 3 tasks have been registered" in done.stderr
+    assert len(gang) == 2, "two cores were learned one at a time, each on an allocation of its own"
