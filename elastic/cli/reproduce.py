@@ -1,6 +1,8 @@
 """``elastic reproduce PAPER``: a paper's experiment, its stated results beside ours, a verdict per figure.
 
 - ``elastic reproduce speculative [--figure N] [--runs R] [--out DIR] [--full]``: Gainaru et al., ICPP 2019.
+- ``elastic reproduce onthefly [--figure 8|9] [--runs R] [--out DIR] [--full]``: Gainaru et al., IJHPCA
+  (on-the-fly vs. reservation-based scheduling).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from elastic.cli.values import int_in_range
 
 __all__ = ["register"]
 
-PAPERS = ("speculative",)
+PAPERS = ("speculative", "onthefly")
 
 
 def register(subparsers: Any) -> None:
@@ -31,7 +33,7 @@ def register(subparsers: Any) -> None:
         "--runs",
         type=int_in_range(1, 1000, "runs are averaged one by one"),
         default=5,
-        help="random workloads per point (default 5; the paper: 50)",
+        help="random workloads per point (default 5; the papers: 50 speculative, 10 onthefly)",
     )
     parser.add_argument("--out", metavar="DIR", default=None, help="also write PAPER.md into DIR")
     parser.add_argument("--full", action="store_true", help="the paper's full sweeps (slower)")
@@ -39,12 +41,18 @@ def register(subparsers: Any) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from elastic.papers import speculative
+    if args.paper == "onthefly":
+        from elastic.papers import onthefly
 
-    # Figs. 6-7 replay ~10^4 backfilling jobs per run (about 20 minutes a run): only when asked for.
-    default = speculative.FIGURES if args.full else (2, 3, 4, 5, 8)
-    figures = tuple(args.figure) if args.figure else default
-    report = speculative.reproduce(figures, runs=args.runs, full=args.full)
+        figures = tuple(args.figure) if args.figure else onthefly.FIGURES
+        report = onthefly.reproduce(figures, runs=args.runs, full=args.full)
+    else:
+        from elastic.papers import speculative
+
+        # Figs. 6-7 replay ~10^4 backfilling jobs per run (about 20 minutes a run): only when asked for.
+        default = speculative.FIGURES if args.full else (2, 3, 4, 5, 8)
+        figures = tuple(args.figure) if args.figure else default
+        report = speculative.reproduce(figures, runs=args.runs, full=args.full)
     text = report.markdown()
     print(text)
     if args.out:
