@@ -65,7 +65,7 @@ want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing Python packages (this takes a few minutes the first time)"
   "${pip[@]}" install --upgrade pip wheel setuptools
-  "${pip[@]}" install -e ".[dev,postgres]"
+  "${pip[@]}" install -e ".[dev,postgres,cp]"
   echo "$want" > "$stamp"
 fi
 
