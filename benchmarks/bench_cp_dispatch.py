@@ -20,7 +20,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from elastic.papers.cpdispatch import PredictedEasy, PriorityRule, eurora_like
+from elastic.papers.cpdispatch import eurora_like
+from elastic.papers.dispatchers import PredictedEasy, PriorityRule
 from elastic.simulator.cpsat import CpDispatch
 from elastic.simulator.engine import Engine
 

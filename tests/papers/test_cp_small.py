@@ -9,6 +9,7 @@ import pytest
 
 from elastic.errors import ConfigError
 from elastic.papers import cpdispatch as c
+from elastic.papers.dispatchers import HistoryPredictor
 from elastic.simulator.cpsat import CpDispatch
 from elastic.simulator.engine import Engine
 
@@ -72,7 +73,7 @@ def test_the_papers_reduction_lets_a_fitting_job_delay_a_wide_one(
 
 
 def test_the_predictor_learns_by_user_and_name() -> None:
-    p = c.HistoryPredictor()
+    p = HistoryPredictor()
     assert p.predict(1, "a", 100.0) == 100.0  # nothing known: the request
     p.learn(1, "a", 10.0)
     p.learn(1, "a", 30.0)
