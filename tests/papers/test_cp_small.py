@@ -6,6 +6,8 @@ import sys
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from elastic.errors import ConfigError
 from elastic.papers import cpdispatch as c
@@ -100,3 +102,31 @@ def test_bad_input_is_refused_before_any_work() -> None:
         c.simulate(c.eurora_like(5, np.random.default_rng(0)), "sjf", "R")
     with pytest.raises(ConfigError, match="runs"):
         c.reproduce(runs=0)
+
+
+_JOB = st.tuples(
+    st.integers(0, 50),  # arrival
+    st.integers(1, 4),  # cores
+    st.integers(1, 40),  # runtime
+    st.floats(0.3, 3.0),  # prediction / runtime
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(st.lists(_JOB, min_size=1, max_size=8), st.booleans())
+def test_every_job_runs_within_capacity_whatever_the_predictions(
+    specs: list[tuple[int, int, int, float]], fitting_only: bool
+) -> None:
+    durations: dict[int, float] = {}
+    eng = Engine(nodes=4, policy=CpDispatch(durations, time_limit=0.05, fitting_only=fitting_only))
+    for arrival, cores, runtime, ratio in sorted(specs):
+        eng.run(until=float(arrival))
+        durations[len(eng.jobs)] = runtime * ratio
+        eng.submit(cores=cores, walltime=float(runtime), runtime=float(runtime))
+    eng.run()
+    t = eng.jobs
+    n = len(specs)
+    assert all(t.end[j] == t.start[j] + t.runtime[j] and t.start[j] >= t.submit[j] for j in range(n))
+    for j in range(n):  # cores in use just after each start
+        busy = sum(t.cores[k] for k in range(n) if t.start[k] <= t.start[j] < t.end[k])
+        assert busy <= 4
