@@ -6,18 +6,21 @@ enough for on-line use. It compares them with the PBS dispatcher of the Eurora t
 PCP3-D 37 % lower slowdown and 29 % lower wait than PCP1-W, and Table 2 average decision times of
 0.5-0.7 s (OR-Tools 6.7, the original dispatchers' 1 s limit).
 
-Here, on the simulator, three dispatchers run the same workload with the same duration information:
+Here, on the simulator, the dispatchers run the same workload with the same duration information
+(:mod:`elastic.papers.dispatchers` holds the baselines and the predictor):
 
 * ``pbs``: a priority-rule dispatcher like PBS's (longest-waiting first, smaller demand first on ties;
   every job that fits starts; no reservation);
 * ``easy``: FCFS with EASY backfilling whose shadow time and backfill test use the durations;
-* ``cp``: :class:`~elastic.simulator.cpsat.CpDispatch` (CP-SAT, slowdown objective, reduced model).
+* ``cp``: :class:`~elastic.simulator.cpsat.CpDispatch` (CP-SAT, slowdown objective: PCP3/HCP3);
+  ``cp1``: the same with the waiting-time objective (PCP1/HCP1); ``cp-fit``: ``cp`` modelling only the
+  jobs that fit now (the paper's reduction).
 
 Durations come from one of: ``W`` the requested walltime, ``D`` the data-driven heuristic
-(:class:`HistoryPredictor`: the mean of the last two runtimes of the same user and job name, learnt
-on-line as jobs end) or ``R`` the real runtime. The workload (:func:`eurora_like`) is the paper's Eurora
-mix of short (93 %), medium (6 %) and long (1 %) jobs with queue-default requests, scaled to a
-128-core partition.
+(:class:`~elastic.papers.dispatchers.HistoryPredictor`: the mean of the last two runtimes of the same
+user and job name, learnt on-line as jobs end) or ``R`` the real runtime. The workload
+(:func:`eurora_like`) is the paper's Eurora mix of short (93 %), medium (6 %) and long (1 %) jobs with
+queue-default requests, scaled to a 128-core partition.
 """
 
 from __future__ import annotations
