@@ -83,6 +83,10 @@ class CpDispatch:
         Model only the jobs that fit in the cores free now (the paper's reduction).
     objective : {"slowdown", "wait"}
         See :data:`OBJECTIVES`.
+    work_limit : float or None
+        Instead of ``time_limit``, stop each search after this many of CP-SAT's deterministic time
+        units (``max_deterministic_time``), so that a simulation gives the same decisions however busy
+        the machine is (for experiments; on-line, the wall-clock limit bounds the decision time).
 
     Attributes
     ----------
@@ -110,6 +114,7 @@ class CpDispatch:
         window: int = WINDOW,
         fitting_only: bool = False,
         objective: str = "slowdown",
+        work_limit: float | None = None,
     ) -> None:
         self._cp = require_ortools()
         if not (math.isfinite(time_limit) and time_limit > 0):
@@ -121,7 +126,10 @@ class CpDispatch:
         self.window = window
         if objective not in OBJECTIVES:
             raise ConfigError(f"objective must be one of {', '.join(OBJECTIVES)}, got {objective!r}")
+        if work_limit is not None and not (math.isfinite(work_limit) and work_limit > 0):
+            raise ConfigError(f"work_limit must be a positive number, got {work_limit}")
         self.fitting_only = fitting_only
+        self.work_limit = work_limit
         self.objective = objective
         self.reservations: dict[int, float] = {}
         self.decision_times: list[float] = []
@@ -203,8 +211,12 @@ class CpDispatch:
         model.minimize(sum(objective))
         model.add_decision_strategy([starts[j] for j in cand], cp.CHOOSE_FIRST, cp.SELECT_MIN_VALUE)
         solver = cp.CpSolver()
-        # The limit covers the whole decision: the solver gets what building the model left of it.
-        solver.parameters.max_time_in_seconds = max(0.005, self.time_limit - (time.perf_counter() - t0))
+        if self.work_limit is not None:
+            # Reproducible: CP-SAT's deterministic work units, whatever else runs on the machine.
+            solver.parameters.max_deterministic_time = self.work_limit
+        else:
+            # The limit covers the whole decision: the solver gets what building the model left of it.
+            solver.parameters.max_time_in_seconds = max(0.005, self.time_limit - (time.perf_counter() - t0))
         solver.parameters.num_workers = 1
         # The models are small and solved thousands of times: presolve costs more than it saves.
         solver.parameters.cp_model_presolve = False

@@ -21,7 +21,7 @@ def small() -> dict[tuple[str, str], c.Result]:
     # Few users and names, so that the data-driven predictor has a history to learn from.
     work = c.eurora_like(100, np.random.default_rng(1), cores=32, load=1.0, users=4)
     cases = [("easy", "R"), ("cp", "R"), ("pbs", "R"), ("easy", "D"), ("cp", "D"), ("cp1", "W")]
-    return {case: c.simulate(work, *case, cores=32, time_limit=0.01) for case in cases}
+    return {case: c.simulate(work, *case, cores=32, work_limit=0.001) for case in cases}
 
 
 def test_cp_beats_easy_with_the_same_durations(small: dict[tuple[str, str], c.Result]) -> None:
@@ -74,6 +74,13 @@ def test_the_papers_reduction_lets_a_fitting_job_delay_a_wide_one(
     assert (eng.jobs.start[wide], eng.jobs.start[mid]) == starts
 
 
+def test_a_work_limit_makes_the_decisions_reproducible() -> None:
+    work = c.eurora_like(60, np.random.default_rng(3), cores=32, load=1.2, users=4)
+    first, again = (c.simulate(work, "cp", "D", cores=32, work_limit=0.001) for _ in range(2))
+    assert first.decision_times
+    np.testing.assert_array_equal(first.wait, again.wait)
+
+
 def test_the_predictor_learns_by_user_and_name() -> None:
     p = HistoryPredictor()
     assert p.predict(1, "a", 100.0) == 100.0  # nothing known: the request
@@ -96,6 +103,8 @@ def test_without_ortools_the_error_names_the_extra(monkeypatch: pytest.MonkeyPat
 def test_bad_input_is_refused_before_any_work() -> None:
     with pytest.raises(ConfigError, match="time_limit"):
         CpDispatch({}, time_limit=0)
+    with pytest.raises(ConfigError, match="work_limit"):
+        CpDispatch({}, work_limit=-1.0)
     with pytest.raises(ConfigError, match="objective"):
         CpDispatch({}, objective="makespan")
     with pytest.raises(ConfigError, match="dispatcher"):
