@@ -11,6 +11,7 @@ prefect    ``prefect``                              :mod:`elastic.prefect` (``El
 mesos      ``uvicorn``, ``starlette``, ``pymesos``  ``elastic mesos``, the Mesos frameworks
 demos      ``astropy``, ``matplotlib``, ``pyarrow`` the demo workflows, ``elastic compare``'s figures
 postgres   ``psycopg2``                             a ``postgresql://`` store
+cp         ``ortools``                              CP-SAT dispatching, ``elastic reproduce cp``
 all        every extra above
 ========== ======================================== ===============================================
 
@@ -37,6 +38,7 @@ EXTRAS: Final[dict[str, tuple[str, ...]]] = {
     "mesos": ("uvicorn", "starlette"),
     "demos": ("astropy", "matplotlib", "pyarrow"),
     "postgres": ("psycopg2",),
+    "cp": ("ortools",),
 }
 
 

@@ -76,7 +76,7 @@ if ! "$venv/bin/python" -c 'import http_parser.parser' 2>/dev/null; then
   "${pip[@]}" install --no-build-isolation "$src"
 fi
 # The same extras a user installs (pyproject.toml): `all` is Parsl, Prefect, Mesos, the demos and
-# PostgreSQL; `dev` the test and documentation tools.
+# PostgreSQL and OR-Tools; `dev` the test and documentation tools.
 stamp="$venv/.elastic-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then

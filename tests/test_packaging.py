@@ -111,7 +111,7 @@ def test_a_missing_extra_is_named_with_its_install_command(monkeypatch: pytest.M
         require("demos", "the statistics demo", ("pyarrow",))
     assert isinstance(info.value, ImportError) and info.value.extra == "demos"
     require("demos", "figures", ("matplotlib",))  # installed here: no error
-    assert set(EXTRAS) == {"parsl", "prefect", "mesos", "demos", "postgres"}
+    assert set(EXTRAS) == {"parsl", "prefect", "mesos", "demos", "postgres", "cp"}
     with pytest.raises(ValueError, match="unknown extra"):
         missing("gpu")
 

@@ -1,6 +1,10 @@
 """``elastic reproduce PAPER``: a paper's experiment, its stated results beside ours, a verdict per figure.
 
 - ``elastic reproduce speculative [--figure N] [--runs R] [--out DIR] [--full]``: Gainaru et al., ICPP 2019.
+- ``elastic reproduce onthefly [--figure 8|9] [--runs R] [--out DIR] [--full]``: Gainaru et al., IJHPCA
+  (on-the-fly vs. reservation-based scheduling).
+- ``elastic reproduce cp [--runs R] [--out DIR] [--full]``: Galleguillos et al., CP 2019 (CP-based
+  dispatching; needs the ``cp`` extra, OR-Tools).
 """
 
 from __future__ import annotations
@@ -13,7 +17,10 @@ from elastic.cli.values import int_in_range
 
 __all__ = ["register"]
 
-PAPERS = ("speculative",)
+PAPERS = ("speculative", "onthefly", "cp")
+
+#: Random workloads per point unless --runs is given: what fits in a few minutes on two cores.
+DEFAULT_RUNS = {"speculative": 5, "onthefly": 10, "cp": 1}
 
 
 def register(subparsers: Any) -> None:
@@ -30,21 +37,38 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--runs",
         type=int_in_range(1, 1000, "runs are averaged one by one"),
-        default=5,
-        help="random workloads per point (default 5; the paper: 50)",
+        default=None,
+        help="random workloads per point (default: speculative 5, onthefly 10, cp 1; the papers: 50, 10, "
+        "one trace)",
     )
     parser.add_argument("--out", metavar="DIR", default=None, help="also write PAPER.md into DIR")
-    parser.add_argument("--full", action="store_true", help="the paper's full sweeps (slower)")
+    parser.add_argument(
+        "--full", action="store_true", help="the paper's full sweeps (slower); cp: 4,000 jobs, not 1,500"
+    )
     parser.set_defaults(func=_run)
 
 
 def _run(args: argparse.Namespace) -> int:
-    from elastic.papers import speculative
+    runs = args.runs if args.runs is not None else DEFAULT_RUNS[args.paper]
+    if args.paper == "cp":
+        from elastic.errors import ConfigError
+        from elastic.papers import cpdispatch
 
-    # Figs. 6-7 replay ~10^4 backfilling jobs per run (about 20 minutes a run): only when asked for.
-    default = speculative.FIGURES if args.full else (2, 3, 4, 5, 8)
-    figures = tuple(args.figure) if args.figure else default
-    report = speculative.reproduce(figures, runs=args.runs, full=args.full)
+        if args.figure:
+            raise ConfigError("the CP-dispatching reproduction has no --figure: it prints all its results")
+        report = cpdispatch.reproduce(runs=runs, jobs=4000 if args.full else 1500)
+    elif args.paper == "onthefly":
+        from elastic.papers import onthefly
+
+        figures = tuple(args.figure) if args.figure else onthefly.FIGURES
+        report = onthefly.reproduce(figures, runs=runs, full=args.full)
+    else:
+        from elastic.papers import speculative
+
+        # Figs. 6-7 replay ~10^4 backfilling jobs per run (about 20 minutes a run): only when asked for.
+        default = speculative.FIGURES if args.full else (2, 3, 4, 5, 8)
+        figures = tuple(args.figure) if args.figure else default
+        report = speculative.reproduce(figures, runs=runs, full=args.full)
     text = report.markdown()
     print(text)
     if args.out:
