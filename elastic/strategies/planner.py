@@ -238,12 +238,11 @@ class Planner:
             left = max(left, s.rerun_end - view.now)
         return left
 
-    def _stage_plan(self, view: RunView, s: StageView, beside: int = 0) -> StagePlan:
-        return StagePlan(s.name, s.width, self._work(view, s), beside)
-
     def _chain_plans(self, view: RunView, chain: Sequence[StageView]) -> list[StagePlan]:
         """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores."""
-        return [self._stage_plan(view, s, b) for s, b in zip(chain, _beside(chain), strict=True)]
+        works = [self._work(view, s) for s in chain]
+        beside = _beside(chain, works)
+        return [StagePlan(s.name, s.width, w, b) for s, w, b in zip(chain, works, beside, strict=True)]
 
     def _end(self, view: RunView, name: str, seen: dict[str, float | None]) -> float | None:
         """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""

@@ -194,27 +194,38 @@ def _dag_order(chain: Sequence[StageView]) -> list[StageView]:
     return out
 
 
-def _beside(chain: Sequence[StageView]) -> list[int]:
-    """Per stage of ``chain`` (a plan's stages in order), the cores of the earlier ones it does not depend on.
+def _beside(chain: Sequence[StageView], works: Sequence[float]) -> list[int]:
+    """Per stage of ``chain`` (a plan's stages in order), the cores of earlier ones that run beside it.
 
-    Those are on other branches of the DAG and may run beside it (:attr:`StagePlan.beside`). A stage that
-    declares no dependency follows every stage before it.
+    An earlier stage runs beside it if it is not one of its predecessors (it is on another branch of the
+    DAG) and is expected to run while it could (:attr:`StagePlan.beside`): each stage is expected to start
+    once its predecessors in ``chain`` end, and to take ``works`` seconds. A stage that declares no
+    dependency follows every stage before it.
 
     Examples
     --------
     >>> from elastic.strategies.base import StageView
     >>> a, b = StageView("a", 0, 4, 1, ()), StageView("b", 1, 2, 1, ("a",))
-    >>> _beside([a, b, StageView("c", 2, 8, 1, ("a",))])  # c runs beside b, both after a
-    [0, 0, 2]
+    >>> c, d = StageView("c", 2, 8, 1, ("a",)), StageView("d", 3, 8, 1, ("b",))
+    >>> _beside([a, b, c, d], [60.0, 60.0, 600.0, 60.0])  # c runs beside b, and d beside c
+    [0, 0, 2, 8]
+    >>> _beside([a, b, c, d], [60.0, 600.0, 60.0, 60.0])  # c runs beside b; c ends before d starts
+    [0, 0, 2, 0]
     """
     ancestors: dict[str, set[str]] = {}
+    start: dict[str, float] = {}
+    end: dict[str, float] = {}
     out: list[int] = []
-    for m, s in enumerate(chain):
+    for m, (s, work) in enumerate(zip(chain, works, strict=True)):
         if not s.depends_on:
             ancestors[s.name] = {c.name for c in chain[:m]}
         else:
             ancestors[s.name] = {x for d in s.depends_on if d in ancestors for x in (d, *ancestors[d])}
-        out.append(sum(c.width for c in chain[:m] if c.name not in ancestors[s.name]))
+        start[s.name] = max((end[x] for x in ancestors[s.name]), default=0.0)
+        end[s.name] = start[s.name] + max(work, 0.0)
+        out.append(
+            sum(c.width for c in chain[:m] if c.name not in ancestors[s.name] and end[c.name] > start[s.name])
+        )
     return out
 
 
