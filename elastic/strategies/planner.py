@@ -100,6 +100,8 @@ from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.planner_rules import (
     SHORTEN_SLACK,
     _as_planned,
+    _beside,
+    _dag_order,
     _follows,
     _known,
     _lead_caps,
@@ -236,8 +238,11 @@ class Planner:
             left = max(left, s.rerun_end - view.now)
         return left
 
-    def _stage_plan(self, view: RunView, s: StageView) -> StagePlan:
-        return StagePlan(s.name, s.width, self._work(view, s))
+    def _chain_plans(self, view: RunView, chain: Sequence[StageView]) -> list[StagePlan]:
+        """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores."""
+        works = [self._work(view, s) for s in chain]
+        beside = _beside(chain, works)
+        return [StagePlan(s.name, s.width, w, b) for s, w, b in zip(chain, works, beside, strict=True)]
 
     def _end(self, view: RunView, name: str, seen: dict[str, float | None]) -> float | None:
         """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""
@@ -508,14 +513,16 @@ class Planner:
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
             after: list[StageView] = []
             for s in view.stages[current.index + 1 :]:
-                if s.complete:
+                # kept for another allocation, or on a branch that does not start from this stage: planned
+                # on its own (and so is every stage after it on that branch, which then waits for a stage
+                # neither done nor here); a later sibling of a stage here still joins (:func:`_follows`)
+                if s.complete or s.name in others or not _follows(view, s, [current, *after]):
                     continue
-                if s.name in others or not _follows(view, s, [current, *after]):
-                    break  # kept for another allocation, or a parallel branch: planned on its own
                 after.append(s)
             if not after:
                 continue
-            plans = [self._stage_plan(view, s) for s in after]
+            after = _dag_order([current, *after])[1:]
+            plans = self._chain_plans(view, [current, *after])[1:]
             until = current_work + (0.0 if need is None else need - view.now)
             # a new allocation in this plan replaces this one, released once its current stage ends
             waits = self._wait_fn(view, _released(mine, view.now + until))
@@ -571,28 +578,40 @@ class Planner:
     ) -> tuple[list[Submit], float | None]:
         """Step 2: plan the stages no allocation is kept for, and request what is due."""
         covered = {x for labels in kept.values() for x in labels}
-        segments: list[list[StageView]] = [[]]
+        segments: list[list[StageView]] = []
+        joinable: list[StageView] | None = None  # a stage without declared dependencies joins it
         for s in view.stages:
             if s.complete or s.name in covered:
-                segments.append([])
-            elif segments[-1] and (s.ready or not _follows(view, s, segments[-1])):
-                # a ready stage is needed now, whatever comes before it in the plan: a stage of a
-                # remembered or declared plan that has no task yet (the script changed since) must not
-                # hold it back; and on a DAG a stage that does not follow the segment's last one (a
-                # sibling branch) is no successor of it: each chain of the DAG is planned from its own need
-                segments.append([s])
+                joinable = None
+                continue
+            # a ready stage is needed now, whatever comes before it in the plan: a stage of a remembered or
+            # declared plan that has no task yet (the script changed since) must not hold it back. On a DAG
+            # a stage joins the latest segment it follows (:func:`_follows`: a child of one of its stages,
+            # with nothing else to wait for), not merely the one before it in the plan; one that follows
+            # none (it waits for stages of two segments, or starts a branch) is planned from its own need
+            home = None
+            if not s.ready:
+                if not s.depends_on:
+                    home = joinable
+                else:
+                    home = next((seg for seg in reversed(segments) if _follows(view, s, seg)), None)
+            if home is None:
+                home = [s]
+                segments.append(home)
             else:
-                segments[-1].append(s)
+                home.append(s)
+            joinable = home
         caps = _lead_caps(view)
         submits: list[Submit] = []
         wake: float | None = None
         follow_up = bool(view.allocations)
         for segment in (seg for seg in segments if seg):
+            segment = _dag_order(segment)
             first = segment[0]
             need = self._need(view, first, seen)
             if need is None:
                 continue
-            plans = [self._stage_plan(view, s) for s in segment]
+            plans = self._chain_plans(view, segment)
             released = self._released_by(view, kept, need, seen)
             cost, choices = plan(
                 plans,
@@ -612,12 +631,30 @@ class Planner:
             )
             before = _predecessor_label(view, first)
             work = {p.name: p.work for p in plans}
+            ends: dict[str, tuple[float, str | None]] = {}  # stage: its predicted end, its group's label
+            stopped: set[str] = set()  # stages of groups not requested yet, and of the groups after them
+            previous: tuple[str, ...] = ()
             for i, g in enumerate(merge.groups(choices)):
+                head = view.stage(g.stages[0])
+                # on a DAG a group waits for its own predecessors only: a sibling's group is needed when
+                # their stages end, not after the group before it in the plan, and is requested even where
+                # that one is not yet (a stage with no declared dependency follows the group before it)
+                preds = head.depends_on or previous
+                previous = g.stages
+                if any(d in stopped for d in preds):
+                    stopped.update(g.stages)
+                    continue
+                inside = [ends[d] for d in preds if d in ends]
+                if inside:
+                    need, before = max(inside, key=lambda e: e[0])
+                    own = self._need(view, head, seen)
+                    need = need if own is None else max(need, own)
                 waits = self._waits(view, g.cores, follow_up or i > 0, released)
                 ready = view.stage(g.stages[0]).ready
                 chain = timing.keeps_place(view.priority) and not ready
                 if chain and before is None:
-                    break  # the allocation before it is not requested yet: chain it then
+                    stopped.update(g.stages)  # the allocation before it is not requested yet: chain it then
+                    continue
                 walltime = merge.group_walltime(view.knowledge, g.stages)
                 lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
                 at = view.now if ready or chain else need - lead
@@ -632,7 +669,8 @@ class Planner:
                     # not expected to wait that long itself: ask once that wait came. One whose own wait
                     # is expected to reach its need is asked now, beside it, as :func:`plan` priced it
                     # (its wait then runs beside the one before it, not after it)
-                    break
+                    stopped.update(g.stages)
+                    continue
                 if at <= view.now:
                     early = 0.0 if chain else max(0.0, need - view.now)
                     # covers idling until the need, but not for days on a guessed need: a job asking
@@ -662,5 +700,7 @@ class Planner:
                     before = None
                 lead_left = max(0.0, need - max(at, view.now))
                 need = max(need, view.now) + timing.expected_delay(waits, 0.0 if chain else lead_left)
-                need += sum(work[x] for x in g.stages)
+                for x in g.stages:
+                    need += work[x]
+                    ends[x] = (need, before)
         return submits, wake

@@ -142,20 +142,93 @@ def _known(view: RunView, label: str) -> bool:
 
 
 def _follows(view: RunView, s: StageView, chain: Sequence[StageView]) -> bool:
-    """Whether ``s`` runs after the last stage of ``chain`` and waits for nothing outside it.
+    """Whether ``s`` can be planned on ``chain``: it depends on a stage of it and on nothing outside it.
 
-    The search (:func:`plan`) runs the stages it is given one after another; a stage joins a chain only
-    if it depends on the chain's last stage and every other stage it depends on is in the chain or done.
-    On a chain every stage follows the one before it; a stage of a parallel branch does not, and is
-    planned from its own need instead of behind its sibling (issue 28, item 4). A stage that declares no
-    dependency (a live plan's stage announced before its tasks) follows the stage before it, as before.
+    The search (:func:`plan`) runs the stages it is given one after another. A stage joins a chain if it
+    depends on some stage of the chain and every other stage it depends on is in the chain or done: on a
+    chain every stage follows the one before it, and on a DAG the children of one stage join it side by
+    side as siblings (CyberShake: ``ZipSeis`` and ``PeakValCalcOkaya`` both after ``SeismogramSynthesis``),
+    so an allocation can be kept or merged across both (issue 28, item 4); the planner times a new
+    allocation of a sibling by its own predecessors' end, never behind the sibling before it in the chain
+    (:meth:`~elastic.strategies.planner.Planner._requests`). A stage that depends on a stage of another
+    chain not done is planned from its own need instead. A stage that declares no dependency (a live
+    plan's stage announced before its tasks) follows the stage before it, as before. The rule has no
+    parameter: it was found on CyberShake's timelines (synthetic queue, run 0) and checked on the
+    published shapes x two queues (the reduced grid in ``docs/results/strategies.md``).
     """
     if not s.depends_on or not chain:
         return True
     names = {c.name for c in chain}
-    if chain[-1].name not in s.depends_on:
+    if not any(d in names for d in s.depends_on):
         return False
     return all(d in names or (_known(view, d) and view.stage(d).complete) for d in s.depends_on)
+
+
+def _dag_order(chain: Sequence[StageView]) -> list[StageView]:
+    """Return ``chain`` in an order the search can plan it in: every stage after its predecessors in it.
+
+    Among stages whose predecessors in ``chain`` are placed, the widest goes first (then plan order): a
+    sibling of a wide stage is then the one that runs beside it (:func:`_beside`), so an allocation kept
+    across a narrow sibling (CyberShake's ``ZipSeis`` beside ``PeakValCalcOkaya``) can still be kept for
+    the wide stage. A stage without declared dependencies follows the stage before it in plan order.
+
+    Examples
+    --------
+    >>> from elastic.strategies.base import StageView
+    >>> a, b = StageView("a", 0, 2, 1, ()), StageView("b", 1, 1, 1, ("a",))
+    >>> [s.name for s in _dag_order([a, b, StageView("c", 2, 28, 1, ("a",))])]
+    ['a', 'c', 'b']
+    """
+    names = {s.name for s in chain}
+    preds = {
+        s.name: ({d for d in s.depends_on if d in names} if s.depends_on else {c.name for c in chain[:m]})
+        for m, s in enumerate(chain)
+    }
+    placed: set[str] = set()
+    out: list[StageView] = []
+    left = list(chain)
+    while left:
+        free = [s for s in left if preds[s.name] <= placed] or left[:1]  # left[:1]: a malformed cycle
+        nxt = min(free, key=lambda s: (-s.width, left.index(s)))
+        out.append(nxt)
+        placed.add(nxt.name)
+        left.remove(nxt)
+    return out
+
+
+def _beside(chain: Sequence[StageView], works: Sequence[float]) -> list[int]:
+    """Per stage of ``chain`` (a plan's stages in order), the cores of earlier ones that run beside it.
+
+    An earlier stage runs beside it if it is not one of its predecessors (it is on another branch of the
+    DAG) and is expected to run while it could (:attr:`StagePlan.beside`): each stage is expected to start
+    once its predecessors in ``chain`` end, and to take ``works`` seconds. A stage that declares no
+    dependency follows every stage before it.
+
+    Examples
+    --------
+    >>> from elastic.strategies.base import StageView
+    >>> a, b = StageView("a", 0, 4, 1, ()), StageView("b", 1, 2, 1, ("a",))
+    >>> c, d = StageView("c", 2, 8, 1, ("a",)), StageView("d", 3, 8, 1, ("b",))
+    >>> _beside([a, b, c, d], [60.0, 60.0, 600.0, 60.0])  # c runs beside b, and d beside c
+    [0, 0, 2, 8]
+    >>> _beside([a, b, c, d], [60.0, 600.0, 60.0, 60.0])  # c runs beside b; c ends before d starts
+    [0, 0, 2, 0]
+    """
+    ancestors: dict[str, set[str]] = {}
+    start: dict[str, float] = {}
+    end: dict[str, float] = {}
+    out: list[int] = []
+    for m, (s, work) in enumerate(zip(chain, works, strict=True)):
+        if not s.depends_on:
+            ancestors[s.name] = {c.name for c in chain[:m]}
+        else:
+            ancestors[s.name] = {x for d in s.depends_on if d in ancestors for x in (d, *ancestors[d])}
+        start[s.name] = max((end[x] for x in ancestors[s.name]), default=0.0)
+        end[s.name] = start[s.name] + max(work, 0.0)
+        out.append(
+            sum(c.width for c in chain[:m] if c.name not in ancestors[s.name] and end[c.name] > start[s.name])
+        )
+    return out
 
 
 def _predecessor_label(view: RunView, s: StageView) -> str | None:

@@ -21,11 +21,18 @@ __all__ = ["BEAM", "WAVES", "StagePlan", "Waits", "plan"]
 
 @dataclass(frozen=True, slots=True)
 class StagePlan:
-    """A stage as the planner sees it: its width and its expected seconds of work left."""
+    """A stage as the planner sees it: its width and its expected seconds of work left.
+
+    ``beside``: cores of the stages before it in the plan that may run at the same time (on a DAG, its
+    siblings and their branches: stages it does not depend on). It is kept on the allocation before it only
+    if that one is wide enough for it and them side by side; otherwise it would wait behind a sibling it
+    does not depend on (issue 28, item 4), and it gets an allocation of its own.
+    """
 
     name: str
     cores: int
     work: float
+    beside: int = 0
 
 
 BEAM = 8
@@ -185,7 +192,11 @@ def plan(
         for h, paths in frontier.items():
             for p in paths:
                 waves = math.ceil(s.cores / h) if h > 0 else 0
-                if 0 < waves <= (WAVES if p.held else 1) and h <= widest_left[m]:
+                if (
+                    0 < waves <= (WAVES if p.held else 1)
+                    and h <= widest_left[m]
+                    and (s.beside == 0 or h >= s.cores + s.beside)
+                ):
                     kept = Choice(s.name, h, new=False)
                     charged = p.charged + hold.keep_cost(h, waves * s.work)
                     if waves == 1:

@@ -2,16 +2,32 @@
 
 from __future__ import annotations
 
+import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic.allocations import AllocationState
 from elastic.backends.mock import MockBackend
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.learners.choice import make_wait_learner
+from elastic.learners.ewma import LogEWMA
 from elastic.metrics import EventKind
-from elastic.strategies import Knowledge, MemoryHistory, make_strategy, strategy_learner
+from elastic.strategies import (
+    Knowledge,
+    MemoryHistory,
+    RunView,
+    Serve,
+    StageView,
+    Submit,
+    make_strategy,
+    strategy_learner,
+)
+from elastic.strategies.merge import Choice
+from elastic.strategies.planner import Planner, StagePlan, plan
+from elastic.strategies.timing import PROBS, Prices
 from elastic.workflow import Stage, Workflow
+from tests.strategies.views import alloc, split
 
 
 def _stage_times(workflow: Workflow, nodes: int = 16) -> dict[str, tuple[float, float]]:
@@ -67,3 +83,62 @@ def test_a_stage_starts_after_its_predecessors_and_no_sibling_delays_it_on_an_em
         assert t[s.name][0] >= ready, (s.name, t)
         # an empty queue of 16 cores runs every 2-core stage at once: nothing but its ancestors delays it
         assert t[s.name][0] <= ready + 120.0, (s.name, t)
+
+
+# -- siblings in the plan (CyberShake's shape: a wide stage and a narrow one after the same stage) ----------
+
+SIBLINGS = Workflow(
+    "siblings",
+    (
+        Stage("wide1", tasks=28, cores=1, runtime=1800.0),
+        Stage("narrow", tasks=1, cores=1, runtime=600.0, depends_on=("wide1",)),
+        Stage("wide2", tasks=28, cores=1, runtime=1800.0, depends_on=("wide1",)),
+    ),
+)
+
+
+def _sibling_view(wait: float) -> RunView:
+    # wide1 has run 1700 of its 1800 s on a 28-core allocation; every new allocation waits ``wait`` s
+    k = Knowledge(SIBLINGS, waits=LogEWMA(alpha=1.0))
+    for cores in (1, 28):
+        for follow_up in (False, True):
+            k.observe_wait(cores, wait, follow_up=follow_up)
+    stages = (
+        StageView("wide1", 0, 28, 1, (), done=20, running=8, ready_time=0.0, start_time=0.0),
+        StageView("narrow", 1, 1, 1, ("wide1",)),
+        StageView("wide2", 2, 28, 1, ("wide1",)),
+    )
+    records, busy = split((alloc("a1", "wide1", 28, 20000.0, AllocationState.RUNNING, -wait, 0.0, busy=8),))
+    return RunView(1700.0, SIBLINGS, stages, records, k, busy)
+
+
+def test_an_allocation_is_kept_for_the_wide_sibling_and_the_narrow_one_gets_its_own() -> None:
+    # On a slow queue the 28 cores are worth keeping for wide2, which runs after wide1 as narrow does, not
+    # after narrow: the hold keeps them for it (a chain walk stopped at wide2, as it does not follow
+    # narrow, and could keep them for narrow only). narrow would run beside wide2 and does not fit beside
+    # it on 28 cores: it is not kept there, and is requested on its own, needed when wide1 ends
+    decision = Planner().decide(_sibling_view(3600.0))
+    serves = [(a.alloc_id, a.stages) for a in decision.actions if isinstance(a, Serve)]
+    assert serves == [("a1", ("wide1", "wide2"))]
+    submits = [a for a in decision.actions if isinstance(a, Submit)]
+    assert [(a.stage, a.cores) for a in submits] == [("narrow", 1)]
+
+
+def test_a_sibling_is_kept_on_the_allocation_before_it_only_if_it_fits_beside_the_others() -> None:
+    waits = np.full(len(PROBS), 3600.0)
+    queue = {"waits": lambda cores, follow_up: waits, "prices": Prices(beta=28.0), "model": "age"}
+    # wide2 after narrow on a chain: both kept on the 28 cores held
+    chain = [StagePlan("narrow", 1, 600.0), StagePlan("wide2", 28, 1800.0)]
+    _, choices = plan(chain, held=28, lead=0.0, **queue)
+    assert [c.new for c in choices] == [False, False]
+    # the same two as siblings, the narrow one planned after the wide one: 28 + 1 cores do not fit 28
+    siblings = [StagePlan("wide2", 28, 1800.0), StagePlan("narrow", 1, 600.0, beside=28)]
+    _, choices = plan(siblings, held=28, lead=0.0, **queue)
+    assert choices[0] == Choice("wide2", 28, new=False)
+    assert choices[1].new
+    # two wide siblings: the second does not wait behind the first on the cores held, it gets its own
+    wide = [StagePlan("wide2", 28, 1800.0), StagePlan("wide3", 28, 1800.0, beside=28)]
+    _, choices = plan(wide, held=28, lead=0.0, **queue)
+    assert choices == (Choice("wide2", 28, new=False), Choice("wide3", 28, new=True))
+    _, choices = plan([wide[0], StagePlan("wide3", 28, 1800.0)], held=28, lead=0.0, **queue)
+    assert choices[1] == Choice("wide3", 28, new=False)  # on a chain it would be kept
