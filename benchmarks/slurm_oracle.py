@@ -248,10 +248,9 @@ def _mock_tables(
         rows = compare(slurm, mock)
         print()
         print(_table(f"Slurm vs mock ({policy}, priority {prio}); waits in scaled seconds", rows))
-        results[policy] = {
-            "start": mock.start.tolist(),
-            "agreement": [a.__dict__ for a in rows],
-        }
+        mocks = results.setdefault("mock", {})
+        assert isinstance(mocks, dict)
+        mocks[policy] = {"start": mock.start.tolist(), "agreement": [a.__dict__ for a in rows]}
 
 
 def _mean_sd(values: list[float]) -> str:
