@@ -192,8 +192,13 @@ def run_on_mock(
     priority: str = "age",
     poll_interval: float = 1.0,
     max_duration: float = 3600.0,
+    drain_margin: float = 2.0,
 ) -> WorkflowRun:
-    """The workflow on the mock (virtual clock) after ``warmup`` seconds of ``background``."""
+    """The workflow on the mock (virtual clock) after ``warmup`` seconds of ``background``.
+
+    ``drain_margin`` (seconds before an allocation's end when no task is placed on it) is the Slurm
+    runs' pool setting.
+    """
     backend = MinuteMock(
         nodes=cores,
         cores_per_node=1,
@@ -206,7 +211,7 @@ def run_on_mock(
         workflow,
         make_strategy(strategy),
         backend,
-        SimExecution(),
+        SimExecution(drain_margin=drain_margin),
         _knowledge(workflow, strategy, rep, "mock", background.k),
         seed=rep,
         poll_interval=poll_interval,
