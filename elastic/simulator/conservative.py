@@ -4,10 +4,10 @@ Each pass builds the free-core profile of the future from the running jobs (each
 start + walltime) and walks the queue in priority order: every job gets the earliest slot where enough
 cores stay free for its whole walltime, and that slot is taken out of the profile. Jobs whose slot
 starts now start. A job may thus only jump ahead if it delays no earlier job's reservation (Mu'alem &
-Feitelson; like Slurm's backfill with a reservation for every job). Checked against slurmctld 22.05
-by ``benchmarks/slurm_oracle.py`` (Spearman of waits 0.84-0.87 on three workloads, median absolute
-difference 0-2 scaled seconds): what remains is Slurm's one-pass lag and, without ``bf_busy_nodes``,
-its reservations of whole nodes where this plans cores.
+Feitelson; like Slurm's backfill with a reservation for every job). Slurm estimates a reservation's
+start more coarsely (grouped will-run tests, :func:`will_run_releases`); :class:`SlurmBackfill` plans
+as it does and is the closer model of a real ``slurmctld`` (``benchmarks/slurm_oracle.py``; the figures
+are in docs/results/simulator.md).
 
 Like Slurm, the schedule is rebuilt from scratch on every pass in which cores were released, so a
 reservation can move (usually earlier; when an earlier job moves into the slot of a later one, later).
