@@ -20,6 +20,16 @@ The default partition is 64 nodes of one fake CPU: Slurm's backfill reserves who
 job (``_add_reservation`` in ``src/plugins/sched/backfill/backfill.c`` works on node bitmaps), where the
 mock plans cores; one-CPU nodes make the two the same thing, so what is left is the scheduling itself.
 ``--nodes 4 --cores-per-node 32`` shows the effect of the node granularity.
+
+``--strategies bigjob,perstage,asa`` runs the second comparison instead (``_oracle_workflow.py``): a
+built-in workflow (``--workflow``, demo3 by default) with its runtimes divided by K, under each strategy,
+``--reps`` times, on Slurm (real run driver, Slurm backend and agents in batch jobs) and on the mock, each
+time beside the same scaled synthetic background (``--load``) that started ``--warmup`` seconds before;
+mean makespan, core-hours, per-stage waits and the strategies' ranking side by side.
+``--no-slurm`` runs only the mock half (seconds); ``--from-json`` takes the Slurm half from an earlier
+run's ``--json`` file. The mock runs once per ``--policies`` entry.
+
+``python benchmarks/slurm_oracle.py --strategies bigjob,perstage,asa --reps 5 --load 1.2``
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _oracle_workflow import WorkflowRun, compare_strategies, scaled_workflow, stage_names
 
 from elastic.simulator.synthetic import synthetic_workload
 from elastic.simulator.trace import read_swf
@@ -41,6 +52,8 @@ from elastic.simulator.workload import Workload
 from tests.fixtures.slurm_oracle import (
     Agreement,
     OracleCluster,
+    Replay,
+    ScaledJobs,
     compare,
     replay_on_mock,
     replay_on_slurm,
@@ -130,12 +143,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--priority", choices=("multifactor", "basic"), default="multifactor")
     p.add_argument(
-        "--policies", default="conservative,easy", help="mock policies compared (first is primary)"
+        "--policies", default="slurm,conservative,easy", help="mock policies compared (first is primary)"
     )
+    p.add_argument("--from-json", type=Path, default=None, help="re-compare the Slurm schedule in this file")
+    p.add_argument("--t0", type=float, default=0.0, help="--from-json: Slurm's wall-clock time 0 (old files)")
     p.add_argument("--debug-flags", default="", help="Slurm DebugFlags, e.g. Backfill,BackfillMap (log kept)")
     p.add_argument("--json", type=Path, default=None, help="write every schedule and figure here")
+    p.add_argument("--strategies", default="", help="run the workflow comparison with these strategies")
+    p.add_argument("--workflow", default="demo3", help="--strategies: built-in workflow (demo3)")
+    p.add_argument("--reps", type=int, default=5, help="--strategies: runs per strategy and backend (5)")
+    p.add_argument(
+        "--warmup", type=float, default=60.0, help="--strategies: background s before the run (60)"
+    )
+    p.add_argument("--no-slurm", action="store_true", help="--strategies: the mock half only")
     args = p.parse_args(argv)
+    if args.strategies:
+        return _strategies(args)
 
+    if args.from_json is not None:
+        return _from_json(args)
     cores = args.nodes * args.cores_per_node
     w = _workload(args, cores)
     jobs = scale_workload(w, args.k)
@@ -164,23 +190,162 @@ def main(argv: list[str] | None = None) -> int:
         "args": vars(args) | {"json": str(args.json)},
         "slurm_version": version,
         "settings": settings,
-        "slurm": {"submit": slurm.submit.tolist(), "start": slurm.start.tolist(), "end": slurm.end.tolist()},
+        "slurm": {
+            "submit": slurm.submit.tolist(),
+            "start": slurm.start.tolist(),
+            "end": slurm.end.tolist(),
+            "state": list(slurm.state),
+            "t0": slurm.t0,
+        },
         "cores": jobs.cores.tolist(),
         "minutes": jobs.minutes.tolist(),
         "sleep": jobs.sleep.tolist(),
+        "k": jobs.k,
     }
+    _mock_tables(args, jobs, slurm, cores, results)
+    if args.json is not None:
+        args.json.write_text(json.dumps(results, indent=1, default=float))
+    return 0
+
+
+def _from_json(args: argparse.Namespace) -> int:
+    """Compare the Slurm schedule recorded in a ``--json`` file with the mock's (no cluster needed).
+
+    Files written before ``t0`` and ``state`` were recorded take ``--t0`` (Slurm's wall-clock time of
+    the replay's start: the first job's ``SubmitTime`` in the jobcomp file) and count every job as
+    completed.
+    """
+    d = json.loads(args.from_json.read_text())
+    s = d["slurm"]
+    n = len(s["start"])
+    jobs = ScaledJobs(
+        submit=np.array(s["submit"], dtype=float),
+        cores=np.array(d["cores"], dtype=np.int64),
+        minutes=np.array(d["minutes"], dtype=np.int64),
+        sleep=np.array(d["sleep"], dtype=float),
+        k=float(d.get("k", args.k)),
+    )
+    slurm = Replay(
+        submit=jobs.submit.copy(),
+        start=np.array(s["start"], dtype=float),
+        end=np.array(s["end"], dtype=float),
+        cores=jobs.cores.copy(),
+        state=tuple(s.get("state", ["COMPLETED"] * n)),
+        t0=float(s.get("t0", args.t0)),
+    )
+    cores = int(d["args"]["nodes"]) * int(d["args"]["cores_per_node"])
+    print(f"Slurm schedule from {args.from_json}: {n} jobs, {cores} cores, t0 {slurm.t0:.0f}")
+    _mock_tables(args, jobs, slurm, cores, {})
+    return 0
+
+
+def _mock_tables(
+    args: argparse.Namespace, jobs: ScaledJobs, slurm: Replay, cores: int, results: dict[str, object]
+) -> None:
     prio = "age" if args.priority == "multifactor" else "basic"
     for policy in args.policies.split(","):
         mock = replay_on_mock(jobs, slurm, policy=policy, priority=prio, cores=cores)
         rows = compare(slurm, mock)
         print()
         print(_table(f"Slurm vs mock ({policy}, priority {prio}); waits in scaled seconds", rows))
-        results[policy] = {
-            "start": mock.start.tolist(),
-            "agreement": [a.__dict__ for a in rows],
-        }
+        mocks = results.setdefault("mock", {})
+        assert isinstance(mocks, dict)
+        mocks[policy] = {"start": mock.start.tolist(), "agreement": [a.__dict__ for a in rows]}
+
+
+def _mean_sd(values: list[float]) -> str:
+    sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
+    return f"{np.mean(values):.1f} ± {sd:.1f}"
+
+
+def _strategies(args: argparse.Namespace) -> int:
+    """The workflow under each strategy on Slurm and on the mock; print means and rankings.
+
+    With ``--from-json`` the Slurm runs come from an earlier ``--strategies ... --json`` file (same
+    options) and only the mock runs are computed (seconds).
+    """
+    if args.reps < 1:
+        raise SystemExit(f"--reps must be >= 1, got {args.reps}")
+    strategies = args.strategies.split(",")
+    policies = args.policies.split(",")
+    cores = args.nodes * args.cores_per_node
+    wf = scaled_workflow(args.workflow, args.k)
+    names = stage_names(wf)
+    root = Path(tempfile.mkdtemp(prefix="elastic-oracle-wf-"))
+    print(
+        f"workflow {wf.name}: {', '.join(f'{s.name} {s.tasks}x{s.runtime:.1f}s' for s in wf.stages)}; "
+        f"background load {args.load:g}, warmup {args.warmup:g} s, {cores} cores, {args.reps} reps",
+        flush=True,
+    )
+
+    def show(r: WorkflowRun) -> None:
+        waits = " ".join(f"{w:.0f}" for w in r.stage_waits)
+        print(
+            f"  {r.backend:>18} {r.strategy:>8} rep {r.rep}: {r.status} makespan {r.makespan:.1f} s, "
+            f"{r.charged:.0f} core-s, {r.allocations} jobs, stage waits {waits}",
+            flush=True,
+        )
+
+    def run(cluster: OracleCluster | None) -> list[WorkflowRun]:
+        return compare_strategies(
+            cluster, wf, strategies, reps=args.reps, cores=cores, load=args.load,
+            span=args.warmup + 600.0, warmup=args.warmup, k=args.k, workdir=root, policies=policies,
+            progress=show,
+        )  # fmt: skip
+
+    t = time.monotonic()
+    settings: dict[str, str] = {}
+    if args.no_slurm or args.from_json is not None:
+        runs = run(None)
+        if args.from_json is not None:
+            d = json.loads(args.from_json.read_text())
+            settings = d.get("settings", {})
+            for r in d["runs"]:
+                if r["backend"] == "slurm" and r["strategy"] in strategies and r["rep"] < args.reps:
+                    runs.append(WorkflowRun(**(r | {"stage_waits": tuple(r["stage_waits"])})))
+    else:
+        cluster = OracleCluster(root / "slurm", args.nodes, args.cores_per_node, priority=args.priority)
+        with cluster:
+            settings = cluster.settings()
+            print(f"Slurm ({sbatch_version(cluster)}) settings:")
+            for key, value in settings.items():
+                print(f"  {key} = {value}")
+            runs = run(cluster)
+    print(f"took {time.monotonic() - t:.0f} s")
+    backends = sorted({r.backend for r in runs}, key=lambda b: (b != "slurm", b))
+    head = f"{'backend':>18} {'strategy':>9} {'runs':>4} {'makespan s':>14} {'core-s charged':>15} "
+    head += " ".join(f"{'wait ' + n:>14}" for n in names)
+    print()
+    print(head)
+    means: dict[str, dict[str, float]] = {}
+    for b in backends:
+        for s in strategies:
+            rows = [r for r in runs if r.backend == b and r.strategy == s and r.status == "completed"]
+            if not rows:
+                continue
+            means.setdefault(b, {})[s] = float(np.mean([r.makespan for r in rows]))
+            cells = [_mean_sd([r.stage_waits[i] for r in rows]) for i in range(len(names))]
+            print(
+                f"{b:>18} {s:>9} {len(rows):>4} {_mean_sd([r.makespan for r in rows]):>14} "
+                f"{_mean_sd([r.charged for r in rows]):>15} " + " ".join(f"{c:>14}" for c in cells)
+            )
+    print()
+    for b, m in means.items():
+        print(f"ranking on {b}: {' < '.join(sorted(m, key=m.__getitem__))}")
+    for b in backends:
+        if b == "slurm" or "slurm" not in means:
+            continue
+        diffs = [
+            f"{s} {means[b][s] / means['slurm'][s] - 1.0:+.1%}"
+            for s in strategies
+            if s in means["slurm"] and s in means.get(b, {})
+        ]
+        print(f"mean makespan on {b} against Slurm: {', '.join(diffs)}")
     if args.json is not None:
-        args.json.write_text(json.dumps(results, indent=1, default=float))
+        args.json.write_text(
+            json.dumps({"args": vars(args) | {"json": str(args.json), "from_json": str(args.from_json)},
+                        "settings": settings, "runs": [r.__dict__ for r in runs]}, indent=1, default=float)
+        )  # fmt: skip
     return 0
 
 

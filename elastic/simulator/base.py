@@ -57,6 +57,7 @@ class QueuePolicy(Protocol[EngineT]):
 POLICIES: dict[str, str] = {
     "easy": "elastic.simulator.easy:EasyBackfill",
     "conservative": "elastic.simulator.conservative:ConservativeBackfill",
+    "slurm": "elastic.simulator.conservative:SlurmBackfill",
     "fcfs": "elastic.simulator.fcfs:Fcfs",
     "sejf": "elastic.simulator.ordering:Sejf",
     "lejf": "elastic.simulator.ordering:Lejf",

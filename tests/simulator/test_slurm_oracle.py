@@ -26,10 +26,11 @@ from tests.fixtures.slurm_oracle import (
     scale_workload,
 )
 
-#: Floors of the job-level agreement on the small workload below. A 30-job run is noisy (waits of a few
-#: seconds against Slurm's one-second passes; measured Spearman 0.62, median |wait diff| 2.5 s), so the
-#: floors catch a broken model, not a drift of a few percent; the full runs are in
-#: docs/results/simulator.md ("The mock queue against real Slurm").
+#: Floors of the job-level agreement on the small workload below, with the mock's ``slurm`` policy. A
+#: 30-job run is noisy (waits of a few seconds against Slurm's one-second passes, longer on a loaded
+#: machine; measured on a loaded machine: Spearman 0.70, median |wait diff| 4 s, and 0.58 with the exact
+#: ``conservative`` policy on the same Slurm schedule), so the floors catch a broken model, not a drift
+#: of a few percent; the full runs are in docs/results/simulator.md ("The mock queue against real Slurm").
 MIN_SPEARMAN = 0.45
 MAX_MEDIAN_ABS = 5.0  # scaled seconds
 
@@ -86,7 +87,7 @@ def test_mock_agrees_with_slurm_on_a_small_scaled_workload(tmp_path: Path) -> No
     with OracleCluster(tmp_path / "slurm", nodes=32, cores_per_node=1) as cluster:
         slurm = replay_on_slurm(cluster, jobs, timeout=120)
     assert all(s in ("COMPLETED", "CANCELLED") for s in slurm.state), slurm.state
-    mock = replay_on_mock(jobs, slurm, policy="conservative", priority="age", cores=32)
+    mock = replay_on_mock(jobs, slurm, policy="slurm", priority="age", cores=32)
     overall = compare(slurm, mock)[0]
     assert overall.jobs == 30
     assert float(np.nanmax(slurm.wait)) > 5.0, "the workload must make jobs queue, or it checks nothing"
