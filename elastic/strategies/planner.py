@@ -76,7 +76,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,7 @@ from elastic.strategies.base import (
     walltime_follow_ups,
 )
 from elastic.strategies.base import merge as merge_decisions
+from elastic.strategies.merge import Choice
 from elastic.strategies.planner_rules import (
     SHORTEN_SLACK,
     _as_planned,
@@ -142,6 +144,17 @@ class Planner:
         Batch jobs each new allocation is requested as (:attr:`~elastic.strategies.base.Submit.pieces`;
         at most one per core): a piece idle in its stage's tail is released, and a hold can keep some
         pieces across a narrow stage, the next wide stage then running on them in waves. 1: one job.
+    reuse : bool, default False
+        Reuse the search's result (:func:`plan`) from one decision to the next while nothing it reads
+        changed but the clock: the same stages in the same states, the same allocations and busy cores,
+        the same knowledge, and the queue the scheduler's estimate reads unchanged
+        (:attr:`RunView.queue_version`; where the backend cannot say, every decision searches). The
+        timing rules (when to request, release, follow up or shorten) still run at every decision on
+        the current time; only the choice of widths and holds is kept until something happens. This is
+        not the same planner: the search prices waits against the time left until each stage's need,
+        which the clock alone changes, so a kept plan can differ from a fresh one (on random 8-stage
+        workflows, 78-94 of about 1,000-2,000 kept searches per two runs; the runs' events differed
+        in 1 of 6 scenarios). ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
 
     Examples
     --------
@@ -159,6 +172,7 @@ class Planner:
         run_waits: bool = True,
         estimates: bool = True,
         pieces: int = 2,
+        reuse: bool = False,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
@@ -171,6 +185,8 @@ class Planner:
         self.run_waits = bool(run_waits)
         self.estimates = bool(estimates)
         self.pieces = pieces
+        self.reuse = bool(reuse)
+        self._plans: tuple[Hashable | None, dict[Hashable, tuple[float, tuple[Choice, ...]]]] = (None, {})
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
 
@@ -439,6 +455,9 @@ class Planner:
 
     def decide(self, view: RunView) -> Decision:
         """Re-plan holds, request planned allocations, release, follow up."""
+        inputs = self._inputs(view)
+        if inputs is None or inputs != self._plans[0]:
+            self._plans = (inputs, {})
         prices = self._prices(view)
         seen: dict[str, float | None] = {}
         held_actions, kept = self._holds(view, prices, seen)
@@ -454,6 +473,41 @@ class Planner:
                 lead=lambda cores: timing.lead_time(self._waits(view, cores, True), cores, prices),
             ),
         )
+
+    def _inputs(self, view: RunView) -> Hashable | None:
+        """Return what the searches of a decision read, but the clock (None: nothing may be reused).
+
+        Stages (their progress and times), allocations, busy cores, the priority model, the knowledge's
+        version and, where the estimate prices waits, the queue's version (:attr:`reuse`).
+        """
+        estimated = self.estimates and view.estimate is not None
+        if not self.reuse or (estimated and view.queue_version is None):
+            return None
+        return (
+            view.stages,
+            view.allocations,
+            tuple(sorted(view.busy.items())),
+            view.priority,
+            view.queue_version if estimated else None,
+            id(view.knowledge),
+            view.knowledge.version,
+        )
+
+    def _search(self, tag: object, stages: list[StagePlan], **kw: Any) -> tuple[float, tuple[Choice, ...]]:
+        """Return :func:`plan` of ``stages``, or its result kept since the last change (:attr:`reuse`).
+
+        ``tag`` tells the searches of one decision apart (which allocation is held, or none); the stages
+        and the search's discrete arguments key it with the decision's inputs (:meth:`_inputs`).
+        """
+        inputs, kept = self._plans
+        shape = tuple((p.name, p.cores) for p in stages)
+        key = (tag, shape, kw.get("held"), tuple(kw.get("shrink", ())), kw.get("follow_up", True))
+        if inputs is None or key not in kept:
+            result = plan(stages, **kw)
+            if inputs is None:
+                return result
+            kept[key] = result
+        return kept[key]
 
     def _holds(
         self, view: RunView, prices: timing.Prices, seen: dict[str, float | None]
@@ -520,7 +574,8 @@ class Planner:
             # a new allocation in this plan replaces this one, released once its current stage ends
             waits = self._wait_fn(view, _released(mine, view.now + until))
             model = view.priority
-            cost, choices = plan(
+            cost, choices = self._search(
+                unit,
                 plans,
                 held=cores,
                 lead=until,
@@ -594,7 +649,8 @@ class Planner:
                 continue
             plans = [self._stage_plan(view, s) for s in segment]
             released = self._released_by(view, kept, need, seen)
-            cost, choices = plan(
+            cost, choices = self._search(
+                None,
                 plans,
                 held=0,
                 lead=need - view.now,
