@@ -145,16 +145,15 @@ class Planner:
         at most one per core): a piece idle in its stage's tail is released, and a hold can keep some
         pieces across a narrow stage, the next wide stage then running on them in waves. 1: one job.
     reuse : bool, default False
-        Reuse the search's result (:func:`plan`) from one decision to the next while nothing it reads
-        changed but the clock: the same stages in the same states, the same allocations and busy cores,
-        the same knowledge, and the queue the scheduler's estimate reads unchanged
-        (:attr:`RunView.queue_version`; where the backend cannot say, every decision searches). The
-        timing rules (when to request, release, follow up or shorten) still run at every decision on
-        the current time; only the choice of widths and holds is kept until something happens. This is
-        not the same planner: the search prices waits against the time left until each stage's need,
-        which the clock alone changes, so a kept plan can differ from a fresh one (on random 8-stage
-        workflows, 78-94 of about 1,000-2,000 kept searches per two runs; the runs' events differed
-        in 1 of 6 scenarios). ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
+        Reuse a search's result (:func:`plan`) while its inputs, in the backend's time, are the same:
+        the stages it plans (width; work, or for a started one its expected end), when the first is
+        needed, the cores held, the allocations it releases, the knowledge's version, the waits this run
+        saw, and the queue the scheduler's estimate reads (:attr:`RunView.queue_version`; where the
+        backend cannot say, every decision searches). Only the clock moves between two such searches;
+        the timing rules (when to request, release, follow up or shorten) still run at every decision.
+        This is not the same planner: the search prices waits against the time left until each stage's
+        need, which the clock alone changes, so a kept result can differ from a fresh one.
+        ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
 
     Examples
     --------
@@ -475,38 +474,58 @@ class Planner:
         )
 
     def _inputs(self, view: RunView) -> Hashable | None:
-        """Return what the searches of a decision read, but the clock (None: nothing may be reused).
+        """Return what the searches of a decision read beside their own arguments (None: reuse nothing).
 
-        Stages (their progress and times), allocations, busy cores, the priority model, the knowledge's
-        version and, where the estimate prices waits, the queue's version (:attr:`reuse`).
+        The priority model, the knowledge (its version), the waits this run saw and, where the
+        scheduler's estimate prices waits, the queue's version (:attr:`reuse`).
         """
         estimated = self.estimates and view.estimate is not None
         if not self.reuse or (estimated and view.queue_version is None):
             return None
+        seen = tuple(
+            (a.start_time, a.cores, a.queue_wait) for a in view.allocations if a.queue_wait is not None
+        )
         return (
-            view.stages,
-            view.allocations,
-            tuple(sorted(view.busy.items())),
             view.priority,
             view.queue_version if estimated else None,
             id(view.knowledge),
             view.knowledge.version,
+            seen,
         )
 
-    def _search(self, tag: object, stages: list[StagePlan], **kw: Any) -> tuple[float, tuple[Choice, ...]]:
-        """Return :func:`plan` of ``stages``, or its result kept since the last change (:attr:`reuse`).
+    def _search(
+        self, view: RunView, tag: object, stages: list[StagePlan], releasing: Releasing, **kw: Any
+    ) -> tuple[float, tuple[Choice, ...]]:
+        """Return :func:`plan` of ``stages``, or its result kept while its inputs are alike (:attr:`reuse`).
 
-        ``tag`` tells the searches of one decision apart (which allocation is held, or none); the stages
-        and the search's discrete arguments key it with the decision's inputs (:meth:`_inputs`).
+        Its inputs in the backend's time, not in seconds from now: the stages (width; work left, or for
+        one that started its expected end), when the first is needed, the cores held and the widths they
+        can be cut to, the allocations ``releasing`` and the decision's other inputs (:meth:`_inputs`).
+        ``tag`` tells the searches of one decision apart (which allocation is held, or none).
         """
         inputs, kept = self._plans
-        shape = tuple((p.name, p.cores) for p in stages)
-        key = (tag, shape, kw.get("held"), tuple(kw.get("shrink", ())), kw.get("follow_up", True))
-        if inputs is None or key not in kept:
-            result = plan(stages, **kw)
-            if inputs is None:
-                return result
-            kept[key] = result
+        if inputs is None:
+            return plan(stages, **kw)
+        now = view.now
+        started = {s.name for s in view.stages if s.start_time is not None}
+        shape = tuple(
+            (p.name, p.cores, round(now + p.work, 3) if p.name in started else p.work) for p in stages
+        )
+        key = (
+            tag,
+            shape,
+            kw["held"],
+            round(now + kw["lead"], 3),
+            tuple(kw.get("shrink", ())),
+            kw.get("follow_up", True),
+            kw["prices"],
+            kw["model"],
+            tuple((a, round(t, 3)) for a, t in releasing),
+        )
+        if key not in kept:
+            if len(kept) > 1000:  # keys of past needs: keep the memory bounded
+                kept.clear()
+            kept[key] = plan(stages, **kw)
         return kept[key]
 
     def _holds(
@@ -572,11 +591,14 @@ class Planner:
             plans = [self._stage_plan(view, s) for s in after]
             until = current_work + (0.0 if need is None else need - view.now)
             # a new allocation in this plan replaces this one, released once its current stage ends
-            waits = self._wait_fn(view, _released(mine, view.now + until))
+            releasing = _released(mine, view.now + until)
+            waits = self._wait_fn(view, releasing)
             model = view.priority
             cost, choices = self._search(
+                view,
                 unit,
                 plans,
+                releasing,
                 held=cores,
                 lead=until,
                 waits=waits,
@@ -650,8 +672,10 @@ class Planner:
             plans = [self._stage_plan(view, s) for s in segment]
             released = self._released_by(view, kept, need, seen)
             cost, choices = self._search(
+                view,
                 None,
                 plans,
+                released,
                 held=0,
                 lead=need - view.now,
                 waits=self._wait_fn(view, released),
