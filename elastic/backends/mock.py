@@ -338,6 +338,19 @@ class MockBackend:
             )
             return [self._info(j) for j in jobs]
 
+    def queue_version(self) -> tuple[int, ...]:
+        """Return a value that changes whenever :meth:`expected_start`'s queue snapshot may have changed.
+
+        Jobs submitted, queue places taken or given up (a start, an end, a cancellation, a lowered time
+        limit, a job released from its hold or moved by its priority): a strategy may reuse what it
+        derived from the estimate while this is the same
+        (:attr:`~elastic.strategies.base.RunView.queue_version`).
+        """
+        with self._lock:
+            self._catch_up()
+            eng = self._engine
+            return (len(eng.jobs), eng.release_count, len(eng.running), len(eng.queue), len(eng.held))
+
     def expected_start(self, spec: JobSpec) -> float | None:
         """When ``spec`` would start if submitted now; refuses like submit.
 

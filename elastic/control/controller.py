@@ -253,7 +253,11 @@ class AllocationController:
         stages = tuple(s for s in self.demand.stages() if s.name in known)
         self.knowledge.workflow = plan
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
-        return RunView(now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate)
+        versioned = getattr(self.backend, "queue_version", None)
+        version = versioned() if estimate is not None and callable(versioned) else None
+        return RunView(
+            now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate, version
+        )
 
     def _estimate(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
         """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).

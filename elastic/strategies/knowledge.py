@@ -203,6 +203,9 @@ class Knowledge:
         self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
         self._requests: dict[tuple[str, int, tuple[float, ...]], float | None] = {}
         """Learned walltime requests by (label, runtimes seen, requests already made)."""
+        self.version = 0
+        """Waits and runtimes fed so far (:meth:`observe_wait`, :meth:`record_runtime`): what was derived
+        from this knowledge may be reused while it is the same."""
 
     # -- queue waits ------------------------------------------------------------------------------
 
@@ -296,6 +299,7 @@ class Knowledge:
         too (this geometry's and every geometry's, :meth:`wait_key`); the wait store keeps it once, under
         the geometry's key.
         """
+        self.version += 1
         keys = [self.wait_key(cores)]
         if follow_up is not None:
             keys += [self.wait_key(cores, follow_up), self.wait_key(None, follow_up)]
@@ -324,6 +328,7 @@ class Knowledge:
         self, label: str, runtime: float, *, censored: bool = False, cores: int | None = None
     ) -> None:
         """Add one runtime of stage ``label`` (or :data:`TOTAL`) to the history."""
+        self.version += 1
         self.history.add_stage_runtime(self.workflow.name, label, runtime, censored=censored, cores=cores)
         self._cache.pop(label, None)
         self._requests = {k: v for k, v in self._requests.items() if k[0] != label}

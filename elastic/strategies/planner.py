@@ -76,7 +76,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -97,6 +98,7 @@ from elastic.strategies.base import (
     walltime_follow_ups,
 )
 from elastic.strategies.base import merge as merge_decisions
+from elastic.strategies.merge import Choice
 from elastic.strategies.planner_rules import (
     SHORTEN_SLACK,
     _as_planned,
@@ -144,6 +146,16 @@ class Planner:
         Batch jobs each new allocation is requested as (:attr:`~elastic.strategies.base.Submit.pieces`;
         at most one per core): a piece idle in its stage's tail is released, and a hold can keep some
         pieces across a narrow stage, the next wide stage then running on them in waves. 1: one job.
+    reuse : bool, default False
+        Reuse a search's result (:func:`plan`) while its inputs, in the backend's time, are the same:
+        the stages it plans (width; work, or for a started one its expected end), when the first is
+        needed, the cores held, the allocations it releases, the knowledge's version, the waits this run
+        saw, and the queue the scheduler's estimate reads (:attr:`RunView.queue_version`; where the
+        backend cannot say, every decision searches). Only the clock moves between two such searches;
+        the timing rules (when to request, release, follow up or shorten) still run at every decision.
+        This is not the same planner: the search prices waits against the time left until each stage's
+        need, which the clock alone changes, so a kept result can differ from a fresh one.
+        ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
 
     Examples
     --------
@@ -161,6 +173,7 @@ class Planner:
         run_waits: bool = True,
         estimates: bool = True,
         pieces: int = 2,
+        reuse: bool = False,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
@@ -173,6 +186,8 @@ class Planner:
         self.run_waits = bool(run_waits)
         self.estimates = bool(estimates)
         self.pieces = pieces
+        self.reuse = bool(reuse)
+        self._plans: tuple[Hashable | None, dict[Hashable, tuple[float, tuple[Choice, ...]]]] = (None, {})
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
 
@@ -444,6 +459,9 @@ class Planner:
 
     def decide(self, view: RunView) -> Decision:
         """Re-plan holds, request planned allocations, release, follow up."""
+        inputs = self._inputs(view)
+        if inputs is None or inputs != self._plans[0]:
+            self._plans = (inputs, {})
         prices = self._prices(view)
         seen: dict[str, float | None] = {}
         held_actions, kept = self._holds(view, prices, seen)
@@ -459,6 +477,61 @@ class Planner:
                 lead=lambda cores: timing.lead_time(self._waits(view, cores, True), cores, prices),
             ),
         )
+
+    def _inputs(self, view: RunView) -> Hashable | None:
+        """Return what the searches of a decision read beside their own arguments (None: reuse nothing).
+
+        The priority model, the knowledge (its version), the waits this run saw and, where the
+        scheduler's estimate prices waits, the queue's version (:attr:`reuse`).
+        """
+        estimated = self.estimates and view.estimate is not None
+        if not self.reuse or (estimated and view.queue_version is None):
+            return None
+        seen = tuple(
+            (a.start_time, a.cores, a.queue_wait) for a in view.allocations if a.queue_wait is not None
+        )
+        return (
+            view.priority,
+            view.queue_version if estimated else None,
+            id(view.knowledge),
+            view.knowledge.version,
+            seen,
+        )
+
+    def _search(
+        self, view: RunView, tag: object, stages: list[StagePlan], releasing: Releasing, **kw: Any
+    ) -> tuple[float, tuple[Choice, ...]]:
+        """Return :func:`plan` of ``stages``, or its result kept while its inputs are alike (:attr:`reuse`).
+
+        Its inputs in the backend's time, not in seconds from now: the stages (width; work left, or for
+        one that started its expected end), when the first is needed, the cores held and the widths they
+        can be cut to, the allocations ``releasing`` and the decision's other inputs (:meth:`_inputs`).
+        ``tag`` tells the searches of one decision apart (which allocation is held, or none).
+        """
+        inputs, kept = self._plans
+        if inputs is None:
+            return plan(stages, **kw)
+        now = view.now
+        started = {s.name for s in view.stages if s.start_time is not None}
+        shape = tuple(
+            (p.name, p.cores, round(now + p.work, 3) if p.name in started else p.work) for p in stages
+        )
+        key = (
+            tag,
+            shape,
+            kw["held"],
+            round(now + kw["lead"], 3),
+            tuple(kw.get("shrink", ())),
+            kw.get("follow_up", True),
+            kw["prices"],
+            kw["model"],
+            tuple((a, round(t, 3)) for a, t in releasing),
+        )
+        if key not in kept:
+            if len(kept) > 1000:  # keys of past needs: keep the memory bounded
+                kept.clear()
+            kept[key] = plan(stages, **kw)
+        return kept[key]
 
     def _holds(
         self, view: RunView, prices: timing.Prices, seen: dict[str, float | None]
@@ -525,10 +598,14 @@ class Planner:
             plans = self._chain_plans(view, [current, *after])[1:]
             until = current_work + (0.0 if need is None else need - view.now)
             # a new allocation in this plan replaces this one, released once its current stage ends
-            waits = self._wait_fn(view, _released(mine, view.now + until))
+            releasing = _released(mine, view.now + until)
+            waits = self._wait_fn(view, releasing)
             model = view.priority
-            cost, choices = plan(
+            cost, choices = self._search(
+                view,
+                unit,
                 plans,
+                releasing,
                 held=cores,
                 lead=until,
                 waits=waits,
@@ -613,8 +690,11 @@ class Planner:
                 continue
             plans = self._chain_plans(view, segment)
             released = self._released_by(view, kept, need, seen)
-            cost, choices = plan(
+            cost, choices = self._search(
+                view,
+                None,
                 plans,
+                released,
                 held=0,
                 lead=need - view.now,
                 waits=self._wait_fn(view, released),

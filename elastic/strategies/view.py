@@ -5,7 +5,7 @@ With its :class:`StageView` of each stage, and the scheduler's wait :class:`Esti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -114,6 +114,10 @@ class RunView:
         or None when it cannot say; ``releasing`` names allocations of this run and when they are released
         (:class:`Estimate`). None when the backend gives no estimate a real queue could give (the mock
         backend's recorded modes plan around the recorded schedule, jobs not yet submitted included).
+    queue_version : hashable or None, default None
+        A value that changes whenever the queue ``estimate`` reads may have changed (a job submitted,
+        started, ended, cancelled or released from its hold), so a strategy may reuse what it derived
+        from the estimate while it is the same; None when the backend cannot say (nothing is reused).
     """
 
     now: float
@@ -124,6 +128,7 @@ class RunView:
     busy: Mapping[str, int] = field(default_factory=dict)
     priority: str | None = None
     estimate: Estimate | None = None
+    queue_version: Hashable | None = None
 
     @property
     def done(self) -> bool:
