@@ -2,19 +2,18 @@
 
 No ``slurmdbd`` is assumed (so no ``sacct``). A job's state comes from ``scontrol show job -o`` while
 slurmctld keeps its record (``MinJobAge``, 300 s by default) and, once the record is purged, from the
-``jobcomp/filetxt`` file when the cluster writes one. Output parsing lives in
-:mod:`elastic.backends._slurm_parse`.
+``jobcomp/filetxt`` file when the cluster writes one.
 
 Walltimes are whole minutes in Slurm: a request of ``walltime`` seconds becomes
 ``--time=ceil(walltime / 60)`` minutes, at least 1, so the job may run up to 59 s longer than asked;
 :attr:`JobInfo.walltime` reports the limit Slurm actually set.
 
-Over 500 lines because :class:`SlurmBackend` is one implementation of the
-:class:`~elastic.backends.base.BatchBackend` contract (submit, state, cancel, shorten, estimate,
-partition, the site check) over Slurm's commands and its jobcomp file, with the job script it submits;
-the job script, running the commands and reading the jobcomp file, and the parsing of their output are
-apart (:mod:`~elastic.backends._slurm_script`, :mod:`~elastic.backends._slurm_commands`,
-:mod:`~elastic.backends._slurm_parse`, :mod:`~elastic.backends._slurm_queue`).
+:class:`SlurmBackend` is the :class:`~elastic.backends.base.BatchBackend` contract (submit, state, cancel,
+shorten, estimate, partition, the site check) over Slurm's commands. Apart from it: the job script
+(:mod:`~elastic.backends._slurm_script`), running the commands and reading the jobcomp file
+(:mod:`~elastic.backends._slurm_commands`), the parsing of their output
+(:mod:`~elastic.backends._slurm_parse`) and of the queue snapshot its start estimate simulates
+(:mod:`~elastic.backends._slurm_queue`).
 """
 
 from __future__ import annotations
