@@ -69,7 +69,8 @@ def test_a_toil_workflow_and_a_cwl_workflow_run_on_toils_mesos_batch_system(
         r for r in caplog.records if "executor toil-" in r.getMessage() and "subscribed" in r.getMessage()
     ]
     assert executors, "Toil's jobs ran on its executors, started through the executor API"
-    runner = str(Path(SITE) / "bin" / "toil-cwl-runner") if SITE else "toil-cwl-runner"
+    # the script beside Toil: its install's bin/, or this interpreter's (a venv's bin/ need not be on PATH)
+    runner = str((Path(SITE) / "bin" if SITE else Path(sys.executable).parent) / "toil-cwl-runner")
     job = tmp_path / "job.json"
     job.write_text(json.dumps({"message": "hello from cwl"}))
     cwl = [
