@@ -2,17 +2,18 @@
 
 No ``slurmdbd`` is assumed (so no ``sacct``). A job's state comes from ``scontrol show job -o`` while
 slurmctld keeps its record (``MinJobAge``, 300 s by default) and, once the record is purged, from the
-``jobcomp/filetxt`` file when the cluster writes one. Output parsing lives in
-:mod:`elastic.backends._slurm_parse`.
+``jobcomp/filetxt`` file when the cluster writes one.
 
 Walltimes are whole minutes in Slurm: a request of ``walltime`` seconds becomes
 ``--time=ceil(walltime / 60)`` minutes, at least 1, so the job may run up to 59 s longer than asked;
 :attr:`JobInfo.walltime` reports the limit Slurm actually set.
 
-Over 500 lines because :class:`SlurmBackend` is one implementation of the
-:class:`~elastic.backends.base.BatchBackend` contract (submit, state, cancel, shorten, estimate,
-partition, the site check) over Slurm's commands and its jobcomp file, with the job script it submits;
-the parsing of their output is already apart.
+:class:`SlurmBackend` is the :class:`~elastic.backends.base.BatchBackend` contract (submit, state, cancel,
+shorten, estimate, partition, the site check) over Slurm's commands. Apart from it: the job script
+(:mod:`~elastic.backends._slurm_script`), running the commands and reading the jobcomp file
+(:mod:`~elastic.backends._slurm_commands`), the parsing of their output
+(:mod:`~elastic.backends._slurm_parse`) and of the queue snapshot its start estimate simulates
+(:mod:`~elastic.backends._slurm_queue`).
 """
 
 from __future__ import annotations
@@ -21,22 +22,19 @@ import logging
 import math
 import os
 import re
-import shlex
-import subprocess
-import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import NoReturn
 
 import platformdirs
 
 from elastic.backends import _slurm_parse as parse
 from elastic.backends import _slurm_queue as _queue
+from elastic.backends._slurm_commands import Jobcomp, SlurmCommands
+from elastic.backends._slurm_script import render_job_script
 from elastic.batch import DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import (
     BackendError,
-    BackendUnavailableError,
     ConfigError,
     DependencyError,
     GeometryError,
@@ -50,134 +48,7 @@ __all__ = ["SlurmBackend", "render_job_script"]
 
 logger = logging.getLogger(__name__)
 
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JOB_ID = re.compile(r"\d+")
-
-
-def _quote(value: str) -> str:
-    """Quote an ``#SBATCH`` option value (Slurm honours double quotes there)."""
-    if '"' in value or "\n" in value:
-        raise ConfigError(f"Slurm option value {value!r} may not contain '\"' or a newline")
-    return f'"{value}"'
-
-
-def render_job_script(
-    spec: JobSpec,
-    *,
-    workdir: Path,
-    partition: str | None = None,
-    account: str | None = None,
-    qos: str | None = None,
-    site: SiteConfig | None = None,
-) -> str:
-    """Return the batch script for ``spec``: ``#SBATCH`` options, then the environment, then the body.
-
-    Parameters
-    ----------
-    spec : JobSpec
-        What to submit. ``spec.partition``/``account``/``qos`` win over the backend's defaults.
-    workdir : Path
-        Working directory of the job, where ``slurm-<id>.out`` and ``slurm-<id>.err`` are written.
-    partition, account, qos : str or None
-        The backend's defaults, passed through unchanged.
-    site : SiteConfig or None, default None
-        The site's further options (:meth:`SiteConfig.sbatch_options`, after Elastic's own), its
-        environment (exported before ``spec.env``, which wins) and its ``worker_init`` lines (run after
-        the environment, before the body). Its partition, account and QOS are not read here: the backend
-        passes them as its defaults.
-
-    Returns
-    -------
-    str
-        A bash script. The body is ``spec.script``; with no script it is ``sleep <runtime>`` when
-        ``spec.runtime`` is set, else ``sleep infinity`` (the job holds its cores until cancelled or its
-        walltime). ``ELASTIC_JOB_ID`` and ``ELASTIC_JOB_CORES`` are exported, as on the mock backend.
-
-    Raises
-    ------
-    ConfigError
-        An environment variable name is not a shell identifier, or a value cannot be passed to Slurm.
-    """
-    opts: list[str] = [f"--job-name={_quote(spec.name)}"]
-    if spec.nodes is not None:
-        opts += [f"--nodes={spec.nodes}", "--exclusive"]
-        if spec.cores >= spec.nodes:
-            opts.append(f"--ntasks={spec.cores}")
-    else:
-        opts.append(f"--ntasks={spec.cores}")
-    opts += ["--cpus-per-task=1", f"--time={parse.walltime_minutes(spec.walltime)}"]
-    if spec.dependencies:
-        opts.append("--dependency=" + ",".join(str(dep) for dep in spec.dependencies))
-        opts.append("--kill-on-invalid-dep=yes")
-    if spec.begin is not None:
-        opts.append(f"--begin={parse.format_time(spec.begin)}")
-    for option, value in (
-        ("partition", spec.partition or partition),
-        ("account", spec.account or account),
-        ("qos", spec.qos or qos),
-    ):
-        if value:
-            opts.append(f"--{option}={_quote(value)}")
-    if site is not None:
-        opts += [o for o in site.sbatch_options() if o not in opts]  # --exclusive may be there already
-    opts += [
-        f"--chdir={_quote(str(workdir))}",
-        f"--output={_quote(str(workdir / 'slurm-%j.out'))}",
-        f"--error={_quote(str(workdir / 'slurm-%j.err'))}",
-        "--export=ALL",
-    ]
-    lines = ["#!/bin/bash", *(f"#SBATCH {opt}" for opt in opts), ""]
-    lines += ['export ELASTIC_JOB_ID="$SLURM_JOB_ID"', f"export ELASTIC_JOB_CORES={spec.cores}"]
-    if site is not None:
-        lines += [f"export {key}={shlex.quote(value)}" for key, value in site.env.items()]
-    for key, value in spec.env.items():
-        if not _ENV_NAME.fullmatch(key):
-            raise ConfigError(f"JobSpec.env key {key!r} is not a valid environment variable name")
-        lines.append(f"export {key}={shlex.quote(value)}")
-    if site is not None and site.worker_init.strip():
-        lines += ["", "# worker_init (site configuration)", *site.worker_init.strip("\n").splitlines()]
-    lines.append("")
-    if spec.script is not None:
-        lines.append(spec.script)
-    elif spec.runtime is not None:
-        lines.append(f"sleep {spec.runtime:g}")
-    else:
-        lines.append("exec sleep infinity")
-    return "\n".join(lines) + "\n"
-
-
-class _JobcompIndex:
-    """Final job records from a ``jobcomp/filetxt`` file, read incrementally (new lines only)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._offset = 0
-        self._jobs: dict[str, JobInfo] = {}
-        self._lock = threading.Lock()
-
-    def get(self, job_id: str) -> JobInfo | None:
-        with self._lock:
-            self._refresh()
-            return self._jobs.get(job_id)
-
-    def _refresh(self) -> None:
-        try:
-            size = self.path.stat().st_size
-        except FileNotFoundError:
-            return
-        if size < self._offset:  # rotated or truncated: read it again
-            self._offset, self._jobs = 0, {}
-        if size == self._offset:
-            return
-        with self.path.open("rb") as fh:
-            fh.seek(self._offset)
-            data = fh.read()
-        complete = data.rfind(b"\n") + 1  # a line being written is read next time
-        self._offset += complete
-        for raw in data[:complete].decode(errors="replace").splitlines():
-            info = parse.parse_jobcomp_line(raw)
-            if info is not None:
-                self._jobs[info.job_id] = info  # a reused id (state wiped): the newest line wins
 
 
 class SlurmBackend:
@@ -238,18 +109,18 @@ class SlurmBackend:
         self.partition_name = partition if partition is not None else self.site.partition
         self.account = account if account is not None else self.site.account
         self.qos = qos if qos is not None else self.site.qos
-        self.command_timeout = float(command_timeout)
         self.workdir = (
             Path(workdir) if workdir is not None else platformdirs.user_state_path("elastic") / "slurm"
         ).resolve()
-        self._env = {**os.environ, **(env or {})}
-        self._jobcomp: _JobcompIndex | None = None
-        self._lock = threading.Lock()  # guards the one-time jobcomp lookup; commands run unlocked
-        self._jobcomp_resolved = jobcomp_path is not None
+        self._commands = SlurmCommands({**os.environ, **(env or {})}, float(command_timeout))
+        self._jobcomp = Jobcomp(self._commands, Path(jobcomp_path) if jobcomp_path is not None else None)
         self._est_partition: PartitionInfo | None = None
         self._est_model: tuple[str, str] | None = None
-        if jobcomp_path is not None:
-            self._jobcomp = _JobcompIndex(Path(jobcomp_path))
+
+    @property
+    def command_timeout(self) -> float:
+        """Seconds any Slurm command may take before it is abandoned with an error naming it."""
+        return self._commands.timeout
 
     # ------------------------------------------------------------------ BatchBackend
     @property
@@ -276,14 +147,14 @@ class SlurmBackend:
         args = ["scontrol", "show", "partition", "-o"]
         if self.partition_name:
             args.append(self.partition_name)
-        proc = self._run(args, check=False)
+        proc = self._commands.run(args, check=False)
         if proc.returncode != 0:
             if "not found" in proc.stderr.lower() or "invalid partition" in proc.stderr.lower():
                 raise ConfigError(
                     f"SlurmBackend partition={self.partition_name!r} does not exist; "
                     f"see `sinfo -s` for the partitions ({proc.stderr.strip()})"
                 )
-            self._fail(args, proc)
+            self._commands.fail(args, proc)
         lines = [line for line in proc.stdout.splitlines() if line.startswith("PartitionName=")]
         if not self.partition_name:
             lines = [line for line in lines if " Default=YES" in line]
@@ -308,9 +179,9 @@ class SlurmBackend:
             ``scontrol show config`` failed.
         """
         args = ["scontrol", "show", "config"]
-        proc = self._run(args, check=False)
+        proc = self._commands.run(args, check=False)
         if proc.returncode != 0:
-            self._fail(args, proc)
+            self._commands.fail(args, proc)
         return parse.priority_model(parse.parse_config(proc.stdout))
 
     def submit(self, spec: JobSpec) -> str:
@@ -334,10 +205,10 @@ class SlurmBackend:
         self.workdir.mkdir(parents=True, exist_ok=True)
         script = self._script(spec)
         args = ["sbatch", "--parsable"]
-        proc = self._run(args, stdin=script, error=SubmitError, check=False)
+        proc = self._commands.run(args, stdin=script, error=SubmitError, check=False)
         job_id = parse.parse_sbatch_job_id(proc.stdout) if proc.returncode == 0 else None
         if job_id is None:
-            self._submit_failed(args, proc)
+            self._commands.submit_failed(args, proc)
         logger.info(
             "slurm: submitted job %s %r (%d cores, %d min)",
             job_id,
@@ -357,12 +228,12 @@ class SlurmBackend:
         """
         self._require_id(job_id)
         args = ["scancel", job_id]
-        proc = self._run(args, check=False)
+        proc = self._commands.run(args, check=False)
         if proc.returncode != 0:
             if "already completing or completed" in proc.stderr or "Invalid job id" in proc.stderr:
                 logger.debug("slurm: cancel %s: %s", job_id, proc.stderr.strip())
                 return
-            self._fail(args, proc)
+            self._commands.fail(args, proc)
         logger.info("slurm: cancelled job %s", job_id)
 
     def shorten(self, job_id: str, walltime: float) -> None:
@@ -387,12 +258,12 @@ class SlurmBackend:
         if info.state is not JobState.PENDING or info.walltime <= minutes * 60.0:
             return
         args = ["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"]
-        proc = self._run(args, check=False)
+        proc = self._commands.run(args, check=False)
         if proc.returncode != 0:
             if "no longer pending" in proc.stderr or "already completing or completed" in proc.stderr:
                 logger.debug("slurm: shorten %s: %s", job_id, proc.stderr.strip())  # it started meanwhile
                 return
-            self._fail(args, proc)
+            self._commands.fail(args, proc)
         logger.info("slurm: job %s time limit lowered to %d min", job_id, minutes)
 
     def state(self, job_id: str) -> JobInfo:
@@ -405,15 +276,15 @@ class SlurmBackend:
         """
         self._require_id(job_id)
         args = ["scontrol", "show", "job", "-o", job_id]
-        proc = self._run(args, check=False)
+        proc = self._commands.run(args, check=False)
         if proc.returncode == 0:
             for line in proc.stdout.splitlines():
                 record = parse.parse_record(line)
                 if record.get("JobId") == job_id:
                     return parse.job_from_record(record, "scontrol")
         elif "Invalid job id" not in proc.stderr:
-            self._fail(args, proc)
-        info = self._from_jobcomp(job_id)
+            self._commands.fail(args, proc)
+        info = self._jobcomp.get(job_id)
         if info is None:
             raise UnknownJobError(job_id)
         return info
@@ -421,7 +292,7 @@ class SlurmBackend:
     def queue(self) -> list[JobInfo]:
         """Pending and running jobs of the current user (``squeue --me``)."""
         args = ["squeue", "--me", "-h", "-o", parse.SQUEUE_FORMAT]
-        proc = self._run(args)
+        proc = self._commands.run(args)
         jobs = []
         for line in proc.stdout.splitlines():
             if not line.strip():
@@ -454,7 +325,7 @@ class SlurmBackend:
             return
         args = ["sbatch", "--test-only"]
         probe = JobSpec(cores=1, walltime=60.0, name="elastic-site-check")
-        proc = self._run(args, stdin=self._script(probe), check=False)
+        proc = self._commands.run(args, stdin=self._script(probe), check=False)
         if proc.returncode != 0:
             raise SiteConfigError(
                 "sbatch options",
@@ -483,15 +354,15 @@ class SlurmBackend:
         part = self._estimate_partition()
         for attempt in range(2):  # a job ending between sinfo and squeue looks hidden once
             info = ["sinfo", "-h", "-p", part.name, "-o", "%C"]
-            alloc = self._run(info, check=False)
+            alloc = self._commands.run(info, check=False)
             if alloc.returncode != 0:
-                self._fail(info, alloc)
+                self._commands.fail(info, alloc)
             now = self.now()
             args = ["squeue", "-h", "-p", part.name, "-t", _queue.SNAPSHOT_STATES]
             args += ["-o", _queue.SNAPSHOT_FORMAT]
-            proc = self._run(args, check=False)
+            proc = self._commands.run(args, check=False)
             if proc.returncode != 0:
-                self._fail(args, proc)
+                self._commands.fail(args, proc)
             snap = _queue.parse_snapshot(
                 proc.stdout.splitlines(), now=now, nodes=part.nodes, cores_per_node=part.cores_per_node
             )
@@ -531,11 +402,11 @@ class SlurmBackend:
             The job could never run on the partition (``sbatch`` would reject it too).
         """
         args = ["sbatch", "--test-only"]
-        proc = self._run(args, stdin=self._script(spec), check=False)
+        proc = self._commands.run(args, stdin=self._script(spec), check=False)
         if proc.returncode != 0:
             kind = parse.classify_submit_error(proc.stderr)
             if kind is GeometryError:
-                self._submit_failed(args, proc)
+                self._commands.submit_failed(args, proc)
             logger.warning("slurm: %s failed (exit %s): %s", " ".join(args), proc.returncode, proc.stderr)
             return None
         return parse.parse_test_only(proc.stderr + "\n" + proc.stdout)
@@ -550,9 +421,9 @@ class SlurmBackend:
         """Return (simulated policy, priority model) of this cluster's scheduler (read once)."""
         if self._est_model is None:
             args = ["scontrol", "show", "config"]
-            proc = self._run(args, check=False)
+            proc = self._commands.run(args, check=False)
             if proc.returncode != 0:
-                self._fail(args, proc)
+                self._commands.fail(args, proc)
             config = parse.parse_config(proc.stdout)
             policy = "fcfs" if config.get("SchedulerType") == "sched/builtin" else "conservative"
             self._est_model = (policy, parse.priority_model(config) or "basic")
@@ -583,109 +454,16 @@ class SlurmBackend:
         if bad:
             raise DependencyError(f"JobSpec.dependencies name {bad}, which are not Slurm job ids (digits)")
         args = ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i"]
-        proc = self._run(args, check=False)
+        proc = self._commands.run(args, check=False)
         if proc.returncode != 0 and "Invalid job id" not in proc.stderr:
-            self._fail(args, proc)
+            self._commands.fail(args, proc)
         known = set(proc.stdout.split())
-        unknown = [i for i in ids if i not in known and self._from_jobcomp(i) is None]
+        unknown = [i for i in ids if i not in known and self._jobcomp.get(i) is None]
         if unknown:
             raise DependencyError(
                 f"JobSpec.dependencies name jobs {unknown} unknown to Slurm (neither slurmctld nor the "
                 "jobcomp file has them); Slurm would treat them as satisfied, so this is refused"
             )
-
-    def _from_jobcomp(self, job_id: str) -> JobInfo | None:
-        with self._lock:
-            self._resolve_jobcomp()
-        return self._jobcomp.get(job_id) if self._jobcomp is not None else None
-
-    def _resolve_jobcomp(self) -> None:
-        """Find the jobcomp file from ``scontrol show config`` once (retried if the command failed)."""
-        if not self._jobcomp_resolved:
-            proc = self._run(["scontrol", "show", "config"], check=False)
-            if proc.returncode != 0:
-                logger.warning("slurm: `scontrol show config` failed: %s", proc.stderr.strip())
-                return
-            self._jobcomp_resolved = True
-            config = parse.parse_config(proc.stdout)
-            if config.get("JobCompType") == "jobcomp/filetxt" and config.get("JobCompLoc"):
-                self._jobcomp = _JobcompIndex(Path(config["JobCompLoc"]))
-            else:
-                logger.info(
-                    "slurm: JobCompType is %r, not jobcomp/filetxt; finished jobs are known only while "
-                    "slurmctld keeps them (MinJobAge)",
-                    config.get("JobCompType"),
-                )
-
-    def _run(
-        self,
-        args: Sequence[str],
-        *,
-        stdin: str | None = None,
-        error: type[BackendError] = BackendError,
-        check: bool = True,
-    ) -> subprocess.CompletedProcess[str]:
-        """Run one Slurm command with the timeout; map "not installed" and "no answer" to errors."""
-        conf = self._env.get("SLURM_CONF")
-        if conf and not Path(conf).is_file():
-            # Slurm commands would retry reading it for 60 s before failing.
-            raise BackendUnavailableError(f"SLURM_CONF={conf} does not exist; point it at the slurm.conf")
-        command = " ".join(args)
-        try:
-            proc = subprocess.run(
-                list(args),
-                input=stdin,
-                capture_output=True,
-                text=True,
-                timeout=self.command_timeout,
-                env=self._env,
-                check=False,
-            )
-        except FileNotFoundError:
-            raise BackendUnavailableError(
-                f"Slurm command {args[0]!r} is not on PATH; install the Slurm client tools (Debian: "
-                "slurm-client) or pass env={'PATH': ...} to SlurmBackend"
-            ) from None
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            err = exc.stderr.decode(errors="replace") if isinstance(exc.stderr, bytes) else exc.stderr or ""
-            message = (
-                f"`{command}` did not finish within command_timeout={self.command_timeout:g} s; "
-                "slurmctld may be overloaded or unreachable (raise command_timeout if it is just slow)"
-            )
-            if issubclass(error, SubmitError):
-                raise error(message, stdout=out, stderr=err, returncode=None) from None
-            raise error(message) from None
-        logger.debug("slurm: `%s` exit %d", command, proc.returncode)
-        if proc.returncode != 0 and parse.is_controller_unreachable(proc.stderr):
-            raise BackendUnavailableError(
-                f"`{command}`: slurmctld does not answer ({proc.stderr.strip()}); check that it runs and "
-                "that SLURM_CONF points at its slurm.conf"
-            )
-        if check and proc.returncode != 0:
-            self._fail(args, proc)
-        return proc
-
-    @staticmethod
-    def _fail(args: Sequence[str], proc: subprocess.CompletedProcess[str]) -> NoReturn:
-        raise BackendError(
-            f"`{' '.join(args)}` failed with exit code {proc.returncode}: {proc.stderr.strip()}"
-        )
-
-    @staticmethod
-    def _submit_failed(args: Sequence[str], proc: subprocess.CompletedProcess[str]) -> NoReturn:
-        kind = parse.classify_submit_error(proc.stderr)
-        what = {
-            GeometryError: "the request can never fit the partition (cores, nodes or walltime too large)",
-            DependencyError: "a dependency is invalid",
-        }.get(kind, "the submission was refused")
-        detail = proc.stderr.strip() or f"no job id in its output {proc.stdout.strip()!r}"
-        raise kind(
-            f"`{' '.join(args)}` exit {proc.returncode}: {what}: {detail}",
-            stdout=proc.stdout,
-            stderr=proc.stderr,
-            returncode=proc.returncode,
-        )
 
 
 def _settled(kind: DependencyKind, parent: JobInfo) -> bool:

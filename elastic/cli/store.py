@@ -35,7 +35,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _replay(args: argparse.Namespace) -> int:
     from elastic.store import Store
-    from elastic.store.resilient import replay_journal
+    from elastic.store.journal import replay_journal
 
     if not args.journal.is_file():
         raise ConfigError(f"{args.journal}: no such journal file")

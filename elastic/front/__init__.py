@@ -7,6 +7,10 @@ Modules
 -------
 door
     :class:`~elastic.front.door.Elastic` and its live view.
+intake
+    Tasks coming in: refused, queued in the pool, or held until their inputs are done.
+record
+    The run's events, metrics and store row.
 settings
     :class:`~elastic.front.settings.Settings`, the options every front-end shares.
 tasks

@@ -20,17 +20,18 @@ It is a :class:`concurrent.futures.Executor`: ``submit(fn, *args, **kwargs)``, `
   seen, so the next run of the same workflow name knows its plan from the start. Leaving the block by an
   exception (Ctrl-C included), or the interpreter exiting first, cancels what did not start and ends the
   run ``interrupted``.
+
+Here: building the parts, the control thread, the view and the end. Tasks coming in are
+:mod:`~elastic.front.intake`'s, the run's record (events, metrics, the store's run row)
+:mod:`~elastic.front.record`'s.
 """
 
 from __future__ import annotations
 
 import atexit
 import concurrent.futures
-import contextlib
-import dataclasses
 import logging
 import threading
-import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,24 +42,24 @@ from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.execution import RunResult
 from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError
 from elastic.front import signals
+from elastic.front.intake import Intake
 from elastic.front.progress import ProgressLogger, RunProgress
-from elastic.front.settings import Settings, settings_from
+from elastic.front.record import RunRecord
+from elastic.front.settings import Settings, check_settings, settings_from
 from elastic.front.setup import (
-    driver_identity,
-    plan_to_json,
-    recover_abandoned,
+    note_site,
     remembered_plan,
     resolve_backend,
+    resolve_learner,
     resolve_store,
     resolve_strategy,
 )
-from elastic.front.tasks import DependencyError, options_of, resolve_arguments
-from elastic.metrics import Event, EventKind, MetricsRecorder
-from elastic.pool.pool import Pool, PoolClosedError
+from elastic.metrics import Event, EventKind
+from elastic.pool.pool import Pool
 from elastic.pool.tasks import Task
-from elastic.site import SiteConfig, describe
+from elastic.site import SiteConfig
 from elastic.strategies.base import StageView, Strategy
 from elastic.strategies.knowledge import Knowledge, MemoryHistory
 from elastic.workflow import Workflow
@@ -77,17 +78,6 @@ Fut = concurrent.futures.Future
 
 _MIN_STEP = 0.02
 """Real seconds between two allocation-control steps at least (task events come by thousands)."""
-
-
-_TASK_KINDS = frozenset(
-    {
-        EventKind.TASK_START,
-        EventKind.TASK_END,
-        EventKind.TASK_LOST,
-        EventKind.TASK_FAILED,
-        EventKind.TASK_DROPPED,
-    }
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,18 +167,7 @@ class Elastic(concurrent.futures.Executor):
         backend, strategy, store, learner, speedup = s.backend, s.strategy, s.store, s.learner, s.speedup
         workflow = "default" if s.workflow is None else s.workflow
         pool_options = dict(s.pool)
-        from elastic.learners.choice import DEFAULT_WAIT_LEARNER, make_wait_learner, shared_name
-        from elastic.strategies import STRATEGY_NAMES, strategy_learner
-
-        if learner is None:
-            named = strategy if isinstance(strategy, str) and strategy in STRATEGY_NAMES else None
-            learner = strategy_learner(named) if named is not None else DEFAULT_WAIT_LEARNER
-        if isinstance(learner, str):
-            waits, learner_name = make_wait_learner(learner), shared_name(learner)
-        else:  # a learner object: its state is shared under its kind's name
-            from elastic.learners.ewma import LogEWMA
-
-            waits, learner_name = learner, "ewma" if isinstance(learner, LogEWMA) else "asa"
+        waits, learner_name = resolve_learner(learner, strategy)
         self._strategy = resolve_strategy(strategy)
         self._closed = threading.Event()
         self._ended = threading.Event()
@@ -196,12 +175,6 @@ class Elastic(concurrent.futures.Executor):
         self._ender: threading.Thread | None = None
         self._poke = threading.Event()
         self._cleanup: list[Callable[[], None]] = []
-        self._outstanding: set[Fut[Any]] = set()
-        self._stage_of: weakref.WeakKeyDictionary[Fut[Any], str] = weakref.WeakKeyDictionary()
-        self._error: BaseException | None = None
-        self._timeline: list[Event] = []
-        self._recorder = MetricsRecorder()
-        self._record_lock = threading.Lock()
         self._ctl_lock = threading.Lock()
         self.result: RunResult | None = None
         """The run's result, once :meth:`shutdown` returned."""
@@ -219,13 +192,14 @@ class Elastic(concurrent.futures.Executor):
             self._store, close_store = resolve_store(store)
             if self._store is not None and close_store:
                 self._cleanup.append(self._store.close)
+            self._record = RunRecord(self._store)
             self._name = workflow.name if isinstance(workflow, Workflow) else str(workflow)
             plan = workflow if isinstance(workflow, Workflow) else None
             if plan is None and self._store is not None:
                 plan = remembered_plan(self._store, self._name)
             self._demand = LiveDemand(
                 self._name,
-                record=self._record,
+                record=self._record.add,
                 clock=self._backend.now,
                 plan=plan,
                 idle_timeout=s.idle_timeout,
@@ -242,7 +216,7 @@ class Elastic(concurrent.futures.Executor):
                 learner_name=learner_name,
             )
             if self.site is not None:
-                _note_site(self.site, self._backend.name)
+                note_site(self.site, self._backend.name)
                 if self.site.python is not None:
                     pool_options = {**pool_options, "python": self.site.python}
             self._pool = Pool(
@@ -262,23 +236,23 @@ class Elastic(concurrent.futures.Executor):
                 self._execution,
                 self._knowledge,
                 self._demand,
-                record=self._record,
+                record=self._record.add,
                 poll_interval=s.poll_interval or (10.0 if self._backend.name == "slurm" else 30.0),
                 name="elastic" if s.name is None else s.name,
                 user=s.user,
                 max_cores=min(partition, s.max_cores or partition),
                 job_cores=s.job_cores,
             )
-            self._run_id = None
-            self._jobs: list[str] = []
-            if self._store is not None:
-                recover_abandoned(self._store, self._backend)
-                self._run_id = self._store.record_run(
-                    self._name,
-                    self._strategy.name,
-                    self._backend.name,
-                    params={"frontdoor": True, "driver": driver_identity()},
-                )
+            self._intake = Intake(
+                self._pool,
+                self._demand,
+                poke=self._poke,
+                closed=self._closed,
+                max_cores=self._controller.max_cores,
+                max_walltime=self._partition.max_walltime,
+                speedup=self._speedup,
+            )
+            self._record.start(self._name, self._strategy.name, self._backend)
         except BaseException:
             self._release()
             raise
@@ -286,9 +260,10 @@ class Elastic(concurrent.futures.Executor):
         progress = True if s.progress is None else s.progress
         if progress is not False:
             self._progress = RunProgress(None if progress is True else progress, view=self.view)
+            self._record.progress = self._progress
             self._progress.start()
             self._cleanup.append(self._progress.stop)
-        self._record(Event(self._backend.now(), EventKind.RUN_START, note=self._strategy.name))
+        self._record.add(Event(self._backend.now(), EventKind.RUN_START, note=self._strategy.name))
         self._thread = threading.Thread(target=self._control, name="elastic-control", daemon=True)
         self._thread.start()
         atexit.register(self._at_exit)
@@ -307,28 +282,14 @@ class Elastic(concurrent.futures.Executor):
         the arguments (top level) are waited for and replaced by their results; if one failed, this task
         does not run and fails with :class:`~elastic.front.tasks.DependencyError`.
         """
-        opts = options_of(fn)
-        deps = [a for a in (*args, *kwargs.values()) if isinstance(a, concurrent.futures.Future)]
-
-        def make() -> Task:
-            a, kw = resolve_arguments(args, kwargs)
-            return Task.call(
-                fn, a, kw, cores=opts.cores, estimate=opts.runtime, stage=opts.stage, isolate=opts.isolate
-            )
-
-        if not deps:
-            return self._queue(make())
-        return self._hold(opts.stage, opts.cores, opts.runtime, deps, make, ordering_only=False)
+        return self._intake.call(fn, args, kwargs)
 
     def submit_task(self, task: Task, *, after: Iterable[Fut[Any]] = ()) -> Fut[Any]:
         """Run a prepared task (a shell command, cores, an estimate, isolation), after the futures ``after``.
 
         ``after`` only orders: the task runs once they are done, whatever their outcome.
         """
-        deps = list(after)
-        if not deps:
-            return self._queue(task)
-        return self._hold(task.stage, task.cores, task.estimate, deps, lambda: task, ordering_only=True)
+        return self._intake.prepared(task, after)
 
     def expect(
         self,
@@ -353,123 +314,7 @@ class Elastic(concurrent.futures.Executor):
         ConfigError
             ``tasks``, ``cores`` or ``runtime`` is not a number in range.
         """
-        _check(
-            isinstance(tasks, int) and not isinstance(tasks, bool) and tasks >= 0,
-            f"expect: tasks must be a whole number >= 0, got {tasks!r}",
-        )
-        _check(
-            isinstance(cores, int) and not isinstance(cores, bool) and cores >= 1,
-            f"expect: cores must be a whole number >= 1, got {cores!r}",
-        )
-        _check(
-            runtime is None
-            or (isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and 0 <= runtime < 1e9),
-            f"expect: runtime must be seconds >= 0 (or None), got {runtime!r}",
-        )
-        self._demand.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime)
-        self._poke.set()
-
-    def _check_open(self) -> None:
-        if self._closed.is_set():
-            raise PoolClosedError("cannot submit: the front door was shut down")
-        if self._error is not None:
-            raise ElasticError(f"cannot submit: allocation control failed ({self._error})") from self._error
-
-    def _track(self, future: Fut[T], stage: str) -> Fut[T]:
-        self._outstanding.add(future)
-        future.add_done_callback(self._outstanding.discard)
-        self._stage_of[future] = stage
-        return future
-
-    def _unservable(self, stage: str, cores: int, estimate: float | None) -> Fut[Any] | None:
-        """Return a failed future for a task no allocation could ever run; None if one could."""
-        most = self._controller.max_cores
-        limit = self._partition.max_walltime
-        why = None
-        if most is not None and cores > most:
-            why = (
-                f"task of stage {stage!r} asks for {cores} cores, but no allocation may have more than "
-                f"{most} (the partition's size, or max_cores); ask for fewer cores or a larger partition"
-            )
-        elif estimate is not None and limit is not None and estimate * self._speedup > limit:
-            why = (
-                f"task of stage {stage!r} is expected to run {estimate:.0f} s, longer than the partition's "
-                f"time limit ({limit / self._speedup:.0f} s); no allocation can run it to its end"
-            )
-        if why is None:
-            return None
-        logger.error("front door: %s", why)
-        future: Fut[Any] = concurrent.futures.Future()
-        future.set_exception(ConfigError(why))
-        return future
-
-    def _queue(self, task: Task) -> Fut[Any]:
-        self._check_open()
-        refused = self._unservable(task.stage, task.cores, task.estimate)
-        if refused is not None:
-            return refused
-        self._demand.queued(task.stage, task.cores, task.estimate)
-        future = self._track(self._pool.submit(task), task.stage)
-        self._poke.set()
-        return future
-
-    def _hold(
-        self,
-        stage: str,
-        cores: int,
-        estimate: float | None,
-        deps: list[Fut[Any]],
-        make: Callable[[], Task],
-        *,
-        ordering_only: bool,
-    ) -> Fut[Any]:
-        self._check_open()
-        refused = self._unservable(stage, cores, estimate)
-        if refused is not None:
-            return refused
-        after = [s for s in (self._stage_of.get(d) for d in deps) if s is not None]
-        self._demand.held(stage, cores, estimate, after)
-        outer: Fut[Any] = self._track(concurrent.futures.Future(), stage)
-        left = [len(deps)]
-        lock = threading.Lock()
-
-        def one_done(_: Fut[Any]) -> None:
-            with lock:
-                left[0] -= 1
-                if left[0]:
-                    return
-            self._release_held(outer, stage, deps, make, ordering_only)
-
-        for d in deps:
-            d.add_done_callback(one_done)
-        return outer
-
-    def _release_held(
-        self, outer: Fut[Any], stage: str, deps: list[Fut[Any]], make: Callable[[], Task], ordering_only: bool
-    ) -> None:
-        """Queue a held task whose inputs are done (or fail it, or drop it when cancelled meanwhile)."""
-        if outer.cancelled() or self._closed.is_set():
-            self._demand.released(stage, queued=False)
-            outer.cancel()
-            return
-        try:
-            if not ordering_only:
-                for d in deps:
-                    if d.cancelled() or d.exception() is not None:
-                        raise DependencyError(stage, d)
-            task = make()
-        except Exception as exc:
-            self._demand.released(stage, queued=False)
-            if outer.set_running_or_notify_cancel():
-                outer.set_exception(exc)
-            return
-        self._demand.released(stage, queued=True)
-        try:
-            self._pool.submit(task, future=outer)
-        except PoolClosedError as exc:
-            if outer.set_running_or_notify_cancel():
-                outer.set_exception(exc)
-        self._poke.set()
+        self._intake.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime)
 
     # -- watching --------------------------------------------------------------------------------------
 
@@ -489,34 +334,9 @@ class Elastic(concurrent.futures.Executor):
     @property
     def outstanding(self) -> int:
         """Tasks submitted and not finished yet (held for their inputs, queued or running)."""
-        return len(self._outstanding)
+        return len(self._intake.outstanding)
 
     # -- allocation control ----------------------------------------------------------------------------
-
-    def _record(self, event: Event) -> None:
-        with self._record_lock:
-            self._recorder.add(event)
-            if event.kind not in _TASK_KINDS:  # task events are folded in, not kept
-                self._timeline.append(event)
-        if event.kind is EventKind.ALLOC_SUBMIT and event.job_id is not None:
-            self._remember_job(event.job_id)
-        if self._progress is not None:
-            self._progress.event(event)
-
-    def _remember_job(self, job_id: str) -> None:
-        """Keep the run's batch job ids in the store, so a run whose driver was killed can be cleaned up.
-
-        The next front door on the same store finds such a run
-        (:func:`~elastic.front.setup.recover_abandoned`) and cancels these jobs; a store that cannot be
-        written only loses that safety net.
-        """
-        self._jobs.append(job_id)
-        if self._store is None or self._run_id is None:
-            return
-        try:
-            self._store.add_run_params(self._run_id, {"jobs": list(self._jobs)})
-        except ElasticError as exc:
-            logger.warning("front door: cannot record batch job %s in the store: %s", job_id, exc)
 
     def _control(self) -> None:
         failures = 0
@@ -531,21 +351,13 @@ class Elastic(concurrent.futures.Executor):
                 failures += 1
                 logger.exception("front door: allocation control failed (%d in a row)", failures)
                 if failures >= 5:
-                    self._error = exc
-                    self._fail_outstanding(exc)
+                    self._intake.fail_all(exc)
                     return
                 now = self._backend.now()
             delay = 1.0 if wake is None else max(0.0, (wake - now) / self._speedup)
             self._poke.wait(delay)
             self._poke.clear()
             self._closed.wait(_MIN_STEP)
-
-    def _fail_outstanding(self, exc: BaseException) -> None:
-        error = ElasticError(f"allocation control failed: {exc}; the front door stops taking tasks")
-        for future in list(self._outstanding):
-            if not future.done():
-                with contextlib.suppress(concurrent.futures.InvalidStateError):
-                    future.set_exception(error)
 
     # -- ending ----------------------------------------------------------------------------------------
 
@@ -630,10 +442,10 @@ class Elastic(concurrent.futures.Executor):
             self._ended.set()
             return
         if cancel:
-            for future in list(self._outstanding):
+            for future in list(self._intake.outstanding):
                 future.cancel()  # only those that have not started
         if wait:
-            concurrent.futures.wait(list(self._outstanding))
+            concurrent.futures.wait(list(self._intake.outstanding))
         # From here on the run is released: no new batch job (a step under way sees the demand finished),
         # and a SIGTERM or SIGHUP arriving now waits until every allocation is released.
         with signals.deferred():
@@ -642,7 +454,7 @@ class Elastic(concurrent.futures.Executor):
             self._poke.set()
             self._thread.join()
             atexit.unregister(self._at_exit)
-            if self._error is not None:
+            if self._intake.error is not None:
                 status = "failed"
             elif signals.received() is not None:  # SIGTERM/SIGHUP: however the program shut us down
                 status = "interrupted"
@@ -662,29 +474,11 @@ class Elastic(concurrent.futures.Executor):
         self._demand.update(now)
         self._controller.shutdown(now)  # cancels every allocation: their running tasks are lost
         end = self._backend.now()
-        with self._record_lock:
-            for task in self._recorder.running_tasks:  # left running when the run stopped
-                logger.info("front door: task attempt %s was still running at the end", task)
-            self._recorder.end_running(end)
-            self._recorder.add(Event(end, EventKind.RUN_END, note=status))
-            self._timeline.append(Event(end, EventKind.RUN_END, note=status))
-        if self._progress is not None:
-            self._progress.event(Event(end, EventKind.RUN_END, note=status))
-        plan = self._demand.plan
-        stages = self._demand.stages()
+        self._record.end(status, end)
+        plan, stages = self._demand.plan, self._demand.stages()
         width = max((s.width for s in stages), default=1)  # (no stage: nothing was submitted)
         learn_runtimes(self._knowledge, stages, status=status, end=end, width=width)
-        metrics = self._recorder.metrics(stages=plan.names)
-        if self._store is not None and self._run_id is not None:
-            summary = {k: (None if v != v else v) for k, v in metrics.summary().items()}
-            self._store.finish_run(
-                self._run_id,
-                status,
-                summary,
-                params={"plan": _plan_seen(plan, stages) if status == "completed" else None},
-            )
-        logger.info("front door: run %s, makespan %.0f s", status, metrics.makespan)
-        return RunResult(self._name, self._strategy.name, status, tuple(self._timeline), metrics)
+        return self._record.finish(self._name, self._strategy.name, status, plan, stages)
 
     def _release(self) -> None:
         self._closed.set()
@@ -696,21 +490,6 @@ class Elastic(concurrent.futures.Executor):
         self._cleanup.clear()
 
 
-def _plan_seen(plan: Workflow, stages: Sequence[StageView]) -> list[dict[str, Any]] | None:
-    """Return the stages of ``plan`` that had a task in this run, as the store keeps plans (None: none did).
-
-    A stage remembered from an earlier run or declared, that got no task this time (the script changed),
-    is not carried on to the next run; a run in which no task ran leaves no plan at all (no placeholder).
-    """
-    ran = {s.name for s in stages if s.ready}
-    kept = [
-        dataclasses.replace(s, depends_on=tuple(d for d in (s.depends_on or ()) if d in ran))
-        for s in plan.stages
-        if s.name in ran
-    ]
-    return plan_to_json(Workflow(plan.name, tuple(kept))) if kept else None
-
-
 _END_STATUSES = ("completed", "cancelled", "failed", "interrupted")
 """How a run may end (the store's run statuses)."""
 
@@ -718,33 +497,3 @@ _END_STATUSES = ("completed", "cancelled", "failed", "interrupted")
 def _check(ok: bool, message: str) -> None:
     if not ok:
         raise ConfigError(f"Elastic: {message}")
-
-
-def _note_site(site: SiteConfig, backend: str) -> None:
-    """Log the site settings in force; warn about those the backend does not use (all but ``python``)."""
-    settings = describe(site)
-    if not settings:
-        return
-    logger.info("front door: site settings %s", settings)
-    unused = sorted(set(settings) - {"python"})
-    if backend != "slurm" and unused:
-        logger.warning(
-            "front door: site settings %s apply to Slurm jobs only; on the %s backend only python is used",
-            unused,
-            backend,
-        )
-
-
-def check_settings(**settings: Any) -> None:
-    """Refuse the settings :class:`Elastic` would refuse, without starting anything.
-
-    Kept for callers of the keyword form: build a :class:`~elastic.front.settings.Settings` instead (it
-    checks itself when built). ``pool_options`` is the mapping of pool options (:attr:`Settings.pool`).
-
-    Raises
-    ------
-    ConfigError
-        The first bad setting, named with its value and what is allowed.
-    """
-    pool = settings.pop("pool_options", None) or {}
-    settings_from(None, **settings, **pool)

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from elastic.store.resilient import ResilientStore
     from elastic.strategies.base import Strategy
 
-__all__ = ["FIELDS", "POOL_OPTIONS", "Settings", "settings_from", "site_of"]
+__all__ = ["FIELDS", "POOL_OPTIONS", "Settings", "check_settings", "settings_from", "site_of"]
 
 
 def _real(value: object) -> TypeGuard[float]:
@@ -362,3 +362,18 @@ def _check_learner(learner: object) -> None:
             callable(getattr(learner, "predict", None)) and callable(getattr(learner, "observe", None)),
             f"learner must be a policy name or have predict(key) and observe(key, wait), got {learner!r}",
         )
+
+
+def check_settings(**settings: Any) -> None:
+    """Refuse the settings :class:`~elastic.front.door.Elastic` would refuse, without starting anything.
+
+    Kept for callers of the keyword form: build a :class:`Settings` instead (it checks itself when built).
+    ``pool_options`` is the mapping of pool options (:attr:`Settings.pool`).
+
+    Raises
+    ------
+    ConfigError
+        The first bad setting, named with its value and what is allowed.
+    """
+    pool = settings.pop("pool_options", None) or {}
+    settings_from(None, **settings, **pool)

@@ -23,11 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 from elastic.backends.base import BatchBackend
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.site import SiteConfig
+from elastic.site import SiteConfig, describe
 from elastic.strategies.base import Strategy, make_strategy
 from elastic.workflow import Stage, Workflow
 
 if TYPE_CHECKING:
+    from elastic.learners.base import WaitPredictor
     from elastic.store import Store
     from elastic.store.resilient import ResilientStore
 
@@ -37,10 +38,12 @@ __all__ = [
     "BACKENDS",
     "Backend",
     "driver_identity",
+    "note_site",
     "plan_from_json",
     "plan_to_json",
     "recover_abandoned",
     "resolve_backend",
+    "resolve_learner",
     "resolve_store",
     "resolve_strategy",
 ]
@@ -139,6 +142,28 @@ def resolve_strategy(strategy: str | Strategy) -> Strategy:
     if not isinstance(strategy, Strategy):
         raise ConfigError(f"strategy must be a registry name or a Strategy, got {type(strategy).__name__}")
     return strategy
+
+
+def resolve_learner(
+    learner: str | WaitPredictor | None, strategy: str | Strategy
+) -> tuple[WaitPredictor, str]:
+    """Return the wait learner and the name its state is shared under in the store.
+
+    ``learner`` None: the one the strategy runs with when it is a registry name
+    (:func:`~elastic.strategies.strategy_learner`), else the default; a name: that learner; a learner
+    object: itself, its state shared under its kind's name (``ewma`` or ``asa``).
+    """
+    from elastic.learners.choice import DEFAULT_WAIT_LEARNER, make_wait_learner, shared_name
+    from elastic.strategies import STRATEGY_NAMES, strategy_learner
+
+    if learner is None:
+        named = strategy if isinstance(strategy, str) and strategy in STRATEGY_NAMES else None
+        learner = strategy_learner(named) if named is not None else DEFAULT_WAIT_LEARNER
+    if isinstance(learner, str):
+        return make_wait_learner(learner), shared_name(learner)
+    from elastic.learners.ewma import LogEWMA
+
+    return learner, "ewma" if isinstance(learner, LogEWMA) else "asa"
 
 
 def resolve_store(
@@ -295,3 +320,18 @@ def recover_abandoned(store: Store | ResilientStore, backend: BatchBackend) -> l
         )
         out.append(int(run_id))
     return out
+
+
+def note_site(site: SiteConfig, backend: str) -> None:
+    """Log the site settings in force; warn about those the backend does not use (all but ``python``)."""
+    settings = describe(site)
+    if not settings:
+        return
+    logger.info("front door: site settings %s", settings)
+    unused = sorted(set(settings) - {"python"})
+    if backend != "slurm" and unused:
+        logger.warning(
+            "front door: site settings %s apply to Slurm jobs only; on the %s backend only python is used",
+            unused,
+            backend,
+        )

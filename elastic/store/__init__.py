@@ -16,6 +16,8 @@ _errors
 resilient
     :class:`~elastic.store.resilient.ResilientStore`: what runs use, so a store that stops answering
     never blocks them (writes behind, bounded reads, a journal for what the store never took).
+journal
+    That journal: writing it, and replaying it into a store (``elastic store replay``).
 """
 
 from __future__ import annotations

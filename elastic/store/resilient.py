@@ -17,15 +17,12 @@ and one that goes away must not make it give up its work. :class:`ResilientStore
   replays the same update on the database's state when it is back (the update functions are written to
   be replayed: they fold one observation into whatever state they are given);
 - **closing** waits up to ``flush_timeout`` for the queue to drain; what is still queued is written to
-  a journal file (JSON lines; an update function as its cloudpickle) whose path the error log names,
-  with the command that writes it to the store later: ``elastic store replay FILE``.
+  a journal file (:mod:`elastic.store.journal`) whose path the error log names, with the command
+  that writes it to the store later: ``elastic store replay FILE``.
 
 So a run ends on time whatever the database does, SIGTERM included, and every write either reached the
 store or is in a journal the user is told about. :class:`ResilientStore` has the same methods as
 :class:`~elastic.store.Store` that a run uses, so it satisfies the run's store protocols.
-
-Over 500 lines because it mirrors every call of :class:`~elastic.store.Store` a run makes, each with
-its queued, bounded or local form, beside the worker and the journal they share.
 
 Written by hand rather than with a task-queue library: the store needs one ordered worker with
 per-call deadlines and a replayable journal, a few dozen lines on :mod:`threading` and
@@ -34,7 +31,6 @@ per-call deadlines and a replayable journal, a few dozen lines on :mod:`threadin
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -49,12 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-import cloudpickle
 import numpy as np
 
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError
 from elastic.store._errors import StoreError, UnknownRunError
 from elastic.store._store import Store
+from elastic.store.journal import WRITES, json_default, replay_journal, with_run_ids, write_journal
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_BACKOFF", "ResilientStore", "replay_journal"]
 
@@ -64,17 +60,6 @@ DEFAULT_TIMEOUT: Final = 10.0
 """Seconds a read waits for the store before answering from what the process knows."""
 MAX_BACKOFF: Final = 30.0
 """Longest pause, in seconds, between two attempts of a write the store could not take."""
-_WRITES: Final = frozenset(
-    {
-        "add_wait",
-        "add_stage_runtime",
-        "add_run_params",
-        "finish_run",
-        "save_learner_state",
-        "update_learner_state",
-    }
-)
-_JOURNAL_VERSION: Final = 1
 
 
 @dataclass(eq=False)
@@ -219,7 +204,7 @@ class ResilientStore:
 
     def _attempt(self, call: _Call) -> tuple[str, Any]:
         call.attempts += 1
-        args, kwargs = _with_run_ids(call, self._ids)
+        args, kwargs = with_run_ids(call.method, call.args, call.kwargs, self._ids)
         try:
             value = getattr(self._store, call.method)(*args, **kwargs)
         except (UnknownRunError, ConfigError) as exc:  # the call itself is wrong: retrying cannot help
@@ -413,7 +398,7 @@ class ResilientStore:
             self._cond.notify_all()
         self._worker.join(timeout=self._flush)
         with self._cond:
-            left = [c for c in self._queue if not c.abandoned and c.method in _WRITES | {"record_run"}]
+            left = [c for c in self._queue if not c.abandoned and c.method in WRITES | {"record_run"}]
             self._queue.clear()
             hung = self._worker.is_alive()
             self._journaled = bool(left)
@@ -421,7 +406,9 @@ class ResilientStore:
             if not hung and self._owns:
                 self._store.close()
             return
-        path = self.journal = self._write_journal(left)
+        self._journal_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = self.journal = self._journal_dir / f"journal-{os.getpid()}-{int(time.time())}.jsonl"
+        write_journal(path, [(c.method, c.args, c.kwargs, c.provisional) for c in left], self._ids)
         logger.error(
             "store %s did not take %d write(s) within %g s; they are kept in %s: write them with "
             "`elastic store replay %s --store URL` once the store answers",
@@ -434,101 +421,13 @@ class ResilientStore:
         if not hung and self._owns:  # a worker stuck in a call keeps its connection; exit ends both
             self._store.close()
 
-    def _write_journal(self, calls: list[_Call]) -> Path:
-        self._journal_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        path = self._journal_dir / f"journal-{os.getpid()}-{int(time.time())}.jsonl"
-        with path.open("w", encoding="utf-8") as out:
-            for call in calls:
-                args, kwargs = _with_run_ids(call, self._ids)
-                record: dict[str, Any] = {"v": _JOURNAL_VERSION, "method": call.method, "kwargs": kwargs}
-                if call.provisional is not None:
-                    record["provisional"] = call.provisional
-                if call.method == "update_learner_state":
-                    record["args"] = args[:2]
-                    record["fn"] = base64.b64encode(cloudpickle.dumps(args[2])).decode("ascii")
-                else:
-                    record["args"] = args
-                out.write(json.dumps(record, default=_json_default) + "\n")
-        return path
-
-
-def _takes_run_id(method: str) -> bool:
-    return method in ("finish_run", "add_run_params")
-
-
-def _with_run_ids(call: _Call, ids: Mapping[int, int]) -> tuple[list[Any], dict[str, Any]]:
-    """Return the call's arguments with provisional run ids replaced by the store's, where known."""
-    args = list(call.args)
-    kwargs = dict(call.kwargs)
-    if _takes_run_id(call.method) and args and isinstance(args[0], int):
-        args[0] = ids.get(args[0], args[0])
-    if isinstance(kwargs.get("run_id"), int):
-        kwargs["run_id"] = ids.get(kwargs["run_id"], kwargs["run_id"])
-    return args, kwargs
-
-
-def _json_default(obj: object) -> object:
-    if isinstance(obj, np.generic):
-        return obj.item()
-    if isinstance(obj, np.ndarray):
-        return obj.tolist()
-    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
-
 
 def _plain(value: Mapping[str, Any]) -> dict[str, Any]:
     """Return a JSON copy of ``value`` made now (the caller may change its dict after the call returns)."""
     if not isinstance(value, Mapping):
         raise ConfigError(f"expected a dict (a JSON object), got {type(value).__name__}")
     try:
-        out: dict[str, Any] = json.loads(json.dumps(value, default=_json_default, allow_nan=False))
+        out: dict[str, Any] = json.loads(json.dumps(value, default=json_default, allow_nan=False))
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"must hold only JSON values with finite numbers: {exc}") from exc
     return out
-
-
-def _get(where: list[Any] | dict[str, Any], key: int | str) -> Any:
-    if isinstance(where, list):
-        return where[key] if isinstance(key, int) and key < len(where) else None
-    return where.get(str(key))
-
-
-def replay_journal(path: str | os.PathLike[str], store: Store) -> int:
-    """Write the calls of a journal (from :meth:`ResilientStore.close`) to ``store``; return how many.
-
-    A run recorded in the journal (its ``record_run``) gets a new id, which the journal's later calls of
-    the same run use. The journal is yours (written by this user's run): its learner updates are
-    unpickled, so never replay a journal from someone else.
-
-    Raises
-    ------
-    ElasticError
-        The file is not a journal (its line is named); nothing after that line is written.
-    """
-    ids: dict[int, int] = {}
-    done = 0
-    with Path(path).open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            try:
-                record = json.loads(line)
-                if record.get("v") != _JOURNAL_VERSION or not isinstance(record.get("method"), str):
-                    raise ValueError("not a journal record")
-                method = record["method"]
-                if method not in _WRITES | {"record_run"}:
-                    raise ValueError(f"unknown call {method!r}")
-                args = list(record["args"])
-                kwargs = dict(record["kwargs"])
-            except (ValueError, TypeError, KeyError) as exc:
-                raise ElasticError(f"{path}:{number}: {exc}; is this a journal written by elastic?") from exc
-            for where, value in ((args, 0), (kwargs, "run_id")):
-                run = _get(where, value) if (where is kwargs or _takes_run_id(method)) else None
-                if isinstance(run, int) and run < 0:
-                    if run not in ids:
-                        raise ElasticError(f"{path}:{number}: run {run} was never recorded in this journal")
-                    where[value] = ids[run]  # type: ignore[index]
-            if method == "update_learner_state":
-                args.append(cloudpickle.loads(base64.b64decode(record["fn"])))
-            value = getattr(store, method)(*args, **kwargs)
-            if method == "record_run" and isinstance(record.get("provisional"), int):
-                ids[record["provisional"]] = int(value)
-            done += 1
-    return done

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic.backends._slurm_commands import SlurmCommands
 from elastic.backends._slurm_queue import parse_snapshot
 from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
@@ -89,11 +90,11 @@ def test_slurm_falls_back_to_test_only_when_squeue_hides_jobs(monkeypatch: pytes
     }
     ran: list[str] = []
 
-    def run(self: SlurmBackend, args: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+    def run(self: SlurmCommands, args: list[str], **_: object) -> subprocess.CompletedProcess[str]:
         ran.append(args[0])
         return subprocess.CompletedProcess(args, 0, outputs[args[0]], "")
 
-    monkeypatch.setattr(SlurmBackend, "_run", run)
+    monkeypatch.setattr(SlurmCommands, "run", run)
     monkeypatch.setattr(SlurmBackend, "test_only_start", lambda self, spec: 1234.0)
     backend = SlurmBackend(partition="debug", env={})
     assert backend.expected_start(JobSpec(cores=1, walltime=60.0)) == 1234.0

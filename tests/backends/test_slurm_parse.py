@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from elastic.backends import _slurm_parse as parse
 from elastic.backends import slurm
-from elastic.backends.slurm import _JobcompIndex, render_job_script
+from elastic.backends._slurm_commands import JobcompIndex
+from elastic.backends.slurm import render_job_script
 from elastic.batch import Dependency, DependencyKind, JobSpec, JobState, PendingReason
 from elastic.errors import BackendError, ConfigError, DependencyError, GeometryError, SubmitError
 
@@ -162,7 +163,7 @@ def test_jobcomp_lines_agree_with_scontrol() -> None:
 def test_jobcomp_index_reads_only_complete_new_lines(tmp_path: Path) -> None:
     lines = out("jobcomp")["stdout"].splitlines(keepends=True)
     path = tmp_path / "jobcomp.txt"
-    index = _JobcompIndex(path)
+    index = JobcompIndex(path)
     assert index.get(ids()["failed"]) is None  # no file yet
     path.write_text(lines[0] + lines[1][:40])  # second line half written
     first = parse.parse_jobcomp_line(lines[0])
