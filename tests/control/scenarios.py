@@ -137,7 +137,8 @@ def run_scenario(scenario: Scenario) -> Outcome:
     """Run ``scenario`` (history runs first) and check the invariants on its last run."""
     workflow = scenario.workflow()
     history = MemoryHistory()
-    waits = make_wait_learner(strategy_learner(scenario.strategy))
+    # seeded: a failing scenario, printed, replays the same run (the paper's learner samples)
+    waits = make_wait_learner(strategy_learner(scenario.strategy), seed=scenario.seed)
     outcome = Outcome("none", math.nan, 0)
     for run in range(scenario.history + 1):
         kills = list(scenario.kills) if run == scenario.history else []
