@@ -359,7 +359,7 @@ class AllocationController:
         # Of the allocations that started at one instant, those kept for a stage whose tasks are queued are
         # offered first: its tasks go to the allocation asked for them, not to one asked for a later stage
         # that happened to start with it (and would then idle all its other cores, busy with one task)
-        waiting = {s.name for s in self.demand.stages() if s.ready and not s.complete}
+        waiting = {s.name for s in self.demand.stages() if s.ready and not s.complete} if changes else set()
 
         def order(change: tuple[float, int, str, JobInfo]) -> tuple[float, int, bool]:
             at, kind, alloc_id, _ = change
