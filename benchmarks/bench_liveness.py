@@ -16,6 +16,7 @@ the real Runner and AllocationController on the mock backend's virtual clock. Co
         [--processes 2] [--csv out.csv]
 
 Every failing scenario is printed in full, so it can be pasted into ``tests/control/test_liveness_random.py``.
+Ctrl-C stops early and still prints the counts of the scenarios that ran.
 """
 
 from __future__ import annotations
@@ -80,18 +81,25 @@ def main() -> int:
     start = time.monotonic()
     jobs = [(args.seed, i, args.max_stages) for i in range(args.scenarios)]
     rows = []
+    stopped = ""
     with multiprocessing.Pool(args.processes) as pool:
-        for n, row in enumerate(pool.imap_unordered(_one, jobs, chunksize=4), 1):
-            rows.append(row)
-            if row["scenario"]:
-                print(f"FAIL {row['index']} {row['violations']}\n  {row['scenario']}", flush=True)
-            if n % 100 == 0:
-                print(f"{n}/{args.scenarios} scenarios, {time.monotonic() - start:.0f} s", flush=True)
+        try:
+            for n, row in enumerate(pool.imap_unordered(_one, jobs, chunksize=4), 1):
+                rows.append(row)
+                if row["scenario"]:
+                    print(f"FAIL {row['index']} {row['violations']}\n  {row['scenario']}", flush=True)
+                if n % 100 == 0:
+                    print(f"{n}/{args.scenarios} scenarios, {time.monotonic() - start:.0f} s", flush=True)
+        except KeyboardInterrupt:  # Ctrl-C (or SIGINT): report the scenarios that ran
+            pool.terminate()
+            stopped = f" (stopped by Ctrl-C after {len(rows)} of {args.scenarios})"
+    if not rows:
+        return 1
     wall = time.monotonic() - start
     count = {k: sum(bool(r[k]) for r in rows) for k in ("stall", "stranded", "leftover", "lost")}
     cpu = sorted(float(r["cpu_s"]) for r in rows)  # type: ignore[arg-type]
     print(
-        f"{len(rows)} scenarios (max {args.max_stages} stages, seed {args.seed}): "
+        f"{len(rows)} scenarios{stopped} (max {args.max_stages} stages, seed {args.seed}): "
         f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
         f"{count['lost']} failed with the documented lost-task error; "
         f"{wall:.0f} s wall on {args.processes} processes, "
