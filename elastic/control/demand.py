@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elastic.control.attempts import Attempts
-from elastic.control.controller import EventSink
 from elastic.control.execution import Execution, TaskSpec
+from elastic.control.work import EventSink
 from elastic.errors import ConfigError
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import StageView
