@@ -24,6 +24,13 @@ agent says which tasks it started in its next :class:`~elastic.pool.messages.Rep
 and gives back the ones it will not start when it drains or stops
 (:class:`~elastic.pool.messages.TasksReturned`); an assigned task whose agent dies is queued again without
 counting as a lost attempt (it never started).
+
+Over 500 lines because :class:`PoolState` is one state machine: each transition of a task, an agent or an
+allocation reads and changes the other two's records under the pool's one lock (a lost agent re-queues
+its tasks and may end its allocation; placement reads all three; a drained allocation returns its agents'
+assigned tasks), so its methods share invariants that a split across modules would have to re-check. The
+pure parts are apart already: the placement rule (:mod:`~elastic.pool.placement`), messages, events and
+tasks.
 """
 
 from __future__ import annotations
