@@ -16,6 +16,7 @@ the real Runner and AllocationController on the mock backend's virtual clock. Co
         [--processes 2] [--csv out.csv]
 
 Every failing scenario is printed in full, so it can be pasted into ``tests/control/test_liveness_random.py``.
+Ctrl-C or SIGTERM to the parent stops early and still prints the counts of the scenarios that ran.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import collections
 import csv
 import logging
 import multiprocessing
+import signal
 import sys
 import time
 from pathlib import Path
@@ -34,6 +36,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.control.scenarios import random_scenario, run_scenario
+
+
+def _worker_signals() -> None:
+    # the parent stops the workers (Pool.terminate sends SIGTERM, which must kill them)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _one(args: tuple[int, int, int]) -> dict[str, object]:
@@ -77,21 +85,31 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--csv", type=Path)
     args = parser.parse_args()
+    # SIGTERM (and SIGINT where a background shell ignores it) stops early as Ctrl-C does
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     start = time.monotonic()
     jobs = [(args.seed, i, args.max_stages) for i in range(args.scenarios)]
     rows = []
-    with multiprocessing.Pool(args.processes) as pool:
-        for n, row in enumerate(pool.imap_unordered(_one, jobs, chunksize=4), 1):
-            rows.append(row)
-            if row["scenario"]:
-                print(f"FAIL {row['index']} {row['violations']}\n  {row['scenario']}", flush=True)
-            if n % 100 == 0:
-                print(f"{n}/{args.scenarios} scenarios, {time.monotonic() - start:.0f} s", flush=True)
+    stopped = ""
+    with multiprocessing.Pool(args.processes, initializer=_worker_signals) as pool:
+        try:
+            for n, row in enumerate(pool.imap_unordered(_one, jobs, chunksize=4), 1):
+                rows.append(row)
+                if row["scenario"]:
+                    print(f"FAIL {row['index']} {row['violations']}\n  {row['scenario']}", flush=True)
+                if n % 100 == 0:
+                    print(f"{n}/{args.scenarios} scenarios, {time.monotonic() - start:.0f} s", flush=True)
+        except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report the scenarios that ran
+            pool.terminate()
+            stopped = f" (stopped after {len(rows)} of {args.scenarios})"
+    if not rows:
+        return 1
     wall = time.monotonic() - start
     count = {k: sum(bool(r[k]) for r in rows) for k in ("stall", "stranded", "leftover", "lost")}
     cpu = sorted(float(r["cpu_s"]) for r in rows)  # type: ignore[arg-type]
     print(
-        f"{len(rows)} scenarios (max {args.max_stages} stages, seed {args.seed}): "
+        f"{len(rows)} scenarios{stopped} (max {args.max_stages} stages, seed {args.seed}): "
         f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
         f"{count['lost']} failed with the documented lost-task error; "
         f"{wall:.0f} s wall on {args.processes} processes, "

@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 
 from elastic.backends.mock import MockBackend
 from elastic.batch import JobSpec
-from elastic.control.controller import ESTIMATE_TTL
 from elastic.control.execution import RunResult
 from elastic.control.runner import Runner
+from elastic.control.scheduler import ESTIMATE_TTL
 from elastic.control.sim_execution import SimExecution
 from elastic.experiments import default_background, simulate_runs
 from elastic.learners.asa import ASAEstimator

@@ -4,7 +4,7 @@
 :class:`~elastic.backends.base.BatchBackend`. Everything that decides or watches allocations lives here, for
 every caller: the declared-workflow driver (:class:`~elastic.control.runner.Runner`, behind ``elastic run``
 and ``elastic compare``) and the front door (:class:`elastic.frontdoor.Elastic`, tasks from user code).
-What differs between them is only where the work comes from, a :class:`Demand`:
+What differs between them is only where the work comes from, a :class:`~elastic.control.work.Demand`:
 
 - :class:`~elastic.control.demand.DeclaredDemand`: a declared workflow whose tasks the driver makes itself
   from the stages' runtime models (simulated or sleep tasks);
@@ -14,13 +14,12 @@ What differs between them is only where the work comes from, a :class:`Demand`:
 Each :meth:`AllocationController.step`
 
 1. polls the backend for the state of the open allocations and, in time order, tells the execution about
-   allocations that started or ended; every real queue wait (from the moment the allocation became
-   eligible: its dependencies and begin time satisfied) is fed to the learner;
+   allocations that started or ended; every real queue wait (from when the allocation became eligible:
+   its dependencies and begin time satisfied) is fed to the learner;
 2. hands the task events of the execution to the event sink and to the demand, which updates its stages;
 3. asks the strategy with a :class:`~elastic.strategies.base.RunView` and carries out its actions
-   (:class:`~elastic.strategies.base.Submit`, :class:`~elastic.strategies.base.Cancel`,
-   :class:`~elastic.strategies.base.Serve`): walltime follow-ups and replacements of lost allocations are
-   strategy actions like any other;
+   (Submit, Cancel, Serve, Shorten): walltime follow-ups and replacements of lost allocations are
+   strategy actions like any other, and the liveness rule (:mod:`~elastic.control.liveness`) adds its own;
 4. lets the demand hand newly ready work to the execution, and says when to step again at the latest.
 
 Allocations are kept as :class:`~elastic.allocations.Allocation` records on the backend's clock, with
@@ -28,8 +27,7 @@ the stages each is kept for (``serves``) and when it became eligible (``eligible
 :class:`~elastic.batch.JobState` is translated to :class:`~elastic.allocations.AllocationState` here, at
 the edge. A wait is learned as a *follow-up* when another allocation of the run had started by the time
 this one became eligible, else as a *first* wait (:meth:`~elastic.strategies.knowledge.Knowledge.wait_key`).
-The backend's priority model (``priority_model()``, where the backend has one) is read once and shown to
-strategies in the view.
+What it asks of the scheduler besides submit and cancel is in :mod:`~elastic.control.scheduler`.
 """
 
 from __future__ import annotations
@@ -37,80 +35,31 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend, EstimatesReleasing, ShortensWalltime
+from elastic.backends.base import BatchBackend, ShortensWalltime
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
 from elastic.control.liveness import unserved
 from elastic.control.rate import SubmissionRate
-from elastic.errors import ConfigError, ElasticError
-from elastic.metrics import Event, EventKind
-from elastic.strategies.base import (
-    Cancel,
-    Decision,
-    Releasing,
-    RunView,
-    Serve,
-    Shorten,
-    StageView,
-    Strategy,
-    Submit,
-    merge,
+from elastic.control.scheduler import (
+    WaitEstimates,
+    eligible_by,
+    eligible_since,
+    priority_model,
+    split_request,
+    widest_task,
 )
+from elastic.control.work import Demand, EventSink, MakesTasks
+from elastic.errors import ConfigError
+from elastic.metrics import Event, EventKind
+from elastic.strategies.base import Cancel, Decision, RunView, Serve, Shorten, Strategy, Submit, merge
 from elastic.strategies.knowledge import TOTAL, Knowledge
-from elastic.workflow import Workflow
 
 __all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
-
-ESTIMATE_TTL = 5.0
-"""Backend seconds a scheduler estimate is reused for (:meth:`AllocationController.view`'s ``estimate``)."""
-
-EventSink = Callable[[Event], None]
-"""Where the controller and the demand record what happens (a list's ``append``, a metrics recorder)."""
-
-
-class Demand(Protocol):
-    """Where the work comes from: the stages a strategy plans for, and their progress."""
-
-    @property
-    def plan(self) -> Workflow:
-        """The stages known now (declared, learned from earlier runs, or seen so far), in order."""
-        ...
-
-    @property
-    def done(self) -> bool:
-        """Whether all the work is complete (a live demand is never done by itself)."""
-        ...
-
-    def observe(self, event: Event) -> None:
-        """Take one task event (TASK_START, TASK_END, TASK_LOST) of the execution."""
-        ...
-
-    def update(self, now: float) -> None:
-        """Bring the stages up to ``now`` (ready, complete), recording STAGE_READY/STAGE_END events."""
-        ...
-
-    def stages(self) -> tuple[StageView, ...]:
-        """Progress of every stage of :attr:`plan`, in plan order."""
-        ...
-
-
-@runtime_checkable
-class MakesTasks(Protocol):
-    """A demand that makes its own tasks and hands them to the execution (a declared workflow's).
-
-    A live demand has none to hand: user code submits its tasks to the pool itself.
-    """
-
-    def dispatch(self, now: float) -> None:
-        """Hand work that became ready to the execution (called after the strategy acted)."""
-        ...
 
 
 class AllocationController:
@@ -183,16 +132,11 @@ class AllocationController:
         self._retiring: dict[str, Cancel] = {}
         """Cancelled allocations that still ran a task: the job is cancelled once they are idle."""
         self._job_ids: dict[str, str] = {}
-        self.priority = _priority_model(backend)
-        """The backend's priority model for held jobs (None when it does not say)."""
-        self._estimates: dict[tuple[int, float, tuple[tuple[str, float], ...]], float | None] = {}
-        self._estimated_at: float | None = None
+        self.priority = priority_model(backend)  # the backend's model for held jobs (None: it does not say)
+        self._estimate = WaitEstimates(backend, user, self._open_job)
         self._task_cores: dict[str, int] = {}
         """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
-        self.rate = SubmissionRate()
-        """The submission-rate cap every batch job passes (:mod:`elastic.control.rate`); replaceable."""
-
-    # -- the step ------------------------------------------------------------------------------------
+        self.rate = SubmissionRate()  # the cap every batch job passes (control/rate.py); replaceable
 
     @property
     def allocations(self) -> tuple[Allocation, ...]:
@@ -253,49 +197,15 @@ class AllocationController:
         stages = tuple(s for s in self.demand.stages() if s.name in known)
         self.knowledge.workflow = plan
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
-        versioned = getattr(self.backend, "queue_version", None)
-        version = versioned() if estimate is not None and callable(versioned) else None
+        version = None if estimate is None else estimate.version()
         return RunView(
             now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate, version
         )
 
-    def _estimate(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
-        """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).
-
-        Asked of the backend (``sbatch --test-only`` on Slurm) once per geometry per
-        :data:`ESTIMATE_TTL` backend seconds: a strategy asks for the same geometry several times while
-        it decides, and on a real clock no two of those asks see the same time. ``releasing`` (this run's
-        allocations and when it will release them, :class:`~elastic.strategies.base.Estimate`) reaches
-        the backend where it can end a job early in its estimate (``estimates_releasing``); elsewhere the
-        estimate holds them to their walltime. Allocations without a job, or ended, are left out.
-        """
-        now = self.backend.now()
-        if self._estimated_at is None or not 0.0 <= now - self._estimated_at < ESTIMATE_TTL:
-            self._estimates.clear()
-            self._estimated_at = now
-        backend = self.backend
-        jobs: tuple[tuple[str, float], ...] = ()
-        if releasing and isinstance(backend, EstimatesReleasing) and backend.estimates_releasing:
-            jobs = tuple(
-                sorted(
-                    (self._job_ids[a], at)
-                    for a, at in releasing
-                    if a in self._job_ids and a in self._allocs and not self._allocs[a].ended
-                )
-            )
-        key = (cores, walltime, jobs)
-        if key not in self._estimates:
-            spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
-            try:
-                if jobs and isinstance(backend, EstimatesReleasing):
-                    start = backend.expected_start(spec, releasing=dict(jobs))
-                else:
-                    start = backend.expected_start(spec)
-            except ElasticError as exc:  # a geometry the partition refuses, or squeue/sbatch failed
-                logger.debug("no scheduler estimate for %d cores x %.0f s: %s", cores, walltime, exc)
-                start = None
-            self._estimates[key] = None if start is None else max(0.0, start - now)
-        return self._estimates[key]
+    def _open_job(self, alloc_id: str) -> str | None:
+        """Return the batch job id of ``alloc_id`` if it has one and has not ended, else None."""
+        a = self._allocs.get(alloc_id)
+        return None if a is None or a.ended else self._job_ids.get(alloc_id)
 
     def shutdown(self, now: float, *, settle: float = 30.0) -> None:
         """Cancel every allocation still open and record its end.
@@ -329,8 +239,6 @@ class AllocationController:
                 )
                 self._ended(a, AllocationState.CANCELLED, now)
         self._advance(now)
-
-    # -- polling ---------------------------------------------------------------------------------------
 
     def take_events(self, at: float) -> None:
         """Hand the execution's task events up to ``at`` to the sink and the demand (no strategy step)."""
@@ -366,7 +274,7 @@ class AllocationController:
         # Of the allocations that started at one instant, those kept for a stage whose tasks are queued are
         # offered first: its tasks go to the allocation asked for them, not to one asked for a later stage
         # that happened to start with it (and would then idle all its other cores, busy with one task)
-        waiting = {s.name for s in self.demand.stages() if s.ready and not s.complete}
+        waiting = {s.name for s in self.demand.stages() if s.ready and not s.complete} if changes else set()
 
         def order(change: tuple[float, int, str, JobInfo]) -> tuple[float, int, bool]:
             at, kind, alloc_id, _ = change
@@ -381,36 +289,12 @@ class AllocationController:
                 self._ended(a, AllocationState.from_job_state(info.state), at)
         for a in list(self._allocs.values()):
             if a.pending and a.eligible_time is None:
-                since = self._eligible_since(a, now)
+                since = eligible_since(a, self._allocs, now)
                 if since is not None:
                     self._allocs[a.alloc_id] = dataclasses.replace(a, eligible_time=since)
 
-    def _eligible_since(self, a: Allocation, now: float) -> float | None:
-        """When ``a``'s dependencies and begin time were all satisfied, or None if they are not yet."""
-        submitted = a.submit_time if a.submit_time is not None else now
-        since = max(submitted, a.begin if a.begin is not None else submitted)
-        if since > now:
-            return None
-        for dep_id, kind in a.dependencies:
-            dep = self._allocs[dep_id]
-            released = dep.start_time if kind is DependencyKind.AFTER else dep.end_time
-            if released is None:
-                return None
-            since = max(since, released)
-        return since
-
-    def _eligible(self, a: Allocation, at: float) -> float:
-        """When ``a`` could start as far as its dependencies and begin time go (never after ``at``)."""
-        submitted = a.submit_time if a.submit_time is not None else at
-        eligible = max(submitted, a.begin if a.begin is not None else submitted)
-        for dep_id, kind in a.dependencies:
-            dep = self._allocs[dep_id]
-            released = dep.start_time if kind is DependencyKind.AFTER else dep.end_time
-            eligible = max(eligible, released if released is not None else at)
-        return min(eligible, at)
-
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
-        eligible = self._eligible(a, at)
+        eligible = eligible_by(a, self._allocs, at)
         # the limit the batch system set, where it differs from the request (Slurm: whole minutes, so 68 s
         # asked run up to 120 s): follow-ups, releases and the pool's drain go by what the job really has
         walltime = granted if granted is not None and granted > a.walltime else a.walltime
@@ -449,8 +333,6 @@ class AllocationController:
         self._record(Event(at, EventKind.ALLOC_END, stage=a.stage, allocation=a.alloc_id, note=state.value))
         self.execution.allocation_ended(a.alloc_id, at, state)
 
-    # -- actions ---------------------------------------------------------------------------------------
-
     def _submit(self, action: Submit, now: float) -> None:
         if self.max_cores is not None and action.cores > self.max_cores:
             logger.info(
@@ -463,7 +345,9 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
-        widths = _split(action.cores, action.pieces, self.job_cores, self._widest_task(action))
+        widths = split_request(
+            action.cores, action.pieces, self.job_cores, widest_task(self._task_cores, action)
+        )
         if not self.rate.allow(now, len(widths)):  # the submission-rate cap: asked again at a later step
             return
         if len(widths) == 1:
@@ -472,13 +356,6 @@ class AllocationController:
         first = f"a{len(self._allocs) + 1}"
         for cores in widths:
             self._submit_job(dataclasses.replace(action, cores=cores, pieces=1), now, piece_of=first)
-
-    def _widest_task(self, action: Submit) -> int:
-        """Cores of the widest task ``action``'s stages have (every stage's for the whole workflow)."""
-        labels = set(action.serves or (action.stage,))
-        if TOTAL in labels:
-            return max(self._task_cores.values(), default=1)
-        return max((c for name, c in self._task_cores.items() if name in labels), default=1)
 
     def _submit_job(self, action: Submit, now: float, *, piece_of: str | None = None) -> None:
         alloc_id = f"a{len(self._allocs) + 1}"
@@ -621,50 +498,3 @@ class AllocationController:
                 self._started(a, max(info.start_time, a.submit_time or now), offer=False)
                 a = self._allocs[a.alloc_id]
             self._ended(a, AllocationState.from_job_state(info.state), now)
-
-
-def _priority_model(backend: BatchBackend) -> str | None:
-    """Return the backend's priority model for held jobs (None if it has no ``priority_model()``)."""
-    read = getattr(backend, "priority_model", None)
-    if not callable(read):
-        return None
-    try:
-        model = read()
-    except ElasticError as exc:  # e.g. scontrol failed: plan as if holding bought nothing
-        logger.warning("cannot read the backend's priority setting (%s); planning as under 'age'", exc)
-        return None
-    return model if isinstance(model, str) else None
-
-
-def _split(cores: int, pieces: int, job_cores: int | None, task: int = 1) -> list[int]:
-    """Return the widths of the batch jobs a request of ``cores`` is submitted as.
-
-    ``pieces`` near-equal jobs (the strategy's :attr:`Submit.pieces`), each split again into jobs of at
-    most ``job_cores``, in whole numbers of the widest task's ``task`` cores: a task runs inside one job,
-    so no job is narrower than ``task`` (a lone 2-core task asked in two pieces gets one 2-core job, not
-    two 1-core jobs it could never run on), and cores beyond a whole number of tasks go to the first job.
-    Where ``job_cores`` is narrower than ``task``, a job is ``task`` cores wide.
-
-    Examples
-    --------
-    >>> _split(56, 1, None), _split(56, 2, None), _split(7, 2, None), _split(56, 2, 20)
-    ([56], [28, 28], [4, 3], [20, 8, 20, 8])
-    >>> _split(2, 2, None, task=2), _split(28, 2, 14, task=28), _split(12, 2, 5, task=4)
-    ([2], [28], [4, 4, 4])
-    """
-    task = max(1, min(task, cores))
-    units, spare = divmod(cores, task)
-    per_job = None if job_cores is None else max(1, job_cores // task)
-    pieces = max(1, min(pieces, units))
-    base, extra = divmod(units, pieces)
-    out: list[int] = []
-    for i in range(pieces):
-        width = base + (1 if i < extra else 0)
-        if per_job is None or width <= per_job:
-            out.append(width)
-        else:
-            whole, rest = divmod(width, per_job)
-            out.extend([per_job] * whole + ([rest] if rest else []))
-    out = [w * task for w in out]
-    out[0] += spare
-    return out

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elastic.control.attempts import Attempts
-from elastic.control.controller import EventSink
 from elastic.control.execution import Execution, TaskSpec
+from elastic.control.work import EventSink
 from elastic.errors import ConfigError
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import StageView
@@ -104,6 +104,8 @@ class DeclaredDemand:
         self._by_name = {s.name: s for s in self._stages}
         self._order = 0
         self._newly_ready: list[_Stage] = []
+        self._views: tuple[StageView, ...] | None = None
+        """The stages' views as of the last change (the controller reads them several times a step)."""
 
     @property
     def plan(self) -> Workflow:
@@ -126,6 +128,7 @@ class DeclaredDemand:
         s = self._by_name.get(event.stage or "")
         if s is None or event.task is None:
             return
+        self._views = None
         task = event.task
         if event.kind is EventKind.TASK_START:
             s.running.add(task)
@@ -158,10 +161,14 @@ class DeclaredDemand:
                     self._record(Event(s.ready_time, EventKind.STAGE_READY, stage=s.name))
                     self._newly_ready.append(s)
                     changed = True
+                if changed:
+                    self._views = None
 
     def stages(self) -> tuple[StageView, ...]:
         """Progress of every stage, in workflow order."""
-        return tuple(s.view() for s in self._stages)
+        if self._views is None:
+            self._views = tuple(s.view() for s in self._stages)
+        return self._views
 
     def dispatch(self, now: float) -> None:
         """Make the tasks of the stages that became ready and hand them to the execution.

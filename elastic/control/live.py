@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from elastic.control.attempts import Attempts
-from elastic.control.controller import EventSink
+from elastic.control.work import EventSink
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import StageView
 from elastic.workflow import Stage, Workflow

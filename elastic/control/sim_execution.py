@@ -7,8 +7,8 @@ allocation. Placement follows the pool's rules: one queue ordered by stage (earl
 allocation that starts early takes the remaining tasks of the previous stage if they fit), any live allocation
 may take any task whose cores fit, and a task is not started on an allocation whose remaining walltime is
 shorter than the task's estimate while another allocation, live or requested, has enough. A task still running
-when its allocation ends is lost and re-queued (bounded retries), with an estimate of at least the time it
-ran there (:func:`~elastic.pool.placement.estimate_after_loss`).
+when its allocation ends is lost and re-queued (bounded retries), with an estimate of at least twice the time
+it ran there (:func:`~elastic.pool.placement.estimate_after_loss`).
 
 Completions are kept in a heap of ``(end, seq, ...)`` with ``seq`` from :func:`itertools.count` so ties
 resolve in submission order and replays are identical.
@@ -215,6 +215,7 @@ class SimExecution:
             (item[2] for item in self._queue),
             offers,
             lambda task: task.task_id in self._held or self._can_wait(task, t),
+            lambda task, need: self._can_wait(task, t, need),
         )
         started = {task.task_id for task, _ in placed}
         self._queue = [item for item in self._queue if item[2].task_id not in started]
@@ -225,11 +226,14 @@ class SimExecution:
             heapq.heappush(self._heap, (t + task.duration, next(self._seq), target.alloc_id, task.task_id))
             self._pending.append(_event(EventKind.TASK_START, t, target.alloc_id, task.task_id, task))
 
-    def _can_wait(self, task: TaskSpec, t: float) -> bool:
-        """Whether another allocation, live (not draining) or requested, has the cores and the time."""
+    def _can_wait(self, task: TaskSpec, t: float, need: float | None = None) -> bool:
+        """Whether another allocation, live (not draining) or requested, has the cores and ``need`` s.
+
+        ``need`` defaults to the task's estimate.
+        """
         live = [(a.cores, a.walltime_end - t) for a in self._live.values()]
         capacities = [(c, left) for c, left in live if usable(left, self.drain_margin)]
-        return has_room(task, [*capacities, *self._requested.values()])
+        return has_room(task, [*capacities, *self._requested.values()], need)
 
 
 def _queue_key(item: tuple[int, int, TaskSpec]) -> tuple[int, int]:

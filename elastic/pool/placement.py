@@ -5,8 +5,8 @@ started on an agent whose allocation has less walltime left than the estimate wh
 (live or still requested) with enough time and cores exists; if none exists, it goes to the agent with the
 most time left. Among agents with enough time the one with the least time left is chosen, keeping long
 allocations for long tasks. A task lost when its allocation ended is re-queued with an estimate of at
-least the time it ran there (:func:`estimate_after_loss`): it takes longer than that, so an agent with
-less time left would lose it again.
+least twice the time it ran there (:func:`estimate_after_loss`): it takes longer than that, so an agent
+with less time left would lose it again.
 
 A task may name the one agent it runs on (``agent``, e.g. a Mesos launch on an offer: see
 :mod:`elastic.front.mesos`): it goes to that agent's offer only (:func:`admits`), and never waits for
@@ -20,6 +20,7 @@ their drain margin of the walltime end (:func:`usable`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
@@ -70,20 +71,25 @@ class Offer:
 
 
 def estimate_after_loss(estimate: float | None, ran: float) -> float | None:
-    """Return a lost task's estimate for its next attempt: at least the ``ran`` seconds it ran and lost.
+    """Return a lost task's estimate for its next attempt: at least twice the ``ran`` seconds it ran and lost.
 
-    The attempt starts over and takes longer than ``ran``; with its first estimate kept, a short
-    allocation with more time left than the estimate but less than ``ran`` would be chosen (least time
-    left first) and lose it again. A task that ran for no time keeps its estimate.
+    The attempt starts over and takes longer than ``ran`` (a re-run is no shorter than the attempt that did
+    not finish). With only ``ran`` as its estimate, a re-run went to any allocation with a little more time
+    left than the last one, and a heavy-tailed task was lost on each in turn until its retries ran out
+    (1000genome's ``mutation_overlap`` under ``perstage-split``: lost after 1069 s, 1069 s, 1671 s and
+    1961 s while a 2433-s allocation and longer follow-ups were requested for it). Doubling is the
+    speculative walltime sequence's own step (:meth:`~elastic.strategies.knowledge.Knowledge.walltime`):
+    a task needing ``T`` s is lost at most ``log2(T / first)`` times. A task that ran for no time keeps its
+    estimate.
 
     Examples
     --------
     >>> estimate_after_loss(55.0, 225.0), estimate_after_loss(600.0, 225.0), estimate_after_loss(None, 0.0)
-    (225.0, 600.0, None)
+    (450.0, 600.0, None)
     """
     if ran <= 0:
         return estimate
-    return max(estimate or 0.0, ran)
+    return max(estimate or 0.0, 2.0 * ran)
 
 
 def usable(remaining: float, drain_margin: float) -> bool:
@@ -119,14 +125,21 @@ def requested_for(task: Placeable, offer: Offer) -> bool:
     return offer.stage is not None and offer.stage == getattr(task, "stage", None)
 
 
-def has_room(task: Placeable, capacities: Iterable[tuple[int, float]]) -> bool:
-    """Whether one of ``(cores per agent, walltime left)`` has the cores and the time for ``task``."""
-    need = task.estimate or 0.0
+def has_room(task: Placeable, capacities: Iterable[tuple[int, float]], need: float | None = None) -> bool:
+    """Whether one of ``(cores per agent, walltime left)`` has the cores and ``need`` seconds for ``task``.
+
+    ``need`` defaults to the task's estimate (0 without one).
+    """
+    if need is None:
+        need = task.estimate or 0.0
     return any(cores >= task.cores and left >= need for cores, left in capacities)
 
 
 def plan_placement(
-    tasks: Iterable[T], offers: Sequence[Offer], can_wait: Callable[[T], bool]
+    tasks: Iterable[T],
+    offers: Sequence[Offer],
+    can_wait: Callable[[T], bool],
+    waits_longer: Callable[[T, float], bool] | None = None,
 ) -> list[tuple[T, Offer]]:
     """Decide which queued tasks start now, and where; the placement rule as a pure function.
 
@@ -134,10 +147,14 @@ def plan_placement(
     goes to an offer with enough free cores and at least ``task.estimate`` seconds left, choosing one
     requested for the task's stage if there is one (:func:`requested_for`), then the least time left
     (then the most free cores). When no offer has the time, the task waits if
-    ``can_wait(task)`` (another allocation, live or requested, could take it), and otherwise goes to the
-    fitting offer with the most time left. A task that names its agent considers that agent's offer only
-    (:func:`admits`) and never waits for another. ``tasks`` is read lazily and no further than the last
-    placement that can still happen (it stops once every offered core is taken).
+    ``can_wait(task)`` (another allocation, live or requested, could take it); failing that, it still waits
+    if ``waits_longer(task, seconds)`` says another allocation has ``seconds``: more than the best fitting
+    offer has left and at least half its estimate (for a task lost before, whose estimate is twice what it
+    ran, at least as long as that attempt ran: the walltime follow-up asked for it, a little short of the
+    doubled estimate, rather than an allocation about to end). Otherwise it goes to the fitting offer with
+    the most time left. A task that names its agent considers that agent's offer only (:func:`admits`)
+    and never waits for another. ``tasks`` is read lazily and no further than the last placement that
+    can still happen (it stops once every offered core is taken).
 
     Parameters
     ----------
@@ -147,6 +164,9 @@ def plan_placement(
         Current offers (each agent at most once).
     can_wait : callable
         Whether a task may wait for another allocation with enough walltime.
+    waits_longer : callable or None, default None
+        ``waits_longer(task, seconds)``: whether another allocation (live or requested) has the task's
+        cores and at least ``seconds`` left; None: a task no allocation has the time for is not held back.
 
     Returns
     -------
@@ -178,6 +198,13 @@ def plan_placement(
             continue
         else:
             offer = max(fits, key=lambda o: o.remaining)
+            longer = max(math.nextafter(offer.remaining, math.inf), need / 2)
+            if (
+                getattr(task, "agent", None) is None
+                and waits_longer is not None
+                and waits_longer(task, longer)
+            ):
+                continue
         free[offer.agent] -= task.cores
         left -= task.cores
         plan.append((task, offer))

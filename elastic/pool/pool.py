@@ -35,6 +35,11 @@ Large calls and values go through files in the run's spool directory, beside the
 (:mod:`elastic.pool.spool`): :meth:`Pool.submit` writes a call larger than
 :data:`~elastic.pool.spool.INLINE_LIMIT` there; when an allocation ends its agents' working directories
 there are removed; :meth:`Pool.close` removes the spool but the whole outputs of cut shell output.
+
+Over 500 lines because :class:`Pool` is the pool's whole public API and its I/O thread: each public method
+is a short documented entry that takes the lock, calls :class:`~elastic.pool.state.PoolState` and wakes
+the I/O loop, which owns the socket; the bookkeeping is in :mod:`elastic.pool.state`, the wire in
+:mod:`elastic.pool.sockets` and :mod:`elastic.pool.protocol`.
 """
 
 from __future__ import annotations

@@ -24,6 +24,13 @@ agent says which tasks it started in its next :class:`~elastic.pool.messages.Rep
 and gives back the ones it will not start when it drains or stops
 (:class:`~elastic.pool.messages.TasksReturned`); an assigned task whose agent dies is queued again without
 counting as a lost attempt (it never started).
+
+Over 500 lines because :class:`PoolState` is one state machine: each transition of a task, an agent or an
+allocation reads and changes the other two's records under the pool's one lock (a lost agent re-queues
+its tasks and may end its allocation; placement reads all three; a drained allocation returns its agents'
+assigned tasks), so its methods share invariants that a split across modules would have to re-check. The
+pure parts are apart already: the placement rule (:mod:`~elastic.pool.placement`), messages, events and
+tasks.
 """
 
 from __future__ import annotations
@@ -784,7 +791,13 @@ class PoolState:
         if offers:
             largest = max(o.free for o in offers)
             tasks = (rec.task for rec in self._queued_records(largest))
-            for task, offer in plan_placement(tasks, offers, lambda t: self._may_wait(t, now)):
+            placed = plan_placement(
+                tasks,
+                offers,
+                lambda t: self._may_wait(t, now),
+                lambda t, need: self._another_could_take(t, now, need),
+            )
+            for task, offer in placed:
                 self._send(self.tasks[task.task_id], self.agents[offer.agent], offer, TaskState.RUNNING)
         if self.prefetch_seconds > 0 and live:
             self._prefetch(live, remaining)
@@ -881,14 +894,17 @@ class PoolState:
                 self._awaiting_owner.discard(task_id)
                 self._dirty = True
 
-    def _another_could_take(self, task: Task, now: float) -> bool:
-        """Whether a not-draining allocation (live or requested) has enough cores and time for ``task``."""
+    def _another_could_take(self, task: Task, now: float, need: float | None = None) -> bool:
+        """Whether a not-draining allocation (live or requested) has the cores and ``need`` s for ``task``.
+
+        ``need`` defaults to the task's estimate.
+        """
         capacities = [
             (alloc.cores // (alloc.nodes or 1), self._remaining(alloc.alloc_id, now))
             for alloc in self.allocs.values()
             if alloc.state in (AllocationState.REQUESTED, AllocationState.RUNNING)
         ]
-        return has_room(task, capacities)
+        return has_room(task, capacities, need)
 
     # ------------------------------------------------------------------------------------------- events
 

@@ -224,11 +224,13 @@ def walltime_follow_ups(
     wake: float | None = None
     k = view.knowledge
     for label in labels:
-        mine = view.allocations_serving(label)
-        if not mine or view.label_done(label):
+        if view.label_done(label):
             continue
         if label != TOTAL and not view.stage(label).ready:
             continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready
+        mine = view.allocations_serving(label)  # after the cheap tests: a long chain has few stages open
+        if not mine:
+            continue
         previous = [a.walltime for a in mine if a.stage == label]  # the label's own sequence
         cores = view.width_left(label)
         if any(a.pending for a in mine):

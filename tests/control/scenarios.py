@@ -128,16 +128,17 @@ def random_scenario(rng: np.random.Generator, *, max_stages: int = 50) -> Scenar
     )
 
 
-def _able(view: RunView, a: Allocation, stage: str, cores: int) -> bool:
+def _able(a: Allocation, stage: str, cores: int) -> bool:
     labels = a.labels
-    return not a.ended and not a.cancelled and (stage in labels or TOTAL in labels) and a.cores >= cores
+    return (stage in labels or TOTAL in labels) and a.cores >= cores
 
 
 def run_scenario(scenario: Scenario) -> Outcome:
     """Run ``scenario`` (history runs first) and check the invariants on its last run."""
     workflow = scenario.workflow()
     history = MemoryHistory()
-    waits = make_wait_learner(strategy_learner(scenario.strategy))
+    # seeded: a failing scenario, printed, replays the same run (the paper's learner samples)
+    waits = make_wait_learner(strategy_learner(scenario.strategy), seed=scenario.seed)
     outcome = Outcome("none", math.nan, 0)
     for run in range(scenario.history + 1):
         kills = list(scenario.kills) if run == scenario.history else []
@@ -157,10 +158,11 @@ def _run_once(
             live = [a for a in view.allocations if a.running and a.backend_job_id]
             if live:
                 backend.cancel(live[0].backend_job_id or "")
+        open_ = [a for a in view.allocations if not a.ended and not a.cancelled]  # once, not per stage
         for s in view.stages:
             if not s.ready or s.complete or s.tasks - s.done - s.running <= 0:
                 continue
-            if not any(_able(view, a, s.name, s.cores) for a in view.allocations):
+            if not any(_able(a, s.name, s.cores) for a in open_):
                 violations.append(f"t={view.now:.0f}: stage {s.name} waits with no allocation for it")
 
     runner = Runner(

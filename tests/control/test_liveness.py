@@ -8,8 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.control.controller import _split
 from elastic.control.liveness import LIVENESS_REASON, unserved
+from elastic.control.scheduler import split_request as _split
 from elastic.strategies import Cancel, Decision, Knowledge, RunView, Serve, StageView, Submit
 from elastic.workflow import Stage, Workflow
 

@@ -78,18 +78,20 @@ def test_regressions(scenario: Scenario) -> None:
 
 
 @given(scenarios())
-# 50 drawn scenarios here; benchmarks/bench_liveness.py runs 600 (the long version)
-@settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+# 30 drawn scenarios here, and 100 of the benchmark's generator below; benchmarks/bench_liveness.py runs
+# thousands (the long version)
+@settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 def test_random_scenarios_never_stall_nor_strand(scenario: Scenario) -> None:
     out = run_scenario(scenario)
     assert out.violations == [], (scenario, out)
 
 
 def test_a_seeded_batch_of_the_benchmark_generator() -> None:
+    # the long version's generator, fixed seed, small workflows (about 0.15 s of CPU each)
     rng = np.random.default_rng(20261128)
     failures = []
-    for _ in range(15):
-        scenario = random_scenario(rng, max_stages=6)
+    for _ in range(100):
+        scenario = random_scenario(rng, max_stages=3)
         out = run_scenario(scenario)
         if out.violations:
             failures.append((scenario, out.violations[:3]))

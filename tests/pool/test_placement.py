@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elastic.pool.placement import Offer, plan_placement
+from elastic.pool.placement import Offer, estimate_after_loss, plan_placement
 from elastic.pool.tasks import Task
 
 tasks_st = st.lists(
@@ -106,3 +106,28 @@ def test_a_task_leaves_its_own_stage_s_allocations_only_when_they_cannot_take_it
             own = [o for o in offers if o.stage == task.stage and free[o.agent] >= 1 and o.remaining >= 100.0]
             assert not own, f"{task.task_id} of {task.stage} went to {offer.alloc_id} of {offer.stage}"
         free[offer.agent] -= task.cores
+
+
+def test_a_lost_task_is_not_rerun_where_it_has_no_more_time_than_it_ran() -> None:
+    # 1000genome under perstage-split, seed 3: a mutation_overlap task lost after 1069 s was re-run on an
+    # allocation with exactly 1069 s left, then on ones with a little more each time (1671 s, 1961 s), and
+    # its retries ran out while a 2137-s walltime follow-up had been requested for it.
+    ran = 1069.0
+    estimate = estimate_after_loss(300.0, ran)
+    assert estimate == 2 * ran
+    task = Task.shell("true", estimate=estimate, stage="s", task_id="t")
+    offers = [Offer(b"x", "same", 1, ran, "s")]
+    follow_up = {"follow": 2137.0}  # requested, a second short of the doubled estimate
+
+    def longer(t: Task, need: float) -> bool:
+        return any(left >= need for left in follow_up.values())
+
+    assert plan_placement([task], offers, lambda t: False, longer) == []  # waits for the follow-up
+    assert [o.alloc_id for _, o in plan_placement([task], offers, lambda t: False)] == ["same"]
+    # with no allocation giving it more time than the best offer, it runs there rather than wait
+    follow_up["follow"] = ran
+    assert [o.alloc_id for _, o in plan_placement([task], offers, lambda t: False, longer)] == ["same"]
+    # nor does it wait for one that gives it less than it already ran
+    offers = [Offer(b"x", "short", 1, 300.0, "s")]
+    follow_up["follow"] = 900.0
+    assert [o.alloc_id for _, o in plan_placement([task], offers, lambda t: False, longer)] == ["short"]

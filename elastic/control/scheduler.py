@@ -1,0 +1,188 @@
+"""What run control asks of the batch scheduler besides submit and cancel, and how a request becomes jobs.
+
+- :class:`WaitEstimates`: the scheduler's estimate of a new job's wait (``sbatch --test-only`` on Slurm),
+  as strategies read it through :attr:`~elastic.strategies.base.RunView.estimate`, cached per geometry for
+  :data:`ESTIMATE_TTL` backend seconds;
+- :func:`priority_model`: how the backend's queue ranks held jobs, read once per run;
+- :func:`split_request`: the widths of the batch jobs one request is submitted as (the strategy's pieces
+  and ``job_cores``, in whole numbers of the widest task);
+- :func:`eligible_since` and :func:`eligible_by`: when a job held by its dependencies or begin time
+  could start, as the scheduler sees it (its queue wait counts from then).
+
+:class:`~elastic.control.controller.AllocationController` uses all three.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Hashable, Mapping
+
+from elastic.allocations import Allocation
+from elastic.backends.base import BatchBackend, EstimatesReleasing
+from elastic.batch import DependencyKind, JobSpec
+from elastic.errors import ElasticError
+from elastic.strategies.base import Releasing, Submit
+from elastic.strategies.knowledge import TOTAL
+
+__all__ = [
+    "ESTIMATE_TTL",
+    "WaitEstimates",
+    "eligible_by",
+    "eligible_since",
+    "priority_model",
+    "split_request",
+    "widest_task",
+]
+
+logger = logging.getLogger(__name__)
+
+ESTIMATE_TTL = 5.0
+"""Backend seconds a scheduler estimate is reused for (:class:`WaitEstimates`)."""
+
+
+class WaitEstimates:
+    """The scheduler's estimates of new jobs' waits, asked of the backend at most once per geometry per TTL.
+
+    Parameters
+    ----------
+    backend : BatchBackend
+        Asked (:meth:`~elastic.backends.base.BatchBackend.expected_start`).
+    user : str or None
+        Owner of the hypothetical job.
+    job_of : callable
+        ``job_of(alloc_id)``: the batch job id of one of the run's allocations that has not ended, else
+        None (such allocations are left out of ``releasing``).
+    """
+
+    def __init__(self, backend: BatchBackend, user: str | None, job_of: Callable[[str], str | None]) -> None:
+        self.backend = backend
+        self.user = user
+        self._job_of = job_of
+        self._estimates: dict[tuple[int, float, tuple[tuple[str, float], ...]], float | None] = {}
+        self._estimated_at: float | None = None
+
+    def version(self) -> Hashable | None:
+        """Return the backend's ``queue_version()`` (estimates hold while it is the same), else None."""
+        versioned = getattr(self.backend, "queue_version", None)
+        return versioned() if callable(versioned) else None
+
+    def __call__(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
+        """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).
+
+        Asked of the backend (``sbatch --test-only`` on Slurm) once per geometry per
+        :data:`ESTIMATE_TTL` backend seconds: a strategy asks for the same geometry several times while
+        it decides, and on a real clock no two of those asks see the same time. ``releasing`` (this run's
+        allocations and when it will release them, :class:`~elastic.strategies.base.Estimate`) reaches
+        the backend where it can end a job early in its estimate (``estimates_releasing``); elsewhere the
+        estimate holds them to their walltime. Allocations without a job, or ended, are left out.
+        """
+        now = self.backend.now()
+        if self._estimated_at is None or not 0.0 <= now - self._estimated_at < ESTIMATE_TTL:
+            self._estimates.clear()
+            self._estimated_at = now
+        backend = self.backend
+        jobs: tuple[tuple[str, float], ...] = ()
+        if releasing and isinstance(backend, EstimatesReleasing) and backend.estimates_releasing:
+            found = ((self._job_of(a), at) for a, at in releasing)
+            jobs = tuple(sorted((job, at) for job, at in found if job is not None))
+        key = (cores, walltime, jobs)
+        if key not in self._estimates:
+            spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
+            try:
+                if jobs and isinstance(backend, EstimatesReleasing):
+                    start = backend.expected_start(spec, releasing=dict(jobs))
+                else:
+                    start = backend.expected_start(spec)
+            except ElasticError as exc:  # a geometry the partition refuses, or squeue/sbatch failed
+                logger.debug("no scheduler estimate for %d cores x %.0f s: %s", cores, walltime, exc)
+                start = None
+            self._estimates[key] = None if start is None else max(0.0, start - now)
+        return self._estimates[key]
+
+
+def priority_model(backend: BatchBackend) -> str | None:
+    """Return the backend's priority model for held jobs (None if it has no ``priority_model()``)."""
+    read = getattr(backend, "priority_model", None)
+    if not callable(read):
+        return None
+    try:
+        model = read()
+    except ElasticError as exc:  # e.g. scontrol failed: plan as if holding bought nothing
+        logger.warning("cannot read the backend's priority setting (%s); planning as under 'age'", exc)
+        return None
+    return model if isinstance(model, str) else None
+
+
+def split_request(cores: int, pieces: int, job_cores: int | None, task: int = 1) -> list[int]:
+    """Return the widths of the batch jobs a request of ``cores`` is submitted as.
+
+    ``pieces`` near-equal jobs (the strategy's :attr:`Submit.pieces`), each split again into jobs of at
+    most ``job_cores``, in whole numbers of the widest task's ``task`` cores: a task runs inside one job,
+    so no job is narrower than ``task`` (a lone 2-core task asked in two pieces gets one 2-core job, not
+    two 1-core jobs it could never run on), and cores beyond a whole number of tasks go to the first job.
+    Where ``job_cores`` is narrower than ``task``, a job is ``task`` cores wide.
+
+    Examples
+    --------
+    >>> split = split_request
+    >>> split(56, 1, None), split(56, 2, None), split(7, 2, None), split(56, 2, 20)
+    ([56], [28, 28], [4, 3], [20, 8, 20, 8])
+    >>> split(2, 2, None, task=2), split(28, 2, 14, task=28), split(12, 2, 5, task=4)
+    ([2], [28], [4, 4, 4])
+    """
+    task = max(1, min(task, cores))
+    units, spare = divmod(cores, task)
+    per_job = None if job_cores is None else max(1, job_cores // task)
+    pieces = max(1, min(pieces, units))
+    base, extra = divmod(units, pieces)
+    out: list[int] = []
+    for i in range(pieces):
+        width = base + (1 if i < extra else 0)
+        if per_job is None or width <= per_job:
+            out.append(width)
+        else:
+            whole, rest = divmod(width, per_job)
+            out.extend([per_job] * whole + ([rest] if rest else []))
+    out = [w * task for w in out]
+    out[0] += spare
+    return out
+
+
+def eligible_since(a: Allocation, allocs: Mapping[str, Allocation], now: float) -> float | None:
+    """Return when ``a``'s dependencies and begin time were all satisfied, or None if they are not yet.
+
+    ``allocs`` holds the allocations it depends on, by id.
+    """
+    submitted = a.submit_time if a.submit_time is not None else now
+    since = max(submitted, a.begin if a.begin is not None else submitted)
+    if since > now:
+        return None
+    for dep_id, kind in a.dependencies:
+        dep = allocs[dep_id]
+        released = dep.start_time if kind is DependencyKind.AFTER else dep.end_time
+        if released is None:
+            return None
+        since = max(since, released)
+    return since
+
+
+def eligible_by(a: Allocation, allocs: Mapping[str, Allocation], at: float) -> float:
+    """Return when ``a`` could start as far as its dependencies and begin time go (never after ``at``)."""
+    submitted = a.submit_time if a.submit_time is not None else at
+    eligible = max(submitted, a.begin if a.begin is not None else submitted)
+    for dep_id, kind in a.dependencies:
+        dep = allocs[dep_id]
+        released = dep.start_time if kind is DependencyKind.AFTER else dep.end_time
+        eligible = max(eligible, released if released is not None else at)
+    return min(eligible, at)
+
+
+def widest_task(task_cores: Mapping[str, int], action: Submit) -> int:
+    """Cores of the widest task ``action``'s stages have (every stage's for the whole workflow).
+
+    ``task_cores`` maps each known stage to its widest task's cores.
+    """
+    labels = set(action.serves or (action.stage,))
+    if TOTAL in labels:
+        return max(task_cores.values(), default=1)
+    return max((c for name, c in task_cores.items() if name in labels), default=1)
