@@ -334,7 +334,7 @@ def test_options_a_trace_makes_meaningless_are_refused(
     err = refused(capsys, ["simulate", "--trace", str(tiny_trace), "--reserve", "8"])
     assert "--reserve applies to --mode calibrated only" in err
     err = refused(capsys, ["waits", "--convergence", "c.png", "--csv", "table.csv"])
-    assert "--csv and --window apply to the trace evaluation" in err
+    assert "--csv, --window and --processors apply to the trace evaluation" in err
     err = refused(
         capsys, ["simulate", "--trace", str(tiny_trace), "--mode", "calibrated", "--capacity-window", "8h"]
     )
