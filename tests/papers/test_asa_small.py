@@ -88,3 +88,10 @@ def test_bad_input_is_refused_before_any_work(
     assert "--trace" in capsys.readouterr().err
     assert main(["reproduce", "asa", "--trace", "/nonexistent/hpc2n.swf"]) != 0
     assert main(["reproduce", "onthefly", "--trace", "x.swf"]) != 0
+
+
+def test_a_faster_per_stage_is_named_as_the_reason() -> None:
+    row = _row(150.0, 40.0)
+    row.makespan.update(bigjob=150.0, perstage=100.0)  # Per-Stage the faster: no trade-off to close
+    check = asa.row_verdict(row)
+    assert check.verdict == NOT_REPRODUCED and "faster baseline (33 % below" in check.reason
