@@ -5,11 +5,15 @@
   (on-the-fly vs. reservation-based scheduling).
 - ``elastic reproduce cp [--runs R] [--out DIR] [--full]``: Galleguillos et al., CP 2019 (CP-based
   dispatching; needs the ``cp`` extra, OR-Tools).
+- ``elastic reproduce asa [--trace PATH] [--runs R] [--out DIR] [--full]``: Souza et al. (ASA), Table 1's
+  HPC2N rows: ``elastic compare``'s experiment on the HPC2N 2002 trace (``--trace``, else
+  ``$ELASTIC_TRACES/HPC2N-2002-2.2-cln.swf.gz``).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +21,16 @@ from elastic.cli.values import int_in_range
 
 __all__ = ["register"]
 
-PAPERS = ("speculative", "onthefly", "cp")
+PAPERS = ("speculative", "onthefly", "cp", "asa")
 
 #: Random workloads per point unless --runs is given: what fits in a few minutes on two cores.
-DEFAULT_RUNS = {"speculative": 5, "onthefly": 10, "cp": 1}
+DEFAULT_RUNS = {"speculative": 5, "onthefly": 10, "cp": 1, "asa": 10}
+
+#: asa: runs per cell with --full (the count of the comparison on the results page; the paper ran one).
+ASA_FULL_RUNS = 30
+
+#: asa: the trace file looked for in $ELASTIC_TRACES when --trace is not given.
+HPC2N_TRACE = "HPC2N-2002-2.2-cln.swf.gz"
 
 
 def register(subparsers: Any) -> None:
@@ -38,19 +48,67 @@ def register(subparsers: Any) -> None:
         "--runs",
         type=int_in_range(1, 1000, "runs are averaged one by one"),
         default=None,
-        help="random workloads per point (default: speculative 5, onthefly 10, cp 1; the papers: 50, 10, "
-        "one trace)",
+        help="random workloads per point (default: speculative 5, onthefly 10, cp 1, asa 10; the papers: "
+        "50, 10, one trace, one run per cell)",
+    )
+    parser.add_argument(
+        "--trace",
+        metavar="PATH",
+        default=None,
+        help=f"asa: the HPC2N 2002 SWF trace (default: $ELASTIC_TRACES/{HPC2N_TRACE}; "
+        "elastic traces download hpc2n fetches it)",
     )
     parser.add_argument("--out", metavar="DIR", default=None, help="also write PAPER.md into DIR")
     parser.add_argument(
-        "--full", action="store_true", help="the paper's full sweeps (slower); cp: 4,000 jobs, not 1,500"
+        "--full",
+        action="store_true",
+        help=f"the paper's full sweeps (slower); cp: 4,000 jobs, not 1,500; asa: {ASA_FULL_RUNS} runs a cell",
     )
     parser.set_defaults(func=_run)
 
 
+def _hpc2n_trace(given: str | None) -> Path:
+    """Return the HPC2N trace's path: ``--trace``, else ``$ELASTIC_TRACES``' copy; refuse a missing file."""
+    from elastic.errors import ConfigError
+
+    if given is not None:
+        path = Path(given)
+    elif os.environ.get("ELASTIC_TRACES"):
+        path = Path(os.environ["ELASTIC_TRACES"]) / HPC2N_TRACE
+    else:
+        raise ConfigError(
+            f"elastic reproduce asa needs the HPC2N 2002 trace: pass --trace PATH/{HPC2N_TRACE} or set "
+            "ELASTIC_TRACES to its folder (elastic traces download hpc2n fetches it)"
+        )
+    if not path.is_file():
+        raise ConfigError(f"the HPC2N trace {str(path)!r} is not a file (elastic traces download hpc2n)")
+    return path
+
+
+def _asa(args: argparse.Namespace) -> Any:
+    from elastic.cli.arguments import read_trace
+    from elastic.errors import ConfigError
+    from elastic.papers import asa
+
+    if args.figure:
+        raise ConfigError("the ASA reproduction has no --figure: it prints Table 1's HPC2N rows")
+    trace = _hpc2n_trace(args.trace)
+    runs = args.runs if args.runs is not None else ASA_FULL_RUNS if args.full else DEFAULT_RUNS["asa"]
+    background = read_trace(str(trace), "reproduce", load=1.0).workload
+    return asa.reproduce(
+        background, runs=runs, queue=f"the {trace.name} trace replayed behind the workflow (plain replay)"
+    )
+
+
 def _run(args: argparse.Namespace) -> int:
     runs = args.runs if args.runs is not None else DEFAULT_RUNS[args.paper]
-    if args.paper == "cp":
+    if args.trace is not None and args.paper != "asa":
+        from elastic.errors import ConfigError
+
+        raise ConfigError("--trace is the asa reproduction's (the HPC2N trace)")
+    if args.paper == "asa":
+        report = _asa(args)
+    elif args.paper == "cp":
         from elastic.errors import ConfigError
         from elastic.papers import cpdispatch
 
