@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from elastic.cli.values import int_in_range
+from elastic.cli.values import int_in_range, processors
 
 __all__ = ["register"]
 
@@ -58,6 +58,14 @@ def register(subparsers: Any) -> None:
         help=f"asa: the HPC2N 2002 SWF trace (default: $ELASTIC_TRACES/{HPC2N_TRACE}; "
         "elastic traces download hpc2n fetches it)",
     )
+    parser.add_argument(
+        "--processors",
+        type=processors,
+        default=None,
+        metavar="N",
+        help="asa: the trace's cores where its header gives no size (as the reader's warning asks); with a "
+        "header, jobs are scaled to this size (no longer the paper's setting)",
+    )
     parser.add_argument("--out", metavar="DIR", default=None, help="also write PAPER.md into DIR")
     parser.add_argument(
         "--full",
@@ -94,7 +102,7 @@ def _asa(args: argparse.Namespace) -> Any:
         raise ConfigError("the ASA reproduction has no --figure: it prints Table 1's HPC2N rows")
     trace = _hpc2n_trace(args.trace)
     runs = args.runs if args.runs is not None else ASA_FULL_RUNS if args.full else DEFAULT_RUNS["asa"]
-    background = read_trace(str(trace), "reproduce", load=1.0).workload
+    background = read_trace(str(trace), "reproduce", load=1.0, processors=args.processors).workload
     return asa.reproduce(
         background, runs=runs, queue=f"the {trace.name} trace replayed behind the workflow (plain replay)"
     )
@@ -102,10 +110,11 @@ def _asa(args: argparse.Namespace) -> Any:
 
 def _run(args: argparse.Namespace) -> int:
     runs = args.runs if args.runs is not None else DEFAULT_RUNS[args.paper]
-    if args.trace is not None and args.paper != "asa":
+    if (args.trace is not None or args.processors is not None) and args.paper != "asa":
         from elastic.errors import ConfigError
 
-        raise ConfigError("--trace is the asa reproduction's (the HPC2N trace)")
+        option = "--trace" if args.trace is not None else "--processors"
+        raise ConfigError(f"{option} is the asa reproduction's (the HPC2N trace it replays)")
     if args.paper == "asa":
         report = _asa(args)
     elif args.paper == "cp":

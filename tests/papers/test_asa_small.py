@@ -88,6 +88,9 @@ def test_bad_input_is_refused_before_any_work(
     assert "--trace" in capsys.readouterr().err
     assert main(["reproduce", "asa", "--trace", "/nonexistent/hpc2n.swf"]) != 0
     assert main(["reproduce", "onthefly", "--trace", "x.swf"]) != 0
+    capsys.readouterr()
+    assert main(["reproduce", "cp", "--processors", "240"]) != 0
+    assert "--processors is the asa reproduction's" in capsys.readouterr().err
 
 
 def test_a_faster_per_stage_is_named_as_the_reason() -> None:

@@ -139,6 +139,7 @@ TRACE_COMMANDS = {
     "fidelity": ["fidelity", "--trace", "T"],
     "waits": ["waits", "--trace", "T"],
     "traces info": ["traces", "info", "T"],
+    "reproduce asa": ["reproduce", "asa", "--trace", "T"],
 }
 
 
@@ -157,4 +158,4 @@ def test_the_trace_commands_listed_are_every_one_with_a_trace() -> None:
 
     root = Path(cli.__file__).parent
     readers = {p.stem for p in root.glob("*.py") if re.search(r"read_trace\(|read_swf", p.read_text())}
-    assert readers - {"arguments"} == {"fidelity", "simulate", "traces", "waits"}
+    assert readers - {"arguments"} == {"fidelity", "simulate", "traces", "waits", "reproduce"}
