@@ -28,7 +28,16 @@ import numpy.typing as npt
 
 from elastic.errors import ConfigError
 from elastic.papers.replay import JobSpec, Replayed, replay
-from elastic.papers.report import NOT_REPRODUCED, REPRODUCED, Check, PaperReport, Table, size_verdict, worst
+from elastic.papers.report import (
+    NOT_REPRODUCED,
+    REPRODUCED,
+    Check,
+    PaperReport,
+    Table,
+    check_request,
+    size_verdict,
+    worst,
+)
 from elastic.simulator.conservative import Profile
 from elastic.simulator.engine import Engine
 from elastic.simulator.jobs import PENDING
@@ -327,11 +336,7 @@ def reproduce(
     ConfigError
         A figure this paper does not have, or ``runs < 1``.
     """
-    bad = sorted(set(figures) - set(FIGURES))
-    if bad:
-        raise ConfigError(f"the on-the-fly paper has no figure {bad[0]}; choose from {FIGURES}")
-    if runs < 1:
-        raise ConfigError(f"runs must be >= 1, got {runs}")
+    check_request("on-the-fly", figures, FIGURES, runs)
     ers = ER_FULL if full else ER_QUICK
     res = {(p, er): _mean(p, er, runs, nodes, jobs) for p in PATTERNS for er in ers}
     report = PaperReport("onthefly", TITLE, runs, choices=list(_choices(nodes, jobs)))

@@ -10,7 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["REPRODUCED", "IN_TREND", "NOT_REPRODUCED", "Check", "PaperReport", "Table", "size_verdict"]
+__all__ = [
+    "REPRODUCED",
+    "IN_TREND",
+    "NOT_REPRODUCED",
+    "Check",
+    "PaperReport",
+    "Table",
+    "check_request",
+    "size_verdict",
+]
 
 REPRODUCED = "reproduced"
 IN_TREND = "in trend"
@@ -18,6 +27,17 @@ NOT_REPRODUCED = "not reproduced"
 
 #: A printed size counts as matched within this factor of the paper's range.
 SIZE_SLACK = 1.5
+
+
+def check_request(paper: str, figures: Sequence[int], available: Sequence[int], runs: int) -> None:
+    """Refuse a figure ``paper`` does not have, or ``runs < 1``, before any work (a ConfigError)."""
+    from elastic.errors import ConfigError
+
+    bad = sorted(set(figures) - set(available))
+    if bad:
+        raise ConfigError(f"the {paper} paper has no figure {bad[0]}; choose from {tuple(available)}")
+    if runs < 1:
+        raise ConfigError(f"runs must be >= 1, got {runs}")
 
 
 def size_verdict(direction: bool, size: float | None, low: float, high: float) -> str:

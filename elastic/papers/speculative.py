@@ -34,6 +34,7 @@ from elastic.papers.report import (
     Check,
     PaperReport,
     Table,
+    check_request,
     size_verdict,
     worst,
 )
@@ -629,11 +630,7 @@ def reproduce(figures: Sequence[int] = FIGURES, runs: int = 5, full: bool = Fals
     ConfigError
         A figure this paper does not have, or ``runs < 1``.
     """
-    bad = sorted(set(figures) - set(FIGURES))
-    if bad:
-        raise ConfigError(f"the speculative-scheduling paper has no figure {bad[0]}; choose from {FIGURES}")
-    if runs < 1:
-        raise ConfigError(f"runs must be >= 1, got {runs}")
+    check_request("speculative-scheduling", figures, FIGURES, runs)
     report = PaperReport("speculative", TITLE, runs, choices=list(CHOICES))
     figs = set(figures)
     for n, fn in ((2, figure_2), (3, figure_3)):
