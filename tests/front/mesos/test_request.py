@@ -5,6 +5,7 @@ left out for the CI budget)."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -16,12 +17,28 @@ from tests.front.mesos.raw import RawScheduler, launch, task_info
 pytestmark = pytest.mark.slow
 
 
+def barrier(folder: Path, i: int) -> str:
+    """A task that marks itself started, then waits up to 20 s for three marks: it exits 0 only if the
+    three tasks were running at the same time (a barrier, not a timing rule that load can break)."""
+    return (
+        f"touch {folder}/started-{i}; for _ in $(seq 200); do "
+        f'[ "$(ls {folder} | wc -l)" -ge 3 ] && exit 0; sleep 0.1; done; exit 1'
+    )
+
+
+def ended(event: dict, task_id: str) -> bool:
+    if event["type"] != "UPDATE":
+        return False
+    status = event["update"]["status"]
+    return bool(status["task_id"]["value"] == task_id and status["state"] in {"TASK_FINISHED", "TASK_FAILED"})
+
+
 def cpus(n: float) -> dict:
     return {"resources": [{"name": "cpus", "type": "SCALAR", "scalar": {"value": n}}]}
 
 
 @pytest.mark.timeout(120)
-def test_a_framework_that_requests_three_cores_runs_a_gang_of_three() -> None:
+def test_a_framework_that_requests_three_cores_runs_a_gang_of_three(tmp_path: Path) -> None:
     with (
         LocalBackend(cores=4) as backend,
         Elastic(backend, "asa", store=False, poll_interval=0.5, idle_timeout=1.0) as el,
@@ -44,17 +61,18 @@ def test_a_framework_that_requests_three_cores_runs_a_gang_of_three() -> None:
             assert time.monotonic() < deadline, f"the stage has {cores()} cores, 3 were requested"
             time.sleep(0.1)
         mark, launched = 0, 0
-        while launched < 3:  # launch on offers as they come (one allocation, or several)
-            offer = raw.offer(after=mark)
-            mark = len(raw.events)
-            n = min(3 - launched, int(offer["resources"][0]["scalar"]["value"]))
-            agent = offer["agent_id"]["value"]
-            tasks = [task_info(f"t{launched + i}", agent, "sleep 1.5") for i in range(n)]
-            assert raw.call("ACCEPT", accept=launch(offer["id"]["value"], *tasks)).status_code == 202
-            launched += n
-        stamps = {
-            state: [raw.status(f"t{i}", state)["timestamp"] for i in range(3)]
-            for state in ("TASK_RUNNING", "TASK_FINISHED")
-        }
-        assert max(stamps["TASK_RUNNING"]) < min(stamps["TASK_FINISHED"]), "the three tasks ran together"
+        while launched < 3:  # launch on every offer as it comes (one allocation, or several)
+            event = raw.wait_for(lambda e: e["type"] == "OFFERS", 30.0, after=mark)
+            mark = raw.events.index(event) + 1
+            for offer in event["offers"]["offers"]:
+                n = min(3 - launched, int(offer["resources"][0]["scalar"]["value"]))
+                agent = offer["agent_id"]["value"]
+                ids = range(launched, launched + n)
+                tasks = [task_info(f"t{i}", agent, barrier(tmp_path, i)) for i in ids]
+                assert raw.call("ACCEPT", accept=launch(offer["id"]["value"], *tasks)).status_code == 202
+                launched += n
+        # each task finishes only if it saw the other two running beside it (a gang), fails otherwise
+        ends = [raw.wait_for(lambda e, i=i: ended(e, f"t{i}"), 40.0) for i in range(3)]
+        states = [e["update"]["status"]["state"] for e in ends]
+        assert states == ["TASK_FINISHED"] * 3, f"the three tasks did not run together: {states}"
         raw.close()
