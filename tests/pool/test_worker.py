@@ -85,6 +85,12 @@ def test_a_worker_killed_while_its_allocation_drains_loses_the_task_not_fails_it
     marker = str(tmp_path / "started")  # the rerun on a2 returns at once
     task = pool.submit(Task.call(sleep_first_time_then_pid, (marker, 60.0), task_id="t"))
     wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.task_id == "t" and e.state is TaskState.RUNNING)
+    # RUNNING is sent when the worker takes the task, maybe before its body left the marker: a kill before
+    # that would make the rerun sleep too (the rare flake this wait removes)
+    deadline = time.monotonic() + 30
+    while not Path(marker).exists():
+        assert time.monotonic() < deadline, "the task never started its body"
+        time.sleep(0.02)
     pool.drain("a1", "released by the strategy")
     os.kill(worker, signal.SIGKILL)
     lost = wait_for(
