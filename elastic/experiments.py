@@ -17,6 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from elastic.control.execution import RunResult
+from elastic.control.rate import SubmissionLimit
 from elastic.control.sim_execution import SimExecution
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.priority import DEFAULT_PRIORITY
@@ -227,6 +228,7 @@ def simulate_runs(
     on_run: Callable[[int, RunResult], None] | None = None,
     job_cores: int | None = None,
     queue_rules: bool = True,
+    submission_rate: SubmissionLimit | None = None,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -284,6 +286,9 @@ def simulate_runs(
     queue_rules : bool, default True
         ``mode="capacity"``: apply the queue rules derived from the trace
         (:class:`~elastic.backends.mock.MockBackend` ``queue_rules``).
+    submission_rate : SubmissionLimit or None, default None
+        How fast each run may submit batch jobs, on the virtual clock
+        (:class:`~elastic.control.runner.Runner` ``submission_rate``); None: 30 at once, then 30 a minute.
 
     Returns
     -------
@@ -348,6 +353,7 @@ def simulate_runs(
             poll_interval=poll_interval,
             max_duration=horizon,
             job_cores=job_cores,
+            submission_rate=submission_rate,
         )
         try:
             result = runner.run()

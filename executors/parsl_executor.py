@@ -55,6 +55,7 @@ except ImportError:  # say which extra installs it, not only that a module is mi
 
 from elastic.allocations import AllocationEvent, AllocationState
 from elastic.backends.base import BatchBackend
+from elastic.control.rate import SubmissionLimit
 from elastic.errors import ConfigError
 from elastic.executors.parsl_blocks import block_changes, block_messages, block_statuses
 from elastic.executors.parsl_plan import app_resources, calling_dfk, loaded_dfk, waiting_stages
@@ -99,7 +100,7 @@ class ElasticExecutor(ParslExecutor):
     workflow, store, learner, max_cores, job_cores, idle_timeout, poll_interval : optional
         As the :class:`~elastic.front.settings.Settings` fields (a keyword given replaces the object's
         value). ``workflow`` None: the DataFlowKernel's workflow name (the script's file name).
-    max_retries, drain_margin, speedup, name, user, site, progress : optional
+    max_retries, drain_margin, speedup, name, user, site, submission_rate, progress : optional
         As the :class:`~elastic.front.settings.Settings` fields. ``max_retries`` counts losses (allocation
         or agent gone), not Parsl's retries; ``name`` None: ``"parsl"``; ``site`` None with ``"slurm"``:
         the site file, read and checked here; ``progress`` None: True, and the lines also go to Parsl's
@@ -151,6 +152,7 @@ class ElasticExecutor(ParslExecutor):
         name: str | None = None,
         user: str | None = None,
         site: SiteConfig | None = None,
+        submission_rate: float | SubmissionLimit | None = None,
         progress: bool | None = None,
         job_name: str | None = None,
         plan_interval: float = 1.0,
@@ -198,6 +200,7 @@ class ElasticExecutor(ParslExecutor):
             name=job_name if name is None else name,
             user=user,
             site=site,
+            submission_rate=submission_rate,
             progress=progress,
             **pool_options,
         )

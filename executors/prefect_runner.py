@@ -93,9 +93,9 @@ class ElasticTaskRunner(TaskRunner[ElasticPrefectFuture]):
         ``workflow`` (default: the flow's name, so later runs of the flow know its stages from the store),
         ``store``, ``learner``, ``max_cores``, ``job_cores``, ``idle_timeout``, ``poll_interval``,
         ``drain_margin``, ``speedup``, ``name``, ``user``, ``site`` (with ``"slurm"`` and no ``site``, the
-        site file, read and checked here), ``progress`` (default: one line per stage and allocation event
-        on the flow run's logger, Prefect's console and the run's logs in the UI, and a live view on a
-        terminal; False: nothing), and pool options (``workers``,
+        site file, read and checked here), ``submission_rate``, ``progress`` (default: one line per
+        stage and allocation event on the flow run's logger, Prefect's console and the run's logs in the
+        UI, and a live view on a terminal; False: nothing), and pool options (``workers``,
         ``worker_memory``, ``secret_dir``, ...). Not ``max_retries``: a task run lost with its allocation
         is retried under the Prefect task's own ``retries``.
 

@@ -20,6 +20,7 @@ import os
 
 from elastic.backends.mock import MockBackend
 from elastic.control.execution import RunResult
+from elastic.control.rate import SubmissionLimit
 from elastic.errors import ConfigError, ElasticError
 from elastic.experiments import parse_strategy, split_cores, start_points, window
 from elastic.front.door import Elastic
@@ -55,6 +56,7 @@ class _DemoRunner:
     priority: str
     cap: bool
     queue_rules: bool = True
+    submission_rate: SubmissionLimit | None = None
 
     def __call__(self, request: RunRequest) -> RunResult:
         cell = request.cell
@@ -82,6 +84,7 @@ class _DemoRunner:
                 learner=request.waits,
                 max_cores=cell.cores if self.cap else None,
                 job_cores=split_cores(cell.workflow) if shape == "split" else None,
+                submission_rate=self.submission_rate,
             )
             try:
                 with el:
@@ -119,6 +122,7 @@ def demo_runner(
     priority: str = "age",
     cap_cores: bool = True,
     queue_rules: bool = True,
+    submission_rate: SubmissionLimit | None = None,
 ) -> RunOne:
     """Return the ``run_one`` of an emulated experiment over ``background`` (see the module docstring).
 
@@ -145,6 +149,8 @@ def demo_runner(
         their own widths.
     queue_rules : bool, default True
         ``mode="capacity"``: apply the queue rules derived from the trace, as in pure simulation.
+    submission_rate : SubmissionLimit or None, default None
+        How fast each run may submit batch jobs (:class:`elastic.Settings` ``submission_rate``).
 
     Raises
     ------
@@ -177,4 +183,5 @@ def demo_runner(
         priority,
         cap_cores,
         queue_rules,
+        submission_rate,
     )

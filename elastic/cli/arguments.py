@@ -12,7 +12,14 @@ import argparse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from elastic.cli.values import parse_cores, parse_reserve, positive_duration, positive_float, processors
+from elastic.cli.values import (
+    parse_cores,
+    parse_reserve,
+    positive_duration,
+    positive_float,
+    processors,
+    submission_rate,
+)
 from elastic.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -29,6 +36,7 @@ __all__ = [
     "add_mode_arguments",
     "add_priority_argument",
     "add_queue_rules_argument",
+    "add_submission_rate_argument",
     "capacity_window",
     "check_background_arguments",
     "load_background",
@@ -101,6 +109,22 @@ def add_priority_argument(parser: argparse.ArgumentParser) -> None:
         "age = Slurm multifactor, age counted from eligibility, behind every job already waiting "
         "(default); basic = priority/basic, its submit place; accrue-always = multifactor with "
         "PriorityFlags=ACCRUE_ALWAYS, age from submit (same order as basic when age is the only factor)",
+    )
+
+
+def add_submission_rate_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--submission-rate`` (every subcommand where allocation control runs has it).
+
+    Its value is a :class:`~elastic.control.rate.SubmissionLimit` (None: the default cap).
+    """
+    parser.add_argument(
+        "--submission-rate",
+        type=submission_rate,
+        default=None,
+        metavar="JOBS_PER_MIN",
+        help="submit batch jobs at most this fast, on the backend's clock: N jobs a minute, in (0, 600], "
+        "at most a minute's worth (1 to 30) at once (default: 30 at once, then 30 a minute); a run is "
+        "slowed, never stopped, by it",
     )
 
 

@@ -39,7 +39,7 @@ from rich.progress import Progress
 from rich.table import Table
 from scipy import stats
 
-from elastic.cli.arguments import add_background_arguments, load_background
+from elastic.cli.arguments import add_background_arguments, add_submission_rate_argument, load_background
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
 from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
@@ -151,6 +151,7 @@ def register(subparsers: Any) -> None:
         help="wait learner for every strategy (default: each its own: ewma; tuned for the paper's ASA)",
     )
     parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
+    add_submission_rate_argument(parser)
     emulate = parser.add_argument_group(
         "emulation", "run the real demos (montage, blast, statistics) instead of simulating their models"
     )
@@ -278,6 +279,7 @@ def _run(args: argparse.Namespace) -> int:
                 priority=setup.priority,
                 learner=args.learner,
                 queue_rules=setup.queue_rules,
+                submission_rate=args.submission_rate,
             )
             progress.advance(task)
     elapsed = time.perf_counter() - began

@@ -140,6 +140,7 @@ def run_report(
             priority=setup.priority,
             cap_cores=bool(args.peak_cores),
             queue_rules=setup.queue_rules,
+            submission_rate=args.submission_rate,
         )
         runner = emulation(run_one, seed=args.seed)
         size = "each demo's default size" if args.size is None else f"size {args.size}"
@@ -158,6 +159,7 @@ def run_report(
             priority=setup.priority,
             seed=args.seed,
             queue_rules=setup.queue_rules,
+            submission_rate=args.submission_rate,
         )
         execution = None
         verb = "simulated"

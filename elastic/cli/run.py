@@ -37,6 +37,7 @@ from rich.live import Live
 
 from elastic.cli.arguments import (
     add_background_arguments,
+    add_submission_rate_argument,
     check_background_arguments,
     load_background,
     mock_backend,
@@ -117,6 +118,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--qos", help="Slurm QOS")
     parser.add_argument("--bind", default="127.0.0.1", help="interface the pool listens on (Slurm)")
     parser.add_argument("--events", metavar="OUT.csv", help="write the run's event timeline as CSV")
+    add_submission_rate_argument(parser)
     parser.add_argument(
         "--no-progress",
         action="store_true",
@@ -154,6 +156,7 @@ def _simulate(
         wait_store=store,
         shared=store,
         poll_interval=args.poll or 30.0,
+        submission_rate=args.submission_rate,
     )
     return result
 
@@ -209,6 +212,7 @@ def _real(
                 seed=args.seed,
                 poll_interval=poll,
                 on_iteration=on_iteration,
+                submission_rate=args.submission_rate,
             )
             return runner.run()
     finally:

@@ -208,6 +208,7 @@ def run_demo(args: argparse.Namespace, store: ResilientStore | None) -> DemoOutc
         "store": store if store is not None else False,
         "learner": args.learner,
         "poll_interval": args.poll,
+        "submission_rate": args.submission_rate,
         "bind": args.bind,
         "progress": not getattr(args, "no_progress", False),
     }

@@ -11,6 +11,10 @@ import argparse
 import math
 import re
 from collections.abc import Callable, Collection
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from elastic.control.rate import SubmissionLimit
 
 __all__ = [
     "finite_float",
@@ -29,6 +33,7 @@ __all__ = [
     "name_list",
     "processors",
     "speedup",
+    "submission_rate",
 ]
 
 _UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
@@ -139,6 +144,22 @@ def speedup(text: str) -> float:
     if problem is not None:
         raise argparse.ArgumentTypeError(f"expected a speed-up {SPEEDUP_RANGE} ({problem}); got {text!r}")
     return float(text)
+
+
+def submission_rate(text: str) -> SubmissionLimit:
+    """Parse ``--submission-rate``: batch jobs a minute, in ``(0, MAX_PER_MINUTE]``.
+
+    At most a minute's worth go at once (:func:`~elastic.control.rate.submission_limit`).
+
+    Examples
+    --------
+    >>> submission_rate("6").burst
+    6
+    """
+    from elastic.control.rate import MAX_PER_MINUTE, submission_limit
+
+    allowed = f"jobs a minute, a number in (0, {MAX_PER_MINUTE:g}]"
+    return submission_limit(_finite(text, allowed, lambda value: 0 < value <= MAX_PER_MINUTE))
 
 
 def processors(text: str) -> int:

@@ -24,8 +24,11 @@ the mock's virtual clock):
   until a user resumes it, a run here goes on at the slowest rate (one job per 30 min by default) and
   says so: a run is never stalled by the cap, only slowed.
 
-Limits on what a user may set are checked when the cap is made (:data:`MAX_PER_MINUTE`,
-:data:`MAX_BURST`, :data:`MAX_FAILURE_DELAY`), with the limit in the message.
+A user sets the cap with :class:`SubmissionLimit` (frozen, checked when built), or with a number of jobs a
+minute (:func:`submission_limit`), through the ``submission_rate`` setting of every front-end
+(:class:`elastic.Settings`) and ``--submission-rate`` of ``elastic run`` and ``elastic compare``; each run
+makes its own :class:`SubmissionRate` from it. Limits on what a user may set are checked up front
+(:data:`MAX_PER_MINUTE`, :data:`MAX_BURST`, :data:`MAX_FAILURE_DELAY`), with the limit in the message.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import itertools
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from elastic.errors import ConfigError
 
@@ -44,7 +48,9 @@ __all__ = [
     "MAX_BURST",
     "MAX_FAILURE_DELAY",
     "MAX_PER_MINUTE",
+    "SubmissionLimit",
     "SubmissionRate",
+    "submission_limit",
 ]
 
 logger = logging.getLogger(__name__)
@@ -72,8 +78,120 @@ MAX_FAILURE_DELAY = 86400.0
 def _number(value: object, name: str) -> float:
     """Return ``value`` as a float if it is a finite real number, else raise naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ConfigError(f"SubmissionRate: {name} must be a finite number, got {value!r}")
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
     return float(value)
+
+
+def _checked(
+    per_minute: object, burst: object, failure_delays: object, where: str
+) -> tuple[float, int, tuple[float, ...]]:
+    """Return the cap's values checked against the documented limits; raise naming each as ``where.x``."""
+    rate = _number(per_minute, f"{where}per_minute")
+    if not 0 < rate <= MAX_PER_MINUTE:
+        raise ConfigError(
+            f"{where}per_minute must be in (0, {MAX_PER_MINUTE:g}] jobs a minute, got {per_minute!r}"
+        )
+    if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= MAX_BURST:
+        raise ConfigError(f"{where}burst must be an integer in [1, {MAX_BURST}], got {burst!r}")
+    if isinstance(failure_delays, (str, bytes)) or not isinstance(failure_delays, Sequence):
+        raise ConfigError(f"{where}failure_delays must be a sequence of seconds, got {failure_delays!r}")
+    delays = tuple(_number(d, f"{where}failure_delays") for d in failure_delays)
+    if not delays or delays[0] != 0.0:
+        raise ConfigError(f"{where}failure_delays must start with 0 (no failure), got {delays!r}")
+    if any(b < a for a, b in itertools.pairwise(delays)) or delays[-1] > MAX_FAILURE_DELAY:
+        raise ConfigError(
+            f"{where}failure_delays must not decrease and be at most {MAX_FAILURE_DELAY:g} s, got {delays!r}"
+        )
+    return rate, burst, delays
+
+
+@dataclass(frozen=True)
+class SubmissionLimit:
+    """How fast a run may submit batch jobs: what a user sets; each run makes a :class:`SubmissionRate`.
+
+    Parameters
+    ----------
+    per_minute : float, default 30.0
+        Jobs a minute, sustained; in ``(0, MAX_PER_MINUTE]``.
+    burst : int, default 30
+        Jobs at once (the bucket's size); in ``[1, MAX_BURST]``.
+    failure_delays : sequence of float, default ``FAILURE_DELAYS``
+        Seconds between submissions after ``k`` allocations in a row failed (index ``k``; the last entry
+        for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``. Kept as a tuple.
+
+    Raises
+    ------
+    ConfigError
+        A value outside its range (the message names it and gives the range).
+
+    Examples
+    --------
+    >>> SubmissionLimit(per_minute=6, burst=2).rate().burst
+    2
+    >>> SubmissionLimit(burst=0)
+    Traceback (most recent call last):
+    ...
+    elastic.errors.ConfigError: SubmissionLimit: burst must be an integer in [1, 1000], got 0
+    """
+
+    per_minute: float = DEFAULT_PER_MINUTE
+    burst: int = DEFAULT_BURST
+    failure_delays: Sequence[float] = field(default=FAILURE_DELAYS)
+
+    def __post_init__(self) -> None:
+        """Check every value (see the class docstring); keep the delays as a tuple."""
+        rate, _, delays = _checked(self.per_minute, self.burst, self.failure_delays, "SubmissionLimit: ")
+        object.__setattr__(self, "per_minute", rate)
+        object.__setattr__(self, "failure_delays", delays)
+
+    def rate(self) -> SubmissionRate:
+        """Return a fresh cap with these values (one per run: it counts what the run submitted)."""
+        return SubmissionRate(
+            per_minute=self.per_minute, burst=self.burst, failure_delays=self.failure_delays
+        )
+
+
+def submission_limit(value: object, name: str = "submission_rate") -> SubmissionLimit:
+    """Return the limit a user's ``submission_rate`` value stands for, checked.
+
+    Parameters
+    ----------
+    value : None, number or SubmissionLimit
+        None: the defaults (30 jobs at once, then 30 a minute). A number ``N``: ``N`` jobs a minute, at
+        most a minute's worth at once (``ceil(N)``, between 1 and the default burst of 30), so no minute
+        sees more than about ``2 N`` jobs; the default back-off after failures. A
+        :class:`SubmissionLimit`: as it is.
+    name : str, default "submission_rate"
+        How the caller names the value in an error (``"Elastic: submission_rate"``, ``"--submission-rate"``).
+
+    Returns
+    -------
+    SubmissionLimit
+
+    Raises
+    ------
+    ConfigError
+        Neither of the above, or a number outside ``(0, MAX_PER_MINUTE]``; the message names ``name``.
+
+    Examples
+    --------
+    >>> submission_limit(6)
+    SubmissionLimit(per_minute=6.0, burst=6, failure_delays=(0.0, 30.0, 120.0, 600.0, 1800.0))
+    >>> submission_limit(None) == SubmissionLimit()
+    True
+    """
+    if value is None:
+        return SubmissionLimit()
+    if isinstance(value, SubmissionLimit):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(
+            f"{name} must be jobs a minute (a number in (0, {MAX_PER_MINUTE:g}]), a SubmissionLimit or "
+            f"None (30 at once, then 30 a minute), got {value!r}"
+        )
+    if not (math.isfinite(value) and 0 < value <= MAX_PER_MINUTE):
+        raise ConfigError(f"{name} must be in (0, {MAX_PER_MINUTE:g}] jobs a minute, got {value!r}")
+    return SubmissionLimit(per_minute=float(value), burst=min(DEFAULT_BURST, max(1, math.ceil(value))))
 
 
 class SubmissionRate:
@@ -115,28 +233,7 @@ class SubmissionRate:
         burst: int = DEFAULT_BURST,
         failure_delays: Sequence[float] = FAILURE_DELAYS,
     ) -> None:
-        rate = _number(per_minute, "per_minute")
-        if not 0 < rate <= MAX_PER_MINUTE:
-            raise ConfigError(
-                f"SubmissionRate: per_minute must be in (0, {MAX_PER_MINUTE:g}] jobs a minute, "
-                f"got {per_minute!r}"
-            )
-        if isinstance(burst, bool) or not isinstance(burst, int) or not 1 <= burst <= MAX_BURST:
-            raise ConfigError(f"SubmissionRate: burst must be an integer in [1, {MAX_BURST}], got {burst!r}")
-        if isinstance(failure_delays, (str, bytes)) or not isinstance(failure_delays, Sequence):
-            raise ConfigError(
-                f"SubmissionRate: failure_delays must be a sequence of seconds, got {failure_delays!r}"
-            )
-        delays = tuple(_number(d, "failure_delays") for d in failure_delays)
-        if not delays or delays[0] != 0.0:
-            raise ConfigError(
-                f"SubmissionRate: failure_delays must start with 0 (no failure), got {delays!r}"
-            )
-        if any(b < a for a, b in itertools.pairwise(delays)) or delays[-1] > MAX_FAILURE_DELAY:
-            raise ConfigError(
-                f"SubmissionRate: failure_delays must not decrease and be at most {MAX_FAILURE_DELAY:g} s, "
-                f"got {delays!r}"
-            )
+        rate, burst, delays = _checked(per_minute, burst, failure_delays, "SubmissionRate: ")
         self.per_minute = rate
         self.burst = burst
         self.failure_delays = delays

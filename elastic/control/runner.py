@@ -20,6 +20,7 @@ from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.demand import DeclaredDemand
 from elastic.control.execution import Execution, RunResult
+from elastic.control.rate import SubmissionLimit, submission_limit
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind, compute_metrics
 from elastic.strategies.base import RunView, Strategy
@@ -63,6 +64,9 @@ class Runner:
     max_cores : int or None, default None
         No allocation wider; default the backend's partition (a stage wider than the partition runs in
         waves, as on the front door, instead of being refused by the batch system).
+    submission_rate : SubmissionLimit or None, default None
+        How fast batch jobs may be submitted (:class:`~elastic.control.rate.SubmissionLimit`; None: the
+        defaults, 30 at once then 30 a minute).
     """
 
     def __init__(
@@ -81,6 +85,7 @@ class Runner:
         on_iteration: Callable[[RunView], None] | None = None,
         job_cores: int | None = None,
         max_cores: int | None = None,
+        submission_rate: SubmissionLimit | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"Runner: poll_interval must be > 0 seconds, got {poll_interval!r}")
@@ -108,6 +113,7 @@ class Runner:
             job_cores=job_cores,
             max_cores=min(backend.partition().cores, max_cores or backend.partition().cores),
         )
+        self.controller.rate = submission_limit(submission_rate).rate()
 
     @property
     def events(self) -> tuple[Event, ...]:

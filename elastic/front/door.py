@@ -23,7 +23,7 @@ It is a :class:`concurrent.futures.Executor`: ``submit(fn, *args, **kwargs)``, `
 
 Here: building the parts, the control thread, the view and the end. Tasks coming in are
 :mod:`~elastic.front.intake`'s, the run's record (events, metrics, the store's run row)
-:mod:`~elastic.front.record`'s.
+:mod:`~elastic.front.record`'s. Over 500 lines because every setting is one of its keywords.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from elastic.front import signals
 from elastic.front.intake import Intake
 from elastic.front.progress import ProgressLogger, RunProgress
 from elastic.front.record import RunRecord
-from elastic.front.settings import Settings, check_settings, settings_from
+from elastic.front.settings import Settings, SubmissionLimit, check_settings, settings_from, submission_limit
 from elastic.front.setup import (
     note_site,
     remembered_plan,
@@ -111,7 +111,7 @@ class Elastic(concurrent.futures.Executor):
     workflow, store, learner, max_cores, job_cores, idle_timeout, poll_interval : optional
         As the :class:`~elastic.front.settings.Settings` fields of the same names (``workflow`` None:
         ``"default"``).
-    max_retries, drain_margin, speedup, name, user, site, progress : optional
+    max_retries, drain_margin, speedup, name, user, site, submission_rate, progress : optional
         As the :class:`~elastic.front.settings.Settings` fields (``max_retries`` None: 2; ``name`` None:
         ``"elastic"``; ``progress`` None: True, see :mod:`elastic.front.progress`). On Slurm, the site's
         options are checked with ``sbatch --test-only`` here, before any allocation.
@@ -139,6 +139,7 @@ class Elastic(concurrent.futures.Executor):
         name: str | None = None,
         user: str | None = None,
         site: SiteConfig | None = None,
+        submission_rate: float | SubmissionLimit | None = None,
         progress: bool | ProgressLogger | None = None,
         **pool_options: Any,
     ) -> None:
@@ -159,6 +160,7 @@ class Elastic(concurrent.futures.Executor):
             name=name,
             user=user,
             site=site,
+            submission_rate=submission_rate,
             progress=progress,
             **pool_options,
         )
@@ -243,6 +245,7 @@ class Elastic(concurrent.futures.Executor):
                 max_cores=min(partition, s.max_cores or partition),
                 job_cores=s.job_cores,
             )
+            self._controller.rate = submission_limit(s.submission_rate).rate()
             self._intake = Intake(
                 self._pool,
                 self._demand,

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeGuard
 
 from elastic.backends.base import BatchBackend
+from elastic.control.rate import SubmissionLimit, submission_limit
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.front.progress import ProgressLogger, check_progress
 from elastic.limits import check_speedup
@@ -46,7 +47,16 @@ if TYPE_CHECKING:
     from elastic.store.resilient import ResilientStore
     from elastic.strategies.base import Strategy
 
-__all__ = ["FIELDS", "POOL_OPTIONS", "Settings", "check_settings", "settings_from", "site_of"]
+__all__ = [
+    "FIELDS",
+    "POOL_OPTIONS",
+    "Settings",
+    "SubmissionLimit",
+    "check_settings",
+    "settings_from",
+    "site_of",
+    "submission_limit",
+]
 
 
 def _real(value: object) -> TypeGuard[float]:
@@ -133,6 +143,12 @@ class Settings:
     site : SiteConfig or None, default None
         The site's job settings (:mod:`elastic.site`). None: with ``"slurm"``, the site file; a backend
         object brings its own.
+    submission_rate : float, SubmissionLimit or None, default None
+        How fast allocation control may submit batch jobs (:mod:`elastic.control.rate`), on every backend
+        and clock: a number ``N`` is ``N`` jobs a minute (in ``(0, 600]``), at most a minute's worth at
+        once (``ceil(N)``, 1 to 30); a :class:`~elastic.control.rate.SubmissionLimit` sets the rate, the
+        burst and the back-off after failed allocations. Kept as a ``SubmissionLimit``. None: 30 jobs at
+        once, then 30 a minute. A request held back waits for its turn; the run is slowed, never stopped.
     progress : bool, logging.Logger or None, default None
         Show the run's progress (:mod:`elastic.front.progress`): a live view on a terminal, log lines
         elsewhere; a logger (or logger adapter) to write the lines to; False: nothing. None: the
@@ -174,6 +190,7 @@ class Settings:
     name: str | None = None
     user: str | None = None
     site: SiteConfig | None = None
+    submission_rate: float | SubmissionLimit | None = None
     progress: bool | ProgressLogger | None = None
     pool: Mapping[str, Any] = field(default_factory=dict)
 
@@ -229,6 +246,9 @@ class Settings:
             self.site is None or isinstance(self.site, SiteConfig),
             f"site must be a SiteConfig or None, got {self.site!r}",
         )
+        if self.submission_rate is not None:
+            limit = submission_limit(self.submission_rate, "Elastic: submission_rate")
+            object.__setattr__(self, "submission_rate", limit)
         if self.progress is not None:
             check_progress(self.progress, "Settings")
         unknown = set(self.pool) - POOL_OPTIONS

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from elastic.control.execution import RunResult
+from elastic.control.rate import SubmissionLimit
 from elastic.errors import ConfigError
 from elastic.experiments import MAX_RUNS, parse_strategy
 from elastic.report.records import RunRecord
@@ -128,7 +129,8 @@ class Simulation:
     ----------
     background : Workload
         Background jobs; the partition has ``background.processors`` cores.
-    policy, mode, reserve, priority, queue_rules : see :func:`elastic.experiments.simulate_runs`
+    policy, mode, reserve, priority, queue_rules, submission_rate : see
+        :func:`elastic.experiments.simulate_runs`
     seed : int, default 0
         Seeds the start points (the same for every cell) and task durations.
     """
@@ -141,6 +143,7 @@ class Simulation:
     seed: int = 0
     kind: str = "simulation"
     queue_rules: bool = True
+    submission_rate: SubmissionLimit | None = None
 
     def check(self, cells: Sequence[Cell]) -> None:
         """Refuse a workflow wider than the partition (naming it and the widths)."""
@@ -171,6 +174,7 @@ class Simulation:
             waits=waits,
             on_run=on_run,
             queue_rules=self.queue_rules,
+            submission_rate=self.submission_rate,
         )
 
 

@@ -71,6 +71,22 @@ def test_the_readme_parsl_example_runs_from_a_fresh_directory_regression_29(
     assert os.environ["SLURM_CONF"] == slurm_cluster.env["SLURM_CONF"]
 
 
+@pytest.mark.timeout(120)
+def test_the_parsl_guide_s_slurm_example_runs_verbatim_regression_29(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster
+) -> None:
+    # the guide's block itself, run as a user's script: it loads Parsl, runs 64 + 1 apps, cleans up
+    page = ROOT / "docs" / "guide" / "parsl.md"
+    blocks = python_blocks(page.read_text(encoding="utf-8"), "docs/guide/parsl.md")
+    (block,) = [b for b in blocks if 'backend="slurm"' in b.code]
+    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    exec(compile(block.code, f"{block.source}:{block.line}", "exec"), {"__name__": "docs_parsl_example"})
+    assert slurm_cluster.queue() == [], "a job outlived parsl.dfk().cleanup()"
+    (out,) = fresh_dir.glob("runinfo/000/task_logs/*/task_*_add.stdout")
+    assert out.read_text().split() == [f"tile{t}.fits" for t in range(64)]
+    assert list(fresh_dir.glob("runinfo/000/elastic/slurm/slurm-*.out")), "the tasks ran in Slurm jobs"
+
+
 @python_app
 def environment(*names: str) -> dict[str, str | None]:
     return {name: os.environ.get(name) for name in names}

@@ -63,6 +63,10 @@ BAD: dict[str, tuple[str, st.SearchStrategy[Any]]] = {
         st.one_of(_junk, st.integers(), st.just(""), st.just("a b"), st.just("x\ny")),
     ),
     "user": ("user", st.one_of(_junk, st.integers(), st.just(""))),
+    "submission_rate": (
+        "submission_rate",
+        st.one_of(_not_number, st.floats(max_value=0), st.floats(min_value=600.001), st.just(float("nan"))),
+    ),
     "workers": ("workers", st.one_of(_not_number, st.floats(), st.integers(max_value=0))),
     "worker_memory": ("worker_memory", st.one_of(_not_number, st.just("1G"), st.floats())),
     "prefetch_seconds": ("prefetch_seconds", _bad_seconds),

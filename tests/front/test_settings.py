@@ -13,6 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic import Elastic, Settings
+from elastic.control.rate import SubmissionLimit
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.executors.parsl_executor import ElasticExecutor
 from elastic.executors.prefect_runner import ElasticTaskRunner
@@ -46,6 +47,7 @@ EXAMPLES: dict[str, Any] = {
     "name": "job",
     "user": "alice",
     "site": None,
+    "submission_rate": SubmissionLimit(per_minute=6, burst=2),
     "progress": True,
 }
 """A value each shared option accepts (not its default)."""
