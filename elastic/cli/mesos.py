@@ -2,7 +2,7 @@
 
 ``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--authenticate]
 [--credentials FILE] [--secret-dir DIR] [--speedup K] [--partition P] [--account A] [--bind IFACE]
-[--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--offer-timeout S]
+[--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--offer-timeout S] [--gang-wait S]
 [--mem-per-core MB] [--disk-per-core MB] [--store URL | --no-store]``
 
 It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT")``) and whether
@@ -30,7 +30,7 @@ from elastic.strategies import STRATEGY_NAMES
 if TYPE_CHECKING:
     from elastic.front.settings import Settings
 
-__all__ = ["register"]
+__all__ = ["register", "server_options"]
 
 _BACKENDS = ("local", "mock", "slurm")
 
@@ -83,6 +83,13 @@ def register(subparsers: Any) -> None:
         help="seconds before an unanswered offer is rescinded, 0 for never (default 30, as MesosMaster)",
     )
     parser.add_argument(
+        "--gang-wait",
+        type=positive_float,
+        default=10.0,
+        help="seconds a framework waits, all its tasks running and none ended, with no core free, before "
+        "it is taken for a gang short of cores and one more is asked for it (default 10)",
+    )
+    parser.add_argument(
         "--mem-per-core", type=positive_float, default=1024.0, help="mem (MB) offered per core (default 1024)"
     )
     parser.add_argument(
@@ -131,6 +138,35 @@ def _settings(args: argparse.Namespace, backend: Any) -> Settings:
     )
 
 
+def server_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Return the :class:`~elastic.front.mesos.MesosServer` keyword arguments the parsed options give.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        The ``mesos`` subcommand's parsed options.
+
+    Returns
+    -------
+    dict
+        ``host``, ``port``, authentication, heartbeat, offer timeout, gang wait and per-core resources.
+    """
+    from elastic.front.mesos.master import DEFAULT_OFFER_TIMEOUT
+
+    return {
+        "host": args.host,
+        "port": args.port,
+        "authenticate": True if args.authenticate else None,
+        "credentials": args.credentials,
+        "secret_dir": args.secret_dir,
+        "heartbeat_interval": args.heartbeat,
+        "offer_timeout": DEFAULT_OFFER_TIMEOUT if args.offer_timeout is None else args.offer_timeout or None,
+        "gang_wait": args.gang_wait,
+        "mem_per_core": args.mem_per_core,
+        "disk_per_core": args.disk_per_core,
+    }
+
+
 def _serve(args: argparse.Namespace) -> int:
     _check(args)
     _settings(args, args.backend)
@@ -138,7 +174,6 @@ def _serve(args: argparse.Namespace) -> int:
 
     from elastic import Elastic
     from elastic.front.mesos import MesosServer
-    from elastic.front.mesos.master import DEFAULT_OFFER_TIMEOUT
 
     console = Console(soft_wrap=True)
     backend: Any = args.backend
@@ -150,18 +185,7 @@ def _serve(args: argparse.Namespace) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     with Elastic(settings=_settings(args, backend)) as el:
-        server = MesosServer(
-            el,
-            host=args.host,
-            port=args.port,
-            authenticate=True if args.authenticate else None,
-            credentials=args.credentials,
-            secret_dir=args.secret_dir,
-            heartbeat_interval=args.heartbeat,
-            offer_timeout=DEFAULT_OFFER_TIMEOUT if args.offer_timeout is None else args.offer_timeout or None,
-            mem_per_core=args.mem_per_core,
-            disk_per_core=args.disk_per_core,
-        )
+        server = MesosServer(el, **server_options(args))
         console.print(f"Mesos scheduler API at http://{server.address}/api/v1/scheduler", highlight=False)
         console.print(f"master (for pymesos): {server.address}", highlight=False)
         if not server.authenticate:

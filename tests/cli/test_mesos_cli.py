@@ -32,6 +32,8 @@ def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path:
         "--authenticate",
         "--offer-timeout",
         "20",
+        "--gang-wait",
+        "3",
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ)
     try:
@@ -65,6 +67,10 @@ def test_serves_a_framework_until_interrupted_then_releases_everything(tmp_path:
         (["--secret-dir", "/nonexistent/dir"], "--secret-dir /nonexistent/dir: not a directory"),
         (["--offer-timeout", "-1"], "--offer-timeout"),
         (["--disk-per-core", "0"], "--disk-per-core"),
+        (["--gang-wait", "0"], "--gang-wait: expected a finite number > 0"),
+        (["--gang-wait", "-2"], "--gang-wait: expected a finite number > 0"),
+        (["--gang-wait", "nan"], "--gang-wait: expected a finite number > 0"),
+        (["--gang-wait", "soon"], "--gang-wait: expected a finite number > 0"),
         (["--credentials", "/nonexistent/c.json"], "credentials file /nonexistent/c.json: cannot read it"),
     ],
 )
@@ -75,3 +81,14 @@ def test_bad_options_are_refused_before_anything_starts(options: list[str], mess
     )
     assert out.returncode == 2 and message in out.stderr, out.stderr
     assert time.monotonic() - started < 30
+
+
+def test_gang_wait_reaches_the_server_default_ten_seconds() -> None:
+    import argparse
+
+    from elastic.cli.mesos import register, server_options
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    assert server_options(parser.parse_args(["mesos", "--gang-wait", "2.5"]))["gang_wait"] == 2.5
+    assert server_options(parser.parse_args(["mesos"]))["gang_wait"] == 10.0
