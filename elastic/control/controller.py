@@ -88,11 +88,12 @@ class AllocationController:
     max_cores : int or None, default None
         No allocation is wider (a stage of many small tasks asks for one core per task; on a smaller
         partition, or under a user's cap, it gets this many and runs in waves).
-    job_cores : int or None, default None
+    job_cores, node_cores : int or None, default None
         Most cores in one batch job: a wider request is submitted as several jobs of at most this many
         cores (as dask-jobqueue's ``cores`` per worker job, or HyperQueue's workers per allocation), and
         each job is released on its own once its cores are not needed (a stage's tail, a narrow stage
         after a wide one). More jobs to queue, fewer idle cores held. None: one job per request.
+        ``node_cores``: cores per node, where jobs are placed on nodes: they are split in whole nodes.
     """
 
     def __init__(
@@ -109,6 +110,7 @@ class AllocationController:
         user: str | None = None,
         max_cores: int | None = None,
         job_cores: int | None = None,
+        node_cores: int | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"poll_interval must be > 0 backend seconds, got {poll_interval!r}")
@@ -116,8 +118,7 @@ class AllocationController:
             raise ConfigError(f"max_cores must be >= 1 or None, got {max_cores!r}")
         if job_cores is not None and job_cores < 1:
             raise ConfigError(f"job_cores must be >= 1 or None, got {job_cores!r}")
-        self.max_cores = max_cores
-        self.job_cores = job_cores
+        self.max_cores, self.job_cores, self.node_cores = max_cores, job_cores, node_cores
         self.strategy = strategy
         self.backend = backend
         self.execution = execution
@@ -345,9 +346,8 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
-        widths = split_request(
-            action.cores, action.pieces, self.job_cores, widest_task(self._task_cores, action)
-        )
+        task = widest_task(self._task_cores, action)  # a task wider than a node is refused (ConfigError)
+        widths = split_request(action.cores, action.pieces, self.job_cores, task, self.node_cores)
         if not self.rate.allow(now, len(widths)):  # the submission-rate cap: asked again at a later step
             return
         if len(widths) == 1:
