@@ -12,7 +12,7 @@ import re
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 
@@ -60,7 +60,7 @@ class AgentCommand:
     Examples
     --------
     >>> cmd = AgentCommand("tcp://127.0.0.1:5000", "a1", "/tmp/s", cores=4, python="py")
-    >>> cmd.to_script().split("; fi; ")[-1]  # one agent, unless Slurm placed the job on several nodes
+    >>> cmd.to_script()
     'exec py -m elastic.pool.agent --pool=tcp://127.0.0.1:5000 --allocation=a1 --secret-file=/tmp/s --cores=4'
     >>> AgentCommand.from_argv(cmd.to_argv()).cores
     4
@@ -141,38 +141,19 @@ class AgentCommand:
         return argv
 
     def to_script(self) -> str:
-        """Return the shell script body a backend runs in the allocation to start its agent(s).
-
-        With ``nodes`` > 1, one agent per node (``srun``). With ``cores`` and no ``nodes``, the job was
-        asked in cores, and Slurm may place them on several nodes (``--ntasks`` goes where there is room):
-        the script then starts one agent per node of the job, each offering its node's share
-        (``SLURM_CPUS_ON_NODE``), rather than one agent claiming every core on the first node. It checks
-        that the Slurm job is its own (``SLURM_JOB_ID`` is ``ELASTIC_JOB_ID``, as the Slurm backend sets
-        it), so a driver that itself runs in a Slurm job does not pass its job on to a mock's agents.
-        """
-        end = ""
+        """Return the shell script body a backend runs in the allocation to start its agent(s)."""
+        words = [self.python, "-m", "elastic.pool.agent", *self.to_argv()]
+        line = " ".join(shlex.quote(w) for w in words)
         start = ""
         if self.walltime is not None and self.walltime_end is None:
             # Integer nanoseconds, as bash has no float arithmetic: 1.2 s stays 1.2 s (a scaled clock's
             # walltimes are short). GNU date's %N is on every Linux; bash >= 4.2 for the negative offset.
             start = f"end=$(( $(date +%s%N) + {round(self.walltime * 1e9)} )) && "
-            end = ' --walltime-end="${end%?????????}.${end: -9}"'
-        line = self._line() + end
-        srun = "srun --nodes={n} --ntasks={n} --ntasks-per-node=1 --kill-on-bad-exit=0"
+            line += ' --walltime-end="${end%?????????}.${end: -9}"'
         if self.nodes is not None and self.nodes > 1:
-            return f"{start}exec {srun.format(n=self.nodes)} {line}"
-        if self.nodes is None and self.cores is not None:
-            per_node = replace(self, cores=None, cores_env="SLURM_CPUS_ON_NODE")._line() + end
-            many = srun.format(n='"$SLURM_JOB_NUM_NODES"')
-            several = '[ "${SLURM_JOB_NUM_NODES:-1}" -gt 1 ]'
-            ours = '[ "${SLURM_JOB_ID:-}" = "${ELASTIC_JOB_ID:-}" ]'
-            spread = f"if {several} && {ours}; then exec {many} {per_node}; fi; "
-            return f"{start}{spread}exec {line}"
+            n = self.nodes
+            line = f"srun --nodes={n} --ntasks={n} --ntasks-per-node=1 --kill-on-bad-exit=0 {line}"
         return f"{start}exec {line}"
-
-    def _line(self) -> str:
-        """Return the agent's command line, quoted for the shell."""
-        return " ".join(shlex.quote(w) for w in [self.python, "-m", "elastic.pool.agent", *self.to_argv()])
 
     @classmethod
     def parser(cls) -> argparse.ArgumentParser:

@@ -134,32 +134,3 @@ def test_agent_leaves_when_the_pool_goes_silent(tmp_path: Path) -> None:
         pool.close()
     assert proc.returncode == EXIT_POOL_SILENT
     assert "heard nothing from the pool" in err
-
-
-@pytest.mark.parametrize(
-    ("env", "spread"),
-    [
-        ({"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "ELASTIC_JOB_ID": "7"}, True),
-        ({"SLURM_JOB_NUM_NODES": "1", "SLURM_JOB_ID": "7", "ELASTIC_JOB_ID": "7"}, False),
-        ({"SLURM_JOB_NUM_NODES": "2", "SLURM_JOB_ID": "7", "ELASTIC_JOB_ID": "m3"}, False),  # not our job
-        ({}, False),
-    ],
-)
-def test_a_job_asked_in_cores_on_several_nodes_runs_one_agent_per_node(
-    env: dict[str, str], spread: bool, tmp_path: Path
-) -> None:
-    """Slurm may place a job asked in cores (``--ntasks``) on several nodes: one agent per node then."""
-    fake_srun = tmp_path / "srun"
-    fake_srun.write_text('#!/bin/sh\necho srun "$@"\n')
-    fake_srun.chmod(0o755)
-    cmd = AgentCommand("tcp://h:1", "a1", "/s", cores=8, walltime=60.0, python="echo")
-    path = f"{tmp_path}:/usr/bin:/bin"
-    out = subprocess.run(
-        ["bash", "-c", cmd.to_script()], env={**env, "PATH": path}, capture_output=True, text=True, check=True
-    ).stdout.split()
-    if spread:
-        assert out[:5] == ["srun", "--nodes=2", "--ntasks=2", "--ntasks-per-node=1", "--kill-on-bad-exit=0"]
-        assert "--cores-env=SLURM_CPUS_ON_NODE" in out and "--cores=8" not in out
-    else:
-        assert out[0] == "-m" and "--cores=8" in out  # echo as the interpreter: one agent, 8 cores
-    assert any(w.startswith("--walltime-end=") for w in out)

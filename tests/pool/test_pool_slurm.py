@@ -53,27 +53,6 @@ def test_two_node_allocation_runs_one_agent_per_node(
     assert backend.state(job).state is JobState.COMPLETED
 
 
-def test_a_job_asked_in_cores_that_slurm_puts_on_two_nodes_runs_an_agent_on_each(
-    pool: Pool, backend: slurm.SlurmBackend, slurm_cluster: LocalSlurmCluster
-) -> None:
-    # run control asks in cores (--ntasks); Slurm places 2 nodes' worth on two nodes of the idle cluster
-    per_node = slurm_cluster.cores_per_node
-    alloc = Allocation("a1", cores=2 * per_node, walltime=120.0)
-    pool.add_allocation(alloc)
-    job = backend.submit(JobSpec(cores=alloc.cores, walltime=alloc.walltime, script=pool.agent_script(alloc)))
-    deadline = time.monotonic() + 20
-    while len(joined(pool)) < 2 and time.monotonic() < deadline:
-        time.sleep(0.05)
-    # one agent per node with that node's cores, not one agent claiming all of them on the first node
-    assert [e.detail for e in joined(pool)] == [f"{per_node} cores"] * 2
-    assert len({e.agent for e in joined(pool)}) == 2
-    pool.drain("a1")
-    deadline = time.monotonic() + 20
-    while not backend.state(job).state.is_final and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert backend.state(job).state is JobState.COMPLETED
-
-
 def _start(pool: Pool, backend: slurm.SlurmBackend, alloc: Allocation) -> str:
     pool.add_allocation(alloc)
     script = pool.agent_script(alloc)
