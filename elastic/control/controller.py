@@ -47,6 +47,7 @@ from elastic.control.scheduler import (
     WaitEstimates,
     eligible_by,
     eligible_since,
+    job_nodes,
     priority_model,
     split_request,
     widest_task,
@@ -93,7 +94,7 @@ class AllocationController:
         cores (as dask-jobqueue's ``cores`` per worker job, or HyperQueue's workers per allocation), and
         each job is released on its own once its cores are not needed (a stage's tail, a narrow stage
         after a wide one). More jobs to queue, fewer idle cores held. None: one job per request.
-        ``node_cores``: cores per node, where jobs are placed on nodes: they are split in whole nodes.
+        ``node_cores``: cores per node where jobs are placed on nodes: jobs are then asked in whole nodes.
     """
 
     def __init__(
@@ -114,10 +115,9 @@ class AllocationController:
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"poll_interval must be > 0 backend seconds, got {poll_interval!r}")
-        if max_cores is not None and max_cores < 1:
-            raise ConfigError(f"max_cores must be >= 1 or None, got {max_cores!r}")
-        if job_cores is not None and job_cores < 1:
-            raise ConfigError(f"job_cores must be >= 1 or None, got {job_cores!r}")
+        for what, n in (("max_cores", max_cores), ("job_cores", job_cores), ("node_cores", node_cores)):
+            if n is not None and n < 1:
+                raise ConfigError(f"{what} must be >= 1 or None, got {n!r}")
         self.max_cores, self.job_cores, self.node_cores = max_cores, job_cores, node_cores
         self.strategy = strategy
         self.backend = backend
@@ -366,13 +366,13 @@ class AllocationController:
                 if other.stage == stage and not other.ended:
                     deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
                     dep_ids.append((other.alloc_id, action.dependency))
-        label = "all" if action.stage == TOTAL else action.stage
         # registered before the job exists: its agent may start, and join, before sbatch returns
         self.execution.register(alloc_id, action.cores, action.walltime, action.stage)
         spec = JobSpec(
             cores=action.cores,
             walltime=action.walltime,
-            name=f"{self.name}-{label}-{alloc_id}",
+            name=f"{self.name}-{'all' if action.stage == TOTAL else action.stage}-{alloc_id}",
+            nodes=job_nodes(action.cores, self.node_cores),  # whole nodes, placed as such (None: in cores)
             dependencies=tuple(deps),
             begin=action.begin,
             user=self.user,

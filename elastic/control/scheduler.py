@@ -31,6 +31,7 @@ __all__ = [
     "eligible_by",
     "check_node_fit",
     "eligible_since",
+    "job_nodes",
     "priority_model",
     "split_request",
     "widest_task",
@@ -207,6 +208,23 @@ def split_request(
         else:
             out[-1] += rest
     return out
+
+
+def job_nodes(cores: int, node_cores: int | None) -> int | None:
+    """Return the whole nodes a batch job of ``cores`` is asked as, or None to ask it in cores.
+
+    A job that is a whole number of nodes (as :func:`split_request` makes them where ``node_cores`` is
+    known) is asked as those nodes (``JobSpec.nodes``: Slurm's ``--nodes``, whole nodes), so the batch
+    system places it on them and the pool starts one agent per node; any other job is asked in cores.
+
+    Examples
+    --------
+    >>> job_nodes(8, 4), job_nodes(4, 4), job_nodes(6, 4), job_nodes(3, 4), job_nodes(8, None)
+    (2, 1, None, None, None)
+    """
+    if node_cores is None or node_cores <= 1 or cores % node_cores:
+        return None
+    return cores // node_cores
 
 
 def check_node_fit(stage: str, task: int, node_cores: int | None) -> None:

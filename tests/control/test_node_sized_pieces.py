@@ -149,9 +149,12 @@ def test_the_front_door_refuses_a_task_wider_than_a_node_at_once() -> None:
 
 @pytest.mark.slurm
 @pytest.mark.timeout(120)
-def test_asa_asks_whole_nodes_on_slurm(slurm_cluster: object, tmp_path: Path) -> None:
+def test_asa_asks_whole_nodes_on_slurm_and_each_node_runs_an_agent(
+    slurm_cluster: object, tmp_path: Path
+) -> None:
     from elastic.backends.slurm import SlurmBackend
     from elastic.control.pool_execution import PoolExecution
+    from elastic.pool.events import AgentEvent, AgentEventKind
     from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
     assert isinstance(slurm_cluster, LocalSlurmCluster)
@@ -164,6 +167,9 @@ def test_asa_asks_whole_nodes_on_slurm(slurm_cluster: object, tmp_path: Path) ->
         strategy = make_strategy("asa", estimates=False)
         runner = Runner(workflow, strategy, backend, execution, knowledge, poll_interval=1.0)
         result = runner.run()
+        joined = [
+            e for e in execution.pool.events if isinstance(e, AgentEvent) and e.kind is AgentEventKind.JOINED
+        ]
     finally:
         execution.close()
         slurm_cluster.cancel_all()
@@ -171,3 +177,9 @@ def test_asa_asks_whole_nodes_on_slurm(slurm_cluster: object, tmp_path: Path) ->
     first = runner.controller.allocations[:2]
     assert [a.cores for a in first] == [8, 4], runner.controller.allocations  # not 6 + 6, across nodes
     assert first[1].piece_of == first[0].alloc_id  # one request, two batch jobs
+    agents: dict[str, list[str]] = {}
+    for e in joined:
+        agents.setdefault(e.alloc_id, []).append(e.detail)
+    # an agent on each node of the 2-node job, with that node's cores (not one claiming all 8 on one node)
+    assert agents[first[0].alloc_id] == ["4 cores", "4 cores"], agents
+    assert agents[first[1].alloc_id] == ["4 cores"], agents
