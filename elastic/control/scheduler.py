@@ -6,7 +6,8 @@
 - :func:`priority_model`: how the backend's queue ranks held jobs, read once per run;
 - :func:`split_request`: the widths of the batch jobs one request is submitted as (the strategy's pieces
   and ``job_cores``, in whole numbers of the widest task, and in whole nodes where jobs are placed on
-  nodes); :func:`check_node_fit` refuses tasks wider than a node;
+  nodes); :func:`job_nodes`: the whole nodes a job is asked as; :func:`check_node_fit` refuses tasks
+  wider than a node;
 - :func:`eligible_since` and :func:`eligible_by`: when a job held by its dependencies or begin time
   could start, as the scheduler sees it (its queue wait counts from then).
 
