@@ -212,3 +212,18 @@ class PartitionInfo:
     def cores(self) -> int:
         """Total cores of the partition."""
         return self.nodes * self.cores_per_node
+
+    @property
+    def node_cores(self) -> int | None:
+        """Cores of one node where they bound a job's tasks and shape its pieces, else None.
+
+        A task runs inside one node, and a request split into several jobs is split in whole nodes
+        (:func:`~elastic.control.scheduler.split_request`). Nodes of one core are taken as no grouping
+        (the mock backend's default, which does not place jobs on nodes).
+
+        Examples
+        --------
+        >>> PartitionInfo("debug", 4, 4).node_cores, PartitionInfo("mock", 64, 1).node_cores
+        (4, None)
+        """
+        return self.cores_per_node if self.cores_per_node > 1 else None

@@ -47,6 +47,7 @@ from elastic.control.scheduler import (
     WaitEstimates,
     eligible_by,
     eligible_since,
+    job_nodes,
     priority_model,
     split_request,
     widest_task,
@@ -88,11 +89,12 @@ class AllocationController:
     max_cores : int or None, default None
         No allocation is wider (a stage of many small tasks asks for one core per task; on a smaller
         partition, or under a user's cap, it gets this many and runs in waves).
-    job_cores : int or None, default None
+    job_cores, node_cores : int or None, default None
         Most cores in one batch job: a wider request is submitted as several jobs of at most this many
         cores (as dask-jobqueue's ``cores`` per worker job, or HyperQueue's workers per allocation), and
         each job is released on its own once its cores are not needed (a stage's tail, a narrow stage
         after a wide one). More jobs to queue, fewer idle cores held. None: one job per request.
+        ``node_cores``: cores per node where jobs are placed on nodes: jobs are then asked in whole nodes.
     """
 
     def __init__(
@@ -109,15 +111,14 @@ class AllocationController:
         user: str | None = None,
         max_cores: int | None = None,
         job_cores: int | None = None,
+        node_cores: int | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"poll_interval must be > 0 backend seconds, got {poll_interval!r}")
-        if max_cores is not None and max_cores < 1:
-            raise ConfigError(f"max_cores must be >= 1 or None, got {max_cores!r}")
-        if job_cores is not None and job_cores < 1:
-            raise ConfigError(f"job_cores must be >= 1 or None, got {job_cores!r}")
-        self.max_cores = max_cores
-        self.job_cores = job_cores
+        for what, n in (("max_cores", max_cores), ("job_cores", job_cores), ("node_cores", node_cores)):
+            if n is not None and n < 1:
+                raise ConfigError(f"{what} must be >= 1 or None, got {n!r}")
+        self.max_cores, self.job_cores, self.node_cores = max_cores, job_cores, node_cores
         self.strategy = strategy
         self.backend = backend
         self.execution = execution
@@ -345,9 +346,8 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
-        widths = split_request(
-            action.cores, action.pieces, self.job_cores, widest_task(self._task_cores, action)
-        )
+        task = widest_task(self._task_cores, action)  # a task wider than a node is refused (ConfigError)
+        widths = split_request(action.cores, action.pieces, self.job_cores, task, self.node_cores)
         if not self.rate.allow(now, len(widths)):  # the submission-rate cap: asked again at a later step
             return
         if len(widths) == 1:
@@ -366,13 +366,13 @@ class AllocationController:
                 if other.stage == stage and not other.ended:
                     deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
                     dep_ids.append((other.alloc_id, action.dependency))
-        label = "all" if action.stage == TOTAL else action.stage
         # registered before the job exists: its agent may start, and join, before sbatch returns
         self.execution.register(alloc_id, action.cores, action.walltime, action.stage)
         spec = JobSpec(
             cores=action.cores,
             walltime=action.walltime,
-            name=f"{self.name}-{label}-{alloc_id}",
+            name=f"{self.name}-{'all' if action.stage == TOTAL else action.stage}-{alloc_id}",
+            nodes=job_nodes(action.cores, self.node_cores),  # whole nodes, placed as such (None: in cores)
             dependencies=tuple(deps),
             begin=action.begin,
             user=self.user,

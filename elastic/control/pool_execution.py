@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend
 from elastic.control.execution import TaskSpec
+from elastic.control.scheduler import job_nodes
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
 from elastic.pool.tasks import Task, TaskEvent, TaskState
@@ -112,6 +113,11 @@ class PoolExecution:
         """The oldest event taken from the inbox and not handed over yet (stamped after the step's now)."""
         self._lost_seen: set[str] = set()
         """Tasks whose lost attempt :meth:`advance` handed over since the last :meth:`decided`."""
+        # A job of several whole nodes runs one agent per node, started with srun: on Slurm. Elsewhere (the
+        # mock backend's local processes) one agent offers the job's cores.
+        slurm = getattr(backend, "name", None) == "slurm"
+        self._node_cores = backend.partition().node_cores if slurm else None
+        """Cores per node where jobs are whole nodes (:attr:`~elastic.batch.PartitionInfo.node_cores`)."""
         pool.expect_decisions()  # a lost task waits for the driver's next decision (it may ask for room)
         self._unsubscribe = pool.subscribe(self._on_event)
 
@@ -142,8 +148,13 @@ class PoolExecution:
         return self.pool.agent_script(self._allocation(alloc_id, cores, walltime, stage))
 
     def _allocation(self, alloc_id: str, cores: int, walltime: float, stage: str) -> Allocation:
-        """Return the pool's view of an allocation: its walltime in real seconds."""
-        return Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage)
+        """Return the pool's view of an allocation: its walltime in real seconds, its whole nodes if any.
+
+        On Slurm, a job of whole nodes is asked as such (:func:`~elastic.control.scheduler.job_nodes`): its
+        script starts one agent per node.
+        """
+        nodes = job_nodes(cores, self._node_cores)
+        return Allocation(alloc_id, cores=cores, walltime=walltime / self.speedup, stage=stage, nodes=nodes)
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Tell the pool the allocation's job started at ``at`` (backend time) with the walltime granted."""

@@ -21,6 +21,7 @@ from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.demand import DeclaredDemand
 from elastic.control.execution import Execution, RunResult
 from elastic.control.rate import SubmissionLimit, submission_limit
+from elastic.control.scheduler import check_node_fit
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind, compute_metrics
 from elastic.strategies.base import RunView, Strategy
@@ -100,6 +101,9 @@ class Runner:
         self._demand = DeclaredDemand(
             workflow, execution, knowledge, self._events.append, np.random.default_rng(seed)
         )
+        node_cores = backend.partition().node_cores
+        for stage in workflow.stages:  # a task wider than a node could never run: refused before any work
+            check_node_fit(stage.name, stage.cores, node_cores)
         self.controller = AllocationController(
             strategy,
             backend,
@@ -112,6 +116,7 @@ class Runner:
             user=user,
             job_cores=job_cores,
             max_cores=min(backend.partition().cores, max_cores or backend.partition().cores),
+            node_cores=node_cores,
         )
         self.controller.rate = submission_limit(submission_rate).rate()
 

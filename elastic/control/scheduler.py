@@ -5,7 +5,9 @@
   :data:`ESTIMATE_TTL` backend seconds;
 - :func:`priority_model`: how the backend's queue ranks held jobs, read once per run;
 - :func:`split_request`: the widths of the batch jobs one request is submitted as (the strategy's pieces
-  and ``job_cores``, in whole numbers of the widest task);
+  and ``job_cores``, in whole numbers of the widest task, and in whole nodes where jobs are placed on
+  nodes); :func:`job_nodes`: the whole nodes a job is asked as; :func:`check_node_fit` refuses tasks
+  wider than a node;
 - :func:`eligible_since` and :func:`eligible_by`: when a job held by its dependencies or begin time
   could start, as the scheduler sees it (its queue wait counts from then).
 
@@ -20,7 +22,7 @@ from collections.abc import Callable, Hashable, Mapping
 from elastic.allocations import Allocation
 from elastic.backends.base import BatchBackend, EstimatesReleasing
 from elastic.batch import DependencyKind, JobSpec
-from elastic.errors import ElasticError
+from elastic.errors import ConfigError, ElasticError
 from elastic.strategies.base import Releasing, Submit
 from elastic.strategies.knowledge import TOTAL
 
@@ -28,7 +30,9 @@ __all__ = [
     "ESTIMATE_TTL",
     "WaitEstimates",
     "eligible_by",
+    "check_node_fit",
     "eligible_since",
+    "job_nodes",
     "priority_model",
     "split_request",
     "widest_task",
@@ -113,7 +117,9 @@ def priority_model(backend: BatchBackend) -> str | None:
     return model if isinstance(model, str) else None
 
 
-def split_request(cores: int, pieces: int, job_cores: int | None, task: int = 1) -> list[int]:
+def split_request(
+    cores: int, pieces: int, job_cores: int | None, task: int = 1, node_cores: int | None = None
+) -> list[int]:
     """Return the widths of the batch jobs a request of ``cores`` is submitted as.
 
     ``pieces`` near-equal jobs (the strategy's :attr:`Submit.pieces`), each split again into jobs of at
@@ -122,6 +128,41 @@ def split_request(cores: int, pieces: int, job_cores: int | None, task: int = 1)
     two 1-core jobs it could never run on), and cores beyond a whole number of tasks go to the first job.
     Where ``job_cores`` is narrower than ``task``, a job is ``task`` cores wide.
 
+    With ``node_cores`` (the partition's cores per node, where allocations are in nodes), a request of at
+    least a node is split in whole nodes instead: ``pieces`` near-equal numbers of nodes (the first pieces
+    get the extra nodes), each split again into jobs of at most ``job_cores // node_cores`` nodes, so no job
+    straddles a node boundary it need not (on a site that gives whole nodes, a job of 1.5 nodes is charged
+    2, and a half node left beside it is of no use to a task of another job). Cores beyond whole nodes
+    (the request is not a whole number of nodes) join the last job, unless that would make it wider than
+    ``job_cores`` and they hold a task: then they are a job of their own. Where ``job_cores`` is narrower
+    than a node, each node is split on its own as above, so every job lies inside one node (cores beyond
+    whole nodes are split likewise, or join the last job where they hold no task). A request
+    narrower than a node is split as without ``node_cores``. A task runs inside one node's agent, so a
+    task wider than a node is refused.
+
+    Parameters
+    ----------
+    cores : int
+        Width of the request (>= 1).
+    pieces : int
+        Jobs the strategy asks it as (>= 1; fewer where the request holds fewer tasks or nodes).
+    job_cores : int or None
+        Most cores in one job (None: no cap).
+    task : int, default 1
+        Cores of the widest task the request must run.
+    node_cores : int or None, default None
+        Cores per node, where allocations are in nodes (None: cores are not grouped in nodes).
+
+    Returns
+    -------
+    list of int
+        The jobs' widths, summing to ``cores``.
+
+    Raises
+    ------
+    ConfigError
+        ``task`` is wider than ``node_cores``: no node can run it.
+
     Examples
     --------
     >>> split = split_request
@@ -129,7 +170,94 @@ def split_request(cores: int, pieces: int, job_cores: int | None, task: int = 1)
     ([56], [28, 28], [4, 3], [20, 8, 20, 8])
     >>> split(2, 2, None, task=2), split(28, 2, 14, task=28), split(12, 2, 5, task=4)
     ([2], [28], [4, 4, 4])
+
+    In nodes of 4 cores: 3 nodes in two pieces are 2 nodes and 1, never two jobs of 1.5 nodes; cores
+    beyond whole nodes join the last job; ``job_cores`` below a node splits each node on its own.
+
+    >>> split(12, 2, None, node_cores=4), split(14, 2, None, node_cores=4), split(3, 2, None, node_cores=4)
+    ([8, 4], [8, 6], [2, 1])
+    >>> split(16, 2, 6, node_cores=4), split(8, 1, 3, node_cores=4), split(12, 3, None, task=3, node_cores=4)
+    ([4, 4, 4, 4], [3, 1, 3, 1], [4, 4, 4])
+    >>> split(8, 1, None, task=6, node_cores=4)
+    Traceback (most recent call last):
+    ...
+    elastic.errors.ConfigError: a task of 6 cores is wider than a node of the partition (4 cores): ...
     """
+    if node_cores is not None and node_cores < 1:
+        raise ConfigError(f"node_cores must be >= 1 or None, got {node_cores!r}")
+    if node_cores is not None and task > node_cores:
+        raise ConfigError(
+            f"a task of {task} cores is wider than a node of the partition ({node_cores} cores): a task "
+            f"runs inside one node; ask for tasks of at most {node_cores} cores or use a partition with "
+            "wider nodes"
+        )
+    if node_cores is None or node_cores <= 1 or cores < node_cores:
+        return _split_in_tasks(cores, pieces, job_cores, task)
+    nodes, rest = divmod(cores, node_cores)
+    if job_cores is not None and job_cores < node_cores:  # every job inside one node
+        out = _split_in_tasks(node_cores, 1, job_cores, task) * nodes
+        if rest >= task:
+            out += _split_in_tasks(rest, 1, job_cores, task)
+        else:  # too few to hold a task: a job of their own could run nothing
+            out[-1] += rest
+        return out
+    per_job = None if job_cores is None else job_cores // node_cores
+    out = [n * node_cores for n in _split_in_tasks(nodes, pieces, per_job, 1)]
+    if rest:
+        if job_cores is not None and out[-1] + rest > job_cores and rest >= task:
+            out.append(rest)
+        else:
+            out[-1] += rest
+    return out
+
+
+def job_nodes(cores: int, node_cores: int | None) -> int | None:
+    """Return the whole nodes a batch job of ``cores`` is asked as, or None to ask it in cores.
+
+    A job that is a whole number of nodes (as :func:`split_request` makes them where ``node_cores`` is
+    known) is asked as those nodes (``JobSpec.nodes``: Slurm's ``--nodes``, whole nodes), so the batch
+    system places it on them and the pool starts one agent per node; any other job is asked in cores.
+
+    Examples
+    --------
+    >>> job_nodes(8, 4), job_nodes(4, 4), job_nodes(6, 4), job_nodes(3, 4), job_nodes(8, None)
+    (2, 1, None, None, None)
+    """
+    if node_cores is None or node_cores <= 1 or cores % node_cores:
+        return None
+    return cores // node_cores
+
+
+def check_node_fit(stage: str, task: int, node_cores: int | None) -> None:
+    """Refuse a stage whose widest task (``task`` cores) is wider than a node of ``node_cores`` cores.
+
+    A task runs inside one node's agent (a job of several nodes starts one agent per node), so no
+    allocation could ever run it. ``node_cores`` None: cores are not grouped in nodes; nothing to check.
+
+    Raises
+    ------
+    ConfigError
+        It is wider, with what to do about it.
+
+    Examples
+    --------
+    >>> check_node_fit("mAdd", 4, 4), check_node_fit("mAdd", 64, None)
+    (None, None)
+    >>> check_node_fit("mAdd", 6, 4)
+    Traceback (most recent call last):
+    ...
+    elastic.errors.ConfigError: stage 'mAdd' has tasks of 6 cores, wider than a node of the partition (4 ...
+    """
+    if node_cores is not None and task > node_cores:
+        raise ConfigError(
+            f"stage {stage!r} has tasks of {task} cores, wider than a node of the partition ({node_cores} "
+            f"cores): a task runs inside one node; ask for tasks of at most {node_cores} cores or use a "
+            "partition with wider nodes"
+        )
+
+
+def _split_in_tasks(cores: int, pieces: int, job_cores: int | None, task: int) -> list[int]:
+    """Return :func:`split_request`'s widths where cores are not grouped in nodes."""
     task = max(1, min(task, cores))
     units, spare = divmod(cores, task)
     per_job = None if job_cores is None else max(1, job_cores // task)

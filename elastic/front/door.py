@@ -244,6 +244,7 @@ class Elastic(concurrent.futures.Executor):
                 user=s.user,
                 max_cores=min(partition, s.max_cores or partition),
                 job_cores=s.job_cores,
+                node_cores=self._partition.node_cores,
             )
             self._controller.rate = submission_limit(s.submission_rate).rate()
             self._intake = Intake(
@@ -254,6 +255,7 @@ class Elastic(concurrent.futures.Executor):
                 max_cores=self._controller.max_cores,
                 max_walltime=self._partition.max_walltime,
                 speedup=self._speedup,
+                node_cores=self._partition.node_cores,
             )
             self._record.start(self._name, self._strategy.name, self._backend)
         except BaseException:

@@ -3,8 +3,9 @@
 :class:`Intake` is the part of :class:`~elastic.front.door.Elastic` that user threads call through
 ``submit``, ``submit_task`` and ``expect``. For each task it
 
-- refuses one no allocation could ever run (more cores than an allocation may have, or a longer estimate
-  than the partition's time limit): its future fails with :class:`~elastic.errors.ConfigError` at once;
+- refuses one no allocation could ever run (more cores than an allocation may have or a node has, or a
+  longer estimate than the partition's time limit): its future fails with
+  :class:`~elastic.errors.ConfigError` at once;
 - counts it in its stage of the live demand (:class:`~elastic.control.live.LiveDemand`: queued, or held
   after the stages of its inputs) and hands it to the pool (:meth:`~elastic.pool.pool.Pool.submit`), whose
   future the caller gets; a task with futures to wait for gets a future of its own, completed by the pool
@@ -56,6 +57,8 @@ class Intake:
         The partition's time limit in backend seconds (None: none).
     speedup : float
         Backend seconds per real second (task estimates are real seconds).
+    node_cores : int or None, default None
+        Cores of one node where jobs are placed on nodes (a task runs inside one node; None: no limit).
     """
 
     def __init__(
@@ -68,9 +71,11 @@ class Intake:
         max_cores: int | None,
         max_walltime: float | None,
         speedup: float,
+        node_cores: int | None = None,
     ) -> None:
         self._pool, self._demand, self._poke, self._closed = pool, demand, poke, closed
         self._max_cores, self._max_walltime, self._speedup = max_cores, max_walltime, speedup
+        self._node_cores = node_cores
         self.outstanding: set[Fut[Any]] = set()
         """Futures of the tasks submitted and not done yet."""
         self._stage_of: weakref.WeakKeyDictionary[Fut[Any], str] = weakref.WeakKeyDictionary()
@@ -118,6 +123,11 @@ class Intake:
             f"expect: cores must be a whole number >= 1, got {cores!r}",
         )
         _check(
+            self._node_cores is None or cores <= self._node_cores,
+            f"expect: tasks of stage {stage!r} ask for {cores} cores, but a node has {self._node_cores} and "
+            "a task runs inside one node; ask for fewer cores or use a partition with wider nodes",
+        )
+        _check(
             runtime is None
             or (isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and 0 <= runtime < 1e9),
             f"expect: runtime must be seconds >= 0 (or None), got {runtime!r}",
@@ -155,6 +165,12 @@ class Intake:
             why = (
                 f"task of stage {stage!r} asks for {cores} cores, but no allocation may have more than "
                 f"{most} (the partition's size, or max_cores); ask for fewer cores or a larger partition"
+            )
+        elif self._node_cores is not None and cores > self._node_cores:
+            why = (
+                f"task of stage {stage!r} asks for {cores} cores, but a node of the partition has "
+                f"{self._node_cores} and a task runs inside one node; ask for fewer cores or use a partition "
+                "with wider nodes"
             )
         elif estimate is not None and limit is not None and estimate * self._speedup > limit:
             why = (
