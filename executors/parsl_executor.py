@@ -221,6 +221,7 @@ class ElasticExecutor(ParslExecutor):
         self._own_backend: BatchBackend | None = None
         self._stop = threading.Event()
         self._planner: threading.Thread | None = None
+        self._submitted: dict[str, int] = {}  # tasks submitted by stage (only the Task-Launch thread adds)
         self._unsubscribe: Callable[[], None] | None = None
         self._blocks: dict[str, JobStatus] = {}  # the allocations' states last sent to Parsl monitoring
         self._block_sender: Any = None
@@ -306,6 +307,7 @@ class ElasticExecutor(ParslExecutor):
         )
         future = front.submit_task(task)
         future.parsl_executor_task_id = task.task_id  # type: ignore[attr-defined]  # Parsl logs it
+        self._submitted[res.stage] = self._submitted.get(res.stage, 0) + 1
         return future
 
     def shutdown(self) -> None:
@@ -424,14 +426,13 @@ class ElasticExecutor(ParslExecutor):
         tasks = getattr(self._dfk, "tasks", None)
         if tasks is None:
             return set()
-        front = self._front
-        before = front.taken()  # the stages' counts are the front door's (Elastic.taken)
+        before = self._submitted.copy()
         # a copy of the values is atomic under the GIL (as DataFlowKernel.wait_for_current_tasks does)
         waiting = waiting_stages(list(tasks.values()), self.label)
-        after = front.taken()
+        front = self._front
         now: set[str] = set()
         for w in waiting:
-            during = after.get(w.stage, 0) - before.get(w.stage, 0)
+            during = self._submitted.get(w.stage, 0) - before.get(w.stage, 0)
             front.expect(w.stage, max(0, w.tasks - during), cores=w.cores, after=w.after, runtime=w.runtime)
             now.add(w.stage)
         for stage in set(announced) - now:

@@ -275,11 +275,6 @@ class LiveDemand:
                 )
         return tuple(views)
 
-    def taken(self) -> dict[str, int]:
-        """Tasks taken so far by stage: held, queued, running, done or failed (announced ones are not)."""
-        with self._lock:
-            return {name: st.counts.known - st.counts.expected for name, st in self._stages.items()}
-
     def outstanding(self) -> int:
         """Tasks held, announced, queued or running, over every stage."""
         with self._lock:

@@ -336,14 +336,6 @@ class Elastic(concurrent.futures.Executor):
         """Tasks submitted and not finished yet (held for their inputs, queued or running)."""
         return len(self._intake.outstanding)
 
-    def taken(self) -> dict[str, int]:
-        """Return the tasks taken so far by stage: held, queued, running or ended (not refused ones).
-
-        A front-end that announces what its workflow system still holds (:meth:`expect`) takes off those
-        that came in while it looked.
-        """
-        return self._demand.taken()
-
     # -- allocation control ----------------------------------------------------------------------------
 
     def _control(self) -> None:

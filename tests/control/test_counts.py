@@ -119,15 +119,3 @@ def test_a_task_lost_with_no_retry_left_gets_no_follow_up(retried: bool) -> None
     assert stage.ready and not stage.complete  # the stage stays open: more tasks may come
     submits = _follow_ups(demand, AllocationState.TIMEOUT)
     assert [s.reason for s in submits] == (["walltime"] if retried else [])
-
-
-def test_taken_counts_every_task_the_front_door_took_and_no_announced_one() -> None:
-    demand = LiveDemand("w", record=lambda e: None, clock=lambda: 0.0)
-    demand.expect("s", 3)
-    demand.queued("s", 1, None, task="t0")  # one of the three announced
-    demand.held("s", 1, None, after=["r"])
-    demand.observe(Event(1.0, EventKind.TASK_START, stage="s", task="t0", cores=1))
-    demand.observe(Event(2.0, EventKind.TASK_FAILED, stage="s", task="t0", cores=1))
-    assert demand.taken() == {"s": 2, "r": 0}
-    (r, s) = sorted(demand.stages(), key=lambda v: v.name)
-    assert (s.outstanding, s.done, r.outstanding) == (3, 1, 0)  # 2 announced + 1 held; t0 failed
