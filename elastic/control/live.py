@@ -20,7 +20,10 @@ has been idle for ``idle_timeout`` seconds (as HyperQueue's allocation queues re
 user's loop that submits one task at a time does not release its allocation between two tasks. A complete
 stage that gets new tasks is open again. Strategies need nothing else: see ``docs/guide/front-door.md``.
 
-Counters change from user threads (submit) and from the controller's thread (task events), under one lock.
+Each stage's task counts (held, announced, queued, running, done, failed) are kept here and nowhere else, in
+a :class:`~elastic.control.counts.StageCounts` that follows each task by its id, so that they are right by
+construction; they change from user threads (submit) and from the controller's thread (task events),
+under one lock.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from elastic.control.attempts import Attempts
+from elastic.control.counts import StageCounts
 from elastic.control.work import EventSink
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import StageView
@@ -47,14 +51,9 @@ class _Stage:
     runtime: float | None = None  # declared mean task runtime (backend seconds)
     estimates: float = 0.0  # sum of the estimates of its tasks (backend seconds)
     estimated: int = 0
-    held: int = 0
-    expected: int = 0
+    counts: StageCounts = field(default_factory=StageCounts)
     expected_ready: bool = False  # the announced tasks could run now (they wait for cores, not inputs)
     expected_runtime: float | None = None  # the announced tasks' runtime estimate (backend seconds)
-    queued: int = 0
-    running: int = 0
-    done: int = 0
-    failed: int = 0
     ready_time: float | None = None
     first_start: float | None = None
     last_end: float | None = None
@@ -63,14 +62,6 @@ class _Stage:
     starved: float = 0.0  # seconds since its first start with none of its tasks running and some queued
     starved_since: float | None = None  # start of the current such gap
     attempts: Attempts = field(default_factory=Attempts)
-
-    @property
-    def outstanding(self) -> int:
-        return self.held + self.expected + self.queued + self.running
-
-    @property
-    def known(self) -> int:
-        return self.outstanding + self.done + self.failed
 
 
 class LiveDemand:
@@ -125,20 +116,25 @@ class LiveDemand:
         """Count a task of ``stage`` that exists but waits for tasks of the stages ``after``."""
         with self._lock:
             st = self._add(stage, cores, estimate, after)
-            st.held += 1
+            st.counts.hold()
 
-    def released(self, stage: str, *, queued: bool) -> None:
-        """Count a held task as queued in the pool (``queued``) or dropped (cancelled before it could run)."""
-        with self._lock:
-            st = self._stage(stage)
-            st.held -= 1
-            if queued:
-                self._queue(st)
+    def released(self, stage: str, *, task: str | None) -> None:
+        """Count a held task as queued in the pool as ``task``, or dropped (``None``: it will not run).
 
-    def queued(self, stage: str, cores: int, estimate: float | None, after: Iterable[str] = ()) -> None:
-        """Count a task of ``stage`` queued in the pool."""
+        Raises
+        ------
+        ValueError
+            No task of ``stage`` is held.
+        """
         with self._lock:
-            self._queue(self._add(stage, cores, estimate, after))
+            self._stage(stage).counts.unhold(task)
+
+    def queued(
+        self, stage: str, cores: int, estimate: float | None, after: Iterable[str] = (), *, task: str
+    ) -> None:
+        """Count ``task`` of ``stage`` as queued in the pool (before the pool has it: its events follow)."""
+        with self._lock:
+            self._add(stage, cores, estimate, after).counts.enqueue(task)
 
     def expect(
         self,
@@ -159,7 +155,7 @@ class LiveDemand:
         """
         with self._lock:
             st = self._add(stage, cores, None, after)
-            st.expected = max(0, tasks)
+            st.counts.announce(tasks)
             st.expected_ready = ready
             if runtime is not None:
                 if st.expected_runtime is None:
@@ -192,41 +188,34 @@ class LiveDemand:
         return self._finished
 
     def observe(self, event: Event) -> None:
-        """Count a task's start, end, failure or loss in its stage."""
+        """Move the task of a start, end, failure, loss or drop to its next phase in its stage's counts."""
         kind = event.kind
-        if event.stage is None or kind not in _TASK_KINDS:
+        task = event.task
+        if event.stage is None or task is None or kind not in _TASK_KINDS:
             return
         with self._lock:
             st = self._stage(event.stage)
-            if event.task is not None:
-                if kind is EventKind.TASK_START:
-                    st.attempts.start(event.task, event.time)
-                elif kind is EventKind.TASK_LOST:
-                    st.attempts.lost(event.task, event.time)
-                else:
-                    st.attempts.end(event.task, event.time)
+            c = st.counts
             if kind is EventKind.TASK_START:
-                st.queued = max(0, st.queued - 1)
-                st.running += 1
+                st.attempts.start(task, event.time)
+                c.started(task)
                 if st.first_start is None:
                     st.first_start = event.time
                 if st.starved_since is not None:
                     st.starved += max(0.0, event.time - st.starved_since)
                     st.starved_since = None
                 return
-            if kind is EventKind.TASK_DROPPED:
-                st.queued = max(0, st.queued - 1)
-                st.failed += 1
-                return
-            st.running = max(0, st.running - 1)
             if kind is EventKind.TASK_LOST:
-                st.queued += 1  # queued again by the pool (or failed later if retries run out)
-            elif kind is EventKind.TASK_END:
-                st.done += 1
-                st.last_end = event.time if st.last_end is None else max(st.last_end, event.time)
+                st.attempts.lost(task, event.time)
+                c.lost(task)  # queued again by the pool (a TASK_DROPPED follows if it may not run again)
             else:
-                st.failed += 1
-            if st.running == 0 and st.queued > 0:
+                st.attempts.end(task, event.time)
+                c.ended(task, ok=kind is EventKind.TASK_END)
+                if kind is EventKind.TASK_DROPPED:
+                    return
+                if kind is EventKind.TASK_END:
+                    st.last_end = event.time if st.last_end is None else max(st.last_end, event.time)
+            if c.running == 0 and c.queued > 0:
                 # its tasks now wait for cores (a gap with nothing queued waits for inputs: that is runtime)
                 st.starved_since = event.time
 
@@ -235,11 +224,12 @@ class LiveDemand:
         with self._lock:
             order = list(self._stages.values())
             for i, st in enumerate(order):
-                waiting = st.expected and st.expected_ready
-                if st.ready_time is None and (st.queued or st.running or st.done or st.failed or waiting):
+                c = st.counts
+                waiting = c.expected and st.expected_ready
+                if st.ready_time is None and (c.queued or c.running or c.done or c.failed or waiting):
                     st.ready_time = now if st.first_start is None else min(now, st.first_start)
                     self._record(Event(st.ready_time, EventKind.STAGE_READY, stage=st.name))
-                if st.outstanding:
+                if c.outstanding:
                     st.idle_since = None
                     if st.end_time is not None:
                         st.end_time = None  # new work: open again
@@ -248,7 +238,7 @@ class LiveDemand:
                     continue
                 if st.idle_since is None:
                     st.idle_since = now
-                later = any(o.known for o in order[i + 1 :])
+                later = any(o.counts.known for o in order[i + 1 :])
                 if later or self._closing or now - st.idle_since >= self.idle_timeout:
                     # A task event can arrive between the step taking ``now`` and this update; the step
                     # stamps what it does at ``now``, so a stage it sees ended ended no later than that.
@@ -264,21 +254,23 @@ class LiveDemand:
                 return ()
             for i, s in enumerate(plan.stages):
                 st = self._stages.get(s.name) or _Stage(s.name)
+                c = st.counts
                 views.append(
                     StageView(
                         s.name,
                         i,
-                        max(1, st.known, st.planned),
+                        max(1, c.known, st.planned),
                         s.cores,
                         s.depends_on or (),
-                        done=st.done + st.failed,
-                        running=st.running,
+                        done=c.done + c.failed,
+                        running=c.running,
                         ready_time=st.ready_time,
                         start_time=st.first_start,
                         end_time=st.end_time,
                         runtime=_runtime(st),
                         rerun_end=st.attempts.rerun_end(),
-                        queued=st.queued,
+                        queued=c.queued,
+                        outstanding=c.outstanding,
                     )
                 )
         return tuple(views)
@@ -286,7 +278,7 @@ class LiveDemand:
     def outstanding(self) -> int:
         """Tasks held, announced, queued or running, over every stage."""
         with self._lock:
-            return sum(s.outstanding for s in self._stages.values())
+            return sum(s.counts.outstanding for s in self._stages.values())
 
     # -- internals (lock held) -------------------------------------------------------------------------
 
@@ -310,13 +302,10 @@ class LiveDemand:
         if estimate is not None:
             st.estimates += estimate * self.speedup
             st.estimated += 1
-        if st.known == 0 or st.known + 1 > st.planned:
+        known = st.counts.known
+        if known == 0 or known + 1 > st.planned:
             self._plan = None  # the width changes
         return st
-
-    def _queue(self, st: _Stage) -> None:
-        st.queued += 1
-        st.expected = max(0, st.expected - 1)
 
     def _build_plan(self) -> Workflow:
         stages: list[Stage] = []
@@ -328,7 +317,9 @@ class LiveDemand:
             if runtime is None and st.expected_runtime is not None:
                 runtime = max(st.expected_runtime, 1e-3)
             deps = tuple(d for d in st.depends_on if d in seen)  # only earlier stages: the order they came in
-            stages.append(Stage(st.name, max(1, st.known, st.planned), st.cores, runtime, depends_on=deps))
+            stages.append(
+                Stage(st.name, max(1, st.counts.known, st.planned), st.cores, runtime, depends_on=deps)
+            )
             seen.add(st.name)
         if not stages:
             stages.append(Stage("default", 1, 1, None, depends_on=()))

@@ -189,7 +189,7 @@ class Intake:
         refused = self._unservable(task.stage, task.cores, task.estimate)
         if refused is not None:
             return refused
-        self._demand.queued(task.stage, task.cores, task.estimate)
+        self._demand.queued(task.stage, task.cores, task.estimate, task=task.task_id)
         future = self._track(self._pool.submit(task), task.stage)
         self._poke.set()
         return future
@@ -230,7 +230,7 @@ class Intake:
     ) -> None:
         """Queue a held task whose inputs are done (or fail it, or drop it when cancelled meanwhile)."""
         if outer.cancelled() or self._closed.is_set():
-            self._demand.released(stage, queued=False)
+            self._demand.released(stage, task=None)
             outer.cancel()
             return
         try:
@@ -240,11 +240,11 @@ class Intake:
                         raise DependencyError(stage, d)
             task = make()
         except Exception as exc:
-            self._demand.released(stage, queued=False)
+            self._demand.released(stage, task=None)
             if outer.set_running_or_notify_cancel():
                 outer.set_exception(exc)
             return
-        self._demand.released(stage, queued=True)
+        self._demand.released(stage, task=task.task_id)
         try:
             self._pool.submit(task, future=outer)
         except PoolClosedError as exc:

@@ -116,6 +116,18 @@ def release_idle(view: RunView) -> list[Cancel]:
     return out
 
 
+def _may_run_again(view: RunView, label: str) -> bool:
+    """Whether a task of ``label`` may still run (``"*"``: of any stage not complete).
+
+    A front-door stage whose tasks all ended stays open for a while (more may come): a task lost with no
+    retries left ended failed, and a follow-up requested for it would only idle. A declared stage's
+    tasks not done all may run (:attr:`StageView.outstanding` is None). ``"*"`` with every stage complete
+    is left to the caller's other tests, as before.
+    """
+    stages = [s for s in view.stages if not s.complete] if label == TOTAL else [view.stage(label)]
+    return not stages or any(s.outstanding is None or s.outstanding > 0 for s in stages)
+
+
 _FOLLOW_UPS = frozenset({"walltime", "lost"})
 """Reasons of the requests :func:`walltime_follow_ups` makes."""
 
@@ -224,7 +236,7 @@ def walltime_follow_ups(
     wake: float | None = None
     k = view.knowledge
     for label in labels:
-        if view.label_done(label):
+        if view.label_done(label) or not _may_run_again(view, label):
             continue
         if label != TOTAL and not view.stage(label).ready:
             continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready

@@ -47,6 +47,10 @@ class StageView:
     """Tasks queued for cores now (they could run on any allocation wide enough). ``None``: every task
     neither done nor running (a declared stage's tasks are all released when it is ready); a front-door
     stage also counts tasks that exist but wait for their inputs, which are not queued."""
+    outstanding: int | None = None
+    """Tasks that may still run: held for their inputs, announced, queued or running (a front-door stage,
+    whose :attr:`tasks` may count tasks of a remembered plan that never came). ``None``: every task
+    neither done nor running (a declared stage)."""
 
     @property
     def width(self) -> int:

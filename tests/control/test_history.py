@@ -107,8 +107,8 @@ def test_a_front_door_stage_leaves_out_the_time_its_queued_tasks_waited_for_core
     # allocation started 100 s later: first start to last end is 115 s, the stage ran 10 + 15 s.
     events: list[Event] = []
     live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
-    for _ in range(3):
-        live.queued("s", 1, None)
+    for i in range(3):
+        live.queued("s", 1, None, task=f"t{i}")
 
     _task(live, EventKind.TASK_START, 0.0, "t0")
     _task(live, EventKind.TASK_END, 10.0, "t0")
@@ -132,10 +132,10 @@ def test_a_front_door_gap_with_nothing_queued_is_runtime_the_stage_waited_for_in
     # the stage waited for cores, so all of first start to end is the stage's runtime.
     events: list[Event] = []
     live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
-    live.queued("s", 1, None)
+    live.queued("s", 1, None, task="t0")
     _task(live, EventKind.TASK_START, 0.0, "t0")
     _task(live, EventKind.TASK_END, 10.0, "t0")
-    live.queued("s", 1, None)
+    live.queued("s", 1, None, task="t1")
     _task(live, EventKind.TASK_START, 100.0, "t1")
     _task(live, EventKind.TASK_END, 110.0, "t1")
     live.update(110.0)

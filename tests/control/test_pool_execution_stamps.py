@@ -45,7 +45,7 @@ def test_a_task_lost_with_no_retry_left_never_looks_queued_again_to_the_strategy
     assert [e.kind for e in events] == [EventKind.TASK_START, EventKind.TASK_LOST, EventKind.TASK_DROPPED]
     recorded: list[Any] = []
     demand = LiveDemand("w", record=recorded.append, clock=lambda: 0.0)
-    demand.queued("s", 1, 100.0)
+    demand.queued("s", 1, 100.0, task="t")
     for e in events:
         demand.observe(e)
     (stage,) = demand.stages()
