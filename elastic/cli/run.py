@@ -183,7 +183,10 @@ def _real(
         poll = args.poll or 10.0
     else:
         raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
-    executor: Execution = PoolExecution(backend, speedup=speedup, bind=args.bind, fail_fast=True)
+    node_cores = backend.partition().node_cores if args.backend == "slurm" else None
+    executor: Execution = PoolExecution(
+        backend, speedup=speedup, bind=args.bind, fail_fast=True, node_cores=node_cores
+    )
     knowledge = Knowledge(
         workflow,
         waits=learner,

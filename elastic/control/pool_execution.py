@@ -79,6 +79,10 @@ class PoolExecution:
     on_event : callable or None, default None
         Called (from a thread delivering the pool's events, outside the pool's lock, quickly) whenever a
         task event arrives, e.g. to wake a waiting driver.
+    node_cores : int or None, default None
+        Cores per node where the caller's partition allocates in nodes
+        (:attr:`~elastic.batch.PartitionInfo.node_cores`): on Slurm, a job of whole nodes then starts
+        one agent per node. The caller reads the partition once; ``None`` means one agent per job.
     """
 
     def __init__(
@@ -91,6 +95,7 @@ class PoolExecution:
         bind: str = "127.0.0.1",
         fail_fast: bool = False,
         on_event: Callable[[], None] | None = None,
+        node_cores: int | None = None,
     ) -> None:
         if not speedup > 0:
             raise ConfigError(f"PoolExecution: speedup must be > 0, got {speedup!r}")
@@ -115,8 +120,7 @@ class PoolExecution:
         """Tasks whose lost attempt :meth:`advance` handed over since the last :meth:`decided`."""
         # A job of several whole nodes runs one agent per node, started with srun: on Slurm. Elsewhere (the
         # mock backend's local processes) one agent offers the job's cores.
-        slurm = getattr(backend, "name", None) == "slurm"
-        self._node_cores = backend.partition().node_cores if slurm else None
+        self._node_cores = node_cores if getattr(backend, "name", None) == "slurm" else None
         """Cores per node where jobs are whole nodes (:attr:`~elastic.batch.PartitionInfo.node_cores`)."""
         pool.expect_decisions()  # a lost task waits for the driver's next decision (it may ask for room)
         self._unsubscribe = pool.subscribe(self._on_event)

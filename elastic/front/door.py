@@ -226,11 +226,15 @@ class Elastic(concurrent.futures.Executor):
                 drain_margin=s.drain_margin / self._speedup,
                 **pool_options,
             )
+            self._partition = self._backend.partition()
             self._execution = PoolExecution(
-                self._backend, speedup=self._speedup, pool=self._pool, on_event=self._poke.set
+                self._backend,
+                speedup=self._speedup,
+                pool=self._pool,
+                on_event=self._poke.set,
+                node_cores=self._partition.node_cores,
             )
             self._cleanup.append(self._execution.close)
-            self._partition = self._backend.partition()
             partition = self._partition.cores
             self._controller = AllocationController(
                 self._strategy,

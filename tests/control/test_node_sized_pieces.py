@@ -162,7 +162,7 @@ def test_asa_asks_whole_nodes_on_slurm_and_each_node_runs_an_agent(
     backend = SlurmBackend(partition="debug", env=slurm_cluster.env, workdir=tmp_path, command_timeout=20)
     workflow = Workflow("nodes-slurm", (Stage("wide", 12, 1, runtime=1.0),))  # 3 nodes of 4 cores
     knowledge = Knowledge(workflow, waits=make_wait_learner(strategy_learner("asa")), history=MemoryHistory())
-    execution = PoolExecution(backend)
+    execution = PoolExecution(backend, node_cores=backend.partition().node_cores)
     try:
         strategy = make_strategy("asa", estimates=False)
         runner = Runner(workflow, strategy, backend, execution, knowledge, poll_interval=1.0)
