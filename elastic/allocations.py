@@ -57,7 +57,7 @@ class AllocationState(str, enum.Enum):
     @property
     def is_live(self) -> bool:
         """Whether the allocation holds cores now (RUNNING or DRAINING)."""
-        return self in (AllocationState.RUNNING, AllocationState.DRAINING)
+        return self in _LIVE
 
     @classmethod
     def from_job_state(cls, state: JobState) -> AllocationState:
@@ -97,6 +97,11 @@ LEGAL_TRANSITIONS: dict[AllocationState, frozenset[AllocationState]] = {
     AllocationState.CANCELLED: frozenset(),
 }
 """For each state, the states an allocation may move to next."""
+
+# the members looked up once: reading ``AllocationState.X`` costs microseconds on Python 3.11 (an enum
+# member is a class property there), and the controller asks every allocation's state at every step
+_LIVE = frozenset({AllocationState.RUNNING, AllocationState.DRAINING})
+_REQUESTED = AllocationState.REQUESTED
 
 
 class IllegalTransitionError(PoolError, ValueError):
@@ -219,7 +224,7 @@ class Allocation:
     @property
     def pending(self) -> bool:
         """Requested, not started yet."""
-        return self.state is AllocationState.REQUESTED
+        return self.state is _REQUESTED
 
     @property
     def running(self) -> bool:

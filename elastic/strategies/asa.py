@@ -118,23 +118,39 @@ class ASA:
 
     def predicted_end(self, view: RunView, name: str) -> float | None:
         """Predicted end time of stage ``name`` (see the module docstring), or None if it has no plan."""
+        return self._predicted_end(view, name, {})
+
+    def _predicted_end(self, view: RunView, name: str, memo: dict[str, float | None]) -> float | None:
+        """:meth:`predicted_end`, each stage's value computed once per ``memo`` (one view).
+
+        Without the memo a stage's end was recomputed through every path of the DAG that reaches it, for
+        every stage asked about at every step (exponential in a DAG's depth of joins).
+        """
+        if name in memo:
+            return memo[name]
         s = view.stage(name)
         k = view.knowledge
+        result: float | None
         if s.end_time is not None:
-            return s.end_time
-        if s.start_time is not None:
+            result = s.end_time
+        elif s.start_time is not None:
             elapsed = view.now - s.start_time
-            return max(view.now, s.start_time + k.expected_duration(name, elapsed))
-        live = view.allocations_for(name, live_only=True)
-        if not live:
-            return None
-        ready = min(_ready_at(view, a) for a in live)
-        for dep in s.depends_on:
-            end = self.predicted_end(view, dep)
-            if end is None:
-                return None
-            ready = max(ready, end)
-        return ready + k.expected_duration(name)
+            result = max(view.now, s.start_time + k.expected_duration(name, elapsed))
+        else:
+            live = view.allocations_for(name, live_only=True)
+            result = None
+            if live:
+                ready = min(_ready_at(view, a) for a in live)
+                ends = []
+                for dep in s.depends_on:
+                    end = self._predicted_end(view, dep, memo)
+                    if end is None:
+                        break
+                    ends.append(end)
+                else:
+                    result = max([ready, *ends]) + k.expected_duration(name)
+        memo[name] = result
+        return result
 
     # -- the decision --------------------------------------------------------------------------------
 
@@ -142,6 +158,7 @@ class ASA:
         """Apply the timing rule to every unplanned stage; naive cancels; walltime follow-ups; release."""
         actions: list[Action] = []
         wake: float | None = None
+        memo: dict[str, float | None] = {}  # predicted ends of this view (decide changes neither)
         for s in view.stages:
             if s.complete:
                 continue
@@ -153,7 +170,7 @@ class ASA:
             prev_end = 0.0
             known = True
             for dep in s.depends_on:
-                end = self.predicted_end(view, dep)
+                end = self._predicted_end(view, dep, memo)
                 if end is None:
                     known = False
                     break
@@ -187,19 +204,21 @@ class ASA:
                 wait,
             )
         if self.naive:
-            actions.extend(self._too_early(view))
+            actions.extend(self._too_early(view, memo))
         return merge(
             Decision(tuple(release_idle(view))),
             Decision(tuple(actions), wake),
             walltime_follow_ups(view, [s.name for s in view.stages]),
         )
 
-    def _too_early(self, view: RunView) -> list[Cancel]:
+    def _too_early(self, view: RunView, memo: dict[str, float | None]) -> list[Cancel]:
         out: list[Cancel] = []
         for s in view.stages:
             if s.ready or s.complete:
                 continue
-            prev_end = max((self.predicted_end(view, d) or view.now for d in s.depends_on), default=view.now)
+            prev_end = max(
+                (self._predicted_end(view, d, memo) or view.now for d in s.depends_on), default=view.now
+            )
             if prev_end - view.now <= self.early_tolerance:
                 continue
             for a in view.allocations_for(s.name):

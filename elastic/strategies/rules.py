@@ -195,7 +195,7 @@ def _waiting(stage: StageView) -> int:
 
 
 def _known(view: RunView, label: str) -> bool:
-    return label == TOTAL or any(s.name == label for s in view.stages)
+    return label == TOTAL or view.has_stage(label)
 
 
 def walltime_follow_ups(

@@ -133,6 +133,25 @@ class RunView:
     priority: str | None = None
     estimate: Estimate | None = None
     queue_version: Hashable | None = None
+    _by_name: dict[str, StageView] = field(init=False, repr=False, compare=False)
+    _by_stage: dict[str | None, tuple[Allocation, ...]] = field(init=False, repr=False, compare=False)
+    _by_label: dict[str, tuple[Allocation, ...]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # indexes built once per view: a strategy asks for stages and their allocations by name many times
+        # per decision (a linear scan each was most of a long simulated run's decision cost)
+        by_name: dict[str, StageView] = {}
+        for s in self.stages:
+            by_name.setdefault(s.name, s)
+        by_stage: dict[str | None, list[Allocation]] = {}
+        by_label: dict[str, list[Allocation]] = {}
+        for a in self.allocations:
+            by_stage.setdefault(a.stage, []).append(a)
+            for label in dict.fromkeys(a.labels):
+                by_label.setdefault(label, []).append(a)
+        object.__setattr__(self, "_by_name", by_name)
+        object.__setattr__(self, "_by_stage", {k: tuple(v) for k, v in by_stage.items()})
+        object.__setattr__(self, "_by_label", {k: tuple(v) for k, v in by_label.items()})
 
     @property
     def done(self) -> bool:
@@ -141,18 +160,22 @@ class RunView:
 
     def stage(self, name: str) -> StageView:
         """Return the stage called ``name``; raise UnknownNameError."""
-        for s in self.stages:
-            if s.name == name:
-                return s
+        s = self._by_name.get(name)
+        if s is not None:
+            return s
         raise UnknownNameError("stage", name, [s.name for s in self.stages])
+
+    def has_stage(self, name: str) -> bool:
+        """Whether the plan has a stage called ``name``."""
+        return name in self._by_name
 
     def allocations_for(self, label: str, *, live_only: bool = False) -> list[Allocation]:
         """Allocations requested for ``label``, in submission order (``live_only``: not ended)."""
-        return [a for a in self.allocations if a.stage == label and not (live_only and a.ended)]
+        return [a for a in self._by_stage.get(label, ()) if not (live_only and a.ended)]
 
     def allocations_serving(self, label: str, *, live_only: bool = False) -> list[Allocation]:
         """Allocations kept for ``label`` (:attr:`Allocation.labels`), in submission order."""
-        return [a for a in self.allocations if label in a.labels and not (live_only and a.ended)]
+        return [a for a in self._by_label.get(label, ()) if not (live_only and a.ended)]
 
     def latest_wait(self, cores: int | None = None) -> float | None:
         """Return the queue wait of this run's allocation that started last (None: none has started).
