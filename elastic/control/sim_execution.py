@@ -14,6 +14,8 @@ An allocation takes its first task ``startup`` seconds after its batch job start
 batch system the job's start is the scheduler's decision, and the agent still has to be launched in it
 (``slurmd``'s batch step, the interpreter starting, the agent registering with the pool) before the pool
 can place anything there. Its cores are held and its walltime runs from the job's start all the same.
+Likewise every task holds its core ``task_overhead`` seconds longer than its duration (default 0): the
+pool handing it to the agent, the agent starting its process, and its result coming back.
 
 Completions are kept in a heap of ``(end, seq, ...)`` with ``seq`` from :func:`itertools.count` so ties
 resolve in submission order and replays are identical.
@@ -89,6 +91,9 @@ class SimExecution:
         Backend seconds from an allocation's start until it takes its first task: the pilot's launch and
         its agent's registration, which a simulated run does not otherwise have. 0 places tasks at the
         start. ``benchmarks/slurm_oracle.py --measure-launch`` measures it on a local Slurm cluster.
+    task_overhead : float, default 0.0
+        Backend seconds every task attempt runs beyond its sampled duration (dispatch to the agent,
+        process start, result back); measured by the same benchmark.
 
     Examples
     --------
@@ -99,14 +104,23 @@ class SimExecution:
     [('task_start', 5.0), ('task_end', 15.0)]
     """
 
-    def __init__(self, *, max_retries: int = 3, drain_margin: float = 30.0, startup: float = 0.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        drain_margin: float = 30.0,
+        startup: float = 0.0,
+        task_overhead: float = 0.0,
+    ) -> None:
         if drain_margin < 0:
             raise ConfigError(f"SimExecution: drain_margin must be >= 0 seconds, got {drain_margin!r}")
-        if not (isinstance(startup, (int, float)) and math.isfinite(startup) and startup >= 0):
-            raise ConfigError(f"SimExecution: startup must be finite seconds >= 0, got {startup!r}")
+        for name, value in (("startup", startup), ("task_overhead", task_overhead)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"SimExecution: {name} must be finite seconds >= 0, got {value!r}")
         self.max_retries = max_retries
         self.drain_margin = drain_margin
         self.startup = float(startup)
+        self.task_overhead = float(task_overhead)
         self._now = float("-inf")
         self._queue: list[tuple[int, int, TaskSpec]] = []
         self._live: dict[str, _Live] = {}
@@ -253,7 +267,8 @@ class SimExecution:
             target = self._live[offer.alloc_id]
             target.free -= task.cores
             target.running[task.task_id] = (t, task)
-            heapq.heappush(self._heap, (t + task.duration, next(self._seq), target.alloc_id, task.task_id))
+            end = t + task.duration + self.task_overhead
+            heapq.heappush(self._heap, (end, next(self._seq), target.alloc_id, task.task_id))
             self._pending.append(_event(EventKind.TASK_START, t, target.alloc_id, task.task_id, task))
 
     def _can_wait(self, task: TaskSpec, t: float, need: float | None = None) -> bool:

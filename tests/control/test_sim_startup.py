@@ -65,3 +65,22 @@ def test_no_task_starts_before_its_allocation_is_ready(startup: float, at: float
 def test_bad_startup_is_refused(bad: object) -> None:
     with pytest.raises(ConfigError, match="startup"):
         SimExecution(startup=bad)  # type: ignore[arg-type]
+
+
+def test_task_overhead_lengthens_every_attempt_on_its_core() -> None:
+    ex = SimExecution(task_overhead=1.5, drain_margin=0.0)
+    for i in range(2):
+        ex.submit(_task(i, duration=4.0))
+    ex.add_allocation("a1", cores=1, walltime_end=100.0, at=0.0)
+    got = [(e.kind, e.time) for e in ex.advance(50.0)]
+    assert got == [
+        (EventKind.TASK_START, 0.0),
+        (EventKind.TASK_END, 5.5),
+        (EventKind.TASK_START, 5.5),
+        (EventKind.TASK_END, 11.0),
+    ]
+
+
+def test_bad_task_overhead_is_refused() -> None:
+    with pytest.raises(ConfigError, match="task_overhead"):
+        SimExecution(task_overhead=-0.5)
