@@ -43,14 +43,18 @@ from elastic.learners.choice import make_wait_learner
 from elastic.simulator.synthetic import synthetic_workload
 from elastic.simulator.workload import Workload
 from elastic.strategies import Knowledge, make_strategy, strategy_learner
+from elastic.timeline import EventKind
 from elastic.workflow import Workflow, builtin_workflow
 from tests.fixtures.slurm_oracle import OracleCluster, ScaledJobs, scale_workload
 
 __all__ = [
+    "LAUNCH_GAPS",
     "MinuteMock",
     "WorkflowRun",
     "background_jobs",
     "compare_strategies",
+    "launch_gaps",
+    "measure_launch",
     "run_on_mock",
     "run_on_slurm",
     "scaled_workflow",
@@ -193,12 +197,39 @@ def run_on_mock(
     poll_interval: float = 1.0,
     max_duration: float = 3600.0,
     drain_margin: float = 2.0,
+    startup: float = 0.0,
+    task_overhead: float = 0.0,
 ) -> WorkflowRun:
     """The workflow on the mock (virtual clock) after ``warmup`` seconds of ``background``.
 
     ``drain_margin`` (seconds before an allocation's end when no task is placed on it) is the Slurm
-    runs' pool setting.
+    runs' pool setting; ``startup`` and ``task_overhead`` are :class:`SimExecution`'s (seconds from an
+    allocation's start to its first task, and that every task runs beyond its duration).
     """
+    result = _mock_result(
+        workflow, strategy, background, rep=rep, cores=cores, warmup=warmup, policy=policy,
+        priority=priority, poll_interval=poll_interval, max_duration=max_duration,
+        drain_margin=drain_margin, startup=startup, task_overhead=task_overhead,
+    )  # fmt: skip
+    return WorkflowRun.of("mock", strategy, rep, result)
+
+
+def _mock_result(
+    workflow: Workflow,
+    strategy: str,
+    background: ScaledJobs,
+    *,
+    rep: int,
+    cores: int,
+    warmup: float,
+    policy: str,
+    priority: str,
+    poll_interval: float,
+    max_duration: float,
+    drain_margin: float,
+    startup: float,
+    task_overhead: float = 0.0,
+) -> RunResult:
     backend = MinuteMock(
         nodes=cores,
         cores_per_node=1,
@@ -211,14 +242,14 @@ def run_on_mock(
         workflow,
         make_strategy(strategy),
         backend,
-        SimExecution(drain_margin=drain_margin),
+        SimExecution(drain_margin=drain_margin, startup=startup, task_overhead=task_overhead),
         _knowledge(workflow, strategy, rep, "mock", background.k),
         seed=rep,
         poll_interval=poll_interval,
         max_duration=max_duration,
     )
     try:
-        return WorkflowRun.of("mock", strategy, rep, runner.run())
+        return runner.run()
     finally:
         backend.close()
 
@@ -273,6 +304,26 @@ def run_on_slurm(
 
     The cluster is emptied first and afterwards (every job cancelled).
     """
+    result = _slurm_result(
+        cluster, workflow, strategy, background, rep=rep, warmup=warmup, workdir=workdir,
+        poll_interval=poll_interval, max_duration=max_duration, drain_margin=drain_margin,
+    )  # fmt: skip
+    return WorkflowRun.of("slurm", strategy, rep, result)
+
+
+def _slurm_result(
+    cluster: OracleCluster,
+    workflow: Workflow,
+    strategy: str,
+    background: ScaledJobs,
+    *,
+    rep: int,
+    warmup: float,
+    workdir: Path,
+    poll_interval: float,
+    max_duration: float,
+    drain_margin: float,
+) -> RunResult:
     cluster.cancel_all(wait=30.0)
     submitter = _Submitter(cluster, background)
     t0 = submitter.start()
@@ -291,7 +342,7 @@ def run_on_slurm(
             poll_interval=poll_interval,
             max_duration=max_duration,
         )
-        return WorkflowRun.of("slurm", strategy, rep, runner.run())
+        return runner.run()
     finally:
         if executor is not None:
             executor.close()
@@ -313,11 +364,14 @@ def compare_strategies(
     workdir: Path,
     policies: Sequence[str] = ("slurm",),
     progress: Callable[[WorkflowRun], None] | None = None,
+    startup: float = 0.0,
+    task_overhead: float = 0.0,
 ) -> list[WorkflowRun]:
     """Every strategy ``reps`` times on the mock under each policy, and on Slurm when ``cluster`` is given.
 
     Runs are paired: repetition ``r`` has the same background and task durations everywhere. A mock
-    run's ``backend`` is ``mock:<policy>``.
+    run's ``backend`` is ``mock:<policy>``; ``startup`` and ``task_overhead`` are its
+    :class:`SimExecution`'s.
     """
     runs: list[WorkflowRun] = []
     for rep in range(reps):
@@ -325,7 +379,17 @@ def compare_strategies(
         for strategy in strategies:
             found = [
                 dataclasses.replace(
-                    run_on_mock(workflow, strategy, bg, rep=rep, cores=cores, warmup=warmup, policy=policy),
+                    run_on_mock(
+                        workflow,
+                        strategy,
+                        bg,
+                        rep=rep,
+                        cores=cores,
+                        warmup=warmup,
+                        policy=policy,
+                        startup=startup,
+                        task_overhead=task_overhead,
+                    ),
                     backend=f"mock:{policy}",
                 )
                 for policy in policies
@@ -346,3 +410,145 @@ def compare_strategies(
 def stage_names(workflow: Workflow) -> list[str]:
     """The workflow's stage names, in order."""
     return [s.name for s in workflow.stages]
+
+
+LAUNCH_GAPS = (
+    "task end to next stage ready",
+    "submit to start",
+    "start to first task",
+    "stage ready to first task",
+    "task overrun",
+    "last task to run end",
+)
+
+
+def launch_gaps(result: RunResult, mock: RunResult | None = None) -> dict[str, list[float]]:
+    """Where a run's allocations spend time that is neither queue nor task, from its timeline.
+
+    Per stage after the first: the last task end before it became ready to that moment (the driver
+    noticing the end). Per allocation that ran a task: its batch job's submit to its start as the batch
+    system recorded it (``StartTime`` on Slurm: the scheduler's pass), and that start to the first task
+    placed on it (on Slurm: ``slurmd`` launching the batch script, the agent's interpreter starting,
+    registering with the pool and being offered the task). Per stage after the first: its tasks handed
+    out (``STAGE_READY``) to its first task's start on an allocation already running. Per task, given
+    the same run on the mock (same seed, so the same sampled durations): how much longer it ran than
+    there (the task's process and its result's way back). Per run: the last task's end to the run's end.
+    """
+    submit: dict[str, float] = {}
+    start: dict[str, float] = {}
+    first: dict[str, float] = {}
+    last_task = run_end = math.nan
+    ready: dict[str, float] = {}
+    stage_first: dict[str, tuple[float, str | None]] = {}
+    for e in result.events:
+        if e.kind is EventKind.STAGE_READY and e.stage is not None:
+            ready.setdefault(e.stage, e.time)
+        elif e.kind is EventKind.TASK_START and e.stage is not None:
+            stage_first.setdefault(e.stage, (e.time, e.allocation))
+        a = e.allocation
+        if e.kind is EventKind.ALLOC_SUBMIT and a is not None:
+            submit.setdefault(a, e.time)
+        elif e.kind is EventKind.ALLOC_START and a is not None:
+            start.setdefault(a, e.time)
+        elif e.kind is EventKind.TASK_START and a is not None:
+            first.setdefault(a, e.time)
+        elif e.kind is EventKind.TASK_END:
+            last_task = e.time if math.isnan(last_task) else max(last_task, e.time)
+        elif e.kind is EventKind.RUN_END:
+            run_end = e.time
+    used = [a for a in first if a in start]
+    handoff = [
+        t - ready[s]
+        for s, (t, a) in stage_first.items()
+        if s in ready and a in start and start[a] < ready[s] and ready[s] > min(ready.values())
+    ]
+    overrun = []
+    if mock is not None:
+        ran = _task_times(result)
+        for task, took in _task_times(mock).items():
+            if task in ran:
+                overrun.append(ran[task] - took)
+    ends = sorted(e.time for e in result.events if e.kind is EventKind.TASK_END)
+    noticed = []
+    for t in sorted(ready.values())[1:]:
+        before = [x for x in ends if x <= t]
+        if before:
+            noticed.append(t - before[-1])
+    return {
+        LAUNCH_GAPS[0]: noticed,
+        LAUNCH_GAPS[1]: [start[a] - submit[a] for a in used if a in submit],
+        LAUNCH_GAPS[2]: [first[a] - start[a] for a in used],
+        LAUNCH_GAPS[3]: handoff,
+        LAUNCH_GAPS[4]: overrun,
+        LAUNCH_GAPS[5]: [run_end - last_task],
+    }
+
+
+def _task_times(result: RunResult) -> dict[str, float]:
+    """Each task's successful attempt: end - start."""
+    began: dict[tuple[str, str | None], float] = {}
+    out: dict[str, float] = {}
+    for e in result.events:
+        if e.task is None:
+            continue
+        if e.kind is EventKind.TASK_START:
+            began[e.task, e.allocation] = e.time
+        elif e.kind is EventKind.TASK_END and (e.task, e.allocation) in began:
+            out[e.task] = e.time - began[e.task, e.allocation]
+    return out
+
+
+def measure_launch(
+    cluster: OracleCluster,
+    workflow: Workflow,
+    strategies: Sequence[str],
+    *,
+    reps: int,
+    cores: int,
+    k: float,
+    workdir: Path,
+    progress: Callable[[str], None] | None = None,
+    startup: float = 0.0,
+    task_overhead: float = 0.0,
+) -> tuple[list[WorkflowRun], dict[str, list[float]]]:
+    """The workflow on an idle cluster (no background) and on an idle mock: the gaps and both makespans.
+
+    With no queue, every difference in makespan between the two is what Slurm and the agents add
+    around the tasks (:func:`launch_gaps`, against a mock run without ``startup`` and ``task_overhead``
+    so that task overruns are against the bare durations). The mock run returned is one with the given
+    ``startup`` and ``task_overhead``: what is left of the gap with the model.
+    """
+    empty = ScaledJobs(
+        submit=np.zeros(0), cores=np.zeros(0, dtype=np.int64), minutes=np.zeros(0, dtype=np.int64),
+        sleep=np.zeros(0), k=k,
+    )  # fmt: skip
+    runs: list[WorkflowRun] = []
+    gaps: dict[str, list[float]] = {g: [] for g in LAUNCH_GAPS}
+    for rep in range(reps):
+        for strategy in strategies:
+            mocked = _mock_result(
+                workflow, strategy, empty, rep=rep, cores=cores, warmup=0.0, policy="slurm",
+                priority="age", poll_interval=1.0, max_duration=3600.0, drain_margin=2.0, startup=0.0,
+            )  # fmt: skip
+            mock = run_on_mock(
+                workflow, strategy, empty, rep=rep, cores=cores, warmup=0.0, startup=startup,
+                task_overhead=task_overhead,
+            )  # fmt: skip
+            where = workdir / f"launch-{strategy}-{rep}"
+            where.mkdir(parents=True, exist_ok=True)
+            result = _slurm_result(
+                cluster, workflow, strategy, empty, rep=rep, warmup=0.0, workdir=where,
+                poll_interval=1.0, max_duration=1800.0, drain_margin=2.0,
+            )  # fmt: skip
+            slurm = WorkflowRun.of("slurm", strategy, rep, result)
+            found = launch_gaps(result, mocked)
+            for g in LAUNCH_GAPS:
+                gaps[g] += found[g]
+            runs += [mock, slurm]
+            if progress is not None:
+                cells = "; ".join(f"{g} " + " ".join(f"{x:.1f}" for x in found[g]) for g in LAUNCH_GAPS)
+                progress(
+                    f"{strategy} {rep}: makespan Slurm {slurm.makespan:.1f} s, mock {mock.makespan:.1f} s, "
+                    f"({slurm.allocations} jobs); {cells}"
+                )
+    return runs, gaps

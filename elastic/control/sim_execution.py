@@ -10,6 +10,13 @@ shorter than the task's estimate while another allocation, live or requested, ha
 when its allocation ends is lost and re-queued (bounded retries), with an estimate of at least twice the time
 it ran there (:func:`~elastic.pool.placement.estimate_after_loss`).
 
+An allocation takes its first task ``startup`` seconds after its batch job started (default 0): on a real
+batch system the job's start is the scheduler's decision, and the agent still has to be launched in it
+(``slurmd``'s batch step, the interpreter starting, the agent registering with the pool) before the pool
+can place anything there. Its cores are held and its walltime runs from the job's start all the same.
+Likewise every task holds its core ``task_overhead`` seconds longer than its duration (default 0): the
+pool handing it to the agent, the agent starting its process, and its result coming back.
+
 Completions are kept in a heap of ``(end, seq, ...)`` with ``seq`` from :func:`itertools.count` so ties
 resolve in submission order and replays are identical.
 """
@@ -21,6 +28,7 @@ import dataclasses
 import heapq
 import itertools
 import logging
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -65,6 +73,7 @@ class _Live:
     walltime_end: float
     free: int
     stage: str | None = None
+    ready: float = float("-inf")
     running: dict[str, tuple[float, TaskSpec]] = field(default_factory=dict)
 
 
@@ -78,6 +87,13 @@ class SimExecution:
     drain_margin : float, default 30.0
         An allocation with this many backend seconds of walltime left or less takes no new task (the
         pool's rule, :func:`~elastic.pool.placement.usable`).
+    startup : float, default 0.0
+        Backend seconds from an allocation's start until it takes its first task: the pilot's launch and
+        its agent's registration, which a simulated run does not otherwise have. 0 places tasks at the
+        start. ``benchmarks/slurm_oracle.py --measure-launch`` measures it on a local Slurm cluster.
+    task_overhead : float, default 0.0
+        Backend seconds every task attempt runs beyond its sampled duration (dispatch to the agent,
+        process start, result back); measured by the same benchmark.
 
     Examples
     --------
@@ -88,11 +104,23 @@ class SimExecution:
     [('task_start', 5.0), ('task_end', 15.0)]
     """
 
-    def __init__(self, *, max_retries: int = 3, drain_margin: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        max_retries: int = 3,
+        drain_margin: float = 30.0,
+        startup: float = 0.0,
+        task_overhead: float = 0.0,
+    ) -> None:
         if drain_margin < 0:
             raise ConfigError(f"SimExecution: drain_margin must be >= 0 seconds, got {drain_margin!r}")
+        for name, value in (("startup", startup), ("task_overhead", task_overhead)):
+            if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= 0):
+                raise ConfigError(f"SimExecution: {name} must be finite seconds >= 0, got {value!r}")
         self.max_retries = max_retries
         self.drain_margin = drain_margin
+        self.startup = float(startup)
+        self.task_overhead = float(task_overhead)
         self._now = float("-inf")
         self._queue: list[tuple[int, int, TaskSpec]] = []
         self._live: dict[str, _Live] = {}
@@ -109,7 +137,8 @@ class SimExecution:
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
         self._requested.pop(alloc_id, None)
-        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, self._stages.pop(alloc_id, None))
+        stage = self._stages.pop(alloc_id, None)
+        self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, stage, ready=at + self.startup)
         self._run_until(at)
         self._dispatch(max(at, self._now))
 
@@ -175,8 +204,9 @@ class SimExecution:
         return out
 
     def next_event_time(self) -> float | None:
-        """When the next running task ends."""
-        return self._heap[0][0] if self._heap else None
+        """When the next running task ends, or the next started allocation takes tasks (``startup``)."""
+        times = [t for t in (self._heap[0][0] if self._heap else None, self._next_ready()) if t is not None]
+        return min(times) if times else None
 
     def busy_cores(self, alloc_id: str) -> int:
         """Cores of ``alloc_id`` running tasks."""
@@ -188,8 +218,22 @@ class SimExecution:
 
     # -- simulation ---------------------------------------------------------------------------------
 
+    def _next_ready(self) -> float | None:
+        """Return the earliest time after now at which a started allocation becomes ready for tasks."""
+        if not self.startup:
+            return None
+        later = [a.ready for a in self._live.values() if a.ready > self._now]
+        return min(later) if later else None
+
     def _run_until(self, t: float) -> None:
-        while self._heap and self._heap[0][0] <= t:
+        while True:
+            ready = self._next_ready()
+            if ready is not None and ready <= t and not (self._heap and self._heap[0][0] < ready):
+                self._now = ready
+                self._dispatch(ready)
+                continue
+            if not (self._heap and self._heap[0][0] <= t):
+                break
             end, _, alloc_id, task_id = heapq.heappop(self._heap)
             live = self._live.get(alloc_id)
             if live is None or task_id not in live.running:
@@ -207,7 +251,7 @@ class SimExecution:
         offers = [
             Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t, a.stage)
             for a in self._live.values()
-            if a.free > 0 and usable(a.walltime_end - t, self.drain_margin)
+            if a.free > 0 and a.ready <= t and usable(a.walltime_end - t, self.drain_margin)
         ]
         if not offers:
             return
@@ -223,7 +267,8 @@ class SimExecution:
             target = self._live[offer.alloc_id]
             target.free -= task.cores
             target.running[task.task_id] = (t, task)
-            heapq.heappush(self._heap, (t + task.duration, next(self._seq), target.alloc_id, task.task_id))
+            end = t + task.duration + self.task_overhead
+            heapq.heappush(self._heap, (end, next(self._seq), target.alloc_id, task.task_id))
             self._pending.append(_event(EventKind.TASK_START, t, target.alloc_id, task.task_id, task))
 
     def _can_wait(self, task: TaskSpec, t: float, need: float | None = None) -> bool:
