@@ -730,15 +730,15 @@ def test_the_pieces_kept_are_the_busy_ones_whatever_their_number() -> None:
 # -- the scheduler's estimate scaled by its bias learned from the run's own requests (issue 28) -----------
 
 
-def _calibration_view(now: float, start: float | None) -> RunView:
-    # wide1's request (as two pieces) was made at 0 on an estimate of an hour; ``start``: when its
-    # pieces started (None: both still wait)
+def _calibration_view(now: float, starts: tuple[float | None, float | None]) -> RunView:
+    # wide1's request (as two pieces) was made at 0 on an estimate of an hour; ``starts``: when each
+    # piece started (None: it still waits)
     view = _first_request_view(wait=3600.0)
-    state = AllocationState.REQUESTED if start is None else AllocationState.RUNNING
     pieces = tuple(
-        Allocation(f"a{i}", cores=14, walltime=9000.0, stage="wide1", state=state, submit_time=0.0,
+        Allocation(f"a{i}", cores=14, walltime=9000.0, stage="wide1", submit_time=0.0,
+                   state=AllocationState.REQUESTED if start is None else AllocationState.RUNNING,
                    start_time=start, eligible_time=0.0, piece_of="a1")
-        for i in (1, 2)
+        for i, start in enumerate(starts, 1)
     )  # fmt: skip
     return dataclasses.replace(view, now=now, allocations=pieces)
 
@@ -748,16 +748,17 @@ def test_a_calibrated_planner_scales_the_estimate_by_the_waits_that_followed_its
     for p in (planner, plain):
         actions = p.decide(_first_request_view(wait=3600.0)).actions
         assert any(isinstance(a, Submit) and a.stage == "wide1" for a in actions)
-    # the request started after 10 minutes where the estimate said an hour: later estimates are scaled down
-    started = _calibration_view(900.0, start=600.0)
+    # its first piece started after 10 minutes where the estimate said an hour (from then its cores may
+    # idle; the other piece still waits): later estimates are scaled down
+    started = _calibration_view(900.0, (600.0, None))
     factor = math.exp(math.log(660.0 / 3660.0) / 2)  # one ratio and one pseudo-observation of 1
     assert planner._waits(started, 28, True)[0] == pytest.approx(3600.0 * factor)
     assert plain._waits(started, 28, True)[0] == pytest.approx(3600.0)
     # still waiting after two hours: the estimate was low, later ones are scaled up
-    waiting = _calibration_view(7200.0, start=None)
+    waiting = _calibration_view(7200.0, (None, None))
     assert planner._waits(waiting, 28, True)[0] == pytest.approx(3600.0 * math.sqrt(7260.0 / 3660.0))
     # waiting for less than the estimate says nothing yet
-    assert planner._waits(_calibration_view(1800.0, start=None), 28, True)[0] == pytest.approx(3600.0)
+    assert planner._waits(_calibration_view(1800.0, (None, None)), 28, True)[0] == pytest.approx(3600.0)
 
 
 @given(st.lists(st.floats(0.01, 100.0), max_size=8), st.floats(0.0, 4.0))
