@@ -16,6 +16,8 @@ afresh at every decision: on the synthetic queue and HPC2N replay it ranks the w
 after minutes-long ones coming, which no learner fed by that run's waits can. It is pessimistic (every
 running job is held to its walltime: the median wait that followed an estimate of over 10 minutes was
 0.46-0.73x of it), which costs some idle cores bought early; ``estimates=False`` does without it.
+``calibrate`` scales it by its bias learned from this run's own requests (the estimate each was made on
+against the wait until its first piece started: :func:`estimate_bias`), which a Slurm user can compute.
 A request for a stage that starts once this run's running allocation is released is priced by the
 estimate with that allocation released when it will be (``releasing``,
 :class:`~elastic.strategies.base.Estimate`): held to its walltime, it would make every such request look
@@ -185,13 +187,15 @@ class Planner:
         This is not the same planner: the search prices waits against the time left until each stage's
         need, which the clock alone changes, so a kept result can differ from a fresh one.
         ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
-    calibrate : bool, default False
+    calibrate : bool, default True
         Scale the scheduler's estimate by its bias learned from this run's own requests: each request
         made on an estimate (not chained by a dependency) is paired with the wait that followed (until
         its first piece started; one still pending counts once it has waited longer than the scaled
         estimate says), and the estimate is multiplied by :func:`estimate_bias` of those ratios
         (:meth:`Planner._calibrated`). Only what a Slurm user sees is read: the estimate given at
-        submission (``sbatch --test-only``) and the job's start.
+        submission (``sbatch --test-only``) and the job's start. Tuned on the published shapes
+        (synthetic queue, 28 cores) and checked on the paper's chains (synthetic, 28 and 56 cores;
+        Montage 28 on HPC2N replay) before it became the default: ``docs/results/strategies.md``.
 
     Examples
     --------
@@ -210,7 +214,7 @@ class Planner:
         estimates: bool = True,
         pieces: int = 2,
         reuse: bool = False,
-        calibrate: bool = False,
+        calibrate: bool = True,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
