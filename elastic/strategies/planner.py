@@ -16,6 +16,8 @@ afresh at every decision: on the synthetic queue and HPC2N replay it ranks the w
 after minutes-long ones coming, which no learner fed by that run's waits can. It is pessimistic (every
 running job is held to its walltime: the median wait that followed an estimate of over 10 minutes was
 0.46-0.73x of it), which costs some idle cores bought early; ``estimates=False`` does without it.
+``calibrate`` scales it by its bias learned from this run's own requests (the estimate each was made on
+against the wait until its first piece started: :func:`estimate_bias`), which a Slurm user can compute.
 A request for a stage that starts once this run's running allocation is released is priced by the
 estimate with that allocation released when it will be (``releasing``,
 :class:`~elastic.strategies.base.Estimate`): held to its walltime, it would make every such request look
@@ -123,6 +125,35 @@ logger = logging.getLogger(__name__)
 HEADROOM_SLACK = 60.0
 """Seconds of estimated wait that walltime headroom may cost a request (:meth:`Planner._headroom`)."""
 
+BIAS_FLOOR = 60.0
+"""Seconds added to both sides of an estimate's ratio to the wait that followed (:func:`estimate_bias`):
+an estimate of 0 followed by a wait of seconds says little."""
+
+BIAS_PRIOR = 1.0
+"""Pseudo-observations of an unbiased estimate (ratio 1) the run's own ratios are averaged with
+(:func:`estimate_bias`): one short wait after a long estimate does not make every later estimate 0."""
+
+
+def estimate_bias(ratios: Sequence[float], prior: float = BIAS_PRIOR) -> float:
+    """Return the factor to scale the scheduler's estimate by, learned from this run's requests.
+
+    ``ratios`` are ``(wait + BIAS_FLOOR) / (estimate + BIAS_FLOOR)`` of the run's requests so far: the
+    wait that followed each estimate the planner requested on. The factor is their geometric mean shrunk
+    toward 1 by ``prior`` pseudo-observations of 1: ``exp(sum(log r) / (n + prior))``.
+
+    Examples
+    --------
+    >>> estimate_bias([])
+    1.0
+    >>> round(estimate_bias([0.25]), 3)  # one request that waited a quarter of its estimate
+    0.5
+    >>> round(estimate_bias([0.25, 0.25, 0.25]), 3)
+    0.354
+    """
+    if not ratios:
+        return 1.0
+    return float(math.exp(sum(math.log(r) for r in ratios) / (len(ratios) + prior)))
+
 
 class Planner:
     """The ``asa`` strategy: allocation planning across the remaining workflow (module docstring).
@@ -156,6 +187,15 @@ class Planner:
         This is not the same planner: the search prices waits against the time left until each stage's
         need, which the clock alone changes, so a kept result can differ from a fresh one.
         ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
+    calibrate : bool, default True
+        Scale the scheduler's estimate by its bias learned from this run's own requests: each request
+        made on an estimate (not chained by a dependency) is paired with the wait that followed (until
+        its first piece started; one still pending counts once it has waited longer than the scaled
+        estimate says), and the estimate is multiplied by :func:`estimate_bias` of those ratios
+        (:meth:`Planner._calibrated`). Only what a Slurm user sees is read: the estimate given at
+        submission (``sbatch --test-only``) and the job's start. Tuned on the published shapes
+        (synthetic queue, 28 cores) and checked on the paper's chains (synthetic, 28 and 56 cores;
+        Montage 28 on HPC2N replay) before it became the default: ``docs/results/strategies.md``.
 
     Examples
     --------
@@ -174,6 +214,7 @@ class Planner:
         estimates: bool = True,
         pieces: int = 2,
         reuse: bool = False,
+        calibrate: bool = True,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
@@ -187,6 +228,9 @@ class Planner:
         self.estimates = bool(estimates)
         self.pieces = pieces
         self.reuse = bool(reuse)
+        self.calibrate = bool(calibrate)
+        self._given: dict[tuple[float, str], float] = {}  # (decision time, label): the estimate requested on
+        self._bias: tuple[float | None, float] = (None, 1.0)
         self._plans: tuple[Hashable | None, dict[Hashable, tuple[float, tuple[Choice, ...]]]] = (None, {})
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
@@ -205,7 +249,7 @@ class Planner:
         """
         estimate = self._estimate(view, cores, releasing)
         if estimate is not None:
-            return np.full(len(timing.PROBS), estimate)
+            return np.full(len(timing.PROBS), estimate * self._calibrated(view))
         if follow_up and self.run_waits:
             latest = view.latest_wait(cores)
             if latest is not None:
@@ -232,6 +276,54 @@ class Planner:
             walltime = max((view.knowledge.walltime(s.name) for s in same), default=None)
             answers[key] = None if walltime is None else view.estimate(cores, walltime, releasing)
         return answers[key]
+
+    def _calibrated(self, view: RunView) -> float:
+        """Return the factor the scheduler's estimate is scaled by now (1 unless :attr:`calibrate`).
+
+        Each request made on an estimate (:attr:`_given`, by decision time and label) is matched to the
+        first request of that label submitted then; its wait is until its first piece started (from then
+        its cores may idle; on the published shapes, synthetic queue, 28 cores, the last piece's start
+        left 6 of 7 cells over 1.10x Per-Stage's core-hours, the first piece's 2). One none of whose
+        pieces started counts, as a lower bound, once the ratio of its wait so far exceeds the factor
+        from the started ones.
+        """
+        if not self.calibrate or not self._given:
+            return 1.0
+        if self._bias[0] == view.now:
+            return self._bias[1]
+        requests: dict[str, list[Allocation]] = {}
+        for a in view.allocations:
+            requests.setdefault(a.request, []).append(a)
+        done: list[float] = []
+        waiting: list[float] = []
+        used: set[str] = set()
+        for (t, label), given in self._given.items():
+            match = next(
+                (
+                    r
+                    for r, jobs in requests.items()
+                    if r not in used
+                    and jobs[0].stage == label
+                    and jobs[0].submit_time is not None
+                    and abs(jobs[0].submit_time - t) <= 1.0
+                    and all(j.eligible_time is None or j.eligible_time <= t + 1.0 for j in jobs)
+                ),
+                None,
+            )
+            if match is None:
+                continue
+            used.add(match)
+            jobs = requests[match]
+            starts = [j.start_time for j in jobs]
+            if any(s is not None for s in starts):  # its first piece: from then its cores may idle
+                wait = min(s for s in starts if s is not None) - t
+                done.append((wait + BIAS_FLOOR) / (given + BIAS_FLOOR))
+            elif not any(j.ended and j.start_time is None for j in jobs):
+                waiting.append((view.now - t + BIAS_FLOOR) / (given + BIAS_FLOOR))
+        bias = estimate_bias(done)
+        bias = estimate_bias(done + [r for r in waiting if r > bias])
+        self._bias = (view.now, bias)
+        return bias
 
     def _work(self, view: RunView, s: StageView) -> float:
         """Return the expected seconds of work ``s`` has left: no sooner than its re-run tasks can end.
@@ -496,6 +588,7 @@ class Planner:
             id(view.knowledge),
             view.knowledge.version,
             seen,
+            self._calibrated(view) if estimated else None,
         )
 
     def _search(
@@ -762,6 +855,9 @@ class Planner:
                     if pieces > 1:  # the widest piece's
                         own = self._waves_walltime(view, -(-g.cores // pieces), walltime, idling, released)
                     asked = self._headroom(view, g, own, released)
+                    given = None if chain else self._estimate(view, g.cores, released)
+                    if self.calibrate and given is not None:
+                        self._given[(view.now, g.stages[0])] = given
                     submits.append(
                         Submit(
                             g.stages[0],

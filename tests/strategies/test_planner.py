@@ -28,6 +28,7 @@ from elastic.strategies.planner import (
     StagePlan,
     _pieces_for,
     _subset_widths,
+    estimate_bias,
     plan,
 )
 from elastic.strategies.timing import PROBS, Prices, acquire_cost, acquire_delayed
@@ -724,3 +725,45 @@ def test_the_pieces_kept_are_the_busy_ones_whatever_their_number() -> None:
     assert sorted(b.alloc_id for b in kept) == sorted(busy)
     assert _pieces_for(jobs, 65, lambda alloc_id: 0) == jobs  # no subset makes it: all
     assert _subset_widths([20, 8, 20, 8]) == (8, 16, 20, 28, 36, 40, 48)
+
+
+# -- the scheduler's estimate scaled by its bias learned from the run's own requests (issue 28) -----------
+
+
+def _calibration_view(now: float, starts: tuple[float | None, float | None]) -> RunView:
+    # wide1's request (as two pieces) was made at 0 on an estimate of an hour; ``starts``: when each
+    # piece started (None: it still waits)
+    view = _first_request_view(wait=3600.0)
+    pieces = tuple(
+        Allocation(f"a{i}", cores=14, walltime=9000.0, stage="wide1", submit_time=0.0,
+                   state=AllocationState.REQUESTED if start is None else AllocationState.RUNNING,
+                   start_time=start, eligible_time=0.0, piece_of="a1")
+        for i, start in enumerate(starts, 1)
+    )  # fmt: skip
+    return dataclasses.replace(view, now=now, allocations=pieces)
+
+
+def test_a_calibrated_planner_scales_the_estimate_by_the_waits_that_followed_its_own_requests() -> None:
+    planner, plain = Planner(), Planner(calibrate=False)
+    for p in (planner, plain):
+        actions = p.decide(_first_request_view(wait=3600.0)).actions
+        assert any(isinstance(a, Submit) and a.stage == "wide1" for a in actions)
+    # its first piece started after 10 minutes where the estimate said an hour (from then its cores may
+    # idle; the other piece still waits): later estimates are scaled down
+    started = _calibration_view(900.0, (600.0, None))
+    factor = math.exp(math.log(660.0 / 3660.0) / 2)  # one ratio and one pseudo-observation of 1
+    assert planner._waits(started, 28, True)[0] == pytest.approx(3600.0 * factor)
+    assert plain._waits(started, 28, True)[0] == pytest.approx(3600.0)
+    # still waiting after two hours: the estimate was low, later ones are scaled up
+    waiting = _calibration_view(7200.0, (None, None))
+    assert planner._waits(waiting, 28, True)[0] == pytest.approx(3600.0 * math.sqrt(7260.0 / 3660.0))
+    # waiting for less than the estimate says nothing yet
+    assert planner._waits(_calibration_view(1800.0, (None, None)), 28, True)[0] == pytest.approx(3600.0)
+
+
+@given(st.lists(st.floats(0.01, 100.0), max_size=8), st.floats(0.0, 4.0))
+def test_the_learned_bias_lies_between_one_and_the_ratios_seen(ratios: list[float], prior: float) -> None:
+    if prior == 0.0 and not ratios:
+        return
+    bias = estimate_bias(ratios, prior)
+    assert min([1.0, *ratios]) * (1 - 1e-9) <= bias <= max([1.0, *ratios]) * (1 + 1e-9)
