@@ -123,6 +123,7 @@ def test_each_strategy_keeps_one_learner_across_every_cell_and_run() -> None:
             seed=request.seed,
             background=background,
             waits=request.waits,
+            warmup=3600.0,  # an hour of background fills the queue; the default day took 4 s a run
         )[0]
 
     plan = ExperimentPlan(

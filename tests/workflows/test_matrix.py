@@ -38,15 +38,26 @@ def full_matrix() -> list[Case]:
     return list(itertools.product(sorted(DEMOS), STRATEGY_NAMES, FRONTENDS, BACKENDS))
 
 
+#: Strategy index whose front-ends of demos 1 and 2 (montage, statistics) are swapped: see pairwise_cases.
+SWAPPED = 4
+
+
 def pairwise_cases() -> list[Case]:
     """18 cases in which every pair of values of two factors appears at least once.
 
     Strategy i and demo j (18 pairs, the largest product of two factors) fix the case; the front-end is
-    (i + j) mod 3 and the backend (i + j) mod 2, which covers the other pairs (checked by a test).
+    (i + j) mod 3 and the backend (i + j) mod 2, which covers the other pairs (checked by a test). For
+    strategy ``SWAPPED`` (asa-after) montage and statistics swap front-ends, which keeps every pair: then
+    montage, by far the slowest demo under Prefect (about 35 s a case, 10 s through the others), goes
+    through Prefect in one case, not two.
     """
     demos = sorted(DEMOS)
+
+    def frontend(i: int, j: int) -> str:
+        return FRONTENDS[(i + (j if i != SWAPPED else (0, 2, 1)[j])) % 3]
+
     return [
-        (demo, strategy, FRONTENDS[(i + j) % 3], BACKENDS[(i + j) % 2])
+        (demo, strategy, frontend(i, j), BACKENDS[(i + j) % 2])
         for i, strategy in enumerate(STRATEGY_NAMES)
         for j, demo in enumerate(demos)
     ]
@@ -65,6 +76,7 @@ def test_the_default_cases_cover_every_pair() -> None:
         seen = {(c[a], c[b]) for c in cases}
         assert seen == set(itertools.product(factors[a], factors[b])), (a, b)
     assert set(cases) <= set(full_matrix()) and len(set(cases)) == len(cases) == 18
+    assert sum(1 for c in cases if (c[0], c[2]) == ("montage", "prefect")) == 1
 
 
 CHECKS = {
