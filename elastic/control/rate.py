@@ -224,6 +224,13 @@ class SubmissionRate:
     >>> rate.ended(20.0, failed=True, ran=True)  # one allocation failed: 30 s between submissions
     >>> rate.allow(40.0), rate.allow(50.0)
     (False, True)
+    >>> fifo = SubmissionRate(per_minute=6, burst=2)
+    >>> fifo.allow(0.0), fifo.allow(0.0, 2), fifo.retry_at  # two jobs wait for a second token
+    (True, False, 10.0)
+    >>> fifo.allow(0.0), fifo.retry_at  # one token is left, but a request held back goes first
+    (False, 10.0)
+    >>> fifo.allow(10.0, 2)
+    True
     """
 
     def __init__(
@@ -284,7 +291,11 @@ class SubmissionRate:
         self._refill(now)
         need = float(min(jobs, self.burst))
         not_before = self._not_before()
-        if now >= not_before and self._tokens >= need:
+        # First come, first served: while a request is held back, a later one (narrower, so it would fit
+        # in the tokens left) waits too, else a wide request could be overtaken at every step for ever
+        # (a liveness scenario found a 9-job stage held while 3-job requests kept taking the tokens).
+        queue_free = self.retry_at is None or now >= self.retry_at
+        if queue_free and now >= not_before and self._tokens >= need:
             self._tokens -= jobs  # a request wider than the bucket leaves it in debt
             self._last = now if self._last is None else max(self._last, now)
             self.submitted += jobs
@@ -302,7 +313,8 @@ class SubmissionRate:
                 self.burst,
                 self.failures,
             )
-        self.retry_at = retry
+        if queue_free:  # else the request at the head of the queue keeps its time
+            self.retry_at = retry
         self.held += 1
         return False
 
@@ -339,3 +351,4 @@ class SubmissionRate:
                 )
         elif ran:
             self.failures = 0
+            self.retry_at = None  # a request held by the back-off may go now: the next ask says

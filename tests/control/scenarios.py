@@ -159,6 +159,9 @@ def _run_once(
             if live:
                 backend.cancel(live[0].backend_job_id or "")
         open_ = [a for a in view.allocations if not a.ended and not a.cancelled]  # once, not per stage
+        retry_at = runner.controller.rate.retry_at
+        if retry_at is not None and retry_at > view.now:
+            return  # the submission-rate cap holds requests back until then (documented, issue 31)
         for s in view.stages:
             if not s.ready or s.complete or s.tasks - s.done - s.running <= 0:
                 continue
