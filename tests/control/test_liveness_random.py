@@ -22,8 +22,11 @@ REGRESSIONS = [
     # more jobs at once than the submission-rate cap's burst (30): a 9-job stage held back was overtaken
     # by the 3-job stage after it at every step (found by benchmarks/bench_liveness.py, seed 1, index 20)
     Scenario(
-        (*[StageSpec(tasks=3, cores=1, runtime=60.0)] * 9, StageSpec(tasks=9, cores=2, runtime=60.0))
-        + (StageSpec(tasks=3, cores=1, runtime=60.0),),
+        (
+            *[StageSpec(tasks=3, cores=1, runtime=60.0)] * 9,
+            StageSpec(tasks=9, cores=2, runtime=60.0),
+            StageSpec(tasks=3, cores=1, runtime=60.0),
+        ),
         nodes=64,
         strategy="perstage",
         job_cores=1,
