@@ -84,7 +84,13 @@ from elastic.pool.tasks import TaskEvent, TaskState
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
 
-__all__ = ["DEFAULT_ALLOCATION_INTERVAL", "DEFAULT_OFFER_TIMEOUT", "MAX_PENDING_UPDATES", "MesosMaster"]
+__all__ = [
+    "DEFAULT_ALLOCATION_INTERVAL",
+    "DEFAULT_OFFER_TIMEOUT",
+    "MAX_PENDING_UPDATES",
+    "MESOS_ALLOCATION_INTERVAL",
+    "MesosMaster",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -93,8 +99,15 @@ _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
 DEFAULT_OFFER_TIMEOUT = 30.0
 """Seconds after which an unanswered offer is rescinded, unless told otherwise."""
 
-DEFAULT_ALLOCATION_INTERVAL = 1.0
-"""Seconds between batch allocations (the Mesos master's ``--allocation_interval`` default)."""
+MESOS_ALLOCATION_INTERVAL = 1.0
+"""The Mesos master's default ``--allocation_interval`` (seconds between batch allocations)."""
+
+DEFAULT_ALLOCATION_INTERVAL = 0.0
+"""Seconds between batch allocations here unless told otherwise: 0, every free core is offered at once.
+
+Not Mesos' 1 s: cores freed by a task sit idle until the next batch, and a strategy that releases idle
+batch jobs (ASA releases an idle piece of a split request) gives them back between a framework's short
+tasks."""
 
 MAX_PENDING_UPDATES = 1000
 """Most unacknowledged status updates an executor may queue for its task (more: HTTP 400)."""
@@ -128,11 +141,12 @@ class MesosMaster:
     gang_wait : float, default 10.0
         Seconds a framework none of whose tasks ended waits, its tasks running and no core free for it,
         before it is taken for a gang short of cores (see :mod:`elastic.front.mesos.frameworks`).
-    allocation_interval : float, default 1.0
-        Seconds between batch allocations (the Mesos master's ``--allocation_interval``): cores freed by
-        ended tasks, declined, or left unused are offered at the next one, not at once. A framework that
-        subscribes or revives is offered every agent's free cores at once, and a new agent's cores go out
-        at once, as the Mesos allocator does.
+    allocation_interval : float, default 0.0
+        Seconds between batch allocations (the Mesos master's ``--allocation_interval``, 1 s there): cores
+        freed by ended tasks, declined, or left unused are offered at the next one, not at once; a
+        framework that subscribes or revives is offered every agent's free cores at once, and a new
+        agent's cores go out at once, as the Mesos allocator does. 0 (the default here, see
+        :data:`DEFAULT_ALLOCATION_INTERVAL`): every free core is offered at once.
     clock : callable, default time.time
         Epoch seconds.
     """
@@ -152,10 +166,14 @@ class MesosMaster:
     ) -> None:
         for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
                             ("disk_per_core", disk_per_core), ("retry_min", retry_min),
-                            ("offer_timeout", offer_timeout), ("gang_wait", gang_wait),
-                            ("allocation_interval", allocation_interval)):  # fmt: skip
+                            ("offer_timeout", offer_timeout), ("gang_wait", gang_wait)):  # fmt: skip
             if value is not None and not 0 < value < float("inf"):
                 raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
+        if not 0 <= allocation_interval < float("inf"):
+            raise ConfigError(
+                f"MesosMaster(allocation_interval=...) must be finite and >= 0 (0: offer at once, "
+                f"Mesos' default: {MESOS_ALLOCATION_INTERVAL:g}), got {allocation_interval!r}"
+            )
         self.elastic = elastic
         self.pool = elastic.pool
         self.heartbeat_interval = heartbeat_interval
@@ -644,7 +662,8 @@ class MesosMaster:
             ).items():
                 self.frameworks[framework_id].emit(event)
             self._learn_gangs(now, agents, held, allocations)
-            return min(self._chores(now), self.gang_wait, max(0.0, self._next_allocation - now))
+            batch = self._next_allocation - now if self.allocation_interval else _TICK
+            return min(self._chores(now), self.gang_wait, max(0.0, batch))
 
     def _allocating(self, now: float, agents: Sequence[AgentView]) -> list[AgentView]:
         """Return the agents whose free cores may be offered now (the allocation interval, as Mesos').
@@ -652,7 +671,7 @@ class MesosMaster:
         Every agent at a batch allocation (every :attr:`allocation_interval` seconds) or after a SUBSCRIBE
         or REVIVE; between them only agents never offered before (a new allocation's cores go out at once).
         """
-        batch = now >= self._next_allocation or self._allocate_all
+        batch = now >= self._next_allocation or self._allocate_all or self.allocation_interval == 0
         if now >= self._next_allocation:
             self._next_allocation = now + self.allocation_interval
         self._allocate_all = False

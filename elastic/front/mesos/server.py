@@ -272,7 +272,8 @@ class MesosServer:
     **options
         Passed to :class:`~elastic.front.mesos.master.MesosMaster`: ``heartbeat_interval``,
         ``mem_per_core``, ``disk_per_core``, ``offer_timeout``, ``retry_min``, ``gang_wait``,
-        ``allocation_interval`` (seconds between batch allocations, default 1 as Mesos'; a finite number > 0).
+        ``allocation_interval`` (seconds between batch allocations, finite and >= 0; default 0: free cores
+        are offered at once; Mesos' default is 1).
 
     Raises
     ------

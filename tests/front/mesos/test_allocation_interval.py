@@ -1,6 +1,7 @@
 """Offers follow an allocation interval, as the Mesos master's ``--allocation_interval``: cores a finished
 task frees are offered at the next batch allocation, not at once, while a new agent's cores and a REVIVE
-are served at once. The option is checked before anything starts."""
+are served at once. The option is checked before anything starts. (Its default here is 0, every free
+core offered at once: see ``DEFAULT_ALLOCATION_INTERVAL``.)"""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from elastic import Elastic
 from elastic.backends.local import LocalBackend
 from elastic.errors import ConfigError
 from elastic.front.mesos import MesosServer
-from elastic.front.mesos.master import DEFAULT_ALLOCATION_INTERVAL
+from elastic.front.mesos.master import DEFAULT_ALLOCATION_INTERVAL, MESOS_ALLOCATION_INTERVAL
 from tests.front.mesos.raw import RawScheduler, launch, task_info
 
 pytestmark = pytest.mark.slow
@@ -24,12 +25,12 @@ def test_freed_cores_wait_for_the_next_allocation_while_new_agents_and_revive_ar
         LocalBackend(cores=1) as backend,
         Elastic(backend, "perstage", store=False, poll_interval=0.5, idle_timeout=1.0) as el,
     ):
-        for bad in (0, -1.0, float("inf"), float("nan")):
+        for bad in (-1.0, float("inf"), float("nan")):
             with pytest.raises(ConfigError, match="allocation_interval"):
                 MesosServer(el, allocation_interval=bad)
         # a batch allocation far away: only what Mesos serves between batches can come
         with MesosServer(el, heartbeat_interval=300.0, allocation_interval=3600.0) as server:
-            assert DEFAULT_ALLOCATION_INTERVAL == 1.0
+            assert MESOS_ALLOCATION_INTERVAL == 1.0 and DEFAULT_ALLOCATION_INTERVAL == 0.0
             raw = RawScheduler(server.address, None)
             offer = raw.offer()  # the new allocation's agent: offered at once
             agent = offer["agent_id"]["value"]
