@@ -11,7 +11,8 @@ leaves: TFMesos leaves as soon as any of its jobs is done (its ``finished()``), 
 stopped (SIGINT, its way out) once three tasks finished. The tests run a few cells (``test_thirdparty*.py``).
 
     .venv/bin/python benchmarks/bench_mesos_thirdparty.py [--backends local,mock,slurm]
-        [--strategies bigjob,perstage,asa] [--frameworks example,subprocess,tfrun]
+        [--strategies bigjob,perstage,asa] [--frameworks example,subprocess,tfrun] [--repeat N]
+        [--allocation-interval S]
 
 It prints one row per run and exits 1 if any failed.
 """
@@ -48,8 +49,13 @@ STRATEGIES = ("bigjob", "perstage", "asa")
 
 
 @contextlib.contextmanager
-def front_door(backend: str, strategy: str, workdir: Path, cluster: Any) -> Iterator[MesosServer]:
-    """A fresh backend, Elastic and Mesos front door (TFMesos needs a long heartbeat, see the tests)."""
+def front_door(
+    backend: str, strategy: str, workdir: Path, cluster: Any, interval: float = 0.0
+) -> Iterator[MesosServer]:
+    """A fresh backend, Elastic and Mesos front door (TFMesos needs a long heartbeat, see the tests).
+
+    ``interval``: the front door's ``allocation_interval`` (0: free cores offered at once).
+    """
     from elastic.backends.local import LocalBackend
     from elastic.backends.mock import MockBackend
     from elastic.backends.slurm import SlurmBackend
@@ -68,17 +74,20 @@ def front_door(backend: str, strategy: str, workdir: Path, cluster: Any) -> Iter
         if backend != "slurm":
             stack.enter_context(b)
         el = stack.enter_context(Elastic(b, strategy, store=False, poll_interval=poll, idle_timeout=idle))
-        yield stack.enter_context(MesosServer(el, heartbeat_interval=300.0, gang_wait=2.0))
+        yield stack.enter_context(
+            MesosServer(el, heartbeat_interval=300.0, gang_wait=2.0, allocation_interval=interval)
+        )
     if backend == "slurm":
         cluster.cancel_all()
 
 
 def one_run(
-    backend: str, strategy: str, framework: str, workdir: Path, cluster: Any
+    backend: str, strategy: str, framework: str, workdir: Path, cluster: Any, interval: float = 0.0
 ) -> tuple[Outcome, float]:
     """Run one framework on a fresh front door; return its outcome (with the server's update counts)."""
     start = time.monotonic()
-    with UpdateLog().watching() as log, front_door(backend, strategy, workdir, cluster) as server:
+    door = front_door(backend, strategy, workdir, cluster, interval)
+    with UpdateLog().watching() as log, door as server:
         if framework == "example":
             outcome = run_example(server.address, timeout=120)
         elif framework == "subprocess":
@@ -95,7 +104,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backends", default=",".join(BACKENDS))
     parser.add_argument("--strategies", default=",".join(STRATEGIES))
     parser.add_argument("--frameworks", default=",".join(FRAMEWORKS))
+    parser.add_argument("--repeat", type=int, default=1, help="runs of each cell (default 1)")
+    parser.add_argument(
+        "--allocation-interval",
+        type=float,
+        default=0.0,
+        help="the front door's allocation_interval, seconds (default 0: at once; Mesos: 1)",
+    )
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"--repeat: expected an integer >= 1, got {args.repeat}")
+    if not 0 <= args.allocation_interval < float("inf"):
+        parser.error(f"--allocation-interval: expected a finite number >= 0, got {args.allocation_interval}")
     chosen = {}
     for option, known in (("backends", BACKENDS), ("strategies", STRATEGIES), ("frameworks", FRAMEWORKS)):
         chosen[option] = getattr(args, option).split(",")
@@ -115,10 +135,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         for backend in chosen["backends"]:
             for strategy in chosen["strategies"]:
-                for framework in chosen["frameworks"]:
+                for framework in [f for f in chosen["frameworks"] for _ in range(args.repeat)]:
                     workdir = Path(tempfile.mkdtemp(dir=tmp))
                     try:
-                        outcome, took = one_run(backend, strategy, framework, workdir, cluster)
+                        outcome, took = one_run(
+                            backend, strategy, framework, workdir, cluster, args.allocation_interval
+                        )
                     except Exception as exc:  # a timeout, a backend that failed: a failed cell, go on
                         outcome, took = Outcome(-1, 0, 0, [f"{type(exc).__name__}: {exc}"]), 0.0
                     failed += not outcome.ok

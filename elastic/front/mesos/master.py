@@ -84,7 +84,13 @@ from elastic.pool.tasks import TaskEvent, TaskState
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
 
-__all__ = ["DEFAULT_OFFER_TIMEOUT", "MAX_PENDING_UPDATES", "MesosMaster"]
+__all__ = [
+    "DEFAULT_ALLOCATION_INTERVAL",
+    "DEFAULT_OFFER_TIMEOUT",
+    "MAX_PENDING_UPDATES",
+    "MESOS_ALLOCATION_INTERVAL",
+    "MesosMaster",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -92,6 +98,16 @@ _ENDED = frozenset({TaskState.DONE, TaskState.FAILED, TaskState.CANCELLED})
 
 DEFAULT_OFFER_TIMEOUT = 30.0
 """Seconds after which an unanswered offer is rescinded, unless told otherwise."""
+
+MESOS_ALLOCATION_INTERVAL = 1.0
+"""The Mesos master's default ``--allocation_interval`` (seconds between batch allocations)."""
+
+DEFAULT_ALLOCATION_INTERVAL = 0.0
+"""Seconds between batch allocations here unless told otherwise: 0, every free core is offered at once.
+
+Not Mesos' 1 s: cores freed by a task sit idle until the next batch, and a strategy that releases idle
+batch jobs (ASA releases an idle piece of a split request) gives them back between a framework's short
+tasks."""
 
 MAX_PENDING_UPDATES = 1000
 """Most unacknowledged status updates an executor may queue for its task (more: HTTP 400)."""
@@ -125,6 +141,12 @@ class MesosMaster:
     gang_wait : float, default 10.0
         Seconds a framework none of whose tasks ended waits, its tasks running and no core free for it,
         before it is taken for a gang short of cores (see :mod:`elastic.front.mesos.frameworks`).
+    allocation_interval : float, default 0.0
+        Seconds between batch allocations (the Mesos master's ``--allocation_interval``, 1 s there): cores
+        freed by ended tasks, declined, or left unused are offered at the next one, not at once; a
+        framework that subscribes or revives is offered every agent's free cores at once, and a new
+        agent's cores go out at once, as the Mesos allocator does. 0 (the default here, see
+        :data:`DEFAULT_ALLOCATION_INTERVAL`): every free core is offered at once.
     clock : callable, default time.time
         Epoch seconds.
     """
@@ -139,6 +161,7 @@ class MesosMaster:
         offer_timeout: float | None = DEFAULT_OFFER_TIMEOUT,
         retry_min: float = 10.0,
         gang_wait: float = 10.0,
+        allocation_interval: float = DEFAULT_ALLOCATION_INTERVAL,
         clock: Callable[[], float] = time.time,
     ) -> None:
         for name, value in (("heartbeat_interval", heartbeat_interval), ("mem_per_core", mem_per_core),
@@ -146,6 +169,11 @@ class MesosMaster:
                             ("offer_timeout", offer_timeout), ("gang_wait", gang_wait)):  # fmt: skip
             if value is not None and not 0 < value < float("inf"):
                 raise ConfigError(f"MesosMaster({name}=...) must be finite and > 0, got {value!r}")
+        if not 0 <= allocation_interval < float("inf"):
+            raise ConfigError(
+                f"MesosMaster(allocation_interval=...) must be finite and >= 0 (0: offer at once, "
+                f"Mesos' default: {MESOS_ALLOCATION_INTERVAL:g}), got {allocation_interval!r}"
+            )
         self.elastic = elastic
         self.pool = elastic.pool
         self.heartbeat_interval = heartbeat_interval
@@ -153,6 +181,7 @@ class MesosMaster:
         self.disk_per_core = disk_per_core
         self.retry_min = retry_min
         self.gang_wait = gang_wait
+        self.allocation_interval = allocation_interval
         self.host, self.port = "127.0.0.1", 0
         self.master_id = str(uuid.uuid4())
         self._clock = clock
@@ -175,6 +204,9 @@ class MesosMaster:
         self._runs: dict[str, ExecutorRun] = {}  # custom executor processes by the id they see
         self._seq = 0
         self._announced: dict[str, int] = {}
+        self._next_allocation = 0.0  # when the next batch allocation is due (epoch seconds)
+        self._allocate_all = False  # a framework subscribed or revived: offer every agent at once
+        self._seen_agents: set[str] = set()  # agents offered before (a new one is offered at once)
         self._unsubscribe = self.pool.subscribe(self._on_pool_event)
         self._thread = threading.Thread(target=self._run, name="elastic-mesos", daemon=True)
         self._thread.start()
@@ -236,6 +268,7 @@ class MesosMaster:
                 logger.info("mesos: framework %s subscribed again", framework_id)
             fw.stream, fw.stream_id, fw.disconnected_at = stream, str(uuid.uuid4()), None
             fw.last_heartbeat = self._clock()
+            self._allocate_all = True
             fw.emit(
                 ev.subscribed(fw.framework_id, self.heartbeat_interval, self.host, self.port, self.master_id)
             )
@@ -305,6 +338,7 @@ class MesosMaster:
             elif isinstance(call, Revive):
                 fw.suppressed = False
                 self._book.revive(framework_id)
+                self._allocate_all = True
                 self._announce()
             elif isinstance(call, Suppress):
                 fw.suppressed, fw.lost = True, 0
@@ -621,14 +655,29 @@ class MesosMaster:
                 if fw.stream is not None and not fw.suppressed
             ]
             stages = {a.alloc_id: a.stage or "*" for a in allocations}
-            made = self._book.make(now, agents, wanting, held, stages)
+            made = self._book.make(now, self._allocating(now, agents), wanting, held, stages)
             job_ids = {a.alloc_id: a.backend_job_id for a in allocations if a.backend_job_id}
             for framework_id, event in ev.offers(
                 made, self.mem_per_core, job_ids, self.disk_per_core
             ).items():
                 self.frameworks[framework_id].emit(event)
             self._learn_gangs(now, agents, held, allocations)
-            return min(self._chores(now), self.gang_wait)
+            batch = self._next_allocation - now if self.allocation_interval else _TICK
+            return min(self._chores(now), self.gang_wait, max(0.0, batch))
+
+    def _allocating(self, now: float, agents: Sequence[AgentView]) -> list[AgentView]:
+        """Return the agents whose free cores may be offered now (the allocation interval, as Mesos').
+
+        Every agent at a batch allocation (every :attr:`allocation_interval` seconds) or after a SUBSCRIBE
+        or REVIVE; between them only agents never offered before (a new allocation's cores go out at once).
+        """
+        batch = now >= self._next_allocation or self._allocate_all or self.allocation_interval == 0
+        if now >= self._next_allocation:
+            self._next_allocation = now + self.allocation_interval
+        self._allocate_all = False
+        new = [a for a in agents if a.name not in self._seen_agents]
+        self._seen_agents = {a.name for a in agents}
+        return list(agents) if batch else new
 
     def _learn_gangs(
         self,

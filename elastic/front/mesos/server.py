@@ -271,7 +271,9 @@ class MesosServer:
         Seconds a request's head, and its body, may take to arrive.
     **options
         Passed to :class:`~elastic.front.mesos.master.MesosMaster`: ``heartbeat_interval``,
-        ``mem_per_core``, ``disk_per_core``, ``offer_timeout``, ``retry_min``.
+        ``mem_per_core``, ``disk_per_core``, ``offer_timeout``, ``retry_min``, ``gang_wait``,
+        ``allocation_interval`` (seconds between batch allocations, finite and >= 0; default 0: free cores
+        are offered at once; Mesos' default is 1).
 
     Raises
     ------
@@ -359,7 +361,12 @@ class MesosServer:
             raise ConfigError(f"MesosServer: cannot listen on {host}:{port}: {exc.strerror}") from exc
         self.host = socket.gethostname() if host in ("0.0.0.0", "::") else host
         self.port = int(sock.getsockname()[1])
-        self.master = MesosMaster(elastic, **options)
+        try:
+            self.master = MesosMaster(elastic, **options)
+        except Exception:  # a bad option: nothing is left open
+            sock.close()
+            self._remove_credentials()
+            raise
         self.master.host, self.master.port = self.host, self.port
         config = uvicorn.Config(
             make_app(self.master, self.credentials, body_timeout=body_timeout),
