@@ -24,6 +24,7 @@ from elastic.front.tasks import task
 from elastic.pool.agent import pool_listening
 from elastic.store import Store
 from elastic.workflow import Stage, Workflow
+from tests.fixtures.processes import default_sighup
 
 pytestmark = pytest.mark.slow
 
@@ -154,9 +155,10 @@ def _start_driver(tmp_path: Path, url: str) -> subprocess.Popen[str]:
     script = tmp_path / "driver.py"
     script.write_text(_DRIVER)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, str(script), url], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path
-    )
+    with default_sighup():  # as from a terminal, even when the tests run under nohup
+        proc = subprocess.Popen(
+            [sys.executable, str(script), url], stdout=subprocess.PIPE, text=True, env=env, cwd=tmp_path
+        )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     assert line.strip() == "RUNNING", f"driver did not start: {line!r}"
@@ -180,8 +182,13 @@ def _agents_of(tmp_path: Path) -> list[int]:
 def test_sigterm_and_sighup_end_the_run_interrupted(sig: signal.Signals, tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     proc = _start_driver(tmp_path, url)
-    proc.send_signal(sig)
-    assert proc.wait(timeout=60) == 128 + sig
+    try:
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == 128 + sig
+    finally:  # a driver left running would hold its allocations for the rest of the session
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
     with Store(url) as store:
         runs = store.runs(workflow="killed")
     assert list(runs["status"]) == ["interrupted"]

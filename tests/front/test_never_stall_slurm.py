@@ -20,6 +20,7 @@ import pytest
 from elastic import Elastic
 from elastic.backends.slurm import SlurmBackend
 from elastic.store import Store
+from tests.fixtures.processes import default_sighup
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
@@ -88,13 +89,14 @@ def _driver(source: str, tmp_path: Path, cluster: LocalSlurmCluster, url: str) -
     script.write_text(source)
     (tmp_path / "jobs").mkdir()
     env = {**os.environ, **cluster.env, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, str(script), url, str(tmp_path / "jobs"), str(tmp_path / "runinfo")],
-        stdout=subprocess.PIPE,
-        text=True,
-        env=env,
-        cwd=tmp_path,
-    )
+    with default_sighup():  # as from a terminal, even when the tests run under nohup
+        proc = subprocess.Popen(
+            [sys.executable, str(script), url, str(tmp_path / "jobs"), str(tmp_path / "runinfo")],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+        )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if line.strip() != "RUNNING":
@@ -117,9 +119,14 @@ def test_a_signalled_parsl_driver_cancels_every_job(
 ) -> None:
     url = f"sqlite:///{tmp_path / 'store.db'}"
     proc = _driver(_PARSL_DRIVER, tmp_path, cluster, url)
-    assert cluster.queue(), "the run has batch jobs"
-    proc.send_signal(sig)
-    proc.wait(timeout=90)
+    try:
+        assert cluster.queue(), "the run has batch jobs"
+        proc.send_signal(sig)
+        proc.wait(timeout=90)
+    finally:  # a driver left running would keep asking the session's cluster for cores
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
     assert _empty_within(cluster, 10.0) == [], "a batch job outlived the driver"
     with Store(url) as store:
         assert list(store.runs()["status"]) == ["interrupted"]
