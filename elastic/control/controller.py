@@ -3,7 +3,7 @@
 :class:`AllocationController` asks a :class:`~elastic.strategies.base.Strategy` what to do and does it on a
 :class:`~elastic.backends.base.BatchBackend`. Everything that decides or watches allocations lives here, for
 every caller: the declared-workflow driver (:class:`~elastic.control.runner.Runner`, behind ``elastic run``
-and ``elastic compare``) and the front door (:class:`elastic.frontdoor.Elastic`, tasks from user code).
+and ``elastic compare``) and the front door (:class:`elastic.front.door.Elastic`, tasks from user code).
 What differs between them is only where the work comes from, a :class:`~elastic.control.work.Demand`:
 
 - :class:`~elastic.control.demand.DeclaredDemand`: a declared workflow whose tasks the driver makes itself

@@ -1,7 +1,7 @@
 """Tasks from user code as the controller's demand: stages learned as they come.
 
 :class:`LiveDemand` is the :class:`~elastic.control.controller.Demand` of the front door
-(:class:`elastic.frontdoor.Elastic`). A stage is a label on tasks; the plan strategies read (which stages,
+(:class:`elastic.front.door.Elastic`). A stage is a label on tasks; the plan strategies read (which stages,
 how wide, in which order, after which others) comes from three sources, merged:
 
 - a **declared plan** (a :class:`~elastic.workflow.Workflow`, runtimes optional), or the plan of the last
