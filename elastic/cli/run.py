@@ -183,9 +183,8 @@ def _real(
         poll = args.poll or 10.0
     else:
         raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
-    node_cores = backend.partition().node_cores if args.backend == "slurm" else None
-    executor: Execution = PoolExecution(
-        backend, speedup=speedup, bind=args.bind, fail_fast=True, node_cores=node_cores
+    executor: Execution = PoolExecution(  # it alone knows which backends start an agent per node
+        backend, speedup=speedup, bind=args.bind, fail_fast=True, node_cores=backend.partition().node_cores
     )
     knowledge = Knowledge(
         workflow,

@@ -157,8 +157,7 @@ def test_asa_asks_whole_nodes_on_slurm_and_each_node_runs_an_agent(
     from elastic.pool.events import AgentEvent, AgentEventKind
     from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
-    assert isinstance(slurm_cluster, LocalSlurmCluster)
-    slurm_cluster.cancel_all()
+    assert isinstance(slurm_cluster, LocalSlurmCluster)  # emptied and healed before the test (fixture)
     backend = SlurmBackend(partition="debug", env=slurm_cluster.env, workdir=tmp_path, command_timeout=20)
     workflow = Workflow("nodes-slurm", (Stage("wide", 12, 1, runtime=1.0),))  # 3 nodes of 4 cores
     knowledge = Knowledge(workflow, waits=make_wait_learner(strategy_learner("asa")), history=MemoryHistory())

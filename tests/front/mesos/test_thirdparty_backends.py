@@ -40,7 +40,7 @@ def test_pymesos_subprocess_runs_unmodified_on_the_scaled_mock_queue_under_asa()
 def test_pymesos_subprocess_runs_unmodified_on_slurm_under_bigjob(
     slurm_cluster: LocalSlurmCluster, tmp_path: Path
 ) -> None:
-    slurm_cluster.cancel_all()
+    # the cluster starts empty and healed (tests/fixtures/slurm_cluster.py)
     backend = SlurmBackend(partition="debug", env=slurm_cluster.env, workdir=tmp_path, command_timeout=20)
     try:
         with (
