@@ -60,6 +60,37 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 pip=("$venv/bin/python" -m pip --disable-pip-version-check -q)
+# Installs go through uv when it can be had: the same packages as pip (pip's own configuration, its
+# indexes, links and constraints, is handed over, and uv is told to pick the best match across indexes as
+# pip does), in seconds instead of the two minutes pip takes for the extras on a 2-core machine. pip stays
+# the route whenever uv cannot be installed or fails.
+uv=""
+if "${pip[@]}" install uv >/dev/null 2>&1 && [ -x "$venv/bin/uv" ]; then
+  uv="$venv/bin/uv"
+  # pip's settings (files and PIP_* variables), as uv's variables; space-separated lists stay lists
+  eval "$("$venv/bin/python" - <<'PY'
+import shlex, subprocess, sys
+out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
+cfg = {}
+for line in out.splitlines():
+    key, _, value = line.partition("=")
+    name = key.rsplit(".", 1)[-1]
+    cfg.setdefault(name, []).extend(shlex.split(value.strip().strip("'\"")))
+for pip_name, uv_name in [("index-url", "UV_DEFAULT_INDEX"), ("extra-index-url", "UV_INDEX"),
+                          ("find-links", "UV_FIND_LINKS"), ("constraint", "UV_CONSTRAINT")]:
+    if cfg.get(pip_name):
+        print(f"export {uv_name}={shlex.quote(' '.join(dict.fromkeys(cfg[pip_name])))}")
+print("export UV_INDEX_STRATEGY=unsafe-best-match")
+PY
+)"
+fi
+install() {
+  if [ -n "$uv" ] && "$uv" pip install -q --python "$venv/bin/python" "$@"; then
+    return 0
+  fi
+  [ -n "$uv" ] && log "uv could not install $*; pip will"
+  "${pip[@]}" install "$@"
+}
 # pymesos (the `mesos` extra) needs http-parser, whose bundled C code does not build on Python >= 3.11:
 # regenerate it with Cython < 3 from the sdist first, so that installing the extras finds it installed
 # (see docs/guide/mesos.md, "Installing pymesos").
@@ -67,7 +98,7 @@ if ! "$venv/bin/python" -c 'import http_parser.parser' 2>/dev/null; then
   log "building http-parser with Cython < 3 (for pymesos)"
   tmp="$(mktemp -d)"
   trap 'rm -rf "$tmp"' EXIT
-  "${pip[@]}" install --upgrade pip wheel setuptools "cython<3"
+  install --upgrade pip wheel setuptools "cython<3"
   "${pip[@]}" download --no-deps --no-binary :all: -d "$tmp" "http-parser==0.9.0"
   tar -xzf "$tmp"/http-parser-0.9.0.tar.gz -C "$tmp"
   src="$tmp/http-parser-0.9.0"
@@ -81,8 +112,8 @@ stamp="$venv/.elastic-installed"
 want="$(sha256sum pyproject.toml | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   log "installing Python packages (this takes a few minutes the first time)"
-  "${pip[@]}" install --upgrade pip wheel setuptools
-  "${pip[@]}" install -e ".[all,dev]"
+  install --upgrade pip wheel setuptools
+  install -e ".[all,dev]"
   echo "$want" > "$stamp"
 fi
 
@@ -91,7 +122,7 @@ fi
 # pymesos above is what it uses). It only adds packages (about 25 s).
 if [ "$mode" = test ] && ! "$venv/bin/python" -c 'import toil.batchSystems.mesos.batchSystem' 2>/dev/null; then
   log "installing Toil for the Toil-on-Mesos test"
-  "${pip[@]}" install "toil[cwl,mesos]==9.6.0"
+  install "toil[cwl,mesos]==9.6.0"
 fi
 
 export PATH="$venv/bin:$PATH"
