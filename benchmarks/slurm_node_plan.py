@@ -1,0 +1,307 @@
+"""Slurm's backfill planned node by node, checked offline against every recorded Slurm schedule.
+
+An experiment, not a mock policy: the ``slurm`` policy (``SlurmBackfill``) plans cores and groups every
+running job in its will-run estimate. Slurm 22.05 plans nodes (``_attempt_backfill`` in
+``src/plugins/sched/backfill/backfill.c``, ``_will_run_test`` in
+``src/plugins/select/cons_common/job_test.c``), and this file models what that adds, for one-CPU nodes
+(the oracle's partition, where a node is a core):
+
+- a pending job may only use the nodes that no higher-priority job has reserved anywhere in its window
+  ``[start_res, start_res + limit]`` (both ends included, as ``node_space`` is scanned);
+- its will-run test groups only the running jobs on those nodes (the barrier taken from the first of
+  them), and plans it at the end of the last job of the first group after which it fits;
+- ``TRY_LATER``: if that start lies after ``later_start`` (the first time at which a node reserved in the
+  window is released), the job is tested again from there on the nodes free then, and again when its
+  chosen nodes overlap a reservation (``_test_resv_overlap``);
+- which nodes a reservation takes: with ``bf_busy_nodes`` (as the oracle configures Slurm) the nodes
+  running jobs now, lowest index first, then idle ones (``_eval_nodes_busy`` in cons_tres); ``index``
+  takes the lowest-index usable nodes (what Slurm does without ``bf_busy_nodes``), ``idle`` idle first;
+- a job that starts now takes Slurm's best fit of consecutive free nodes (``_eval_nodes``).
+
+``python benchmarks/slurm_node_plan.py syn.json hpc2n.json blue.json`` compares, on each recorded
+schedule (``benchmarks/slurm_oracle.py --json``), the ``slurm`` and ``conservative`` policies with these
+node-level plans. Where a file has no ``t0`` (Slurm's wall-clock time 0, which aligns the will-run
+windows), every origin modulo 30 s is tried and the median, min and max of Spearman are printed.
+The figures and what they say are in docs/results/simulator.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from elastic.simulator.conservative import SlurmBackfill
+from elastic.simulator.engine import Engine
+from elastic.simulator.jobs import PENDING
+from tests.fixtures.slurm_oracle import Replay, ScaledJobs, compare
+
+
+def _count(mask: int) -> int:
+    return bin(mask).count("1")
+
+
+def _lowest(mask: int, need: int) -> int:
+    """The ``need`` lowest-index nodes of ``mask``."""
+    out = 0
+    while mask and need > 0:
+        low = mask & -mask
+        out |= low
+        mask ^= low
+        need -= 1
+    return out
+
+
+def best_fit(free: int, need: int, nodes: int) -> int:
+    """Slurm's choice for a job starting now on one-CPU nodes: the smallest run of consecutive free nodes
+    that holds it (its first nodes), else the largest runs first."""
+    runs: list[tuple[int, int]] = []
+    i = 0
+    while i < nodes:
+        if free >> i & 1:
+            k = i
+            while k < nodes and free >> k & 1:
+                k += 1
+            runs.append((i, k - i))
+            i = k
+        else:
+            i += 1
+    fit = [r for r in runs if r[1] >= need]
+    chosen = [min(fit, key=lambda r: (r[1], r[0]))] if fit else sorted(runs, key=lambda r: (-r[1], r[0]))
+    out = 0
+    for s, length in chosen:
+        take = min(length, need)
+        out |= ((1 << take) - 1) << s
+        need -= take
+        if need <= 0:
+            break
+    return out
+
+
+class NodeBackfill:
+    """Slurm 22.05's backfill on one-CPU nodes: node-level reservations, grouped will-run, TRY_LATER.
+
+    ``choice`` is how a reservation picks its nodes: ``busy`` (``bf_busy_nodes``), ``index`` or ``idle``.
+    """
+
+    name = "slurm-nodes"
+
+    def __init__(self, window: float = 30.0, origin: float = 0.0, choice: str = "busy") -> None:
+        if choice not in ("busy", "index", "idle"):
+            raise ValueError(f"choice must be busy, index or idle, got {choice!r}")
+        self.window = window
+        self.origin = origin % window
+        self.choice = choice
+        self.place: dict[int, int] = {}
+        self.reservations: dict[int, float] = {}
+
+    def _will_run(
+        self, avail: int, c: int, now: float, running: list[tuple[float, int]], busy: int
+    ) -> tuple[float | None, int, int]:
+        """Earliest start on the nodes ``avail``; the nodes free now and those freed by then."""
+        free_now = avail & ~busy
+        if _count(free_now) >= c:
+            return now, free_now, 0
+        items = [(e, self.place[j]) for e, j in running if self.place[j] & avail]
+        removed = 0
+        w = self.window
+        if not items:
+            return None, free_now, 0
+        barrier = items[0][0] + (w - (items[0][0] + self.origin) % w)
+        i, n = 0, len(items)
+        while i < n:
+            k = i
+            while True:
+                removed |= items[k][1] & avail
+                k += 1
+                if k >= n or items[k][0] > barrier + w:
+                    break
+            last = items[k - 1][0]
+            w *= 2
+            while k < n and items[k][0] > barrier + w:
+                w *= 2
+            i = k
+            if _count(free_now | removed) >= c:
+                return max(last, now), free_now, removed
+        return None, free_now, removed
+
+    def _nodes(self, free_now: int, removed: int, c: int) -> int:
+        if self.choice == "index":
+            return _lowest(free_now | removed, c)
+        first, then = (removed, free_now) if self.choice == "busy" else (free_now, removed)
+        m = _lowest(first, c)
+        return m | _lowest(then, c - _count(m))
+
+    def schedule(self, engine: Engine) -> None:
+        """One backfill pass: every queued job in priority order starts now or gets a node reservation."""
+        q = engine.queue
+        if not q:
+            return
+        if engine.cluster.cores_per_node != 1:
+            raise ValueError("NodeBackfill models one-CPU nodes only")
+        now = engine.now
+        cores = engine.jobs.cores
+        wall = engine.jobs.walltime
+        nodes = engine.cluster.total
+        full = (1 << nodes) - 1
+        running = engine.running
+        live = {j for _, j in running}
+        self.place = {j: m for j, m in self.place.items() if j in live}
+        busy = 0
+        for m in self.place.values():
+            busy |= m
+        for _, j in running:  # started by someone else: lowest free nodes
+            if j not in self.place:
+                self.place[j] = _lowest(full & ~busy, int(cores[j]))
+                busy |= self.place[j]
+        resv: list[tuple[float, float, int]] = []
+        started = False
+        for j in list(q):
+            if busy == full:
+                break
+            c, limit = int(cores[j]), float(wall[j])
+            start_res = now
+            for _ in range(1000):
+                bounds = sorted({now} | {t for s, e, _ in resv for t in (s, e) if t > now})
+                recs = []
+                for bi, b in enumerate(bounds):
+                    taken = 0
+                    for s, e, m in resv:
+                        if s <= b < e:
+                            taken |= m
+                    recs.append((b, bounds[bi + 1] if bi + 1 < len(bounds) else math.inf, full & ~taken))
+                end_time = start_res + limit
+                avail, later = full, None
+                for ri, (b, e, free) in enumerate(recs):
+                    if (
+                        later is None
+                        and e > start_res
+                        and ri + 1 < len(recs)
+                        and recs[ri + 1][2] & ~(avail & free)
+                    ):
+                        later = e
+                    if e <= start_res:
+                        continue
+                    if b > end_time:
+                        break
+                    avail &= free
+                t = None
+                if _count(avail) >= c:
+                    t, free_now, removed = self._will_run(avail, c, now, running, busy)
+                if t is None:
+                    if later is None:
+                        break
+                    start_res = later
+                    continue
+                t = max(t, start_res)
+                if t <= now:
+                    m = best_fit(free_now, c, nodes)
+                    engine.start(j)
+                    started = True
+                    self.place[j] = m
+                    busy |= m
+                    self.reservations.setdefault(j, now)
+                    break
+                if later is not None and t > later:
+                    start_res = later
+                    continue
+                m = self._nodes(free_now, removed, c)
+                if t > start_res and any(s < t + limit and e > t and mm & m for s, e, mm in resv):
+                    start_res = t
+                    continue
+                resv.append((t, t + limit, m))
+                self.reservations.setdefault(j, t)
+                break
+        if started:
+            state = engine.jobs.state
+            q[:] = [j for j in q if state[j] == PENDING]
+
+
+def load(path: Path) -> tuple[ScaledJobs, Replay, int, bool]:
+    """A recorded Slurm schedule (``slurm_oracle.py --json``): jobs, Slurm's replay, cores, t0 known."""
+    d = json.loads(path.read_text())
+    s = d["slurm"]
+    if "start" not in s or "submit" not in s:
+        raise SystemExit(
+            f"{path}: no Slurm schedule in it (an early file whose 'slurm' key holds the mock's)"
+        )
+    n = len(s["start"])
+    jobs = ScaledJobs(
+        submit=np.array(s["submit"], dtype=float),
+        cores=np.array(d["cores"], dtype=np.int64),
+        minutes=np.array(d["minutes"], dtype=np.int64),
+        sleep=np.array(d["sleep"], dtype=float),
+        k=float(d.get("k", 60.0)),
+    )
+    slurm = Replay(
+        submit=jobs.submit.copy(),
+        start=np.array(s["start"], dtype=float),
+        end=np.array(s["end"], dtype=float),
+        cores=jobs.cores.copy(),
+        state=tuple(s.get("state", ["COMPLETED"] * n)),
+        t0=float(s.get("t0", 0.0)),
+    )
+    return jobs, slurm, int(d["args"]["nodes"]) * int(d["args"]["cores_per_node"]), "t0" in s
+
+
+def replay(jobs: ScaledJobs, observed: Replay, policy: Any, cores: int) -> Replay:
+    """The jobs on the mock under ``policy``, submitted and running as on Slurm."""
+    eng = Engine(nodes=cores, cores_per_node=1, policy=policy, priority="age")
+    run = jobs.sleep.copy()
+    ran = observed.end - observed.start
+    ok = np.array([s == "COMPLETED" for s in observed.state]) & np.isfinite(ran)
+    run[ok] = ran[ok]
+    idx = np.empty(len(jobs), dtype=np.int64)
+    for i in np.argsort(observed.submit, kind="stable").tolist():
+        eng.run(until=float(observed.submit[i]))
+        idx[i] = eng.submit(
+            cores=int(jobs.cores[i]), walltime=float(jobs.minutes[i] * 60), runtime=float(run[i])
+        )
+    eng.run()
+    start = np.array([eng.jobs.start[j] for j in idx.tolist()], dtype=float)
+    return Replay(observed.submit, start, start, jobs.cores.copy(), tuple("COMPLETED" for _ in start))
+
+
+POLICIES: dict[str, Callable[[float], Any]] = {
+    "slurm": lambda o: SlurmBackfill(origin=o),
+    "conservative": lambda o: "conservative",
+    "nodes-busy": lambda o: NodeBackfill(origin=o, choice="busy"),
+    "nodes-index": lambda o: NodeBackfill(origin=o, choice="index"),
+    "nodes-idle": lambda o: NodeBackfill(origin=o, choice="idle"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("files", nargs="+", type=Path, help="slurm_oracle.py --json files (one-CPU nodes)")
+    p.add_argument("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
+    args = p.parse_args(argv)
+    for path in args.files:
+        jobs, slurm, cores, has_t0 = load(path)
+        print(
+            f"{path.name}: {len(jobs)} jobs, {cores} cores, "
+            f"t0 {'recorded' if has_t0 else 'unknown: origins 0-29 s'}"
+        )
+        for name in args.policies.split(","):
+            make = POLICIES[name]
+            origins = [slurm.t0] if has_t0 or name == "conservative" else [float(o) for o in range(30)]
+            rows = [compare(slurm, replay(jobs, slurm, make(o), cores)) for o in origins]
+            rho = [r[0].spearman for r in rows]
+            mid = rows[int(np.argsort(rho)[len(rho) // 2])]
+            spread = f" (min {min(rho):.3f}, max {max(rho):.3f})" if len(rho) > 1 else ""
+            cls = " ".join(f"{a.label}:{a.spearman:.2f}" for a in mid[1:] if math.isfinite(a.spearman))
+            a = mid[0]
+            print(
+                f"  {name:>13}: Spearman {np.median(rho):.3f}{spread}, median |dw| {a.median_abs:.1f} s, "
+                f"p90 {a.p90_abs:.1f} s, mean wait {a.mean_wait_a:.1f} / {a.mean_wait_b:.1f} s; {cls}"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
