@@ -11,8 +11,10 @@ and the workflow's task runtimes are divided by K.
   (:class:`~elastic.control.pool_execution.PoolExecution`): pilots are batch jobs, tasks are ``sleep``
   processes in them. The cluster is emptied before the next run.
 - **On the mock** (:func:`run_on_mock`): the same background jobs preloaded into
-  :class:`~elastic.backends.mock.MockBackend` (the same policy and priority as the job-level
-  comparison), started ``warmup`` seconds in, the same run driver with simulated task execution
+  :class:`~elastic.backends.mock.MockBackend` (the same policy as the job-level comparison, and the
+  priority model the Slurm backend reads for the oracle cluster,
+  :func:`~tests.fixtures.slurm_oracle.mock_priority`, so that the strategies plan with the same model
+  on both backends), started ``warmup`` seconds in, the same run driver with simulated task execution
   (:class:`~elastic.control.sim_execution.SimExecution`) on the virtual clock. Walltime requests are
   rounded up to whole minutes as Slurm rounds them (:class:`MinuteMock`).
 
@@ -45,7 +47,7 @@ from elastic.simulator.workload import Workload
 from elastic.strategies import Knowledge, make_strategy, strategy_learner
 from elastic.timeline import EventKind
 from elastic.workflow import Workflow, builtin_workflow
-from tests.fixtures.slurm_oracle import OracleCluster, ScaledJobs, scale_workload
+from tests.fixtures.slurm_oracle import OracleCluster, ScaledJobs, mock_priority, scale_workload
 
 __all__ = [
     "LAUNCH_GAPS",
@@ -193,7 +195,7 @@ def run_on_mock(
     cores: int,
     warmup: float,
     policy: str = "slurm",
-    priority: str = "age",
+    priority: str | None = None,
     poll_interval: float = 1.0,
     max_duration: float = 3600.0,
     drain_margin: float = 2.0,
@@ -202,14 +204,17 @@ def run_on_mock(
 ) -> WorkflowRun:
     """The workflow on the mock (virtual clock) after ``warmup`` seconds of ``background``.
 
+    ``priority`` is the mock's priority model; None (default) is the one the Slurm backend reads for the
+    oracle cluster (:func:`~tests.fixtures.slurm_oracle.mock_priority`).
+
     ``drain_margin`` (seconds before an allocation's end when no task is placed on it) is the Slurm
     runs' pool setting; ``startup`` and ``task_overhead`` are :class:`SimExecution`'s (seconds from an
     allocation's start to its first task, and that every task runs beyond its duration).
     """
     result = _mock_result(
         workflow, strategy, background, rep=rep, cores=cores, warmup=warmup, policy=policy,
-        priority=priority, poll_interval=poll_interval, max_duration=max_duration,
-        drain_margin=drain_margin, startup=startup, task_overhead=task_overhead,
+        priority=mock_priority() if priority is None else priority, poll_interval=poll_interval,
+        max_duration=max_duration, drain_margin=drain_margin, startup=startup, task_overhead=task_overhead,
     )  # fmt: skip
     return WorkflowRun.of("mock", strategy, rep, result)
 
@@ -528,7 +533,8 @@ def measure_launch(
         for strategy in strategies:
             mocked = _mock_result(
                 workflow, strategy, empty, rep=rep, cores=cores, warmup=0.0, policy="slurm",
-                priority="age", poll_interval=1.0, max_duration=3600.0, drain_margin=2.0, startup=0.0,
+                priority=mock_priority(), poll_interval=1.0, max_duration=3600.0, drain_margin=2.0,
+                startup=0.0,
             )  # fmt: skip
             mock = run_on_mock(
                 workflow, strategy, empty, rep=rep, cores=cores, warmup=0.0, startup=startup,

@@ -21,6 +21,7 @@ from tests.fixtures.slurm_oracle import (
     OracleCluster,
     Replay,
     compare,
+    mock_priority,
     replay_on_mock,
     replay_on_slurm,
     scale_workload,
@@ -93,3 +94,41 @@ def test_mock_agrees_with_slurm_on_a_small_scaled_workload(tmp_path: Path) -> No
     assert float(np.nanmax(slurm.wait)) > 5.0, "the workload must make jobs queue, or it checks nothing"
     assert overall.spearman >= MIN_SPEARMAN, overall
     assert overall.median_abs <= MAX_MEDIAN_ABS, overall
+
+
+def test_the_mock_tells_asa_the_priority_model_the_slurm_backend_reads_so_it_chains_as_on_slurm() -> None:
+    """The workflow comparison's mock gives the strategies the oracle cluster's priority model.
+
+    The oracle cluster has no ``slurmdbd``, which ``SlurmBackend.priority_model`` reads as ``"basic"``
+    (held jobs keep their place): ASA then requests every later stage at once, chained ``afterany``, as
+    all recorded Slurm runs did (the jobcomp file's ``EligibleTime`` at the predecessor's end). Told
+    ``"age"``, the mock's ASA requested them without a dependency, and in this repetition one started
+    and idled before its stage could use it, a decision the Slurm run never made.
+    """
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+    try:
+        import _oracle_workflow as ow
+    finally:
+        sys.path.pop(0)
+    from elastic.timeline import EventKind
+
+    assert mock_priority() == "basic"
+    assert mock_priority("basic") == "basic"
+    wf = ow.scaled_workflow("demo3", 60.0)
+    bg = ow.background_jobs(64, load=1.2, span=660.0, k=60.0, seed=1001)
+    for priority, chained in ((None, True), ("age", False)):  # None: the oracle's default
+        result = ow._mock_result(
+            wf, "asa", bg, rep=1, cores=64, warmup=60.0, policy="slurm",
+            priority=mock_priority() if priority is None else priority, poll_interval=1.0,
+            max_duration=3600.0, drain_margin=2.0, startup=1.4, task_overhead=1.7,
+        )  # fmt: skip
+        ready = {e.stage: e.time for e in result.events if e.kind is EventKind.STAGE_READY}
+        starts = {e.allocation: e.time for e in result.events if e.kind is EventKind.ALLOC_START}
+        first_stage = {}
+        for e in result.events:
+            if e.kind is EventKind.TASK_START and e.allocation is not None:
+                first_stage.setdefault(e.allocation, e.stage)
+        early = [a for a, s in first_stage.items() if a in starts and starts[a] < ready[s] - 1e-6]
+        assert (not early) is chained, (priority, early)
