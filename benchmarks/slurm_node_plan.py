@@ -13,9 +13,13 @@ running job in its will-run estimate. Slurm 22.05 plans nodes (``_attempt_backfi
 - ``TRY_LATER``: if that start lies after ``later_start`` (the first time at which a node reserved in the
   window is released), the job is tested again from there on the nodes free then, and again when its
   chosen nodes overlap a reservation (``_test_resv_overlap``);
-- which nodes a reservation takes: with ``bf_busy_nodes`` (as the oracle configures Slurm) the nodes
-  running jobs now, lowest index first, then idle ones (``_eval_nodes_busy`` in cons_tres); ``index``
-  takes the lowest-index usable nodes (what Slurm does without ``bf_busy_nodes``), ``idle`` idle first;
+- which nodes a reservation takes: with ``bf_busy_nodes`` (as the oracle configures Slurm)
+  ``_eval_nodes_busy`` (cons_tres) takes the nodes running jobs now, lowest index first, then idle
+  ones; when the busy nodes were enough, its second pass (over idle nodes) still runs once and adds
+  one idle node before it stops (its ``break`` leaves only the inner loop), so a reservation holds one
+  idle node more than it needs (``busy+1``; seen in the backfill map of a replay: a 10-CPU job
+  "to start at ... on nodes n[1-11]"). ``busy`` leaves that node out; ``index`` takes the lowest-index
+  usable nodes (Slurm without ``bf_busy_nodes``), ``idle`` idle first;
 - a job that starts now takes Slurm's best fit of consecutive free nodes (``_eval_nodes``).
 
 ``python benchmarks/slurm_node_plan.py syn.json hpc2n.json blue.json`` compares, on each recorded
@@ -86,14 +90,15 @@ def best_fit(free: int, need: int, nodes: int) -> int:
 class NodeBackfill:
     """Slurm 22.05's backfill on one-CPU nodes: node-level reservations, grouped will-run, TRY_LATER.
 
-    ``choice`` is how a reservation picks its nodes: ``busy`` (``bf_busy_nodes``), ``index`` or ``idle``.
+    ``choice`` is how a reservation picks its nodes: ``busy+1`` (``bf_busy_nodes`` as Slurm 22.05 does
+    it), ``busy`` (without its extra idle node), ``index`` (no ``bf_busy_nodes``) or ``idle``.
     """
 
     name = "slurm-nodes"
 
     def __init__(self, window: float = 30.0, origin: float = 0.0, choice: str = "busy") -> None:
-        if choice not in ("busy", "index", "idle"):
-            raise ValueError(f"choice must be busy, index or idle, got {choice!r}")
+        if choice not in ("busy", "busy+1", "index", "idle"):
+            raise ValueError(f"choice must be busy, busy+1, index or idle, got {choice!r}")
         self.window = window
         self.origin = origin % window
         self.choice = choice
@@ -133,8 +138,10 @@ class NodeBackfill:
     def _nodes(self, free_now: int, removed: int, c: int) -> int:
         if self.choice == "index":
             return _lowest(free_now | removed, c)
-        first, then = (removed, free_now) if self.choice == "busy" else (free_now, removed)
+        first, then = (removed, free_now) if self.choice != "idle" else (free_now, removed)
         m = _lowest(first, c)
+        if self.choice == "busy+1" and _count(m) >= c:
+            return m | _lowest(then, 1)  # _eval_nodes_busy's idle pass still takes one node
         return m | _lowest(then, c - _count(m))
 
     def schedule(self, engine: Engine) -> None:
@@ -271,6 +278,7 @@ POLICIES: dict[str, Callable[[float], Any]] = {
     "slurm": lambda o: SlurmBackfill(origin=o),
     "conservative": lambda o: "conservative",
     "nodes-busy": lambda o: NodeBackfill(origin=o, choice="busy"),
+    "nodes-busy+1": lambda o: NodeBackfill(origin=o, choice="busy+1"),
     "nodes-index": lambda o: NodeBackfill(origin=o, choice="index"),
     "nodes-idle": lambda o: NodeBackfill(origin=o, choice="idle"),
 }
