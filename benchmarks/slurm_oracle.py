@@ -167,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--priority", choices=("multifactor", "basic"), default="multifactor")
     p.add_argument(
-        "--policies", default="slurm,conservative,easy", help="mock policies compared (first is primary)"
+        "--policies",
+        default="slurm-nodes,slurm,conservative,easy",
+        help="mock policies compared (first is primary)",
     )
     p.add_argument("--from-json", type=Path, default=None, help="re-compare the Slurm schedule in this file")
     p.add_argument("--t0", type=float, default=0.0, help="--from-json: Slurm's wall-clock time 0 (old files)")

@@ -58,6 +58,7 @@ POLICIES: dict[str, str] = {
     "easy": "elastic.simulator.easy:EasyBackfill",
     "conservative": "elastic.simulator.conservative:ConservativeBackfill",
     "slurm": "elastic.simulator.conservative:SlurmBackfill",
+    "slurm-nodes": "elastic.simulator.slurm_nodes:SlurmNodeBackfill",
     "fcfs": "elastic.simulator.fcfs:Fcfs",
     "sejf": "elastic.simulator.ordering:Sejf",
     "lejf": "elastic.simulator.ordering:Lejf",
