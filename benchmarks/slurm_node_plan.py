@@ -1,6 +1,7 @@
 """Slurm's backfill planned node by node, checked offline against every recorded Slurm schedule.
 
-An experiment, not a mock policy: the ``slurm`` policy (``SlurmBackfill``) plans cores and groups every
+The variants of the mock's ``slurm-nodes`` policy (``elastic/simulator/slurm_nodes.py``, which is
+``busy+1`` here), side by side: the ``slurm`` policy (``SlurmBackfill``) plans cores and groups every
 running job in its will-run estimate. Slurm 22.05 plans nodes (``_attempt_backfill`` in
 ``src/plugins/sched/backfill/backfill.c``, ``_will_run_test`` in
 ``src/plugins/select/cons_common/job_test.c``), and this file models what that adds, for one-CPU nodes
