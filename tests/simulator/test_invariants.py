@@ -191,6 +191,8 @@ def check_invariants(eng: Engine) -> pd.DataFrame:
     max_age=st.sampled_from([math.inf, 604800.0, 20.0]),
 )
 def test_invariants_every_policy(case, policy, priority, max_age):
+    if policy == "slurm-nodes":  # plans one-core nodes only
+        case = {**case, "cpn": 1}
     eng = drive(policy, case, priority=priority, max_age=max_age)
     check_invariants(eng)
     for j, at in eng.ranking.eligible_at.items():  # held jobs: eligible no earlier than the holds allow

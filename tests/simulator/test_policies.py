@@ -79,11 +79,11 @@ def test_profile_earliest_and_reserve():
 
 
 def test_registry():
-    assert set(POLICIES) == {"easy", "conservative", "slurm", "fcfs", "sejf", "lejf"}
+    assert set(POLICIES) == {"easy", "conservative", "slurm", "slurm-nodes", "fcfs", "sejf", "lejf"}
     for name in POLICIES:
         assert make_policy(name).name == name
     with pytest.raises(UnknownNameError) as err:
         make_policy("sjf")
-    assert err.value.allowed == ("conservative", "easy", "fcfs", "lejf", "sejf", "slurm")
+    assert err.value.allowed == ("conservative", "easy", "fcfs", "lejf", "sejf", "slurm", "slurm-nodes")
     with pytest.raises(ConfigError, match="speculative backfilling works only with policy 'easy'"):
         make_policy("fcfs", speculative=True)
