@@ -21,7 +21,7 @@ run" means a core to offer, so a second clause holds:
     For every stage that is ready, has tasks announced ready and none of its tasks queued or running, if
     no allocation kept for it (or for the whole workflow) and not ended or being released is pending, and
     those running have fewer free cores together than those tasks need, and the strategy's decision
-    requests none, request one now as wide as those tasks (capped as above).
+    requests none, request one now for the cores they lack (whole tasks, capped as above).
 
 The front-end decides when such tasks are new demand: the Mesos master announces a framework's gang step,
 or the part of its ``REQUEST`` its allocations lack, as a stage of its own, none of whose tasks runs
@@ -94,11 +94,16 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
                 continue
             want = stage.awaiting_offers * stage.cores
             mine = [(p, f) for labels, p, f in offering if stage.name in labels or TOTAL in labels]
-            if any(p for p, _ in mine) or sum(f for _, f in mine) >= want:
+            free = sum(f for _, f in mine)
+            if any(p for p, _ in mine) or free >= want:
                 continue
-            held = sum(c for _, c in able)
-            cores = want if max_cores is None else min(want, max(max_cores - held, stage.cores))
-            out.append(_request(view, stage, cores, "tasks announced ready wait for cores to be offered"))
+            cores = -(-(want - free) // stage.cores) * stage.cores  # what is missing, in whole tasks
+            if max_cores is not None:
+                held = sum(c for _, c in able)
+                cores = min(cores, max(max_cores - held, stage.cores))
+            # routine (how Big-Job grows for a Mesos gang), not a plan that missed: logged at INFO
+            why = "tasks announced ready wait for cores to be offered"
+            out.append(_request(view, stage, cores, why, level=logging.INFO))
             able.append((frozenset({stage.name}), _capped(cores, max_cores)))
             offering.append((frozenset({stage.name}), True, 0))
             continue
@@ -121,8 +126,10 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     return Decision(tuple(out))
 
 
-def _request(view: RunView, stage: StageView, cores: int, why: str) -> Submit:
-    """Return the liveness request of ``cores`` cores for ``stage`` (logged with ``why``)."""
+def _request(
+    view: RunView, stage: StageView, cores: int, why: str, *, level: int = logging.WARNING
+) -> Submit:
+    """Return the liveness request of ``cores`` cores for ``stage`` (logged at ``level`` with ``why``)."""
     previous = [a.walltime for a in view.allocations if a.stage == stage.name]
     submit = Submit(
         stage.name,
@@ -131,7 +138,8 @@ def _request(view: RunView, stage: StageView, cores: int, why: str) -> Submit:
         reason=LIVENESS_REASON,
         predicted_wait=view.knowledge.predict_wait(cores),
     )
-    logger.warning(
+    logger.log(
+        level,
         "liveness: stage %s has tasks of %d core(s) ready that no allocation can run (%s); "
         "requesting %d cores for %.0f s",
         stage.name,
