@@ -3,7 +3,8 @@
 ``elastic mesos [--backend local|mock|slurm] [--strategy asa] [--host H] [--port P] [--authenticate]
 [--credentials FILE] [--secret-dir DIR] [--speedup K] [--partition P] [--account A] [--bind IFACE]
 [--workflow NAME] [--max-cores N] [--idle-timeout S] [--heartbeat S] [--offer-timeout S] [--gang-wait S]
-[--mem-per-core MB] [--disk-per-core MB] [--store URL | --no-store]``
+[--allocation-interval S] [--submission-rate JOBS_PER_MIN] [--mem-per-core MB] [--disk-per-core MB]
+[--store URL | --no-store]``
 
 It prints the master address to give pymesos (``MesosSchedulerDriver(..., "HOST:PORT")``) and whether
 frameworks must authenticate: not on a loopback ``--host`` (the default), unless ``--authenticate`` or
@@ -22,6 +23,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from elastic.cli.arguments import add_submission_rate_argument
 from elastic.cli.commands import add_command
 from elastic.cli.values import int_in_range, nonnegative_float, positive_float, positive_int, speedup
 from elastic.errors import ConfigError
@@ -90,6 +92,16 @@ def register(subparsers: Any) -> None:
         "it is taken for a gang short of cores and one more is asked for it (default 10)",
     )
     parser.add_argument(
+        "--allocation-interval",
+        type=nonnegative_float,
+        default=0.0,
+        metavar="S",
+        help="seconds between batch allocations, as the Mesos master's --allocation_interval (1 there): "
+        "cores freed by ended tasks, declines and rescinds are offered at the next one; 0 offers them at "
+        "once (default 0)",
+    )
+    add_submission_rate_argument(parser)
+    parser.add_argument(
         "--mem-per-core", type=positive_float, default=1024.0, help="mem (MB) offered per core (default 1024)"
     )
     parser.add_argument(
@@ -134,6 +146,7 @@ def _settings(args: argparse.Namespace, backend: Any) -> Settings:
         max_cores=args.max_cores,
         idle_timeout=args.idle_timeout,
         speedup=args.speedup,
+        submission_rate=args.submission_rate,
         pool={"bind": args.bind},
     )
 
@@ -149,7 +162,8 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
     Returns
     -------
     dict
-        ``host``, ``port``, authentication, heartbeat, offer timeout, gang wait and per-core resources.
+        ``host``, ``port``, authentication, heartbeat, offer timeout, gang wait, allocation interval and
+        per-core resources.
     """
     from elastic.front.mesos.master import DEFAULT_OFFER_TIMEOUT
 
@@ -162,6 +176,7 @@ def server_options(args: argparse.Namespace) -> dict[str, Any]:
         "heartbeat_interval": args.heartbeat,
         "offer_timeout": DEFAULT_OFFER_TIMEOUT if args.offer_timeout is None else args.offer_timeout or None,
         "gang_wait": args.gang_wait,
+        "allocation_interval": args.allocation_interval,
         "mem_per_core": args.mem_per_core,
         "disk_per_core": args.disk_per_core,
     }

@@ -271,6 +271,7 @@ class LiveDemand:
                         rerun_end=st.attempts.rerun_end(),
                         queued=c.queued,
                         outstanding=c.outstanding,
+                        awaiting_offers=c.expected if st.expected_ready else 0,
                     )
                 )
         return tuple(views)

@@ -13,6 +13,24 @@ every strategy (:meth:`~elastic.control.controller.AllocationController.step`), 
     cores its waiting tasks need (no more than the partition has beside what the run holds, no less than
     its widest task), with the walltime its speculative sequence gives next.
 
+Tasks announced ready that wait for cores to be *offered* (:attr:`StageView.awaiting_offers`: a Mesos
+framework launches only on the cores it is offered, so they are never queued in the pool) cannot wait for
+a core to free as queued tasks do: a gang whose tasks wait for one another never frees one. For them "can
+run" means a core to offer, so a second clause holds:
+
+    For every stage that is ready, has tasks announced ready and none of its tasks queued or running, if
+    no allocation kept for it (or for the whole workflow) and not ended or being released is pending, and
+    those running have fewer free cores together than those tasks need, and the strategy's decision
+    requests none, request one now for the cores they lack (whole tasks, capped as above).
+
+The front-end decides when such tasks are new demand: the Mesos master announces a framework's gang step,
+or the part of its ``REQUEST`` its allocations lack, as a stage of its own, none of whose tasks runs
+(:mod:`elastic.front.mesos.frameworks`). A stage with tasks running (a framework's own stage, which
+always announces one task while it waits for offers) is served by the allocations that run them. Per-Stage
+and ASA request an allocation for such a stage themselves; under Big-Job, whose one allocation is kept for
+every stage, this clause is what grows the run for demand learned while it runs. A declared workflow has
+no announced tasks, so nothing changes for it.
+
 A remembered or declared plan is thus a hint that the live tasks overrule, never a gate. A task wider
 than the most cores an allocation may have (``max_cores``) cannot be served by any request: the front
 door refuses it when it is submitted (:class:`~elastic.front.door.Elastic`), so it is skipped here.
@@ -26,6 +44,7 @@ from __future__ import annotations
 
 import logging
 
+from elastic.allocations import Allocation, AllocationState
 from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
 
@@ -58,11 +77,36 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         for a in view.allocations
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled
     ]
+    # of those, the ones that will offer cores: (stages kept for, pending, free cores now)
+    offering: list[tuple[frozenset[str], bool, int]] = [
+        (frozenset(serves.get(a.alloc_id, a.labels)), a.pending, _free(view, a))
+        for a in view.allocations
+        if not a.ended and not a.cancelled and a.alloc_id not in cancelled
+    ]
     for s in decision.actions:
         if isinstance(s, Submit):
             able.append((frozenset(s.serves or (s.stage,)), _capped(s.cores, max_cores)))
+            offering.append((frozenset(s.serves or (s.stage,)), True, 0))
     out: list[Submit] = []
     for stage in view.stages:
+        if _waits_for_offers(stage):
+            if max_cores is not None and stage.cores > max_cores:
+                continue
+            want = stage.awaiting_offers * stage.cores
+            mine = [(p, f) for labels, p, f in offering if stage.name in labels or TOTAL in labels]
+            free = sum(f for _, f in mine)
+            if any(p for p, _ in mine) or free >= want:
+                continue
+            cores = -(-(want - free) // stage.cores) * stage.cores  # what is missing, in whole tasks
+            if max_cores is not None:
+                held = sum(c for _, c in able)
+                cores = min(cores, max(max_cores - held, stage.cores))
+            # routine (how Big-Job grows for a Mesos gang), not a plan that missed: logged at INFO
+            why = "tasks announced ready wait for cores to be offered"
+            out.append(_request(view, stage, cores, why, level=logging.INFO))
+            able.append((frozenset({stage.name}), _capped(cores, max_cores)))
+            offering.append((frozenset({stage.name}), True, 0))
+            continue
         if not _waits_for_cores(stage):
             continue
         if max_cores is not None and stage.cores > max_cores:
@@ -76,25 +120,53 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             held = sum(c for _, c in able)
             cores = min(cores, max(max_cores - held, stage.cores))
         cores = max(cores, stage.cores)
-        previous = [a.walltime for a in view.allocations if a.stage == stage.name]
-        submit = Submit(
-            stage.name,
-            cores,
-            view.knowledge.walltime(stage.name, previous),
-            reason=LIVENESS_REASON,
-            predicted_wait=view.knowledge.predict_wait(cores),
-        )
-        logger.warning(
-            "liveness: stage %s has tasks of %d core(s) ready that no allocation can run (the strategy's "
-            "plan did not cover them); requesting %d cores for %.0f s",
-            stage.name,
-            stage.cores,
-            submit.cores,
-            submit.walltime,
-        )
-        out.append(submit)
+        out.append(_request(view, stage, cores, "the strategy's plan did not cover them"))
         able.append((frozenset({stage.name}), _capped(cores, max_cores)))
+        offering.append((frozenset({stage.name}), True, 0))
     return Decision(tuple(out))
+
+
+def _request(
+    view: RunView, stage: StageView, cores: int, why: str, *, level: int = logging.WARNING
+) -> Submit:
+    """Return the liveness request of ``cores`` cores for ``stage`` (logged at ``level`` with ``why``)."""
+    previous = [a.walltime for a in view.allocations if a.stage == stage.name]
+    submit = Submit(
+        stage.name,
+        cores,
+        view.knowledge.walltime(stage.name, previous),
+        reason=LIVENESS_REASON,
+        predicted_wait=view.knowledge.predict_wait(cores),
+    )
+    logger.log(
+        level,
+        "liveness: stage %s has tasks of %d core(s) ready that no allocation can run (%s); "
+        "requesting %d cores for %.0f s",
+        stage.name,
+        stage.cores,
+        why,
+        submit.cores,
+        submit.walltime,
+    )
+    return submit
+
+
+def _waits_for_offers(stage: StageView) -> bool:
+    """Whether ``stage`` is ready, not complete, has tasks announced ready and none queued or running."""
+    return (
+        stage.ready
+        and not stage.complete
+        and stage.awaiting_offers > 0
+        and stage.running == 0
+        and not stage.queued
+    )
+
+
+def _free(view: RunView, a: Allocation) -> int:
+    """Cores of ``a`` that run no task and may be offered (0 unless it is RUNNING: a draining one is not)."""
+    if a.state is not AllocationState.RUNNING:
+        return 0
+    return max(0, a.cores - view.busy_cores(a.alloc_id))
 
 
 def _waits_for_cores(stage: StageView) -> bool:

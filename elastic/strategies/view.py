@@ -51,6 +51,11 @@ class StageView:
     """Tasks that may still run: held for their inputs, announced, queued or running (a front-door stage,
     whose :attr:`tasks` may count tasks of a remembered plan that never came). ``None``: every task
     neither done nor running (a declared stage)."""
+    awaiting_offers: int = 0
+    """Tasks announced ready (:meth:`~elastic.control.live.LiveDemand.expect` with ``ready=True``): they
+    could run now but wait for cores to be offered to the front-end that launches them (a Mesos framework
+    launches only on offers), so they are not queued in the pool and no core frees for them by itself.
+    Counted in :attr:`outstanding`; 0 for a declared stage."""
 
     @property
     def width(self) -> int:

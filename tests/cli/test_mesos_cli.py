@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import re
@@ -84,11 +85,49 @@ def test_bad_options_are_refused_before_anything_starts(options: list[str], mess
 
 
 def test_gang_wait_reaches_the_server_default_ten_seconds() -> None:
-    import argparse
-
     from elastic.cli.mesos import register, server_options
 
     parser = argparse.ArgumentParser()
     register(parser.add_subparsers())
     assert server_options(parser.parse_args(["mesos", "--gang-wait", "2.5"]))["gang_wait"] == 2.5
     assert server_options(parser.parse_args(["mesos"]))["gang_wait"] == 10.0
+
+
+def _parser() -> argparse.ArgumentParser:
+    from elastic.cli.mesos import register
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    return parser
+
+
+def test_allocation_interval_and_submission_rate_reach_the_server_and_the_front_door() -> None:
+    from elastic.cli.mesos import _settings, server_options
+
+    args = _parser().parse_args(["mesos", "--allocation-interval", "1", "--submission-rate", "6"])
+    assert server_options(args)["allocation_interval"] == 1.0
+    limit = _settings(args, "local").submission_rate
+    assert limit is not None and (limit.per_minute, limit.burst) == (6.0, 6)  # type: ignore[union-attr]
+    args = _parser().parse_args(["mesos"])
+    assert server_options(args)["allocation_interval"] == 0.0  # every free core offered at once
+    assert _settings(args, "local").submission_rate is None  # the default cap
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--allocation-interval", "-1"], "--allocation-interval: expected a finite number >= 0"),
+        (["--allocation-interval", "inf"], "--allocation-interval: expected a finite number >= 0"),
+        (["--allocation-interval", "soon"], "--allocation-interval: expected a finite number >= 0"),
+        (["--submission-rate", "0"], "--submission-rate: expected jobs a minute, a number in (0, 600]"),
+        (["--submission-rate", "601"], "--submission-rate: expected jobs a minute, a number in (0, 600]"),
+        (["--submission-rate", "nan"], "--submission-rate: expected jobs a minute, a number in (0, 600]"),
+    ],
+)
+def test_bad_allocation_interval_or_submission_rate_is_refused_when_parsed(
+    options: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        _parser().parse_args(["mesos", *options])
+    assert exit_.value.code == 2
+    assert message in capsys.readouterr().err

@@ -75,6 +75,78 @@ def test_a_stage_wider_than_any_allocation_may_be_is_left_to_the_front_door() ->
     assert unserved(_view((_ready("c", 1, 8),)), Decision(), max_cores=4).actions == ()
 
 
+def _announced(name: str, waiting: int, *, running: int = 0, cores: int = 1) -> StageView:
+    """A front-door stage with ``waiting`` tasks announced ready (they wait for cores to be offered)."""
+    tasks = max(1, waiting + running)
+    return StageView(
+        name, 0, tasks, cores, (), running=running, ready_time=0.0, queued=0, outstanding=waiting + running,
+        awaiting_offers=waiting,
+    )  # fmt: skip
+
+
+def _busy(view: RunView, busy: dict[str, int]) -> RunView:
+    return dataclasses.replace(view, busy=busy)
+
+
+def test_a_gang_step_under_one_full_allocation_for_the_whole_run_gets_its_own() -> None:
+    # Big-Job's one core runs the framework's first task; its own stage still announces one task (it
+    # waits for offers) and is served by the allocation running its task; the learned step is not
+    whole = _alloc("a1", "*", 1, running=True)
+    stages = (_announced("fw", 1, running=1), _announced("fw+gang1", 1))
+    [s] = unserved(_busy(_view(stages, (whole,)), {"a1": 1}), Decision()).actions
+    assert isinstance(s, Submit)
+    assert (s.stage, s.cores, s.reason) == ("fw+gang1", 1, LIVENESS_REASON)
+
+
+def test_announced_tasks_are_served_by_a_free_core_or_an_allocation_coming() -> None:
+    stages = (_announced("fw+gang1", 2),)
+    free = _alloc("a1", "*", 4, running=True)
+    assert unserved(_busy(_view(stages, (free,)), {"a1": 2}), Decision()).actions == ()
+    assert unserved(_view(stages, (_alloc("a1", "fw+gang1", 1),)), Decision()).actions == ()  # pending
+    assert unserved(_view(stages), Decision((Submit("fw+gang1", 2, 60.0),))).actions == ()  # Per-Stage
+    # too few free cores (two tasks beside one idle core): what they lack
+    [s] = unserved(_busy(_view(stages, (free,)), {"a1": 3}), Decision()).actions
+    assert isinstance(s, Submit) and s.cores == 1
+    [s] = unserved(_busy(_view(stages, (free,)), {"a1": 4}), Decision()).actions
+    assert isinstance(s, Submit) and s.cores == 2
+    # a draining allocation offers nothing; one kept for another stage does not count
+    draining = free.transition(AllocationState.DRAINING, 20.0)
+    assert len(unserved(_view(stages, (draining,)), Decision()).actions) == 1
+    assert len(unserved(_view(stages, (_alloc("a2", "other", 4, running=True),)), Decision()).actions) == 1
+    # capped beside what the run holds, never below one task
+    [s] = unserved(_busy(_view(stages, (free,)), {"a1": 4}), Decision(), max_cores=5).actions
+    assert isinstance(s, Submit) and s.cores == 1
+
+
+@given(
+    waiting=st.integers(0, 4),
+    running=st.integers(0, 3),
+    cores=st.integers(1, 4),
+    allocs=st.lists(
+        st.tuples(st.sampled_from(["s", "*", "t"]), st.integers(1, 8), st.booleans(), st.integers(0, 8)),
+        max_size=3,
+    ),
+)
+def test_after_the_rule_announced_tasks_have_cores_to_be_offered(
+    waiting: int, running: int, cores: int, allocs: list[tuple[str, int, bool, int]]
+) -> None:
+    stage = _announced("s", waiting, running=running, cores=cores)
+    allocations = tuple(_alloc(f"a{i}", lab, n, running=up) for i, (lab, n, up, _) in enumerate(allocs))
+    busy = {f"a{i}": min(b, n) for i, (_, n, up, b) in enumerate(allocs) if up}
+    view = _busy(_view((stage,), allocations), busy)
+    added = [a for a in unserved(view, Decision()).actions if isinstance(a, Submit)]
+    mine = [a for a in allocations if a.stage in ("s", "*")]
+    free = sum(a.cores - busy.get(a.alloc_id, 0) for a in mine if a.running)
+    if waiting == 0 or running > 0:
+        assert added == []  # nothing announced, or the stage runs on what it has
+    elif any(a.pending for a in mine) or free >= waiting * cores:
+        assert added == []
+    else:  # what they lack, in whole tasks: with the free cores, enough for all of them
+        [(stage_name, got)] = [(a.stage, a.cores) for a in added]
+        assert stage_name == "s" and got % cores == 0
+        assert got + free >= waiting * cores > got + free - cores
+
+
 @st.composite
 def _scenes(draw: st.DrawFn) -> tuple[RunView, Decision, int]:
     n = draw(st.integers(1, 4))

@@ -16,9 +16,13 @@ another, so none ends before all run) is learned: a framework none of whose task
 running, not suppressed, that never declined an offer, and no core free to offer it for ``gang_wait``
 seconds wants one more core than it holds. Each such step announces one ready task under a stage of its own
 (``<stage>+gang<k>``, see :attr:`Framework.growing`), so a strategy that allocates per stage (Per-Stage,
-ASA) requests an allocation for it while the framework's first allocation runs; a launch on that
-allocation ends the step, a DECLINE ends it and every later one. A REQUEST for more cores than the stage's
-allocations have (one sized before the REQUEST arrived) takes such a step at once, for the difference.
+ASA) requests an allocation for it while the framework's first allocation runs, and under Big-Job (whose
+allocations are kept for every stage) the never-stall rule does (:mod:`elastic.control.liveness`: a stage
+of tasks announced ready, none running, with no core to offer); a launch on that allocation ends the step,
+a DECLINE ends it and every later one. A REQUEST, while the framework runs tasks, for more cores than the
+stage's allocations have (one sized before the REQUEST arrived) takes such a step at once, for the
+difference; with nothing running, the stage itself is such a stage, and the never-stall rule asks for what
+its allocations lack.
 """
 
 from __future__ import annotations

@@ -80,6 +80,7 @@ from elastic.front.mesos.states import TaskStatus, outcome_status, progress_stat
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.state import AgentView
 from elastic.pool.tasks import TaskEvent, TaskState
+from elastic.strategies.knowledge import TOTAL
 
 if TYPE_CHECKING:
     from elastic.front.door import Elastic
@@ -716,15 +717,31 @@ class MesosMaster:
         """Ask for what a REQUEST wants beyond the cores its stage's allocations already have; True if so.
 
         A strategy sizes a stage's allocation once: one asked before the REQUEST arrived (the framework's
-        first announced task) is narrower than the REQUEST, and would stay so.
+        first announced task) is narrower than the REQUEST, and would stay so. An allocation kept for the
+        whole run (Big-Job's) counts as the stage's own, but its free cores are left to the never-stall
+        rule (:mod:`elastic.control.liveness`), which counts them when it sizes the step's allocation.
+        Only while the framework has tasks running: its stage, which announces what is left of the
+        REQUEST, runs nothing otherwise, and the never-stall rule asks for the cores its allocations lack
+        under every strategy (a step as well would ask for them twice).
         """
         left = -(-fw.requested // fw.cores) - (fw.launched - fw.launched_at_request)  # tasks still asked for
         if fw.growing is not None or fw.suppressed or fw.requested == 0 or left <= 1:
             return False
-        mine = [a for a in allocations if not a.ended and (a.stage or "").split("+gang")[0] == fw.stage]
-        if not any(a.stage == fw.stage for a in mine) or any(a.stage != fw.stage for a in mine if a.pending):
-            return False  # its stage has no allocation yet (sized from the REQUEST), or a step is coming
         busy = sum(t.cores for t in fw.tasks.values() if not t.ended)
+        if busy == 0:
+            return False  # its stage runs nothing: the never-stall rule asks for what its cores lack
+        own = (fw.stage, TOTAL)  # Big-Job's allocations are kept for every stage
+        mine = [a for a in allocations if not a.ended and (a.stage or "").split("+gang")[0] in own]
+        if not any(a.stage in own for a in mine) or any(a.stage not in own for a in mine if a.pending):
+            return False  # its stage has no allocation yet (sized from the REQUEST), or a step is coming
+        if any(a.stage == TOTAL for a in mine):
+            # the never-stall rule gives the step what the run's allocations lack beyond their free
+            # cores: count only the cores of the stage's own (a step's), and the tasks running there
+            named = {a.alloc_id for a in mine if a.stage != TOTAL}
+            busy = sum(
+                t.cores for t in fw.tasks.values() if not t.ended and t.agent_id.split("/")[0] in named
+            )
+            mine = [a for a in mine if a.alloc_id in named]
         short = -(-(left * fw.cores - (sum(a.cores for a in mine) - busy)) // fw.cores)
         if short <= 0:
             return False

@@ -73,13 +73,16 @@ def test_pymesos_subprocess_runs_remote_commands(server: MesosServer) -> None:
 
 
 @pytest.mark.timeout(120)
-def test_tfmesos_tfrun_gets_its_gang_of_three_cores(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+@pytest.mark.parametrize("strategy", ["perstage", "bigjob"])
+def test_tfmesos_tfrun_gets_its_gang_of_three_cores(
+    strategy: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     # tfrun's tasks get its PYTHONPATH (TFMesos passes its own sys.path on), hence tfmesos and the stand-in
     for name, value in thirdparty_environment().items():
         monkeypatch.setenv(name, value)
     with (
         LocalBackend(cores=3) as backend,
-        Elastic(backend, "perstage", store=False, poll_interval=0.5, idle_timeout=1.0) as el,
+        Elastic(backend, strategy, store=False, poll_interval=0.5, idle_timeout=1.0) as el,
         MesosServer(el, heartbeat_interval=300.0, gang_wait=2.0) as server,
     ):
         outcome = run_tfrun(server.address, tmp_path, timeout=90)
