@@ -56,3 +56,12 @@ def test_the_experiment_reports_eq1_utilisation() -> None:
 
     util = s._mean(1, draw, [("hpc", False)])[("hpc", False)][0]
     assert util == 1.0  # the large job's hour alone, not the idle hours before the late job
+
+
+def test_toptimal_with_speculative_backfilling_beats_classical_hpc() -> None:
+    """The headline's direction: speculation at submission and at backfilling over Classical HPC."""
+    large = s._batch(s._BIG, "beta", 40, np.random.default_rng(3))
+    hpc = s.simulate(large, "hpc", speculative=False, seed=0)
+    both = s.simulate(large, "toptimal", speculative=True, seed=0)
+    assert both.utilisation(until_drained=True) > hpc.utilisation(until_drained=True)
+    assert both.response(large_only=True) < hpc.response(large_only=True)
