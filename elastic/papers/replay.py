@@ -81,13 +81,34 @@ class Replayed:
     large: npt.NDArray[np.bool_]
     processors: int
 
-    def utilisation(self) -> float:
-        """Return useful work over the machine's capacity, first arrival to last completion.
+    def utilisation(self, *, until_drained: bool = False) -> float:
+        """Return useful work over the machine's capacity, from the first arrival.
 
         Killed runs are wasted: only ``cores * runtime`` of each job's successful run counts.
+
+        Parameters
+        ----------
+        until_drained : bool, default False
+            False: the window ends at the last completion of any job. True: the speculative-scheduling
+            paper's Eq. (1) (Gainaru et al., ICPP 2019): the window ends at ``sigma``, the first time
+            after the last large job completes at which every backfilling job that arrived before it
+            has completed, and only the work that arrived before ``sigma`` counts (later arrivals of
+            the backfilling stream are outside the measured window).
         """
-        span = float(self.completion.max() - self.arrival.min())
-        return float((self.cores * self.runtime).sum()) / (self.processors * span)
+        start = float(self.arrival.min())
+        if not until_drained or not self.large.any():
+            span = float(self.completion.max()) - start
+            return float((self.cores * self.runtime).sum()) / (self.processors * span)
+        small = ~self.large
+        sigma = float(self.completion[self.large].max())
+        while True:
+            late = small & (self.arrival < sigma) & (self.completion > sigma)
+            if not late.any():
+                break
+            sigma = float(self.completion[late].max())
+        counted = self.large | (small & (self.arrival < sigma))
+        work = float((self.cores * self.runtime)[counted].sum())
+        return work / (self.processors * (sigma - start))
 
     def response(self, large_only: bool = False) -> float:
         """Mean of completion - arrival (seconds), over all jobs or the large ones only."""
