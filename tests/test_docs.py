@@ -153,6 +153,16 @@ def test_readme_keeps_the_setup_commands() -> None:
     assert "bash scripts/bootstrap.sh test" in text
 
 
+def test_the_prefect_example_says_how_to_outwait_a_slow_temporary_server() -> None:
+    # Without PREFECT_API_URL, Prefect starts a temporary server and gives it 20 s: on a busy machine
+    # it took longer than that and the README's example failed ("Timed out while attempting to connect to
+    # ephemeral Prefect API server"). The README and the Prefect guide say how to give it longer.
+    guide = ROOT.joinpath("docs", "guide", "prefect.md").read_text(encoding="utf-8")
+    for text in (README.read_text(encoding="utf-8"), guide):
+        assert "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in text
+        assert "prefect server start" in text
+
+
 README_BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
 DOCS_BLOCKS = [
     block
