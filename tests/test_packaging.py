@@ -116,6 +116,17 @@ def test_a_missing_extra_is_named_with_its_install_command(monkeypatch: pytest.M
         missing("gpu")
 
 
+def test_the_missing_extra_message_reads_right_for_one_module_or_several() -> None:
+    from elastic.errors import MissingExtraError
+
+    assert str(MissingExtraError("demos", "the demo", ["pyarrow"])) == (
+        'the demo needs pyarrow, which is not installed: pip install "elastic-hpc[demos]"'
+    )
+    assert str(MissingExtraError("mesos", "it", ["uvicorn", "starlette", "pymesos"])) == (
+        'it needs uvicorn, starlette and pymesos, which are not installed: pip install "elastic-hpc[mesos]"'
+    )
+
+
 def test_extras_in_pyproject_match_the_extras_module() -> None:
     import tomllib
 
