@@ -142,6 +142,16 @@ def test_extras_in_pyproject_match_the_extras_module() -> None:
             assert module not in core, f"{module} is an extra's, not a core dependency"
 
 
+def test_the_bootstrap_script_installs_the_same_extras_a_user_does() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
+    installs = re.findall(r'pip\[@\]\}" install -e "\.\[([\w,]+)\]"', script)
+    assert installs == ["all,dev"], installs  # one editable install of the project, through its extras
+    assert set(installs[0].split(",")) <= set(extras["optional-dependencies"])
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The wheel of this checkout, built once for the module's tests (no dependencies, no index)."""
