@@ -148,9 +148,11 @@ class MissingExtraError(ElasticError, ImportError):
         self.extra = extra
         self.feature = feature
         self.modules = tuple(modules)
+        names = self.modules
+        listed = ", ".join(names[:-1]) + f" and {names[-1]}" if len(names) > 1 else "".join(names)
+        verb = "are" if len(names) > 1 else "is"
         super().__init__(
-            f"{feature} needs {', '.join(self.modules)}, which is not installed: "
-            f'pip install "elastic-hpc[{extra}]"'
+            f'{feature} needs {listed}, which {verb} not installed: pip install "elastic-hpc[{extra}]"'
         )
 
 

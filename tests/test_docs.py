@@ -6,7 +6,9 @@ Conventions this file enforces (also stated at the end of README.md):
   the pages under ``docs/`` have no commit hash either.
 - Every fenced ``python`` block of README.md and of the pages under ``docs/`` is run as a script, in a
   fresh empty directory, on the local backend, unless the line before its fence is
-  ``<!-- not-run: REASON -->`` (a reason is required). A ``print(...)  # -> TEXT`` line in a block
+  ``<!-- not-run: REASON -->`` (a reason is required). A block preceded by ``<!-- needs-trace: FILE -->``
+  runs with the real trace FILE linked into its directory (skipped only where the traces are absent). A
+  ``print(...)  # -> TEXT`` line in a block
   asserts that TEXT appears in what the script printed. Blocks that import Prefect run against the test
   session's Prefect server. The store is a temporary SQLite file, never the user's own. The README's
   Parsl and Prefect examples run in ``tests/test_packaging.py`` instead, from the installed wheel.
@@ -43,6 +45,9 @@ COMMIT_HASH = re.compile(r"(?<![\w#-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-
 #: An ISO date such as ``2026-11-24``: the README says what is, not when.
 DATE = re.compile(r"\b(19|20)\d\d-[01]\d-[0-3]\d\b")
 NOT_RUN = re.compile(r"^<!--\s*not-run:\s*(?P<reason>.*?)\s*-->$")
+#: A block that reads a real workload trace from its working directory: run with that file linked there
+#: from the traces folder (``ELASTIC_TRACES``, else ``../shared/data/traces``), skipped where it is absent.
+NEEDS_TRACE = re.compile(r"^<!--\s*needs-trace:\s*(?P<file>[\w.-]+)\s*-->$")
 EXPECTED = re.compile(r"^\s*print\(.*\)\s*#\s*->\s*(?P<expected>\S.*?)\s*$")
 BLOCK_TIMEOUT = 300.0
 
@@ -55,6 +60,7 @@ class Block:
     line: int
     code: str
     not_run: str | None
+    trace: str | None = None
 
 
 def python_blocks(text: str, source: str = "README.md") -> list[Block]:
@@ -74,8 +80,10 @@ def python_blocks(text: str, source: str = "README.md") -> list[Block]:
                 raise ValueError(f"{source}:{start + 1}: python block never closed")
             before = lines[start - 1].strip() if start > 0 else ""
             match = NOT_RUN.match(before)
+            trace = NEEDS_TRACE.match(before)
             code = "\n".join(body) + "\n"
-            blocks.append(Block(source, start + 1, code, match["reason"] if match else None))
+            reason, file = match["reason"] if match else None, trace["file"] if trace else None
+            blocks.append(Block(source, start + 1, code, reason, file))
         i += 1
     return blocks
 
@@ -114,10 +122,12 @@ def test_hash_regex_ignores_numbers_words_colours_and_ids(text: str) -> None:
 def test_blocks_parse_with_their_not_run_reason() -> None:
     text = (
         "x\n```python\nprint(1)  # -> 1\n```\n<!-- not-run: needs Slurm -->\n```python\nimport slurm\n```\n"
+        "<!-- needs-trace: HPC2N-2002-2.2-cln.swf.gz -->\n```python\nread()\n```\n"
     )
     assert python_blocks(text, "a.md") == [
         Block("a.md", 2, "print(1)  # -> 1\n", None),
         Block("a.md", 6, "import slurm\n", "needs Slurm"),
+        Block("a.md", 10, "read()\n", None, "HPC2N-2002-2.2-cln.swf.gz"),
     ]
     assert EXPECTED.match("print(x)  # -> 140")["expected"] == "140"
     assert EXPECTED.match("print(x)  # seconds") is None  # a plain comment asserts nothing
@@ -151,6 +161,16 @@ def test_readme_keeps_the_setup_commands() -> None:
     assert "On a fresh Debian 12 machine, as root" in text
     assert "bash scripts/bootstrap.sh demo" in text
     assert "bash scripts/bootstrap.sh test" in text
+
+
+def test_the_prefect_example_says_how_to_outwait_a_slow_temporary_server() -> None:
+    # Without PREFECT_API_URL, Prefect starts a temporary server and gives it 20 s: on a busy machine
+    # it took longer than that and the README's example failed ("Timed out while attempting to connect to
+    # ephemeral Prefect API server"). The README and the Prefect guide say how to give it longer.
+    guide = ROOT.joinpath("docs", "guide", "prefect.md").read_text(encoding="utf-8")
+    for text in (README.read_text(encoding="utf-8"), guide):
+        assert "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS" in text
+        assert "prefect server start" in text
 
 
 README_BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
@@ -200,6 +220,11 @@ def test_example_runs(block: Block, tmp_path: Path, request: pytest.FixtureReque
     """Run the block as a user would: a script in an empty directory, the repository importable."""
     script = tmp_path / "example.py"
     script.write_text(block.code, encoding="utf-8")
+    if block.trace is not None:
+        trace = request.getfixturevalue("traces_dir") / block.trace
+        if not trace.exists():
+            pytest.skip(f"{trace} not found")
+        (tmp_path / block.trace).symlink_to(trace)
     env = {
         **os.environ,
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),

@@ -116,6 +116,17 @@ def test_a_missing_extra_is_named_with_its_install_command(monkeypatch: pytest.M
         missing("gpu")
 
 
+def test_the_missing_extra_message_reads_right_for_one_module_or_several() -> None:
+    from elastic.errors import MissingExtraError
+
+    assert str(MissingExtraError("demos", "the demo", ["pyarrow"])) == (
+        'the demo needs pyarrow, which is not installed: pip install "elastic-hpc[demos]"'
+    )
+    assert str(MissingExtraError("mesos", "it", ["uvicorn", "starlette", "pymesos"])) == (
+        'it needs uvicorn, starlette and pymesos, which are not installed: pip install "elastic-hpc[mesos]"'
+    )
+
+
 def test_extras_in_pyproject_match_the_extras_module() -> None:
     import tomllib
 
@@ -129,6 +140,16 @@ def test_extras_in_pyproject_match_the_extras_module() -> None:
     for modules in EXTRAS.values():
         for module in modules:
             assert module not in core, f"{module} is an extra's, not a core dependency"
+
+
+def test_the_bootstrap_script_installs_the_same_extras_a_user_does() -> None:
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
+    installs = re.findall(r'pip\[@\]\}" install -e "\.\[([\w,]+)\]"', script)
+    assert installs == ["all,dev"], installs  # one editable install of the project, through its extras
+    assert set(installs[0].split(",")) <= set(extras["optional-dependencies"])
 
 
 @pytest.fixture(scope="module")

@@ -35,6 +35,14 @@ __all__ = ["Check", "check_interpreter", "check_port", "check_slurm", "check_sto
 SLURM_COMMANDS = ("sbatch", "squeue", "scontrol", "scancel")
 """The Slurm commands the Slurm backend runs."""
 
+UNREACHABLE = (
+    "configuration source",
+    "Unable to contact slurm controller",
+    "Could not establish",
+    "Connection refused",
+)
+"""What the Slurm commands say when no controller answers or no slurm.conf is found."""
+
 AGENT_IMPORTS = "import elastic.pool.agent, zmq, cloudpickle"
 """What an agent's interpreter must import (``python -m elastic.pool.agent``)."""
 
@@ -95,7 +103,12 @@ def check_slurm(needed: bool, partition: str | None = None) -> list[Check]:
         backend = SlurmBackend(partition)
         info = backend.partition()
     except (ElasticError, OSError, subprocess.SubprocessError) as exc:
-        return [*checks, Check("FAIL", "slurm partition", str(exc))]
+        hint = (
+            " (is slurmctld running and reachable from here? SLURM_CONF names the cluster's slurm.conf)"
+            if any(s in str(exc) for s in UNREACHABLE)
+            else ""
+        )
+        return [*checks, Check("FAIL", "slurm partition", f"{exc}{hint}")]
     wall = "no walltime limit" if info.max_walltime is None else f"walltime at most {info.max_walltime:.0f} s"
     checks.append(
         Check(

@@ -15,9 +15,11 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from elastic.cli.outputs import write_output
+from elastic.front.progress import short_duration
 from elastic.metrics import RunMetrics
 
 if TYPE_CHECKING:
+    from elastic.allocations import Allocation
     from elastic.control.execution import RunResult
     from elastic.strategies import RunView
 
@@ -42,8 +44,19 @@ def sigterm_interrupts() -> Iterator[None]:
         signal.signal(signal.SIGTERM, old)
 
 
+def _waited(a: Allocation, now: float) -> float | None:
+    """How long ``a`` waited in the queue once eligible: until it started, else so far; None unsubmitted."""
+    since = a.eligible_time if a.eligible_time is not None else a.submit_time
+    if since is None:
+        return None
+    return max(0.0, (a.start_time if a.start_time is not None else now) - since)
+
+
 def live_view(view: RunView) -> Group:
-    """Tables of a running workflow: its stages' progress and its newest allocations."""
+    """Tables of a running workflow: its stages' progress and its newest allocations.
+
+    Each allocation shows its queue wait (so far, while it is queued) and the wait its strategy predicted.
+    """
     stages = Table(title=f"{view.workflow.name} at t={view.now:.0f} s")
     for col in ("stage", "done", "running", "tasks", "ready", "started", "ended"):
         stages.add_column(col, justify="left" if col == "stage" else "right")
@@ -61,6 +74,8 @@ def live_view(view: RunView) -> Group:
         "stage",
         "cores",
         "phase",
+        "waited",
+        "predicted",
         "submitted",
         "started",
         "ended",
@@ -75,6 +90,8 @@ def live_view(view: RunView) -> Group:
             a.stage or "",
             str(a.cores),
             a.state.value,
+            short_duration(_waited(a, view.now)),
+            short_duration(a.predicted_wait),
             t(a.submit_time),
             t(a.start_time),
             t(a.end_time),
@@ -119,9 +136,12 @@ class PlainLines:
             if self._allocs.get(a.alloc_id) == state:
                 continue
             if state == "REQUESTED":
-                out.append(f"allocation {a.alloc_id}: requested {a.cores} cores for stage {a.stage}")
+                wait = (
+                    "" if a.predicted_wait is None else f", predicted wait {short_duration(a.predicted_wait)}"
+                )
+                out.append(f"allocation {a.alloc_id}: requested {a.cores} cores for stage {a.stage}{wait}")
             elif state == "RUNNING" and a.start_time is not None and a.submit_time is not None:
-                waited = a.start_time - (a.eligible_time or a.submit_time)
+                waited = _waited(a, view.now)
                 out.append(f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue")
             else:
                 out.append(f"allocation {a.alloc_id}: {state.lower()}")

@@ -30,7 +30,14 @@ if TYPE_CHECKING:
     from rich.console import RenderableType
     from rich.live import Live
 
-__all__ = ["DEFAULT_LOGGER", "ProgressLogger", "RunProgress", "check_progress", "event_line"]
+__all__ = [
+    "DEFAULT_LOGGER",
+    "ProgressLogger",
+    "RunProgress",
+    "check_progress",
+    "event_line",
+    "short_duration",
+]
 
 #: The logger of the front door's progress lines when no host logger is given.
 DEFAULT_LOGGER = "elastic.progress"
@@ -53,8 +60,8 @@ _WAITING = (AllocationState.REQUESTED,)
 _LIVE = (AllocationState.REQUESTED, AllocationState.RUNNING, AllocationState.DRAINING)
 
 
-def _s(seconds: float | None) -> str:
-    """Seconds as ``42 s``, ``12 min`` or ``3.1 h``; ``?`` when unknown."""
+def short_duration(seconds: float | None) -> str:
+    """Return seconds as ``42 s``, ``12 min`` or ``3.1 h``; ``?`` when unknown (None)."""
     if seconds is None:
         return "?"
     if seconds < 120:
@@ -62,6 +69,9 @@ def _s(seconds: float | None) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+_s = short_duration
 
 
 def event_line(event: Event, *, submitted: dict[str, float] | None = None) -> str | None:

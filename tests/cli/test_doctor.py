@@ -108,3 +108,21 @@ def test_the_interpreter_is_checked_after_worker_init(tmp_path: Path) -> None:
     assert check_interpreter("agentpython").status == "FAIL"
     check = check_interpreter("agentpython", f'export PATH="{bin_dir}:$PATH"')
     assert check.status == "ok" and "after worker_init" in check.what, check
+
+
+def test_a_slurm_controller_out_of_reach_is_said_with_what_to_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the commands are there, but no slurm.conf or controller answers (what a laptop with the client shows)
+    for command in ("sbatch", "squeue", "scancel", "scontrol"):
+        fake = tmp_path / command
+        fake.write_text(
+            "#!/bin/sh\necho 'scontrol: fatal: Could not establish a configuration source' >&2\nexit 1\n"
+        )
+        fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}{os.pathsep}{os.environ['PATH']}")
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, lines = _doctor(capsys, "--backend", "slurm", "--store", store, "--python", sys.executable)
+    partition = _line(lines, "slurm partition")
+    assert code == 1 and partition.startswith("FAIL") and "configuration source" in partition
+    assert "slurmctld" in partition and "SLURM_CONF" in partition, partition

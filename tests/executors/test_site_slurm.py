@@ -189,22 +189,29 @@ def test_options_slurm_does_not_take_are_refused_before_any_allocation(
 
 
 @pytest.mark.timeout(300)
-def test_the_prefect_runners_site_reaches_the_slurm_job(
-    fresh_dir: Path, slurm_cluster: LocalSlurmCluster, api: PrefectServer
+def test_the_prefect_guide_s_slurm_example_runs_verbatim_with_the_site_file(
+    fresh_dir: Path,
+    slurm_cluster: LocalSlurmCluster,
+    api: PrefectServer,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from prefect import flow
-
-    from elastic.executors.prefect_runner import ElasticTaskRunner
-    from tests.executors import prefect_flows as flows
-
-    site = SiteConfig(directives=["--comment=prefect site"], worker_init="export SITE_INIT_VAR=prefect")
-    runner = ElasticTaskRunner("slurm", "bigjob", store=False, poll_interval=1.0, site=site)
-
-    def body() -> dict[str, str | None]:
-        return flows.environ.submit("SITE_INIT_VAR").result()  # type: ignore[no-any-return]
-
-    state = flow(name="site-slurm", task_runner=runner)(body)(return_state=True)
-    assert state.is_completed() and state.result() == {"SITE_INIT_VAR": "prefect"}
-    assert slurm_cluster.queue() == []
-    comments = slurm_cluster.run(["squeue", "-h", "-t", "all", "-o", "%k"], timeout=5).stdout.splitlines()
-    assert "prefect site" in comments
+    # the guide's block itself, run as a user's script (4 two-core tasks and a merge, ASA, "slurm"),
+    # with a site file whose directive and worker_init the runner must bring to every job
+    (fresh_dir / "site.toml").write_text(
+        f'directives = ["--comment=prefect site"]\nworker_init = "echo $SLURM_JOB_ID >> {fresh_dir}/init"\n'
+    )
+    monkeypatch.setenv(SITE_ENV, str(fresh_dir / "site.toml"))
+    page = ROOT / "docs" / "guide" / "prefect.md"
+    blocks = python_blocks(page.read_text(encoding="utf-8"), "docs/guide/prefect.md")
+    (block,) = [b for b in blocks if 'ElasticTaskRunner("slurm"' in b.code]
+    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    before = set(slurm_cluster.job_ids())
+    exec(compile(block.code, f"{block.source}:{block.line}", "exec"), {"__name__": "docs_prefect_example"})
+    assert capsys.readouterr().out.splitlines()[-1] == "4"  # its print: merge's len(parts)
+    assert slurm_cluster.queue() == [], "a job outlived the flow run"
+    jobs = set(slurm_cluster.job_ids()) - before
+    assert jobs, "the tasks ran in Slurm jobs"
+    assert all(job_comment(slurm_cluster, j) == "prefect site" for j in jobs)
+    started = set((fresh_dir / "init").read_text().split())
+    assert started and started <= jobs, "worker_init ran in the jobs that started"

@@ -96,6 +96,8 @@ def test_the_prefect_runner_checks_the_site_file_when_written(bad_site_file: Pat
     good = SiteConfig(directives=["--comment=x"])
     runner = ElasticTaskRunner("slurm", site=good)
     assert runner.duplicate() == runner  # the site travels with the configuration
+    # given or read from the site file, the site is the flow run's setting (Slurm: test_site_slurm.py)
+    assert runner._config is not None and runner.duplicate()._config.settings.site is good
     with pytest.raises(ConfigError, match="site must be a SiteConfig or None"):
         ElasticTaskRunner("slurm", site={"mem": "1G"})
 
