@@ -335,6 +335,15 @@ class Elastic(concurrent.futures.Executor):
         queued = len(self._pool.queued())
         return FrontDoorView(now, self._demand.stages(), allocations, self._pool.busy_cores(), queued)
 
+    def tasks_taken(self) -> dict[str, int]:
+        """Return how many tasks of each stage the front door took so far (the live demand's counts).
+
+        Held, queued, running, done or failed; not the announced ones, nor one refused at once. A
+        front-end that announces what it sees (:meth:`expect`) reads it before it looks and after, to take
+        off the tasks it submitted meanwhile.
+        """
+        return self._demand.taken()
+
     @property
     def pool(self) -> Pool:
         """The pool (its address, secret file, events)."""
