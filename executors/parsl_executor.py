@@ -224,7 +224,6 @@ class ElasticExecutor(ParslExecutor):
         self._own_backend: BatchBackend | None = None
         self._stop = threading.Event()
         self._planner: threading.Thread | None = None
-        self._submitted: dict[str, int] = {}  # tasks submitted by stage (only the Task-Launch thread adds)
         self._unsubscribe: Callable[[], None] | None = None
         self._blocks: dict[str, JobStatus] = {}  # the allocations' states last sent to Parsl monitoring
         self._block_sender: Any = None
@@ -310,7 +309,6 @@ class ElasticExecutor(ParslExecutor):
         )
         future = front.submit_task(task)
         future.parsl_executor_task_id = task.task_id  # type: ignore[attr-defined]  # Parsl logs it
-        self._submitted[res.stage] = self._submitted.get(res.stage, 0) + 1
         return future
 
     def shutdown(self) -> None:
@@ -424,18 +422,19 @@ class ElasticExecutor(ParslExecutor):
 
         ``announced`` are the stages announced last time: those with no waiting task left are set to 0.
         Tasks submitted while the records were read are taken off, so a stage is not kept open by tasks
-        it already has.
+        it already has: how many the front door took of each stage is read before and after the look
+        (:meth:`elastic.Elastic.tasks_taken`, the run's one count per stage).
         """
         tasks = getattr(self._dfk, "tasks", None)
         if tasks is None:
             return set()
-        before = self._submitted.copy()
+        front = self._front
+        before = front.tasks_taken()
         # a copy of the values is atomic under the GIL (as DataFlowKernel.wait_for_current_tasks does)
         waiting = waiting_stages(list(tasks.values()), self.label)
-        front = self._front
         now: set[str] = set()
         for w in waiting:
-            during = self._submitted.get(w.stage, 0) - before.get(w.stage, 0)
+            during = front.tasks_taken().get(w.stage, 0) - before.get(w.stage, 0)
             front.expect(w.stage, max(0, w.tasks - during), cores=w.cores, after=w.after, runtime=w.runtime)
             now.add(w.stage)
         for stage in set(announced) - now:

@@ -64,9 +64,18 @@ class StageCounts:
         return self.held + self.expected + self._queued + self._running
 
     @property
+    def taken(self) -> int:
+        """Tasks the front door took: held, queued, running, done or failed (not the announced ones).
+
+        It only grows while tasks come in and move from phase to phase; a held task dropped before it was
+        queued (its inputs failed, or it was cancelled) is the one thing taken off.
+        """
+        return self.held + self._queued + self._running + self.done + self.failed
+
+    @property
     def known(self) -> int:
-        """Every task counted: outstanding, done or failed."""
-        return self.outstanding + self.done + self.failed
+        """Every task counted: taken or announced."""
+        return self.taken + self.expected
 
     # -- from the front door -----------------------------------------------------------------------------
 

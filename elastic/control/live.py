@@ -276,6 +276,11 @@ class LiveDemand:
                 )
         return tuple(views)
 
+    def taken(self) -> dict[str, int]:
+        """Tasks taken so far by stage (:attr:`~elastic.control.counts.StageCounts.taken`), announced not."""
+        with self._lock:
+            return {name: st.counts.taken for name, st in self._stages.items()}
+
     def outstanding(self) -> int:
         """Tasks held, announced, queued or running, over every stage."""
         with self._lock:

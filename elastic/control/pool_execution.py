@@ -26,11 +26,11 @@ from elastic.control.execution import TaskSpec
 from elastic.control.scheduler import job_nodes
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
+from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.tasks import Task, TaskEvent, TaskState
 from elastic.site import SiteConfig
 
 if TYPE_CHECKING:
-    from elastic.pool.events import PoolEvent
     from elastic.pool.pool import Pool
 
 __all__ = ["PoolExecution", "TaskFailedError"]
@@ -78,7 +78,8 @@ class PoolExecution:
         stops); otherwise it is a TASK_FAILED event and its own future's failure.
     on_event : callable or None, default None
         Called (from a thread delivering the pool's events, outside the pool's lock, quickly) whenever a
-        task event arrives, e.g. to wake a waiting driver.
+        task event arrives or an agent joins (its batch job started), e.g. to wake a waiting driver, whose
+        next step then learns the start from the batch system.
     node_cores : int or None, default None
         Cores per node where the caller's partition allocates in nodes
         (:attr:`~elastic.batch.PartitionInfo.node_cores`): on Slurm, a job of whole nodes then starts
@@ -128,6 +129,13 @@ class PoolExecution:
     def _on_event(self, event: PoolEvent) -> None:
         # called by a thread delivering the pool's events, without the pool's lock (the backend's clock may
         # take the backend's own lock): stamp with the backend clock, hand over to the driver thread
+        if isinstance(event, AgentEvent):
+            if event.kind is AgentEventKind.JOINED and self._notify is not None:
+                # an agent's Register: its batch job runs. The driver is woken to ask the batch system at
+                # once for the start (its time and the walltime granted, on the backend's clock), rather
+                # than at its next poll; the pool offers the agent's cores meanwhile
+                self._notify()
+            return
         if isinstance(event, TaskEvent):
             if event.time != self._stamped[0]:
                 # events the pool recorded at one instant (a lost task's LOST and FAILED when it may not run

@@ -7,6 +7,8 @@ Modules
 -------
 door
     :class:`~elastic.front.door.Elastic` and its live view.
+assembly
+    The parts of one run, built from its settings and wired together.
 intake
     Tasks coming in: refused, queued in the pool, or held until their inputs are done.
 record

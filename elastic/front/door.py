@@ -21,9 +21,9 @@ It is a :class:`concurrent.futures.Executor`: ``submit(fn, *args, **kwargs)``, `
   exception (Ctrl-C included), or the interpreter exiting first, cancels what did not start and ends the
   run ``interrupted``.
 
-Here: building the parts, the control thread, the view and the end. Tasks coming in are
-:mod:`~elastic.front.intake`'s, the run's record (events, metrics, the store's run row)
-:mod:`~elastic.front.record`'s. Over 500 lines because every setting is one of its keywords.
+Here: the front door's life (submitting, the control thread, the view and the end). Its parts are built
+and wired by :mod:`~elastic.front.assembly`; tasks coming in are :mod:`~elastic.front.intake`'s, the run's
+record (events, metrics, the store's run row) :mod:`~elastic.front.record`'s.
 """
 
 from __future__ import annotations
@@ -40,28 +40,16 @@ from elastic.allocations import Allocation
 from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.execution import RunResult
-from elastic.control.live import LiveDemand
-from elastic.control.pool_execution import PoolExecution
 from elastic.errors import ConfigError
 from elastic.front import signals
-from elastic.front.intake import Intake
+from elastic.front.assembly import assemble
 from elastic.front.progress import ProgressLogger, RunProgress
-from elastic.front.record import RunRecord
-from elastic.front.settings import Settings, SubmissionLimit, check_settings, settings_from, submission_limit
-from elastic.front.setup import (
-    note_site,
-    remembered_plan,
-    resolve_backend,
-    resolve_learner,
-    resolve_store,
-    resolve_strategy,
-)
+from elastic.front.settings import Settings, SubmissionLimit, check_settings, settings_from
 from elastic.metrics import Event, EventKind
 from elastic.pool.pool import Pool
 from elastic.pool.tasks import Task
 from elastic.site import SiteConfig
 from elastic.strategies.base import StageView, Strategy
-from elastic.strategies.knowledge import Knowledge, MemoryHistory
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -166,11 +154,6 @@ class Elastic(concurrent.futures.Executor):
         )
         """The settings in force (:class:`~elastic.front.settings.Settings`, keywords applied)."""
         s = self.settings
-        backend, strategy, store, learner, speedup = s.backend, s.strategy, s.store, s.learner, s.speedup
-        workflow = "default" if s.workflow is None else s.workflow
-        pool_options = dict(s.pool)
-        waits, learner_name = resolve_learner(learner, strategy)
-        self._strategy = resolve_strategy(strategy)
         self._closed = threading.Event()
         self._ended = threading.Event()
         self._end_lock = threading.Lock()
@@ -180,91 +163,19 @@ class Elastic(concurrent.futures.Executor):
         self._ctl_lock = threading.Lock()
         self.result: RunResult | None = None
         """The run's result, once :meth:`shutdown` returned."""
-        resolved = resolve_backend(backend, speedup=speedup, site=s.site)
-        self._backend, self._speedup = resolved.backend, resolved.speedup
-        self.site = resolved.site
-        """The site configuration in force (None: none given, not on Slurm)."""
-        if resolved.owned and hasattr(self._backend, "close"):
-            self._cleanup.append(self._backend.close)
         try:
-            check_site = getattr(self._backend, "check_site", None)  # Slurm: sbatch --test-only
-            if callable(check_site):
-                check_site()
-            self._store: ResilientStore | None
-            self._store, close_store = resolve_store(store)
-            if self._store is not None and close_store:
-                self._cleanup.append(self._store.close)
-            self._record = RunRecord(self._store)
-            self._name = workflow.name if isinstance(workflow, Workflow) else str(workflow)
-            plan = workflow if isinstance(workflow, Workflow) else None
-            if plan is None and self._store is not None:
-                plan = remembered_plan(self._store, self._name)
-            self._demand = LiveDemand(
-                self._name,
-                record=self._record.add,
-                clock=self._backend.now,
-                plan=plan,
-                idle_timeout=s.idle_timeout,
-                speedup=self._speedup,
-            )
-            self._knowledge = Knowledge(
-                self._demand.plan,
-                waits=waits,
-                history=self._store if self._store is not None else MemoryHistory(),
-                wait_store=self._store,
-                backend=self._backend.name,
-                max_walltime=self._backend.partition().max_walltime,
-                shared=self._store,
-                learner_name=learner_name,
-            )
-            if self.site is not None:
-                note_site(self.site, self._backend.name)
-                if self.site.python is not None:
-                    pool_options = {**pool_options, "python": self.site.python}
-            self._pool = Pool(
-                max_retries=2 if s.max_retries is None else s.max_retries,
-                drain_margin=s.drain_margin / self._speedup,
-                **pool_options,
-            )
-            self._partition = self._backend.partition()
-            self._execution = PoolExecution(
-                self._backend,
-                speedup=self._speedup,
-                pool=self._pool,
-                on_event=self._poke.set,
-                node_cores=self._partition.node_cores,
-            )
-            self._cleanup.append(self._execution.close)
-            partition = self._partition.cores
-            self._controller = AllocationController(
-                self._strategy,
-                self._backend,
-                self._execution,
-                self._knowledge,
-                self._demand,
-                record=self._record.add,
-                poll_interval=s.poll_interval or (10.0 if self._backend.name == "slurm" else 30.0),
-                name="elastic" if s.name is None else s.name,
-                user=s.user,
-                max_cores=min(partition, s.max_cores or partition),
-                job_cores=s.job_cores,
-                node_cores=self._partition.node_cores,
-            )
-            self._controller.rate = submission_limit(s.submission_rate).rate()
-            self._intake = Intake(
-                self._pool,
-                self._demand,
-                poke=self._poke,
-                closed=self._closed,
-                max_cores=self._controller.max_cores,
-                max_walltime=self._partition.max_walltime,
-                speedup=self._speedup,
-                node_cores=self._partition.node_cores,
-            )
-            self._record.start(self._name, self._strategy.name, self._backend)
+            parts = assemble(s, poke=self._poke, closed=self._closed, cleanup=self._cleanup)
         except BaseException:
             self._release()
             raise
+        self._strategy, self._backend, self._speedup = parts.strategy, parts.backend, parts.speedup
+        self.site = parts.site
+        """The site configuration in force (None: none given, not on Slurm)."""
+        self._store, self._record, self._name = parts.store, parts.record, parts.name
+        self._demand, self._knowledge, self._pool = parts.demand, parts.knowledge, parts.pool
+        self._partition, self._execution = parts.partition, parts.execution
+        self._controller: AllocationController = parts.controller
+        self._intake = parts.intake
         self._progress: RunProgress | None = None
         progress = True if s.progress is None else s.progress
         if progress is not False:
@@ -334,6 +245,15 @@ class Elastic(concurrent.futures.Executor):
             allocations = self._controller.allocations
         queued = len(self._pool.queued())
         return FrontDoorView(now, self._demand.stages(), allocations, self._pool.busy_cores(), queued)
+
+    def tasks_taken(self) -> dict[str, int]:
+        """Return how many tasks of each stage the front door took so far (the live demand's counts).
+
+        Held, queued, running, done or failed; not the announced ones, nor one refused at once. A
+        front-end that announces what it sees (:meth:`expect`) reads it before it looks and after, to take
+        off the tasks it submitted meanwhile.
+        """
+        return self._demand.taken()
 
     @property
     def pool(self) -> Pool:

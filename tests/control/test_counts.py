@@ -66,6 +66,7 @@ def test_counts_never_go_negative_and_add_up_to_the_tasks_taken(
             assert min(view.done, view.running, view.queued or 0, view.outstanding or 0) >= 0
             assert view.queued is not None and view.outstanding is not None
             assert view.done + view.outstanding == taken[view.name]  # every task in exactly one phase
+        assert demand.taken() == {s: n for s, n in taken.items() if n}  # what a front-end reads back
     running = sum(1 for s in state.values() if s == "running")
     queued = sum(1 for s in state.values() if s == "queued")
     assert sum(v.running for v in demand.stages()) == running

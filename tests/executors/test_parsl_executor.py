@@ -10,17 +10,21 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from parsl.app.errors import BashExitFailure
 from parsl.dataflow.errors import DependencyError
 from parsl.dataflow.memoization import BasicMemoizer
+from parsl.dataflow.states import States
 from parsl.executors.errors import InvalidResourceSpecification
 from parsl.jobs.states import JobState
 from parsl.utils import get_all_checkpoints
 
 from elastic.backends.local import LocalBackend
 from elastic.backends.mock import MockBackend
+from elastic.control.live import LiveDemand
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.executors.parsl_executor import ElasticExecutor
 from elastic.learners.asa import ASAEstimator
@@ -56,6 +60,51 @@ def test_bad_settings_are_refused_when_the_config_is_written() -> None:
         ElasticExecutor(plan_interval=-1)
     with pytest.raises(ConfigError, match=r"is not started: load it with parsl\.load"):
         ElasticExecutor().submit(print, {})
+
+
+class _FrontDoor:
+    """The two calls of the front door the look at waiting tasks makes, on a real live demand."""
+
+    def __init__(self) -> None:
+        self.demand = LiveDemand("w", record=lambda e: None, clock=lambda: 0.0)
+
+    def tasks_taken(self) -> dict[str, int]:
+        return self.demand.taken()
+
+    def expect(self, stage: str, tasks: int, **options: Any) -> None:
+        self.demand.expect(stage, tasks, **options)
+
+
+class _Tasks(dict[int, dict[str, Any]]):
+    """A DataFlowKernel's task table whose pending tasks are submitted while it is being read."""
+
+    def __init__(self, front: _FrontDoor, pending: int, submitted: int) -> None:
+        super().__init__({i: _pending(i) for i in range(pending)})
+        self.front, self.submitted = front, submitted
+
+    def values(self) -> Any:
+        records = list(super().values())
+        for i in range(self.submitted):  # Parsl's Task-Launch thread, meanwhile
+            self.front.demand.queued("process", 1, None, task=f"t{i}")
+        return records
+
+
+def _pending(i: int) -> dict[str, Any]:
+    return {"id": i, "executor": "elastic", "func_name": "process", "status": States.pending, "depends": []}
+
+
+@pytest.mark.parametrize("submitted", [0, 2, 3])
+def test_tasks_submitted_while_the_executor_looks_are_not_announced_again(submitted: int) -> None:
+    # the look reads the front door's own count of tasks taken before and after: a stage is announced
+    # with what still waits, so the tasks that exist are counted once, queued or announced
+    ex = ElasticExecutor(store=False)
+    front = _FrontDoor()
+    ex._elastic = front  # type: ignore[assignment]
+    ex._dfk = SimpleNamespace(tasks=_Tasks(front, 3, submitted))  # type: ignore[assignment]
+    assert ex.announce_waiting() == {"process"}
+    (stage,) = front.demand.stages()
+    assert (stage.queued, stage.outstanding) == (submitted, 3)
+    assert front.tasks_taken() == {"process": submitted}
 
 
 def test_three_stages_of_python_and_bash_apps_on_this_machine(local: LocalBackend, tmp_path: Path) -> None:

@@ -122,6 +122,36 @@ def test_a_cancel_of_a_busy_allocation_drains_it_and_the_task_is_not_lost(local:
     assert el.result is not None and el.result.status == "completed"
 
 
+class _SubmitsOnce:
+    """A user strategy that asks for one allocation for the first stage it sees, and nothing else."""
+
+    name = "submits-once"
+
+    def decide(self, view: RunView) -> Decision:
+        return Decision() if view.allocations or not view.stages else Decision((Submit("s", 1, 600.0),))
+
+
+def test_an_agent_joining_tells_the_controller_its_allocation_started_before_the_next_poll(
+    local: LocalBackend,
+) -> None:
+    # no task is queued (an announced stage), so no task event wakes the control thread: the agent's
+    # Register does, and the step asks the batch system for the start rather than wait out the poll
+    with Elastic(local, _SubmitsOnce(), store=False, poll_interval=3600.0, progress=False) as el:
+        el.expect("s", 1, ready=True)
+        deadline = time.monotonic() + 30
+        while (
+            not (el.view().allocations and el.view().allocations[0].running) and time.monotonic() < deadline
+        ):
+            time.sleep(0.05)
+        (a,) = el.view().allocations
+        assert a.running and a.start_time is not None and a.submit_time is not None
+        assert a.start_time >= a.submit_time  # the batch system's start time, on the backend's clock
+        el.expect("s", 0)
+    assert el.result is not None
+    starts = [e for e in el.result.events if e.kind is K.ALLOC_START]
+    assert [(e.allocation, e.time) for e in starts] == [(a.alloc_id, a.start_time)]  # learned once
+
+
 def test_a_wide_stage_split_into_one_core_jobs_gives_back_its_finished_cores(local: LocalBackend) -> None:
     # 4 tasks, one slow: in one 4-core job 3 cores would idle until it ends; as 1-core jobs, the idle
     # ones are cancelled while it runs (each is a real agent process in its own job)
