@@ -85,7 +85,8 @@ def test_hundreds_of_idle_connections_do_not_starve_a_new_framework(el: Elastic)
         el, heartbeat_interval=2.0, max_connections=64, max_per_client=48, header_timeout=3.0
     ) as server:
         host, port = server.address.split(":")
-        idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(1_100)]  # the 1,100
+        # the 1,100 idle connections
+        idle = [socket.create_connection((host, int(port)), timeout=5) for _ in range(1_100)]
         try:
             raw = RawScheduler(server.address, None)  # subscribes within 10 s or fails
             offer = raw.offer()
