@@ -27,12 +27,14 @@ from tests.fixtures.slurm_oracle import (
     scale_workload,
 )
 
-#: Floors of the job-level agreement on the small workload below, with the mock's ``slurm`` policy. A
-#: 30-job run is noisy (waits of a few seconds against Slurm's one-second passes, longer on a loaded
-#: machine; measured on a loaded machine: Spearman 0.70, median |wait diff| 4 s, and 0.58 with the exact
-#: ``conservative`` policy on the same Slurm schedule), so the floors catch a broken model, not a drift
-#: of a few percent; the full runs are in docs/results/simulator.md ("The mock queue against real Slurm").
-MIN_SPEARMAN = 0.45
+#: Floors of the job-level agreement on the small workload below, with the mock's ``slurm-nodes`` policy
+#: (the node-level model of Slurm's backfill). A 30-job run is noisy (waits of a few seconds against
+#: Slurm's one-second passes, longer on a loaded machine). Measured on two fresh Slurm runs of this
+#: workload at load average 2-3: Spearman 0.858 and 0.938, median |wait diff| 1.5 and 0 s (the ``slurm``
+#: policy 0.676 and 0.805 on the same schedules, ``conservative`` 0.752 and 0.713; earlier, on a machine
+#: at load 10, ``slurm`` 0.70). The floors catch a broken model, not a drift of a few percent; the full
+#: runs are in docs/results/simulator.md ("The mock queue against real Slurm").
+MIN_SPEARMAN = 0.6
 MAX_MEDIAN_ABS = 5.0  # scaled seconds
 
 
@@ -88,7 +90,7 @@ def test_mock_agrees_with_slurm_on_a_small_scaled_workload(tmp_path: Path) -> No
     with OracleCluster(tmp_path / "slurm", nodes=32, cores_per_node=1) as cluster:
         slurm = replay_on_slurm(cluster, jobs, timeout=120)
     assert all(s in ("COMPLETED", "CANCELLED") for s in slurm.state), slurm.state
-    mock = replay_on_mock(jobs, slurm, policy="slurm", priority="age", cores=32)
+    mock = replay_on_mock(jobs, slurm, policy="slurm-nodes", priority="age", cores=32)
     overall = compare(slurm, mock)[0]
     assert overall.jobs == 30
     assert float(np.nanmax(slurm.wait)) > 5.0, "the workload must make jobs queue, or it checks nothing"
