@@ -16,7 +16,7 @@ from typing import Protocol, runtime_checkable
 
 from elastic.batch import JobInfo, JobSpec, PartitionInfo
 
-__all__ = ["BatchBackend", "EstimatesReleasing", "ShortensWalltime"]
+__all__ = ["BatchBackend", "EstimatesReleasing", "ReportsJobChanges", "ShortensWalltime"]
 
 
 @runtime_checkable
@@ -125,4 +125,22 @@ class EstimatesReleasing(Protocol):
 
     def expected_start(self, spec: JobSpec, *, releasing: Mapping[str, float] | None = None) -> float | None:
         """As :meth:`BatchBackend.expected_start`, with the jobs ``releasing`` names ending at its times."""
+        ...
+
+
+@runtime_checkable
+class ReportsJobChanges(Protocol):
+    """A backend that can say cheaply whether any job submitted to it may have changed (the mock).
+
+    Run control polls the state of every open job of its run at every step; over a simulated run of days
+    that is hundreds of thousands of reads of jobs that did not change. Where the backend gives this,
+    it reads them only when the value changed (:meth:`~elastic.control.controller.AllocationController.step`).
+    """
+
+    def jobs_version(self) -> int:
+        """Return a value that changes whenever a job submitted here may have changed.
+
+        Its state, start, end or time limit, as :meth:`BatchBackend.state` reports them; a new submission
+        changes it too. Background jobs do not count.
+        """
         ...

@@ -16,6 +16,10 @@ Two clocks (see :mod:`elastic.simulator.clock`):
   group gets SIGTERM (then SIGKILL after ``grace`` real seconds) at TIMEOUT, cancel or job end.
 
 Every public method is thread-safe.
+
+Over 500 lines because one class implements the whole
+:class:`~elastic.backends.base.BatchBackend` contract (and its optional parts) on both clocks, around the
+simulation engine.
 """
 
 from __future__ import annotations
@@ -194,6 +198,9 @@ class MockBackend:
         self._partition = PartitionInfo(partition_name, nodes, cores_per_node, max_walltime)
         self._pilots = Pilots(grace)
         self._closed = False
+        self._watched: dict[int, tuple[int, float, float, float]] = {}
+        """Submitted jobs not seen final yet, with what :meth:`state` reported of them when last looked at."""
+        self._job_changes = 0
         if start:
             self._engine.run(until=float(start))
         self._clock: VirtualClock | ScaledClock
@@ -285,6 +292,8 @@ class MockBackend:
                 job_id=_job_id(j),
                 notify=spec.script is not None,
             )
+            self._watched[j] = self._signature(j)
+            self._job_changes += 1
             return _job_id(j)
 
     def _check_spec(self, spec: JobSpec, *, run: bool = True) -> None:
@@ -337,6 +346,30 @@ class MockBackend:
                 [j for _, j in eng.running] + list(eng.queue) + list(eng.held), key=eng.jobs.rank.__getitem__
             )
             return [self._info(j) for j in jobs]
+
+    def jobs_version(self) -> int:
+        """Return a number that changes whenever a job submitted here may have changed (not background ones).
+
+        Its state, start, end or time limit (what :meth:`state` reports of it), or a new submission
+        (:class:`~elastic.backends.base.ReportsJobChanges`): run control reads the state of its open jobs
+        only when this changed.
+        """
+        with self._lock:
+            self._catch_up()
+            watched = self._watched
+            for j, signature in list(watched.items()):
+                now = self._signature(j)
+                if now != signature:
+                    self._job_changes += 1
+                    if STATES[now[0]].is_final:
+                        del watched[j]  # a final job changes no more
+                    else:
+                        watched[j] = now
+            return self._job_changes
+
+    def _signature(self, j: int) -> tuple[int, float, float, float]:
+        jobs = self._engine.jobs
+        return jobs.state[j], jobs.start[j], jobs.end[j], jobs.walltime[j]
 
     def queue_version(self) -> tuple[int, ...]:
         """Return a value that changes whenever :meth:`expected_start`'s queue snapshot may have changed.

@@ -22,6 +22,17 @@ Each :meth:`AllocationController.step`
    strategy actions like any other, and the liveness rule (:mod:`~elastic.control.liveness`) adds its own;
 4. lets the demand hand newly ready work to the execution, and says when to step again at the latest.
 
+Most steps of a long run see nothing new: the same allocations, stages and busy cores, a later clock.
+Where the strategy can say until when its decision holds while only the clock moves
+(:class:`~elastic.strategies.base.Settles`) and the decision had no action and asked the wait learner
+for nothing, that decision is carried out again at those steps instead of asking (the same decision,
+so the same run); the backend is only asked for the state of each open job where it says some job may
+have changed (:meth:`~elastic.backends.base.ReportsJobChanges.jobs_version`). On the mock backend's
+virtual clock that is most of a simulated run's cost.
+
+Over 500 lines because the one code path that requests, watches and releases allocations, and the
+reuse of its decisions (which must see every input the decision read), are kept in one class.
+
 Allocations are kept as :class:`~elastic.allocations.Allocation` records on the backend's clock, with
 the stages each is kept for (``serves``) and when it became eligible (``eligible_time``); the backend's
 :class:`~elastic.batch.JobState` is translated to :class:`~elastic.allocations.AllocationState` here, at
@@ -35,9 +46,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend, ShortensWalltime
+from elastic.backends.base import BatchBackend, ReportsJobChanges, ShortensWalltime
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution
 from elastic.control.history import learn_runtimes
@@ -55,12 +68,66 @@ from elastic.control.scheduler import (
 from elastic.control.work import Demand, EventSink, MakesTasks
 from elastic.errors import ConfigError
 from elastic.metrics import Event, EventKind
-from elastic.strategies.base import Cancel, Decision, RunView, Serve, Shorten, Strategy, Submit, merge
+from elastic.strategies.base import (
+    Cancel,
+    Decision,
+    RunView,
+    Serve,
+    Settles,
+    Shorten,
+    StageView,
+    Strategy,
+    Submit,
+    WakeAt,
+    merge,
+)
 from elastic.strategies.knowledge import TOTAL, Knowledge
+from elastic.strategies.settle import SETTLE_MARGIN
+from elastic.workflow import Workflow
 
 __all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class _Inputs:
+    """What a view was made of, and so what a decision made on it read (besides the clock)."""
+
+    plan: Workflow
+    stages: tuple[StageView, ...]
+    """The demand's stages as read (the view shows those of :attr:`plan`)."""
+    allocations: tuple[Allocation, ...]
+    busy: Mapping[str, int]
+    version: int
+    """:attr:`Knowledge.version`."""
+    queue: Hashable | None
+    """The estimate's queue version."""
+
+    def same(self, other: _Inputs, *, queue: bool = True) -> bool:
+        """Whether ``other`` holds the same inputs (allocations by identity: each change replaces one).
+
+        ``queue=False``: whatever the estimate's queue (for a decision that does not read it).
+        """
+        return (
+            self.plan is other.plan
+            and self.version == other.version
+            and (not queue or self.queue == other.queue)
+            and len(self.allocations) == len(other.allocations)
+            and all(a is b for a, b in zip(self.allocations, other.allocations, strict=True))
+            and self.busy == other.busy
+            and (self.stages is other.stages or self.stages == other.stages)
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Settled:
+    """A decision with no action (woken ``wake(t)``) that holds until ``until`` while ``inputs`` hold."""
+
+    now: float
+    until: float
+    wake: WakeAt | None
+    inputs: _Inputs
 
 
 class AllocationController:
@@ -138,6 +205,17 @@ class AllocationController:
         self._task_cores: dict[str, int] = {}
         """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
         self.rate = SubmissionRate()  # the cap every batch job passes (control/rate.py); replaceable
+        self._settled: _Settled | None = None
+        """The last decision, while it holds (:class:`~elastic.strategies.base.Settles`)."""
+        self._view: tuple[_Inputs, RunView] | None = None
+        """The last view made, with what it was made of (made again only when that changed)."""
+        self._polled: Hashable | None = None
+        """The backend's ``jobs_version()`` at the last poll that asked for every open job."""
+        self._settles = isinstance(strategy, Settles)
+        self._reports_changes = isinstance(backend, ReportsJobChanges)
+        self.check_settled = False
+        """Ask the strategy at every step all the same, and raise AssertionError where its decision is not
+        the one reused (for tests: :class:`~elastic.strategies.base.Settles` promises it is)."""
 
     @property
     def allocations(self) -> tuple[Allocation, ...]:
@@ -154,13 +232,14 @@ class AllocationController:
         self.demand.update(now)
         if self.demand.done:
             return None
-        view = self.view(now)
-        if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
-            return now + self.poll_interval
-        decision = self.strategy.decide(view)
-        decision = merge(decision, unserved(view, decision, max_cores=self.max_cores))
-        self._task_cores = {st.name: st.cores for st in view.stages}
-        self.apply(decision, now)
+        decision = self._holds(now)
+        if decision is None:
+            view = self.view(now)
+            if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
+                return now + self.poll_interval
+            decision = self._decide(view)
+            self._task_cores = {st.name: st.cores for st in view.stages}
+            self.apply(decision, now)
         self.execution.decided()
         if self._makes_tasks is not None:
             self._makes_tasks.dispatch(now)
@@ -171,6 +250,58 @@ class AllocationController:
             if t is not None:
                 wake = min(wake, t)
         return wake
+
+    def _decide(self, view: RunView) -> Decision:
+        """Ask the strategy (and the liveness rule); keep the decision while it holds (:class:`Settles`)."""
+        predictions = self.knowledge.predictions
+        decision = self.strategy.decide(view)
+        decision = merge(decision, unserved(view, decision, max_cores=self.max_cores))
+        self._settled = None
+        if decision.actions or self.knowledge.predictions != predictions:
+            return decision  # acted, or asked the learner (which may draw at random): ask again next time
+        if not self._settles or self._view is None or self._view[1] is not view:
+            return decision
+        until, wake = self.strategy.settled_until(view)  # type: ignore[attr-defined]
+        if until - SETTLE_MARGIN > view.now:
+            self._settled = _Settled(view.now, until, wake, self._view[0])
+        return decision
+
+    def _holds(self, now: float) -> Decision | None:
+        """Return the last decision if it holds at ``now`` (nothing but the clock changed), else None."""
+        settled = self._settled
+        if settled is None or not settled.now <= now < settled.until - SETTLE_MARGIN:
+            return None
+        if not self._inputs().same(settled.inputs, queue=False):  # a Settles strategy reads no estimate
+            self._settled = None
+            return None
+        decision = Decision((), None if settled.wake is None else settled.wake(now))
+        if self.check_settled:
+            view = self.view(now)
+            predictions = self.knowledge.predictions
+            fresh = self.strategy.decide(view)
+            fresh = merge(fresh, unserved(view, fresh, max_cores=self.max_cores))
+            if fresh != decision or self.knowledge.predictions != predictions:
+                raise AssertionError(
+                    f"{self.strategy.name} at t={now!r}: decided {fresh} (asked the learner "
+                    f"{self.knowledge.predictions - predictions} times), but promised at t={settled.now!r} "
+                    f"{decision} until t={settled.until!r}"
+                )
+        return decision
+
+    def _inputs(self) -> _Inputs:
+        """Return what a view made now would be made of."""
+        allocations = tuple(self._allocs.values())
+        busy_cores = self.execution.busy_cores
+        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in allocations if a.state.is_live}
+        estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
+        return _Inputs(
+            self.demand.plan,
+            self.demand.stages(),
+            allocations,
+            busy,
+            self.knowledge.version,
+            None if estimate is None else estimate.version(),
+        )
 
     def apply(self, decision: Decision, now: float) -> None:
         """Carry out the strategy's actions at ``now``."""
@@ -189,19 +320,31 @@ class AllocationController:
 
     def view(self, now: float) -> RunView:
         """Return what the strategy sees at ``now``."""
-        busy = {a.alloc_id: self.execution.busy_cores(a.alloc_id) for a in self._allocs.values() if a.running}
+        inputs = self._inputs()
         # A live demand's plan grows while the user submits: take it once, show only its stages (a stage
         # that became known after it waits for the next step; later stages come last, so the indexes hold)
         # and let the knowledge estimate from that same plan.
-        plan = self.demand.plan
-        known = {s.name for s in plan.stages}
-        stages = tuple(s for s in self.demand.stages() if s.name in known)
+        plan = inputs.plan
         self.knowledge.workflow = plan
-        estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
-        version = None if estimate is None else estimate.version()
-        return RunView(
-            now, plan, stages, self.allocations, self.knowledge, busy, self.priority, estimate, version
-        )
+        if self._view is not None and self._view[0].same(inputs):  # only the clock moved
+            view = self._view[1].at(now)
+        else:
+            known = {s.name for s in plan.stages}
+            stages = tuple(s for s in inputs.stages if s.name in known)
+            estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
+            view = RunView(
+                now,
+                plan,
+                stages,
+                inputs.allocations,
+                self.knowledge,
+                inputs.busy,
+                self.priority,
+                estimate,
+                inputs.queue,
+            )
+        self._view = (inputs, view)
+        return view
 
     def _open_job(self, alloc_id: str) -> str | None:
         """Return the batch job id of ``alloc_id`` if it has one and has not ended, else None."""
@@ -260,6 +403,21 @@ class AllocationController:
                 self._cancel(action, now)
 
     def _poll(self, now: float) -> None:
+        if self._reports_changes:
+            version = self.backend.jobs_version()  # type: ignore[attr-defined]
+            if version != self._polled:
+                self._polled = version
+                self._poll_jobs(now)
+        else:
+            self._poll_jobs(now)
+        for a in list(self._allocs.values()):
+            if a.pending and a.eligible_time is None:
+                since = eligible_since(a, self._allocs, now)
+                if since is not None:
+                    self._allocs[a.alloc_id] = dataclasses.replace(a, eligible_time=since)
+
+    def _poll_jobs(self, now: float) -> None:
+        """Read the state of every open job; record the starts and ends, in time order."""
         changes: list[tuple[float, int, str, JobInfo]] = []
         for a in self._allocs.values():
             if a.ended:
@@ -288,11 +446,6 @@ class AllocationController:
                 self._started(a, at, granted=info.walltime)
             else:
                 self._ended(a, AllocationState.from_job_state(info.state), at)
-        for a in list(self._allocs.values()):
-            if a.pending and a.eligible_time is None:
-                since = eligible_since(a, self._allocs, now)
-                if since is not None:
-                    self._allocs[a.alloc_id] = dataclasses.replace(a, eligible_time=since)
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
         eligible = eligible_by(a, self._allocs, at)

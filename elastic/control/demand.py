@@ -106,6 +106,8 @@ class DeclaredDemand:
         self._newly_ready: list[_Stage] = []
         self._views: tuple[StageView, ...] | None = None
         """The stages' views as of the last change (the controller reads them several times a step)."""
+        self._settled = False
+        """No task event since :meth:`update` last found nothing to change (it has nothing to do then)."""
 
     @property
     def plan(self) -> Workflow:
@@ -129,6 +131,7 @@ class DeclaredDemand:
         if s is None or event.task is None:
             return
         self._views = None
+        self._settled = False
         task = event.task
         if event.kind is EventKind.TASK_START:
             s.running.add(task)
@@ -147,6 +150,8 @@ class DeclaredDemand:
 
     def update(self, now: float) -> None:
         """Complete stages whose tasks are all done; make ready the stages whose dependencies are done."""
+        if self._settled:  # nothing was observed since every stage was brought up to date
+            return
         changed = True
         while changed:
             changed = False
@@ -163,6 +168,7 @@ class DeclaredDemand:
                     changed = True
                 if changed:
                     self._views = None
+        self._settled = True
 
     def stages(self) -> tuple[StageView, ...]:
         """Progress of every stage, in workflow order."""

@@ -43,6 +43,8 @@ The driver feeds every real wait to the learner, so predictions improve across s
 from __future__ import annotations
 
 import logging
+import math
+from dataclasses import dataclass
 
 from elastic.allocations import Allocation
 from elastic.batch import DependencyKind
@@ -54,10 +56,12 @@ from elastic.strategies.base import (
     RunView,
     StageView,
     Submit,
+    WakeAt,
     merge,
     release_idle,
     walltime_follow_ups,
 )
+from elastic.strategies.settle import SETTLE_MARGIN, follow_ups_until, release_idle_until
 
 __all__ = ["ASA"]
 
@@ -230,6 +234,190 @@ class ASA:
                     early = prev_end - view.now
                     out.append(Cancel(a.alloc_id, f"started {early:.0f} s before stage {s.name} can use it"))
         return out
+
+    # -- how long a decision holds (Settles) ------------------------------------------------------------
+
+    def settled_until(self, view: RunView) -> tuple[float, WakeAt | None]:
+        """Return until when :meth:`decide` of ``view`` holds while only the clock moves, and its wake-up.
+
+        (:class:`~elastic.strategies.base.Settles`.) The timing rule reads the clock through the
+        predicted ends of the stages a request waits for, and its test ``now < t_submit``. Each such end
+        is the clock, a time, or runs ahead of the clock (a stage that outlived every estimate is expected
+        to end ever later) until some time (:meth:`_course`): the test holds until ``t_submit`` for a
+        time, for ever for an end that runs far enough ahead, and fails at once for the clock. The
+        wake-up, ``t_submit`` of the soonest, is computed as :meth:`decide` computes it, for a later
+        clock. ``naive`` reads the clock through the test of a too early start, which once passed stays
+        passed while no end runs ahead. The shared rules as :mod:`~elastic.strategies.settle` says.
+        """
+        now = view.now
+        until = math.inf
+        waiting: list[tuple[tuple[str, ...], float]] = []  # (predecessors, planned wait) of each wake-up
+        memo: dict[str, _Course | None] = {}
+        for s in view.stages:
+            if s.complete:
+                continue
+            mine = view.allocations_for(s.name)
+            if any(not a.ended for a in mine):
+                continue
+            if mine and s.ready and not mine[-1].cancelled:
+                continue
+            if not s.depends_on:
+                return now, None  # requested now
+            courses = [_Course(_CONST, 0.0, math.inf)]  # decide's max starts at 0.0
+            for dep in s.depends_on:
+                course = self._course(view, dep, memo)
+                if course is None:
+                    break
+                courses.append(course)
+            else:
+                wait = self._planned_wait.get(s.name)
+                if wait is None:
+                    return now, None
+                prev = _latest(courses, now)
+                until = min(until, prev.until)
+                if prev.kind == _CONST and now < prev.value - wait:
+                    until = min(until, prev.value - wait)
+                elif not (prev.kind == _AHEAD and prev.value - wait > SETTLE_MARGIN):
+                    return now, None
+                waiting.append((s.depends_on, wait))
+        if self.naive:
+            until = min(until, self._too_early_until(view, memo))
+        names = [s.name for s in view.stages]
+        until = min(until, release_idle_until(view), follow_ups_until(view, names))
+
+        # the predicted ends that hold as they are until then, and those that are unknown, are not computed
+        # again (each is the very value decide computes); the others follow the clock
+        fixed = {
+            name: None if c is None else c.value
+            for name, c in memo.items()
+            if c is None or (c.kind == _CONST and c.until >= until)
+        }
+
+        def wake_at(t: float) -> float | None:
+            later = view.at(t)
+            ends = dict(fixed)
+            wake: float | None = None
+            for deps, wait in waiting:  # as decide: max from 0.0 over the predecessors, less the wait
+                prev_end = 0.0
+                for dep in deps:
+                    end = self._predicted_end(later, dep, ends)
+                    assert end is not None, "a predecessor's end is known while the decision holds"
+                    prev_end = max(prev_end, end)
+                at = prev_end - wait
+                wake = at if wake is None else min(wake, at)
+            return wake
+
+        return until, (wake_at if waiting else None)
+
+    def _course(self, view: RunView, name: str, memo: dict[str, _Course | None]) -> _Course | None:
+        """Return how :meth:`predicted_end` of ``name`` moves with the clock (None: unknown, as it is).
+
+        It reads the clock as ``max(now, c)``: a running stage expected to end at ``c`` (its expected
+        duration holds until its progress passes the next recorded runtime:
+        :meth:`~elastic.strategies.knowledge.Knowledge.expected_duration_until`; one that outlived every
+        estimate is expected to end ever later, ahead of the clock), an allocation expected to start at
+        ``c`` (a running one: now).
+        """
+        if name in memo:
+            return memo[name]
+        s = view.stage(name)
+        k = view.knowledge
+        now = view.now
+        out: _Course | None
+        if s.end_time is not None:
+            out = _Course(_CONST, s.end_time, math.inf)
+        elif s.start_time is not None:
+            elapsed = now - s.start_time
+            steady = k.expected_duration_until(name, elapsed)
+            ends = s.start_time + k.expected_duration(name, elapsed)
+            if steady is None:  # OUTLIVED x elapsed: ahead of the clock by ever more
+                out = _Course(_AHEAD, max(now, ends) - now, math.inf)
+            elif ends > now:
+                out = _Course(_CONST, ends, min(ends, s.start_time + steady))
+            else:
+                out = _Course(_CLOCK, 0.0, s.start_time + steady)
+        else:
+            live = view.allocations_for(name, live_only=True)
+            out = None
+            if live:
+                ready = _Course(_CLOCK, 0.0, math.inf)  # a running allocation is ready now
+                if not any(a.running for a in live):
+                    starts = [
+                        a.submit_time + a.predicted_wait
+                        for a in live
+                        if a.submit_time is not None and a.predicted_wait is not None
+                    ]
+                    if len(starts) < len(live):  # it asks the learner, or reads the clock: not promised
+                        ready = _Course(_CLOCK, 0.0, now)
+                    elif min(starts) > now:
+                        ready = _Course(_CONST, min(starts), min(starts))
+                courses = [ready]
+                for dep in s.depends_on:
+                    course = self._course(view, dep, memo)
+                    if course is None:
+                        break
+                    courses.append(course)
+                else:
+                    top = _latest(courses, now)
+                    duration = k.expected_duration(name)
+                    kind = _CONST if top.kind == _CONST else _AHEAD
+                    out = _Course(kind, top.value + duration, top.until)
+        memo[name] = out
+        return out
+
+    def _too_early_until(self, view: RunView, memo: dict[str, _Course | None]) -> float:
+        """Until when :meth:`_too_early` cancels nothing, as it does now.
+
+        For a stage with an idle running allocation, ``max(ends of its predecessors, now) - now <=
+        early_tolerance`` holds now (else it would cancel), and keeps holding as the clock moves while no
+        end runs ahead of the clock.
+        """
+        now = view.now
+        until = math.inf
+        for s in view.stages:
+            if s.ready or s.complete:
+                continue
+            if not any(a.running and view.busy_cores(a.alloc_id) == 0 for a in view.allocations_for(s.name)):
+                continue
+            for dep in s.depends_on:
+                course = self._course(view, dep, memo)
+                if course is None or (course.kind == _CONST and not course.value):
+                    continue  # None or 0.0: the clock (``or view.now``)
+                if course.kind == _AHEAD or (
+                    course.kind == _CONST and course.value - now > self.early_tolerance
+                ):
+                    return now
+                until = min(until, course.until)
+        return until
+
+
+_CONST, _CLOCK, _AHEAD = 0, 1, 2
+
+
+@dataclass(frozen=True, slots=True)
+class _Course:
+    """How a predicted end moves with the clock ``t`` over ``[now, until)`` (``until <= now``: unknown).
+
+    ``_CONST``: it is ``value``; ``_CLOCK``: it is ``t``; ``_AHEAD``: it is at least ``t + value``.
+    """
+
+    kind: int
+    value: float
+    until: float
+
+
+def _latest(courses: list[_Course], now: float) -> _Course:
+    """Return the course of the latest of ``courses`` (their ``max``)."""
+    until = min(c.until for c in courses)
+    ahead = [c for c in courses if c.kind == _AHEAD]
+    if ahead:
+        return _Course(_AHEAD, max(c.value for c in ahead), min(c.until for c in ahead))
+    top = max((c.value for c in courses if c.kind == _CONST), default=-math.inf)
+    if not any(c.kind == _CLOCK for c in courses):
+        return _Course(_CONST, top, until)
+    if top > now:  # the clock reaches it at ``top``
+        return _Course(_CONST, top, min(until, top))
+    return _Course(_CLOCK, 0.0, until)
 
 
 def _ready_at(view: RunView, a: Allocation) -> float:

@@ -17,6 +17,7 @@ too.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 from elastic.errors import UnknownNameError
@@ -39,10 +40,12 @@ __all__ = [
     "Releasing",
     "RunView",
     "Serve",
+    "Settles",
     "Shorten",
     "StageView",
     "Strategy",
     "Submit",
+    "WakeAt",
     "make_strategy",
     "strategy_learner",
     "merge",
@@ -65,6 +68,35 @@ class Strategy(Protocol):
 
     def decide(self, view: RunView) -> Decision:
         """Return the actions to take now and the latest time to be asked again."""
+        ...
+
+
+WakeAt = Callable[[float], float | None]
+"""The wake-up a decision that holds asks for, as a function of the clock (:class:`Settles`)."""
+
+
+@runtime_checkable
+class Settles(Protocol):
+    """A strategy that can say until when its decision holds while only the clock moves.
+
+    Run control asks :meth:`settled_until` right after :meth:`Strategy.decide` returned a decision with
+    no action without asking the wait learner for a prediction
+    (:attr:`~elastic.strategies.knowledge.Knowledge.predictions`); until the time it returns, at every
+    poll whose view has the same stages, allocations, busy cores and knowledge, it carries out that
+    decision again, with the wake-up it gives for that clock, instead of asking
+    (:meth:`~elastic.control.controller.AllocationController.step`). The shared rules' parts are in
+    :mod:`elastic.strategies.settle`. A strategy whose decision reads the scheduler's estimate, whose
+    answers move with the queue, does not implement it.
+    """
+
+    def settled_until(self, view: RunView) -> tuple[float, WakeAt | None]:
+        """Return ``(T, wake)``: for every clock ``t`` in ``[view.now, T)`` :meth:`decide` decides alike.
+
+        That is, of a view that differs from ``view`` in its clock only, it returns no action and
+        ``wake_at == wake(t)`` (``wake`` None: no wake-up), asks the learner for no prediction and
+        changes nothing of the strategy's own state. ``T <= view.now``: no promise. Called only right
+        after :meth:`decide` of this same ``view``.
+        """
         ...
 
 

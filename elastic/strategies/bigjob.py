@@ -17,6 +17,7 @@ from elastic.strategies.base import (
     walltime_follow_ups,
 )
 from elastic.strategies.knowledge import TOTAL
+from elastic.strategies.settle import follow_ups_until, release_idle_until
 
 __all__ = ["BigJob"]
 
@@ -38,3 +39,13 @@ class BigJob:
             cores = view.label_width(TOTAL)
             return Decision((Submit(TOTAL, cores, view.knowledge.walltime(TOTAL), reason="initial"),))
         return merge(walltime_follow_ups(view, [TOTAL]), Decision(tuple(release_idle(view))))
+
+    def settled_until(self, view: RunView) -> tuple[float, None]:
+        """Return until when :meth:`decide` of ``view`` holds while only the clock moves, and no wake-up.
+
+        (:class:`~elastic.strategies.base.Settles`.) Its own rule does not read the clock; the shared
+        rules' parts do (:mod:`~elastic.strategies.settle`).
+        """
+        if needs_allocation(view, TOTAL) and not view.done:
+            return view.now, None
+        return min(follow_ups_until(view, [TOTAL]), release_idle_until(view)), None

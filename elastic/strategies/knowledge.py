@@ -39,12 +39,16 @@ from elastic.workflow import Workflow
 if TYPE_CHECKING:
     from elastic.learners.base import LearnerStateStore
 
-__all__ = ["TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore"]
+__all__ = ["OUTLIVED", "TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore"]
 
 logger = logging.getLogger(__name__)
 
 TOTAL = "*"
 """Label of the whole workflow (Big-Job allocations, total-runtime history)."""
+
+OUTLIVED = 1.1
+"""A stage that has run longer than every estimate of it is expected to take this many times as long as
+it has run so far (:meth:`Knowledge.expected_duration`)."""
 
 FloatArray = npt.NDArray[np.float64]
 BoolArray = npt.NDArray[np.bool_]
@@ -206,6 +210,10 @@ class Knowledge:
         self.version = 0
         """Waits and runtimes fed so far (:meth:`observe_wait`, :meth:`record_runtime`): what was derived
         from this knowledge may be reused while it is the same."""
+        self.predictions = 0
+        """Calls of :meth:`predict_wait` so far. A learner may draw its prediction at random (the paper's
+        ASA learner), so a decision that asked for one cannot be taken as repeatable: run control reuses
+        a decision only if making it asked for none (:class:`~elastic.strategies.base.Settles`)."""
 
     # -- queue waits ------------------------------------------------------------------------------
 
@@ -249,6 +257,7 @@ class Knowledge:
         """
         from elastic.learners.base import NotFittedError
 
+        self.predictions += 1
         if self.waits is None:
             return 0.0
         key = self.wait_key(cores)
@@ -357,16 +366,40 @@ class Knowledge:
 
         With enough history: the mean of the recorded runtimes longer than ``elapsed`` (censored ones
         count as lasting at least their value); without: the prior estimate. A stage that has already
-        outlived every estimate is expected to end soon: ``1.1 x elapsed``.
+        outlived every estimate is expected to end soon: :data:`OUTLIVED` ``x elapsed``.
         """
         runtimes, _ = self._runtimes(label)
         if len(runtimes) >= self.min_history:
             longer = runtimes[runtimes > elapsed]
             if len(longer):
                 return float(longer.mean())
-            return 1.1 * elapsed
+            return OUTLIVED * elapsed
         prior = self.prior_duration(label)
-        return prior if prior > elapsed else 1.1 * elapsed
+        return prior if prior > elapsed else OUTLIVED * elapsed
+
+    def expected_duration_until(self, label: str, elapsed: float = 0.0) -> float | None:
+        """Return the ``elapsed`` up to which :meth:`expected_duration` keeps its value at ``elapsed``.
+
+        :meth:`expected_duration` is a step function of ``elapsed`` (the mean of the recorded runtimes
+        longer than it, or the prior) until ``elapsed`` outlives every estimate; from then on it grows with
+        ``elapsed`` (``1.1 x elapsed``). The result is the ``elapsed`` at which the value first changes
+        (it holds for every ``elapsed`` before it), or None where it already grows.
+
+        Examples
+        --------
+        >>> from elastic.workflow import Stage, Workflow
+        >>> k = Knowledge(Workflow("w", (Stage("a", 1, 1, runtime=100.0),)))
+        >>> k.expected_duration("a", 20.0), k.expected_duration_until("a", 20.0)
+        (100.0, 100.0)
+        >>> k.expected_duration_until("a", 150.0) is None
+        True
+        """
+        runtimes, _ = self._runtimes(label)
+        if len(runtimes) >= self.min_history:
+            longer = runtimes[runtimes > elapsed]
+            return float(longer.min()) if len(longer) else None
+        prior = self.prior_duration(label)
+        return prior if prior > elapsed else None
 
     def walltime(self, label: str, previous: Sequence[float] = ()) -> float:
         """Next walltime request for ``label``: the next value of its speculative sequence.

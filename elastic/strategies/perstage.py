@@ -16,6 +16,7 @@ from elastic.strategies.base import (
     release_idle,
     walltime_follow_ups,
 )
+from elastic.strategies.settle import follow_ups_until, release_idle_until
 
 __all__ = ["PerStage"]
 
@@ -43,3 +44,13 @@ class PerStage:
             Decision(submits),
             walltime_follow_ups(view, [s.name for s in view.stages]),
         )
+
+    def settled_until(self, view: RunView) -> tuple[float, None]:
+        """Return until when :meth:`decide` of ``view`` holds while only the clock moves, and no wake-up.
+
+        (:class:`~elastic.strategies.base.Settles`.) Its own rule does not read the clock; the shared
+        rules' parts do (:mod:`~elastic.strategies.settle`).
+        """
+        if any(s.ready and not s.complete and needs_allocation(view, s.name) for s in view.stages):
+            return view.now, None
+        return min(release_idle_until(view), follow_ups_until(view, [s.name for s in view.stages])), None

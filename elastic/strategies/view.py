@@ -158,6 +158,17 @@ class RunView:
         object.__setattr__(self, "_by_stage", {k: tuple(v) for k, v in by_stage.items()})
         object.__setattr__(self, "_by_label", {k: tuple(v) for k, v in by_label.items()})
 
+    def at(self, now: float) -> RunView:
+        """Return this view at ``now``: the same stages, allocations and all, at another clock.
+
+        Its indexes are shared, not built again (run control's view of a step where only the clock moved).
+        """
+        view = object.__new__(RunView)
+        for name in RunView.__slots__:
+            object.__setattr__(view, name, getattr(self, name))
+        object.__setattr__(view, "now", now)
+        return view
+
     @property
     def done(self) -> bool:
         """Every stage complete."""

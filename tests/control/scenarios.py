@@ -133,8 +133,12 @@ def _able(a: Allocation, stage: str, cores: int) -> bool:
     return (stage in labels or TOTAL in labels) and a.cores >= cores
 
 
-def run_scenario(scenario: Scenario) -> Outcome:
-    """Run ``scenario`` (history runs first) and check the invariants on its last run."""
+def run_scenario(scenario: Scenario, *, check_settled: bool = False) -> Outcome:
+    """Run ``scenario`` (history runs first) and check the invariants on its last run.
+
+    ``check_settled``: ask the strategy at every step even where its last decision holds, and fail where
+    it decides otherwise (:attr:`~elastic.control.controller.AllocationController.check_settled`).
+    """
     workflow = scenario.workflow()
     history = MemoryHistory()
     # seeded: a failing scenario, printed, replays the same run (the paper's learner samples)
@@ -142,15 +146,22 @@ def run_scenario(scenario: Scenario) -> Outcome:
     outcome = Outcome("none", math.nan, 0)
     for run in range(scenario.history + 1):
         kills = list(scenario.kills) if run == scenario.history else []
-        outcome = _run_once(scenario, workflow, Knowledge(workflow, waits=waits, history=history), run, kills)
+        knowledge = Knowledge(workflow, waits=waits, history=history)
+        outcome = _run_once(scenario, workflow, knowledge, run, kills, check_settled)
     return outcome
 
 
 def _run_once(
-    scenario: Scenario, workflow: Workflow, knowledge: Knowledge, run: int, kills: list[float]
+    scenario: Scenario,
+    workflow: Workflow,
+    knowledge: Knowledge,
+    run: int,
+    kills: list[float],
+    check_settled: bool = False,
 ) -> Outcome:
     backend = MockBackend(nodes=scenario.nodes)
     violations: list[str] = []
+    last: list[object] = [None, None, ()]  # the stages and allocations checked last, the stages stranded
 
     def check(view: RunView) -> None:
         while kills and view.now >= kills[0]:
@@ -158,15 +169,25 @@ def _run_once(
             live = [a for a in view.allocations if a.running and a.backend_job_id]
             if live:
                 backend.cancel(live[0].backend_job_id or "")
-        open_ = [a for a in view.allocations if not a.ended and not a.cancelled]  # once, not per stage
         retry_at = runner.controller.rate.retry_at
         if retry_at is not None and retry_at > view.now:
             return  # the submission-rate cap holds requests back until then (documented, issue 31)
-        for s in view.stages:
-            if not s.ready or s.complete or s.tasks - s.done - s.running <= 0:
-                continue
-            if not any(_able(a, s.name, s.cores) for a in open_):
-                violations.append(f"t={view.now:.0f}: stage {s.name} waits with no allocation for it")
+        if last[0] is not view.stages or last[1] is not view.allocations:  # else only the clock moved
+            open_ = [a for a in view.allocations if not a.ended and not a.cancelled]  # once, not per stage
+            last[:] = [
+                view.stages,
+                view.allocations,
+                tuple(
+                    s.name
+                    for s in view.stages
+                    if s.ready
+                    and not s.complete
+                    and s.tasks - s.done - s.running > 0
+                    and not any(_able(a, s.name, s.cores) for a in open_)
+                ),
+            ]
+        for name in last[2]:  # type: ignore[attr-defined]
+            violations.append(f"t={view.now:.0f}: stage {name} waits with no allocation for it")
 
     runner = Runner(
         workflow,
@@ -179,6 +200,7 @@ def _run_once(
         on_iteration=check,
         job_cores=scenario.job_cores,
     )
+    runner.controller.check_settled = check_settled
     result = runner.run()
     ends = [e.task for e in result.events if e.kind is EventKind.TASK_END]
     expected = sum(s.tasks for s in workflow.stages)

@@ -94,7 +94,8 @@ def test_regressions(scenario: Scenario) -> None:
 # thousands (the long version)
 @settings(max_examples=30, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 def test_random_scenarios_never_stall_nor_strand(scenario: Scenario) -> None:
-    out = run_scenario(scenario)
+    # every decision reused while it holds (Settles) is checked against the strategy's own
+    out = run_scenario(scenario, check_settled=True)
     assert out.violations == [], (scenario, out)
 
 
@@ -104,7 +105,7 @@ def test_a_seeded_batch_of_the_benchmark_generator() -> None:
     failures = []
     for _ in range(100):
         scenario = random_scenario(rng, max_stages=3)
-        out = run_scenario(scenario)
+        out = run_scenario(scenario, check_settled=True)
         if out.violations:
             failures.append((scenario, out.violations[:3]))
     assert failures == []
