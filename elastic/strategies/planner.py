@@ -106,7 +106,7 @@ from elastic.strategies.planner_rules import (
     _as_planned,
     _beside,
     _dag_order,
-    _follows,
+    _follows_names,
     _known,
     _lead_caps,
     _minute,
@@ -678,13 +678,15 @@ class Planner:
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
             after: list[StageView] = []
+            here = {current.name}
             for s in view.stages[current.index + 1 :]:
                 # kept for another allocation, or on a branch that does not start from this stage: planned
                 # on its own (and so is every stage after it on that branch, which then waits for a stage
                 # neither done nor here); a later sibling of a stage here still joins (:func:`_follows`)
-                if s.complete or s.name in others or not _follows(view, s, [current, *after]):
+                if s.complete or s.name in others or not _follows_names(view, s, here):
                     continue
                 after.append(s)
+                here.add(s.name)
             if not after:
                 continue
             after = _dag_order([current, *after])[1:]
@@ -749,6 +751,7 @@ class Planner:
         """Step 2: plan the stages no allocation is kept for, and request what is due."""
         covered = {x for labels in kept.values() for x in labels}
         segments: list[list[StageView]] = []
+        names: dict[int, set[str]] = {}  # by id of a segment, its stages' names
         joinable: list[StageView] | None = None  # a stage without declared dependencies joins it
         for s in view.stages:
             if s.complete or s.name in covered:
@@ -764,12 +767,16 @@ class Planner:
                 if not s.depends_on:
                     home = joinable
                 else:
-                    home = next((seg for seg in reversed(segments) if _follows(view, s, seg)), None)
+                    home = next(
+                        (seg for seg in reversed(segments) if _follows_names(view, s, names[id(seg)])), None
+                    )
             if home is None:
                 home = [s]
                 segments.append(home)
+                names[id(home)] = {s.name}
             else:
                 home.append(s)
+                names[id(home)].add(s.name)
             joinable = home
         caps = _lead_caps(view)
         submits: list[Submit] = []
