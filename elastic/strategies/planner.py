@@ -724,12 +724,14 @@ class Planner:
             # stages it was requested for are covered by its walltime; more must fit in what is left
             planned = [x for x in names if x in requested and waves[x] == 1]
             extra = names[len(planned) :] if tuple(planned) == names[: len(planned)] else names
-            base = until + sum(p.work for p in plans if p.name in planned)
-            works = [waves[p.name] * p.work for p in plans if p.name in extra]
+            in_planned, in_extra = set(planned), set(extra)  # sets: a chain's plans are many
+            base = until + sum(p.work for p in plans if p.name in in_planned)
+            works = [waves[p.name] * p.work for p in plans if p.name in in_extra]
             left = min(b.remaining(view.now) for b in keep)
             added = hold.hold_through(left, base, extra, works, cover=self.cover)
             names = (*names[: len(names) - len(extra)], *added)
-            own = tuple(x for x in a.labels if x not in {s.name for s in after})
+            later = {s.name for s in after}
+            own = tuple(x for x in a.labels if x not in later)
             held = ", ".join(names) or "nothing more"
             for b in jobs:
                 serves = (*own, *names) if b.alloc_id in keep_ids else own
