@@ -20,6 +20,12 @@ wait learner's first import of scipy took seconds and was charged to ``asa``'s f
         [--profile]
 
 ``--profile`` prints the top of a cProfile of the 40-stage chain's run instead.
+
+``--scale 1000,2000,5000`` measures instead what a whole simulated run of a large declared workflow costs
+(issue 31: 5,000 stages in under a minute is the goal): a chain of 1-minute one-core stages and a random
+DAG (:func:`random_dag`), under every strategy (``bigjob``, ``perstage``, ``asa`` and their ``-split``
+shapes), on a quiet queue (10 % load) and a busy one (90 %), 64 cores, each run in its own process
+stopped after ``--limit`` seconds (printed as ``>limit``). Stage limits are lifted for the measurement.
 """
 
 from __future__ import annotations
@@ -97,6 +103,70 @@ def _cpu(run: Callable[[], Any]) -> float:
     return time.process_time() - start
 
 
+STRATEGIES = ("bigjob", "perstage", "asa", "bigjob-split", "perstage-split", "asa-split")
+
+
+def _one(kind: str, n: str, strategy: str, queue: str, *, seed: int) -> int:
+    """Simulate one large run (``--scale``); print its CPU seconds and status."""
+    import elastic.limits
+    import elastic.workflow_model
+    from elastic.simulator.synthetic import synthetic_workload
+
+    elastic.limits.MAX_STAGES = elastic.workflow_model.MAX_STAGES = 10**6  # type: ignore[attr-defined]
+    stages = int(n)
+    if kind == "chain":
+        workflow = Workflow(f"chain{n}", tuple(Stage(f"s{i}", 1, 1, runtime=60.0) for i in range(stages)))
+    else:
+        workflow = random_dag(stages, seed=seed)
+    if queue == "busy":
+        background = default_background(64, seed=seed)
+    else:
+        background = synthetic_workload(jobs=2000, processors=64, utilisation=0.1, max_cores=32, seed=seed)
+    import elastic.learners.ewma
+
+    start = time.process_time()
+    (result,) = simulate_runs(workflow, strategy, runs=1, seed=seed, background=background)
+    print(f"{time.process_time() - start:.1f} {result.status}")
+    return 0
+
+
+def _scale(counts: list[int], limit: float, seed: int) -> int:
+    """Time whole simulated runs of large declared workflows, each in its own process (``--scale``)."""
+    import subprocess
+
+    print("| workflow | queue | " + " | ".join(STRATEGIES) + " |")
+    print("|---|---|" + "---|" * len(STRATEGIES))
+    misses = 0
+    for n in counts:
+        for kind in ("chain", "dag"):
+            for queue in ("quiet", "busy"):
+                cells = []
+                for strategy in STRATEGIES:
+                    argv = [
+                        sys.executable,
+                        __file__,
+                        "--seed",
+                        str(seed),
+                        "--one",
+                        kind,
+                        str(n),
+                        strategy,
+                        queue,
+                    ]
+                    try:
+                        out = subprocess.run(argv, capture_output=True, text=True, timeout=limit, check=True)
+                        cpu, status = out.stdout.split()[-2:]
+                        cells.append(
+                            f"{float(cpu):.0f} s" + ("" if status == "completed" else f" ({status})")
+                        )
+                        misses += n >= 5000 and float(cpu) > 60
+                    except subprocess.TimeoutExpired:
+                        cells.append(f">{limit:.0f} s")
+                        misses += n >= 5000
+                print(f"| {kind} of {n:,} | {queue} | " + " | ".join(cells) + " |", flush=True)
+    return 1 if misses else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -107,7 +177,14 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the 40-stage chain's run")
     parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="asa with reuse=True (kept searches)")
+    parser.add_argument("--scale", help="stage counts of whole large runs to time, e.g. 1000,2000,5000")
+    parser.add_argument("--limit", type=float, default=120.0, help="--scale: seconds before a run is stopped")
+    parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # kind n strategy queue: one --scale run
     args = parser.parse_args()
+    if args.one:
+        return _one(*args.one, seed=args.seed)
+    if args.scale:
+        return _scale([int(n) for n in args.scale.split(",")], args.limit, args.seed)
     import elastic.learners.ewma  # noqa: F401  (scipy: imported once, before any timing)
 
     options = {"reuse": True} if args.reuse else None

@@ -14,8 +14,11 @@ limit                     value                why
                                                that is already 17 simulated minutes of each allocation's
                                                walltime; far beyond, allocations end before their agents
                                                connect and are requested again and again, running nothing
-:data:`MAX_STAGES`        1,000                stages of one declared workflow: planning and simulating
-                                               1,000 chained stages takes minutes, more takes hours
+:data:`MAX_STAGES`        1,000                stages of one declared workflow: a run's cost grows
+                                               as the square of its stages; 1,000 chained stages simulate
+                                               in seconds under Big-Job and Per-Stage but take minutes
+                                               under ``asa`` (a search over every stage left at each of
+                                               about 2,000 decisions), 5,000 about two hours
 :data:`MAX_STAGE_TASKS`   100,000              tasks of one declared stage: simulating a stage of 100,000
                                                tasks takes about 90 s, and the cost grows faster than the
                                                count

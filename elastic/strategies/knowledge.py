@@ -205,6 +205,9 @@ class Knowledge:
         self.refresh = refresh
         self._loaded: dict[str, float] = {}
         self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
+        self._priors: tuple[Workflow | None, dict[str, float]] = (None, {})
+        # each label's prior_duration, for the workflow it was computed from (strategies ask for every
+        # stage's at every decision)
         self._requests: dict[tuple[str, int, tuple[float, ...]], float | None] = {}
         """Learned walltime requests by (label, runtimes seen, requests already made)."""
         self.version = 0
@@ -354,12 +357,18 @@ class Knowledge:
         mean task runtime raised by one standard deviation (the slowest of several tasks sets the end). A
         stage without a runtime counts ``default_runtime``.
         """
+        if self._priors[0] is not self.workflow:  # a live plan is a new workflow when it grows
+            self._priors = (self.workflow, {})
+        known = self._priors[1].get(label)
+        if known is not None:
+            return known
         stages = self.workflow.stages if label == TOTAL else (self.workflow.stage(label),)
-        return sum(
+        self._priors[1][label] = prior = sum(
             (self.default_runtime if s.runtime is None else s.runtime)
             * (1.0 + (s.runtime_cv if s.tasks > 1 else 0.0))
             for s in stages
         )
+        return prior
 
     def expected_duration(self, label: str, elapsed: float = 0.0) -> float:
         """Return the expected execution time of ``label`` given it has run ``elapsed`` seconds so far.

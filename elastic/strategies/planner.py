@@ -106,7 +106,7 @@ from elastic.strategies.planner_rules import (
     _as_planned,
     _beside,
     _dag_order,
-    _follows,
+    _follows_names,
     _known,
     _lead_caps,
     _minute,
@@ -678,13 +678,15 @@ class Planner:
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
             after: list[StageView] = []
+            here = {current.name}
             for s in view.stages[current.index + 1 :]:
                 # kept for another allocation, or on a branch that does not start from this stage: planned
                 # on its own (and so is every stage after it on that branch, which then waits for a stage
                 # neither done nor here); a later sibling of a stage here still joins (:func:`_follows`)
-                if s.complete or s.name in others or not _follows(view, s, [current, *after]):
+                if s.complete or s.name in others or not _follows_names(view, s, here):
                     continue
                 after.append(s)
+                here.add(s.name)
             if not after:
                 continue
             after = _dag_order([current, *after])[1:]
@@ -722,12 +724,14 @@ class Planner:
             # stages it was requested for are covered by its walltime; more must fit in what is left
             planned = [x for x in names if x in requested and waves[x] == 1]
             extra = names[len(planned) :] if tuple(planned) == names[: len(planned)] else names
-            base = until + sum(p.work for p in plans if p.name in planned)
-            works = [waves[p.name] * p.work for p in plans if p.name in extra]
+            in_planned, in_extra = set(planned), set(extra)  # sets: a chain's plans are many
+            base = until + sum(p.work for p in plans if p.name in in_planned)
+            works = [waves[p.name] * p.work for p in plans if p.name in in_extra]
             left = min(b.remaining(view.now) for b in keep)
             added = hold.hold_through(left, base, extra, works, cover=self.cover)
             names = (*names[: len(names) - len(extra)], *added)
-            own = tuple(x for x in a.labels if x not in {s.name for s in after})
+            later = {s.name for s in after}
+            own = tuple(x for x in a.labels if x not in later)
             held = ", ".join(names) or "nothing more"
             for b in jobs:
                 serves = (*own, *names) if b.alloc_id in keep_ids else own
@@ -749,6 +753,7 @@ class Planner:
         """Step 2: plan the stages no allocation is kept for, and request what is due."""
         covered = {x for labels in kept.values() for x in labels}
         segments: list[list[StageView]] = []
+        names: dict[int, set[str]] = {}  # by id of a segment, its stages' names
         joinable: list[StageView] | None = None  # a stage without declared dependencies joins it
         for s in view.stages:
             if s.complete or s.name in covered:
@@ -764,12 +769,16 @@ class Planner:
                 if not s.depends_on:
                     home = joinable
                 else:
-                    home = next((seg for seg in reversed(segments) if _follows(view, s, seg)), None)
+                    home = next(
+                        (seg for seg in reversed(segments) if _follows_names(view, s, names[id(seg)])), None
+                    )
             if home is None:
                 home = [s]
                 segments.append(home)
+                names[id(home)] = {s.name}
             else:
                 home.append(s)
+                names[id(home)].add(s.name)
             joinable = home
         caps = _lead_caps(view)
         submits: list[Submit] = []

@@ -7,8 +7,11 @@ the planner's own.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import math
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Set as AbstractSet
 
 from elastic.allocations import Allocation
 from elastic.strategies import merge
@@ -156,9 +159,13 @@ def _follows(view: RunView, s: StageView, chain: Sequence[StageView]) -> bool:
     parameter: it was found on CyberShake's timelines (synthetic queue, run 0) and checked on the
     published shapes x two queues (the reduced grid in ``docs/results/strategies.md``).
     """
-    if not s.depends_on or not chain:
+    return not chain or _follows_names(view, s, {c.name for c in chain})
+
+
+def _follows_names(view: RunView, s: StageView, names: AbstractSet[str]) -> bool:
+    """:func:`_follows` on a chain given by its stages' names, not empty (kept by callers that grow it)."""
+    if not s.depends_on:
         return True
-    names = {c.name for c in chain}
     if not any(d in names for d in s.depends_on):
         return False
     return all(d in names or (_known(view, d) and view.stage(d).complete) for d in s.depends_on)
@@ -179,20 +186,41 @@ def _dag_order(chain: Sequence[StageView]) -> list[StageView]:
     >>> [s.name for s in _dag_order([a, b, StageView("c", 2, 28, 1, ("a",))])]
     ['a', 'c', 'b']
     """
-    names = {s.name for s in chain}
-    preds = {
-        s.name: ({d for d in s.depends_on if d in names} if s.depends_on else {c.name for c in chain[:m]})
-        for m, s in enumerate(chain)
-    }
-    placed: set[str] = set()
+    # Kahn's order with a heap (widest, then plan order, among the placeable stages): the same order as
+    # picking from every stage left at each step, in n log n rather than n squared
+    position = {s.name: m for m, s in enumerate(chain)}
+    unmet = [0] * len(chain)
+    children: list[list[int]] = [[] for _ in chain]
+    open_ended: list[int] = []  # stages without declared dependencies: placeable once all before them are
+    for m, s in enumerate(chain):
+        if not s.depends_on:
+            open_ended.append(m)
+            continue
+        for d in {d for d in s.depends_on if d in position}:
+            children[position[d]].append(m)
+            unmet[m] += 1
+    placed = [False] * len(chain)
+    prefix = 0  # every stage before it is placed
+    free = [(-chain[m].width, m) for m in range(len(chain)) if chain[m].depends_on and unmet[m] == 0]
+    heapq.heapify(free)
+    waiting = 0  # next of open_ended not yet placeable
     out: list[StageView] = []
-    left = list(chain)
-    while left:
-        free = [s for s in left if preds[s.name] <= placed] or left[:1]  # left[:1]: a malformed cycle
-        nxt = min(free, key=lambda s: (-s.width, left.index(s)))
-        out.append(nxt)
-        placed.add(nxt.name)
-        left.remove(nxt)
+    while len(out) < len(chain):
+        while waiting < len(open_ended) and open_ended[waiting] <= prefix:
+            heapq.heappush(free, (-chain[open_ended[waiting]].width, open_ended[waiting]))
+            waiting += 1
+        if free:
+            _, m = heapq.heappop(free)
+        else:  # a malformed cycle: the first stage left
+            m = prefix
+        placed[m] = True
+        out.append(chain[m])
+        for c in children[m]:
+            unmet[c] -= 1
+            if unmet[c] == 0 and not placed[c]:
+                heapq.heappush(free, (-chain[c].width, c))
+        while prefix < len(chain) and placed[prefix]:
+            prefix += 1
     return out
 
 
@@ -214,20 +242,36 @@ def _beside(chain: Sequence[StageView], works: Sequence[float]) -> list[int]:
     >>> _beside([a, b, c, d], [60.0, 600.0, 60.0, 60.0])  # c runs beside b; c ends before d starts
     [0, 0, 2, 0]
     """
-    ancestors: dict[str, set[str]] = {}
-    start: dict[str, float] = {}
+    # A stage starts at the latest end of its predecessors in the chain (ends only grow along
+    # dependencies, so of its direct ones; of every earlier stage for one that declares none), and no
+    # predecessor ends after it starts: the stages beside it are the earlier ones that end after its start.
+    # Their cores are summed over a Fenwick tree of the ends (n log n, not n squared).
     end: dict[str, float] = {}
+    starts: list[float] = []
+    latest = 0.0  # the latest end so far
+    for s, work in zip(chain, works, strict=True):
+        own = (end[d] for d in s.depends_on if d in end)
+        start = max(own, default=0.0) if s.depends_on else latest
+        end[s.name] = start + max(work, 0.0)
+        latest = max(latest, end[s.name])
+        starts.append(start)
+    ends = sorted(set(end.values()))
+    tree = [0] * (len(ends) + 1)
+    total = 0
     out: list[int] = []
-    for m, (s, work) in enumerate(zip(chain, works, strict=True)):
-        if not s.depends_on:
-            ancestors[s.name] = {c.name for c in chain[:m]}
-        else:
-            ancestors[s.name] = {x for d in s.depends_on if d in ancestors for x in (d, *ancestors[d])}
-        start[s.name] = max((end[x] for x in ancestors[s.name]), default=0.0)
-        end[s.name] = start[s.name] + max(work, 0.0)
-        out.append(
-            sum(c.width for c in chain[:m] if c.name not in ancestors[s.name] and end[c.name] > start[s.name])
-        )
+    for s, start in zip(chain, starts, strict=True):
+        # cores of earlier stages ending at or before ``start``, from the tree
+        at_or_before = 0
+        i = bisect_right(ends, start)
+        while i > 0:
+            at_or_before += tree[i]
+            i -= i & -i
+        out.append(total - at_or_before)
+        i = bisect_right(ends, end[s.name])  # its 1-based rank
+        while i < len(tree):
+            tree[i] += s.width
+            i += i & -i
+        total += s.width
     return out
 
 

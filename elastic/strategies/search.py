@@ -46,45 +46,53 @@ Waits = Callable[[int, bool], np.ndarray]
 """``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS`."""
 
 
-@dataclass(frozen=True, slots=True)
+_Trail = tuple["_Trail | None", Choice] | None
+"""A plan's choices, last first: (the trail before it, the last choice); None: no choice yet."""
+
+
+@dataclass(slots=True)
 class _Path:
-    """A partial plan: core-seconds charged so far, the delay it carries (quantiles), its choices."""
+    """A partial plan: core-seconds charged so far, the delay it carries (quantiles), its choices.
+
+    Its choices are a trail shared with the plans it grew from (copying them at each stage made a search
+    over n stages cost n squared). ``order`` ranks it among the plans of its stage by its choices, compared
+    from the first (kept before new, then narrower): its parent's ``rank`` among the plans of the stage
+    before, then its own choice. ``rank`` is set once the plans of its stage are kept.
+    """
 
     charged: float
     delay: np.ndarray
-    choices: tuple[Choice, ...]
+    choices: _Trail
     opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
     held: bool = False  # it still runs on the allocation held when planning started (stages may run in waves)
     mean: float = 0.0  # the delay's mean (computed once: the search compares it often)
     key: bytes = b""  # the delay's bytes (the key of the wait steps already priced)
+    order: tuple[int, bool, int] | tuple[()] = ()
+    rank: int = 0
 
 
-def _path(charged: float, delay: np.ndarray, choices: tuple[Choice, ...], opened: bool, held: bool) -> _Path:
+def _path(
+    charged: float,
+    delay: np.ndarray,
+    choices: _Trail,
+    opened: bool,
+    held: bool,
+    order: tuple[int, bool, int] | tuple[()],
+) -> _Path:
     # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
-    return _Path(charged, delay, choices, opened, held, float(_SUM(delay)) / len(delay), delay.tobytes())
+    mean = float(_SUM(delay)) / len(delay)
+    return _Path(charged, delay, choices, opened, held, mean, delay.tobytes(), order)
+
+
+def _choices(trail: _Trail) -> tuple[Choice, ...]:
+    out: list[Choice] = []
+    while trail is not None:
+        trail, last = trail
+        out.append(last)
+    return tuple(reversed(out))
 
 
 _SUM = np.add.reduce
-
-
-class _Order:
-    """Ties between equal costs go by the choices: kept before new, then narrower (compared only on ties)."""
-
-    __slots__ = ("choices",)
-
-    def __init__(self, choices: tuple[Choice, ...]) -> None:
-        self.choices = choices
-
-    def _key(self) -> list[tuple[bool, int]]:
-        return [(c.new, c.cores) for c in self.choices]
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Order) and self._key() == other._key()
-
-    def __lt__(self, other: _Order) -> bool:
-        return self._key() < other._key()
-
-    __hash__ = None  # type: ignore[assignment]
 
 
 def plan(
@@ -147,8 +155,17 @@ def plan(
         allocation, from the first stage on.
     """
     n = len(stages)
-    starts = [lead + sum(s.work for s in stages[:m]) for m in range(n)]
-    widest_left = [max(s.cores for s in stages[m:]) for m in range(n)]
+    starts: list[float] = []
+    done = 0.0
+    for s in stages:
+        starts.append(lead + done)
+        done += s.work
+    widest_left = [0] * n
+    widths_left: list[tuple[int, ...]] = [()] * n  # the distinct widths from each stage on, ascending
+    for m in range(n - 1, -1, -1):
+        after = widths_left[m + 1] if m + 1 < n else ()
+        widest_left[m] = max(stages[m].cores, widest_left[m + 1] if m + 1 < n else 0)
+        widths_left[m] = after if stages[m].cores in after else tuple(sorted({*after, stages[m].cores}))
     quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
     steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
     now_or_later: dict[tuple[int, int, bytes], bool] = {}
@@ -179,16 +196,16 @@ def plan(
             )
         return steps[key]
 
-    def score(p: _Path) -> tuple[float, _Order]:
-        return round(p.charged + prices.beta * p.mean, 6), _Order(p.choices)
+    def score(p: _Path) -> tuple[float, tuple[int, bool, int] | tuple[()]]:
+        return round(p.charged + prices.beta * p.mean, 6), p.order
 
     nothing = np.zeros(len(timing.PROBS))
     frontier = {
-        w: [_path(0.0, nothing, (), False, True)] for w in {held, *(w for w in shrink if 0 < w < held)}
+        w: [_path(0.0, nothing, None, False, True, ())] for w in {held, *(w for w in shrink if 0 < w < held)}
     }
     for m, s in enumerate(stages):
         grown: dict[int, list[_Path]] = {}
-        widths = sorted({t.cores for t in stages[m:] if t.cores >= s.cores})
+        widths = [c for c in widths_left[m] if c >= s.cores]
         for h, paths in frontier.items():
             for p in paths:
                 waves = math.ceil(s.cores / h) if h > 0 else 0
@@ -199,23 +216,33 @@ def plan(
                 ):
                     kept = Choice(s.name, h, new=False)
                     charged = p.charged + hold.keep_cost(h, waves * s.work)
+                    order = (p.rank, False, h)
                     if waves == 1:
                         grown.setdefault(h, []).append(
-                            _Path(charged, p.delay, (*p.choices, kept), p.opened, p.held, p.mean, p.key)
+                            _Path(charged, p.delay, (p.choices, kept), p.opened, p.held, p.mean, p.key, order)
                         )
                     else:
                         delay = p.delay + (waves - 1) * s.work
                         grown.setdefault(h, []).append(
-                            _path(charged, delay, (*p.choices, kept), p.opened, p.held)
+                            _path(charged, delay, (p.choices, kept), p.opened, p.held, order)
                         )
                 for c in widths:
                     idle, delay = acquire(c, h, m, p)
                     new = Choice(s.name, c, new=True)
                     charged = p.charged + c * s.work + idle
-                    grown.setdefault(c, []).append(_path(charged, delay, (*p.choices, new), True, False))
+                    grown.setdefault(c, []).append(
+                        _path(charged, delay, (p.choices, new), True, False, (p.rank, True, c))
+                    )
         frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
+        # rank the kept plans by their choices (equal choices, equal rank) for the next stage's ties
+        kept_paths = sorted((p for paths in frontier.values() for p in paths), key=lambda p: p.order)
+        rank, previous = -1, None
+        for p in kept_paths:
+            if p.order != previous:
+                rank, previous = rank + 1, p.order
+            p.rank = rank
     best = min((p for paths in frontier.values() for p in paths), key=score)
-    return best.charged + prices.beta * float(best.delay.mean()), best.choices
+    return best.charged + prices.beta * float(best.delay.mean()), _choices(best.choices)
 
 
 def _pareto(paths: Sequence[_Path]) -> list[_Path]:
