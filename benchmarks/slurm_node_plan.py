@@ -44,48 +44,13 @@ import numpy as np
 from elastic.simulator.conservative import SlurmBackfill
 from elastic.simulator.engine import Engine
 from elastic.simulator.jobs import PENDING
+from elastic.simulator.slurm_nodes import best_fit
+from elastic.simulator.slurm_nodes import lowest as _lowest
 from tests.fixtures.slurm_oracle import Replay, ScaledJobs, compare
 
 
 def _count(mask: int) -> int:
-    return bin(mask).count("1")
-
-
-def _lowest(mask: int, need: int) -> int:
-    """The ``need`` lowest-index nodes of ``mask``."""
-    out = 0
-    while mask and need > 0:
-        low = mask & -mask
-        out |= low
-        mask ^= low
-        need -= 1
-    return out
-
-
-def best_fit(free: int, need: int, nodes: int) -> int:
-    """Slurm's choice for a job starting now on one-CPU nodes: the smallest run of consecutive free nodes
-    that holds it (its first nodes), else the largest runs first."""
-    runs: list[tuple[int, int]] = []
-    i = 0
-    while i < nodes:
-        if free >> i & 1:
-            k = i
-            while k < nodes and free >> k & 1:
-                k += 1
-            runs.append((i, k - i))
-            i = k
-        else:
-            i += 1
-    fit = [r for r in runs if r[1] >= need]
-    chosen = [min(fit, key=lambda r: (r[1], r[0]))] if fit else sorted(runs, key=lambda r: (-r[1], r[0]))
-    out = 0
-    for s, length in chosen:
-        take = min(length, need)
-        out |= ((1 << take) - 1) << s
-        need -= take
-        if need <= 0:
-            break
-    return out
+    return mask.bit_count()
 
 
 class NodeBackfill:
