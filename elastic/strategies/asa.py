@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from elastic.allocations import Allocation
@@ -68,6 +69,23 @@ __all__ = ["ASA"]
 logger = logging.getLogger(__name__)
 
 _DEPENDENCIES = {"afterany": DependencyKind.AFTERANY, "after": DependencyKind.AFTER, None: None}
+
+
+def _to_time(view: RunView) -> Iterator[tuple[StageView, list[Allocation]]]:
+    """Yield the stages the timing rule decides for, with their allocations so far.
+
+    A stage is left out when it is complete, has an allocation not ended yet, or ended under us with work
+    queued (the walltime follow-up rule replaces that one).
+    """
+    for s in view.stages:
+        if s.complete:
+            continue
+        mine = view.allocations_for(s.name)
+        if any(not a.ended for a in mine):
+            continue
+        if mine and s.ready and not mine[-1].cancelled:
+            continue
+        yield s, mine
 
 
 class ASA:
@@ -163,14 +181,7 @@ class ASA:
         actions: list[Action] = []
         wake: float | None = None
         memo: dict[str, float | None] = {}  # predicted ends of this view (decide changes neither)
-        for s in view.stages:
-            if s.complete:
-                continue
-            mine = view.allocations_for(s.name)
-            if any(not a.ended for a in mine):
-                continue
-            if mine and s.ready and not mine[-1].cancelled:
-                continue  # ended under us with work queued: the walltime follow-up rule replaces it
+        for s, mine in _to_time(view):
             prev_end = 0.0
             known = True
             for dep in s.depends_on:
@@ -253,14 +264,7 @@ class ASA:
         until = math.inf
         waiting: list[tuple[tuple[str, ...], float]] = []  # (predecessors, planned wait) of each wake-up
         memo: dict[str, _Course | None] = {}
-        for s in view.stages:
-            if s.complete:
-                continue
-            mine = view.allocations_for(s.name)
-            if any(not a.ended for a in mine):
-                continue
-            if mine and s.ready and not mine[-1].cancelled:
-                continue
+        for s, _ in _to_time(view):
             if not s.depends_on:
                 return now, None  # requested now
             courses = [_Course(_CONST, 0.0, math.inf)]  # decide's max starts at 0.0
