@@ -181,4 +181,25 @@ def run_tfrun(address: str, workdir: Path, timeout: float = 90.0) -> Outcome:
     problems = [] if ran == ["ps:0", "worker:0", "worker:1"] else [f"tasks that ran: {ran}"]
     if "Out of 3 tasks 3 tasks have been registered" not in done.stderr:
         problems.append("tfrun never saw its three tasks registered")
-    return Outcome(done.returncode, len(ran), 3, problems, done.stderr[-3000:])
+    returncode = done.returncode
+    if returncode != 0 and not problems and _tfmesos_stop_race(done.stderr):
+        returncode = 0  # TFMesos' own race at its exit, after its whole gang ran: see below
+    return Outcome(returncode, len(ran), 3, problems, done.stderr[-3000:])
+
+
+def _tfmesos_stop_race(stderr: str) -> bool:
+    """Whether tfrun failed only by TFMesos' own race at its exit, after everything it asked for ran.
+
+    ``TFMesosScheduler.stop`` deletes ``self.tasks`` and only then stops its driver; a ``TASK_FINISHED``
+    of its last task that arrives in between (the parameter server's ``echo`` ends together with the
+    workers') reaches ``statusUpdate``, which reads ``self.tasks``: ``AttributeError`` on the driver's
+    thread and exit status 1. The update is one the framework asked for and Mesos sends too; the window
+    widens with load (seen at load 7-11 in about 3 of 4 Big-Job runs on Slurm, and once in CI). Only this
+    exact traceback is forgiven, and only with the gang's three tasks all run.
+    """
+    tail = stderr.strip().splitlines()[-12:]
+    return (
+        bool(tail)
+        and tail[-1] == "AttributeError: 'TFMesosScheduler' object has no attribute 'tasks'"
+        and any("in statusUpdate" in line or "self.tasks.get(" in line for line in tail)
+    )
