@@ -144,10 +144,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                     except Exception as exc:  # a timeout, a backend that failed: a failed cell, go on
                         outcome, took = Outcome(-1, 0, 0, [f"{type(exc).__name__}: {exc}"]), 0.0
                     failed += not outcome.ok
+                    notes = outcome.problems[:3] + (
+                        [f"forgiven: {outcome.forgiven}"] if outcome.forgiven else []
+                    )
                     print(
                         f"{backend:8} {strategy:9} {framework:11} {'yes' if outcome.ok else 'NO':3} "
                         f"{outcome.returncode:>3} {outcome.finished:>2}/{outcome.expected:<2} {took:6.1f}  "
-                        f"{'; '.join(outcome.problems[:3])}",
+                        f"{'; '.join(notes)}",
                         flush=True,
                     )
                     if not outcome.ok and outcome.output:
