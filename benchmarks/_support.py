@@ -38,9 +38,15 @@ def start_prefect_server() -> tuple[PrefectServer, subprocess.Popen[bytes]]:
 
 
 def stop_prefect_server(proc: subprocess.Popen[bytes]) -> None:
-    """Stop the server's whole process group (whatever it started too); remove the private home."""
+    """Stop the server's whole process group (whatever it started too); remove the private home.
+
+    What this process' Prefect log and event workers still hold is sent first: sent after the server
+    is gone, Prefect's exit handler retries it for a minute ("Error logging to API").
+    """
+    from tests.fixtures.prefect_server import drain_prefect_clients
     from tests.fixtures.processes import stop_group
 
+    drain_prefect_clients()
     stop_group(proc.pid)
     proc.wait(timeout=30)
     shutil.rmtree(private_prefect_home(), ignore_errors=True)
