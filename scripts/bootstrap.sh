@@ -156,8 +156,11 @@ fi
 log "ruff"
 ruff check .
 ruff format --check .
-log "mypy"
-mypy
+# mypy (a minute on a fresh clone, one core) runs beside the tests; its verdict is read after them.
+log "mypy (beside pytest; its result follows the tests)"
+mypy_out="$(mktemp)"
+mypy >"$mypy_out" 2>&1 &
+mypy_pid=$!
 log "pytest"
 # The browser tests skip where chromium is missing (a developer's machine); here it was installed above,
 # so a missing browser is a failure, not a skip.
@@ -171,9 +174,18 @@ set +e
 # A later -n in "$@" overrides this one (-n 0: one process).
 python -m pytest -n 2 --durations=20 "$@"
 rc=$?
+wait "$mypy_pid"
+mypy_rc=$?
 set -e
+log "mypy"
+cat "$mypy_out"
+rm -f "$mypy_out"
 if [ "$rc" -eq 5 ]; then
   echo "bootstrap: pytest collected no tests; that is a failure, not a pass" >&2
   exit 1
+fi
+if [ "$mypy_rc" -ne 0 ]; then
+  echo "bootstrap: mypy failed (above)" >&2
+  [ "$rc" -ne 0 ] || rc="$mypy_rc"
 fi
 exit "$rc"
