@@ -7,7 +7,8 @@ by :meth:`AllocationState.from_job_state`).
 
 It is the one record of an allocation everywhere: run control keeps one per allocation it requested (on
 the backend's clock, with why it was requested and what it depends on), strategies read those, and the
-pool keeps its own copy for placement (on its real-time clock).
+pool keeps the copy it is told for placement (on its real-time clock: run control tells it each request,
+batch job id, start and end; the pool itself only drains).
 
 The record is immutable: every transition returns a new record through :meth:`Allocation.transition`,
 which raises :class:`IllegalTransitionError` naming both states when the move is not allowed.

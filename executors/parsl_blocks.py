@@ -46,21 +46,14 @@ def block_statuses(allocations: Iterable[Allocation]) -> dict[str, JobStatus]:
     return out
 
 
-def block_changes(
-    statuses: Mapping[str, JobStatus],
-    pool_states: Mapping[str, AllocationState],
-    sent: dict[str, JobStatus],
-) -> dict[str, JobStatus]:
+def block_changes(statuses: Mapping[str, JobStatus], sent: dict[str, JobStatus]) -> dict[str, JobStatus]:
     """Return the blocks whose state moved on since last ``sent``, and record them in ``sent``.
 
-    The pool sees an allocation start or end before allocation control's next poll does: the further on
-    of the two states is taken (``pool_states``), and a block is never sent back to an earlier state.
+    ``statuses`` come from allocation control's records, the one owner of an allocation's state (the
+    pool's allocation events only follow what it was told); a block is never sent back to an earlier state.
     """
     changed = {}
     for bid, s in statuses.items():
-        pool = pool_states.get(bid)
-        if pool is not None and _rank(JOB_STATES[pool]) > _rank(s.state):
-            s = JobStatus(JOB_STATES[pool], message=s.message)
         last = sent.get(bid)
         if last is None or (_rank(s.state) >= _rank(last.state) and s.state != last.state):
             changed[bid] = sent[bid] = s

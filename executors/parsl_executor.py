@@ -53,7 +53,7 @@ except ImportError:  # say which extra installs it, not only that a module is mi
     require("parsl", "the Parsl executor (elastic.parsl)")
     raise
 
-from elastic.allocations import AllocationEvent, AllocationState
+from elastic.allocations import AllocationEvent
 from elastic.backends.base import BatchBackend
 from elastic.control.rate import SubmissionLimit
 from elastic.errors import ConfigError
@@ -228,7 +228,6 @@ class ElasticExecutor(ParslExecutor):
         self._blocks: dict[str, JobStatus] = {}  # the allocations' states last sent to Parsl monitoring
         self._block_sender: Any = None
         self._monitor: threading.Thread | None = None
-        self._pool_states: dict[str, AllocationState] = {}  # the pool's newest state of each allocation
         self._blocks_changed = threading.Event()  # set by the pool's allocation events
 
     def __repr__(self) -> str:
@@ -368,7 +367,7 @@ class ElasticExecutor(ParslExecutor):
         from parsl.monitoring.message_type import MessageType
 
         jobs = {a.alloc_id: a.backend_job_id for a in self._front.view().allocations}
-        changed = block_changes(self.status(), self._pool_states, self._blocks)
+        changed = block_changes(self.status(), self._blocks)
         if changed:
             messages = block_messages(changed, jobs, self.run_id, self.label)
             self._block_sender.send((MessageType.BLOCK_INFO, messages))
@@ -395,7 +394,6 @@ class ElasticExecutor(ParslExecutor):
 
     def _log_allocation(self, event: PoolEvent) -> None:
         if isinstance(event, AllocationEvent):
-            self._pool_states[event.alloc_id] = event.state
             self._blocks_changed.set()  # the monitoring thread looks at once (not from the pool's thread)
             logger.info(
                 "%s: allocation %s (stage %s, %d cores) %s%s",

@@ -123,7 +123,9 @@ class PoolExecution:
         # mock backend's local processes) one agent offers the job's cores.
         self._node_cores = node_cores if getattr(backend, "name", None) == "slurm" else None
         """Cores per node where jobs are whole nodes (:attr:`~elastic.batch.PartitionInfo.node_cores`)."""
-        pool.expect_decisions()  # a lost task waits for the driver's next decision (it may ask for room)
+        # the controller owns the allocations: the pool changes one's state only when told (register,
+        # submitted, add_allocation, release, allocation_ended), and a lost task waits for its next decision
+        pool.expect_owner()
         self._unsubscribe = pool.subscribe(self._on_event)
 
     def _on_event(self, event: PoolEvent) -> None:

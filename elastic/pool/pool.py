@@ -9,6 +9,14 @@ ended) and failed when the allocation was healthy. Strategies call the
 synchronous API (:meth:`Pool.add_allocation`, :meth:`Pool.allocation_ended`, :meth:`Pool.submit`...)
 from any thread.
 
+Allocations are told, not learned. Their registry entries (:meth:`Pool.add_allocation`,
+:meth:`Pool.allocation_submitted`, :meth:`Pool.allocation_started`, :meth:`Pool.drain`,
+:meth:`Pool.allocation_ended`) are the only way an allocation's record changes, but for the drain of one
+whose walltime is about to end. With an owner (:meth:`Pool.expect_owner`: a run's allocation control) an
+agent's join leaves its allocation as it is, until the owner tells its start; its cores are offered at
+once all the same. A pool used alone takes the first agent's join as the start, through
+:meth:`Pool.allocation_started` too.
+
 Placement is walltime-aware (the rule: :func:`elastic.pool.placement.plan_placement`): a task is not started
 on an allocation with less walltime left than its estimate while another one could take it. An
 allocation with ``drain_margin`` seconds or less left gets no new task and its agents leave once their
@@ -302,8 +310,10 @@ class Pool:
     ) -> None:
         """Record that an allocation's batch job started ``started_ago`` seconds ago (pool clock).
 
-        Its owner says so when it learns it; until then an agent that joins marks it started. ``walltime``
-        is what the batch system granted, in pool seconds (None: the requested one stands).
+        The one way an allocation becomes RUNNING: its owner (:meth:`expect_owner`) says so when it learns
+        it; a pool without an owner does so itself as the allocation's first agent joins. Placement does
+        not wait for it: an agent that joined is offered at once. ``walltime`` is what the batch system
+        granted, in pool seconds (None: the requested one stands).
         """
         with self._lock:
             granted = self._state.allocation(alloc_id).walltime if walltime is None else walltime
@@ -311,18 +321,22 @@ class Pool:
         self._wake()
         self._deliver()
 
-    def expect_decisions(self) -> None:
-        """Say that an owner decides on allocations after each loss, and tells the pool (:meth:`decided`).
+    def expect_owner(self) -> None:
+        """Say that an owner (a run's allocation control) holds the allocations and tells the pool of them.
 
-        From then on a task re-queued after a loss is not started on an allocation with less walltime
-        left than its estimate until the owner has decided (it may ask for one with the time): a start
-        there would be lost again, and use one of its retries.
+        Call it before any agent joins. From then on the pool changes an allocation's state only when told
+        (the registry entries: :meth:`add_allocation`, :meth:`allocation_submitted`,
+        :meth:`allocation_started`, :meth:`drain`, :meth:`allocation_ended`): an agent's join no longer
+        marks its allocation RUNNING (its JOINED event is the owner's cue to ask the batch system), though
+        its cores are offered at once. And a task re-queued after a loss is not started on an allocation
+        with less walltime left than its estimate until the owner has decided (:meth:`decided`: it may ask
+        for one with the time): a start there would be lost again, and use one of its retries.
         """
         with self._lock:
-            self._state.owner_decides = True
+            self._state.owned = True
 
     def decided(self, task_ids: Iterable[str]) -> None:
-        """Take the owner's word that it decided on allocations after these tasks' losses (see above)."""
+        """Take the owner's word that it decided after these tasks' losses (see :meth:`expect_owner`)."""
         with self._lock:
             self._state.decided(task_ids)
         self._wake()

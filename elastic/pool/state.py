@@ -94,6 +94,14 @@ _REFUSALS_RECORDED = 5
 """Refusals logged and recorded per :data:`_REFUSAL_WINDOW`; the others are only counted."""
 
 
+_DRAINING = AllocationState.DRAINING
+
+
+def _stopping(alloc: Allocation) -> bool:
+    """Whether ``alloc`` takes no new task: draining, or ended."""
+    return alloc.state is _DRAINING or alloc.state.is_final
+
+
 def _task_bytes(task: Task) -> int:
     """Roughly the bytes ``task`` takes in a message."""
     return 256 + len(task.payload) + len(task.task_id) + len(task.stage)
@@ -235,7 +243,8 @@ class PoolState:
         self.allocs: dict[str, Allocation] = {}
         self.agents: dict[bytes, AgentRecord] = {}
         self._seen: set[bytes] = set()  # every agent identity that ever registered
-        self._drain_on_join: dict[str, str] = {}  # allocations drained before any agent joined: why
+        self._drain_on_start: dict[str, str] = {}  # drained before their owner told their start: why
+        self._joined: dict[str, float] = {}  # allocation -> when its first agent joined (pool clock)
         self.tasks: dict[str, TaskRecord] = {}
         self._queue: dict[int, dict[str, None]] = {}  # cores -> ordered set of queued task ids
         self._seq = itertools.count()
@@ -254,8 +263,10 @@ class PoolState:
         self._refusals_recorded = 0
         self._refusals_unrecorded = 0
         self.spool = spool
-        self.owner_decides = False
-        """Whether an owner decides on allocations after each loss and says so (:meth:`decided`)."""
+        self.owned = False
+        """Whether an owner (a run's allocation control) tells each allocation's start
+        (:meth:`allocation_started`) and decides on allocations after each loss (:meth:`decided`); without
+        one, an agent's join is taken as its allocation's start."""
         self._awaiting_owner: set[str] = set()  # re-queued after a loss the owner has not decided on yet
 
     # ------------------------------------------------------------------------------------ synchronous API
@@ -278,12 +289,15 @@ class PoolState:
         alloc = self.allocation(alloc_id)
         self.allocs[alloc_id] = dataclasses.replace(alloc, backend_job_id=backend_job_id)
 
-    def allocation_started(self, alloc_id: str, started_ago: float, walltime: float) -> None:
+    def allocation_started(
+        self, alloc_id: str, started_ago: float, walltime: float, detail: str = "batch job started"
+    ) -> None:
         """Record that an allocation's batch job started ``started_ago`` seconds ago with ``walltime``.
 
-        The allocation's owner (the run's controller) says so when it learns it; an allocation whose
-        agent joined first is RUNNING already and only takes the walltime granted. One that ended or drains
-        is left as it is.
+        The one way an allocation becomes RUNNING in the pool: its owner (the run's controller) says so
+        when it learns it from the batch system; a pool with no owner says so itself as the first agent
+        joins (:meth:`_register`). A RUNNING one only takes the walltime granted; one that ended or drains
+        is left as it is. One drained before (:meth:`drain`) goes on to DRAINING at once.
         """
         alloc = self.allocation(alloc_id)
         if alloc.state is AllocationState.REQUESTED:
@@ -291,7 +305,14 @@ class PoolState:
             alloc = dataclasses.replace(alloc.transition(AllocationState.RUNNING, start), walltime=walltime)
             self.allocs[alloc_id] = alloc
             self._dirty = True
-            self._alloc_event(alloc, "batch job started")
+            self._alloc_event(alloc, detail)
+            reason = self._drain_on_start.pop(alloc_id, None)
+            if reason is not None:  # drained before: its agents that joined were told then, once each
+                self._set_state(alloc, AllocationState.DRAINING, reason)
+                for agent in self.agents.values():
+                    if agent.alloc_id == alloc_id and not agent.draining:
+                        agent.draining = True
+                        self.outbox.append((agent.ident, Drain(reason)))
         elif alloc.state is AllocationState.RUNNING and alloc.walltime != walltime:
             self.allocs[alloc_id] = dataclasses.replace(alloc, walltime=walltime)
 
@@ -305,8 +326,9 @@ class PoolState:
         alloc = self.allocation(alloc_id)
         if alloc.state.is_final:
             return
+        self._drain_on_start.pop(alloc_id, None)
         if new not in LEGAL_TRANSITIONS[alloc.state]:  # REQUESTED -> COMPLETED or TIMEOUT
-            self._set_state(alloc, AllocationState.RUNNING, "batch job started (no agent joined)")
+            self._set_state(alloc, AllocationState.RUNNING, "batch job started (its start was not told)")
             alloc = self.allocs[alloc_id]
         self._set_state(alloc, new, detail or f"batch job ended {new.value}")
         self._dirty = True
@@ -317,8 +339,9 @@ class PoolState:
     def drain(self, alloc_id: str, reason: str) -> None:
         """Place no new task on an allocation; its agents leave once their running tasks end.
 
-        An allocation still REQUESTED is drained as its first agent joins (its job may start before the
-        cancel that usually follows a drain takes effect).
+        An allocation still REQUESTED (its start not told yet) is DRAINING from its start on; its agents
+        that joined meanwhile, or join later, are drained at once (its job may start before the cancel
+        that usually follows a drain takes effect).
         """
         self._drain(self.allocation(alloc_id), reason)
 
@@ -376,7 +399,7 @@ class PoolState:
             alloc = self.allocs[a.alloc_id]
             host = a.name[len(a.alloc_id) + 1 :].rsplit("/", 1)[0]  # the name is checked at registration
             free = max(0, a.free - a.assigned_cores)
-            stopping = a.draining or alloc.state is not AllocationState.RUNNING
+            stopping = a.draining or _stopping(alloc)
             out.append(
                 AgentView(a.name, a.alloc_id, host, a.cores, free, stopping, self._remaining(a.alloc_id, now))
             )
@@ -528,20 +551,25 @@ class PoolState:
             return
         now = self._clock()
         self._seen.add(ident)
-        self.agents[ident] = AgentRecord(
+        self._joined.setdefault(msg.alloc_id, now)
+        agent = self.agents[ident] = AgentRecord(
             ident, name, msg.alloc_id, msg.cores, msg.cores, msg.walltime_end, now
         )
         self._dirty = True
-        if alloc.state is AllocationState.REQUESTED:
-            self._set_state(alloc, AllocationState.RUNNING, f"agent {name} joined")
-        self.emit(AgentEvent(now, msg.alloc_id, name, AgentEventKind.JOINED, f"{msg.cores} cores"))
         self.outbox.append((ident, Welcome(self.heartbeat_interval, self.pool_timeout)))
+        # The allocation's state is its owner's: with one, the join changes nothing of it (the JOINED event
+        # below prompts the owner to ask the batch system for the start, and tell it); placement offers the
+        # agent's cores at once all the same, an agent's join being proof enough its job runs. A pool used
+        # on its own has no owner: the join is the start, told through the owner's own entry.
+        if not self.owned and alloc.state is AllocationState.REQUESTED:
+            self.allocation_started(msg.alloc_id, 0.0, alloc.walltime, f"agent {name} joined")
+        self.emit(AgentEvent(now, msg.alloc_id, name, AgentEventKind.JOINED, f"{msg.cores} cores"))
         logger.info("pool: agent %s joined allocation %s with %d cores", name, msg.alloc_id, msg.cores)
-        if msg.alloc_id in self._drain_on_join:  # released while its job was pending: no task goes there
-            self._drain(self.allocs[msg.alloc_id], self._drain_on_join[msg.alloc_id])
-        elif alloc.state is AllocationState.DRAINING:  # drained after its start, before this agent joined
-            self.agents[ident].draining = True
-            self.outbox.append((ident, Drain("allocation draining")))
+        pending = self._drain_on_start.get(msg.alloc_id)
+        if not agent.draining and (pending is not None or self.allocs[msg.alloc_id].state is _DRAINING):
+            # drained before this agent joined (while its job was pending, or since its start)
+            agent.draining = True
+            self.outbox.append((ident, Drain(pending or "allocation draining")))
 
     def _started(self, agent: AgentRecord, task_id: str) -> None:
         """Take an agent's report that a task started: an assigned one now runs and takes its cores."""
@@ -658,7 +686,7 @@ class PoolState:
             self._end_killed(rec)
             return
         alloc = self.allocs[agent.alloc_id]
-        if result.signal is not None and (agent.draining or alloc.state is not AllocationState.RUNNING):
+        if result.signal is not None and (agent.draining or _stopping(alloc)):
             # The batch system signals every process of an allocation it stops (walltime, scancel); a task
             # killed by a signal there was interrupted, not failed by its own doing.
             why = "draining" if agent.draining else alloc.state.value
@@ -694,7 +722,12 @@ class PoolState:
             if silent > self.heartbeat_timeout:
                 self._lose_agent(agent, f"agent {agent.name} sent no heartbeat for {silent:.1f} s")
         for alloc in list(self.allocs.values()):
-            if alloc.state is AllocationState.RUNNING:
+            # RUNNING, or running by its agents' word before its owner told the start (not drained yet)
+            if alloc.state is AllocationState.RUNNING or (
+                alloc.alloc_id in self._joined
+                and alloc.state is AllocationState.REQUESTED
+                and alloc.alloc_id not in self._drain_on_start
+            ):
                 left = self._remaining(alloc.alloc_id, now)
                 if not usable(left, self.drain_margin):
                     self._drain(alloc, f"{left:.1f} s of walltime left <= drain_margin={self.drain_margin}")
@@ -737,20 +770,21 @@ class PoolState:
             ran = self._clock() - rec.started
             rec.task = dataclasses.replace(rec.task, estimate=estimate_after_loss(rec.task.estimate, ran))
             rec.started = None
-        if self.owner_decides and rec.state is TaskState.LOST:
+        if self.owned and rec.state is TaskState.LOST:
             # its owner hears of the loss and may ask for an allocation with the time to re-run it: until it
             # has decided, the task is not started where it cannot end (that would burn a retry)
             self._awaiting_owner.add(rec.task.task_id)
         self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
-        if alloc.state is AllocationState.REQUESTED:
-            # its batch job may start (and its agent join) before the cancel that follows takes effect
-            self._drain_on_join[alloc.alloc_id] = reason
+        if alloc.state is AllocationState.RUNNING:
+            self._set_state(alloc, AllocationState.DRAINING, reason)
+        elif alloc.state is AllocationState.REQUESTED and alloc.alloc_id not in self._drain_on_start:
+            # its start is not told yet (its agents may have joined, or join before the cancel that follows
+            # takes effect): none of them takes a task, and it is DRAINING from its start on
+            self._drain_on_start[alloc.alloc_id] = reason
+        else:
             return
-        if alloc.state is not AllocationState.RUNNING:
-            return
-        self._set_state(alloc, AllocationState.DRAINING, reason)
         self._dirty = True
         for agent in self.agents.values():
             if agent.alloc_id == alloc.alloc_id:
@@ -758,10 +792,18 @@ class PoolState:
                 self.outbox.append((agent.ident, Drain(reason)))
 
     def _remaining(self, alloc_id: str, now: float) -> float:
-        """Walltime left: the earliest end an agent reported, else start + walltime, else all of it."""
+        """Walltime left: the earliest end an agent reported, else start + walltime, else all of it.
+
+        The start is the owner's; before it is told, an allocation an agent joined counts from that join.
+        """
         ends = [a.walltime_end for a in self.agents.values() if a.alloc_id == alloc_id and a.walltime_end]
+        if ends:
+            return max(0.0, min(ends) - now)
         alloc = self.allocs[alloc_id]
-        return max(0.0, min(ends) - now) if ends else alloc.remaining(now)
+        joined = self._joined.get(alloc_id)
+        if alloc.state is AllocationState.REQUESTED and joined is not None:
+            return max(0.0, joined + alloc.walltime - now)
+        return alloc.remaining(now)
 
     # ------------------------------------------------------------------------------------------ placement
 
@@ -780,7 +822,8 @@ class PoolState:
         self._last_place = now
         if not self.tasks:
             return
-        live = [a for a in self.agents.values() if not a.draining and self.allocs[a.alloc_id].state.is_live]
+        # an agent that joined runs in a started job, told to the pool or not yet
+        live = [a for a in self.agents.values() if not a.draining and not _stopping(self.allocs[a.alloc_id])]
         remaining = {a.alloc_id: self._remaining(a.alloc_id, now) for a in live}
         # agents still holding tasks sent ahead start those first: they are not offered free cores
         offers = [

@@ -26,7 +26,7 @@ class _Backend:
 class _Pool:
     """Only what PoolExecution subscribes to; the test delivers the events itself."""
 
-    def expect_decisions(self) -> None:
+    def expect_owner(self) -> None:
         pass
 
     def subscribe(self, callback: Callable[[PoolEvent], None]) -> Callable[[], None]:

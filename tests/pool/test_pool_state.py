@@ -523,17 +523,19 @@ _FINALS = st.sampled_from(
 )
 
 
-@given(calls=_OWNER_CALLS, final=_FINALS)
+@given(calls=_OWNER_CALLS, final=_FINALS, owned=st.booleans())
 @settings(max_examples=60, deadline=None)
 def test_every_allocation_history_its_owner_reports_is_well_defined(
-    calls: list[str], final: AllocationState
+    calls: list[str], final: AllocationState, owned: bool
 ) -> None:
-    """Start told or not, agent joined or not, drained or not: any end is taken, nothing raises.
+    """Start told or not, agent joined or not, drained or not, owned or not: any end is taken, nothing raises.
 
-    (A TIMEOUT of an allocation whose agent never joined used to raise IllegalTransitionError.)
+    (A TIMEOUT of an allocation whose agent never joined used to raise IllegalTransitionError.) With an
+    owner, the allocation is RUNNING only once the owner told its start.
     """
     clock = Clock()
     state = make_state(clock)
+    state.owned = owned
     state.add_allocation(Allocation("a1", cores=2, walltime=100.0))
     state.allocation_submitted("a1", "job-7")
     for pid, call in enumerate(calls, start=1):
@@ -543,6 +545,9 @@ def test_every_allocation_history_its_owner_reports_is_well_defined(
             join(state, "a1", pid=pid)
         elif call == "drain":
             state.drain("a1", "released")
+        so_far = calls[:pid]
+        told = "start" in so_far or (not owned and "join" in so_far)
+        assert (state.allocation("a1").state is not AllocationState.REQUESTED) == told
     state.allocation_ended("a1", final, "")
     state.allocation_ended("a1", AllocationState.CANCELLED, "")  # a second end changes nothing
     alloc = state.allocation("a1")
@@ -589,7 +594,7 @@ def test_a_lost_task_waits_for_its_owner_rather_than_start_where_it_cannot_end(c
     # left ("no allocation has 145 s left ... starting it on a2"), a rerun sure to be lost, while the
     # follow-up with the time for it was being requested. Now it waits for the owner's decision.
     state = make_state(clock, max_retries=2, drain_margin=1.0)
-    state.owner_decides = True
+    state.owned = True
     for alloc_id, walltime in (("a1", 300.0), ("a2", 300.0)):
         state.add_allocation(Allocation(alloc_id, cores=1, walltime=walltime, stage="s"))
     first = join(state, "a1", pid=1, cores=1, end=clock.now + 300.0)
@@ -613,3 +618,44 @@ def test_a_lost_task_waits_for_its_owner_rather_than_start_where_it_cannot_end(c
     follow_up = join(state, "a3", pid=3, cores=1, end=clock.now + 270.0)
     state.tick(clock.now)
     assert sent() == {follow_up: ["t"]} and short != follow_up
+
+
+def test_with_an_owner_only_the_owner_starts_an_allocation_and_a_joined_agent_is_offered_at_once() -> None:
+    """The join is the owner's cue, not a change of the allocation; placement does not wait for the start."""
+    clock = Clock()
+    state = make_state(clock)
+    state.owned = True
+    state.add_allocation(Allocation("a1", cores=2, walltime=100.0))
+    ident = join(state, "a1", end=clock.now + 100.0)
+    assert state.allocation("a1").state is AllocationState.REQUESTED  # its owner has not told the start
+    assert [a.draining for a in state.agent_views(clock.now)] == [False]
+    state.submit(Task.shell("true", task_id="t"))
+    state.tick(clock.now)
+    assert any(i == ident and isinstance(m, RunTasks) for i, m in take_outbox(state))
+    clock.now += 2.0
+    state.allocation_started("a1", started_ago=3.0, walltime=120.0)  # from the batch system
+    alloc = state.allocation("a1")
+    assert alloc.state is AllocationState.RUNNING and alloc.start_time == 999.0 and alloc.walltime == 120.0
+    running = AllocationState.RUNNING
+    started = [e for e in state.events if isinstance(e, AllocationEvent) and e.state is running]
+    assert [e.detail for e in started] == ["batch job started"]  # once, from the owner
+
+
+def test_with_an_owner_a_drain_before_the_start_stops_joined_agents_and_the_start_drains() -> None:
+    clock = Clock()
+    state = make_state(clock)
+    state.owned = True
+    state.add_allocation(Allocation("a1", cores=2, walltime=100.0))
+    first = join(state, "a1", pid=1)
+    take_outbox(state)
+    state.drain("a1", "released by the strategy")
+    second = join(state, "a1", pid=2)
+    assert (first, Drain("released by the strategy")) in state.outbox
+    assert (second, Drain("released by the strategy")) in state.outbox
+    state.submit(Task.shell("true", task_id="t"))
+    state.tick(clock.now)
+    assert not any(isinstance(m, RunTasks) for _, m in take_outbox(state)) and state.free_cores() == {}
+    state.allocation_started("a1", started_ago=0.0, walltime=100.0)
+    states = [e.state for e in state.events if isinstance(e, AllocationEvent)]
+    assert states == [AllocationState.REQUESTED, AllocationState.RUNNING, AllocationState.DRAINING]
+    assert not any(isinstance(m, Drain) for _, m in take_outbox(state))  # told once, as each joined
