@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from elastic.errors import ConfigError, ElasticError
-from elastic.store import Store
+from elastic.store import Store, StoreError
 from elastic.store.resilient import ResilientStore, replay_journal
 from tests.fixtures.postgres import PostgresServer, kill_server, restart_server, running_server, signal_server
 
@@ -308,3 +308,35 @@ def test_sigterm_ends_elastic_run_while_its_postgresql_store_is_frozen(
     with Store(own_url) as plain:
         replay_journal(journals[0], plain)
         assert list(plain.runs()["status"]) == ["interrupted"]
+
+
+class _DownStore(Store):
+    """An in-memory store whose ``add_wait`` fails (the server is down) until ``up`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"sqlite:///{path}")
+        self.up = False
+        self.tries = 0
+
+    def add_wait(self, key: str, wait: float, **kwargs: object) -> None:  # type: ignore[override]
+        self.tries += 1
+        if not self.up:
+            raise StoreError(self.url, "connection refused")
+        super().add_wait(key, wait, **kwargs)  # type: ignore[arg-type]
+
+
+def test_calls_queued_during_an_outage_do_not_hurry_the_retries(tmp_path: Path) -> None:
+    inner = _DownStore(tmp_path / "s.db")
+    store = ResilientStore(inner, timeout=0.2, flush_timeout=10, owns=False)
+    store.add_wait("k", 1.0)
+    for i in range(300):  # a run goes on calling: each call wakes the worker's condition
+        store.add_stage_runtime("wf", "s", float(i))
+        time.sleep(0.002)
+    # about a second: the first attempt and one or two retries (1 s, then 2 s apart), not one per call
+    assert 1 <= inner.tries <= 4, inner.tries
+    inner.up = True
+    store.close()  # closing retries at once: the store is back, so everything is written
+    assert store.journal is None
+    assert list(inner.waits("k")) == [1.0]
+    assert len(inner.stage_runtimes("wf", "s")[0]) == 300
+    inner.close()
