@@ -16,6 +16,7 @@ __all__ = [
     "DependencyError",
     "ElasticError",
     "GeometryError",
+    "LimitReachedError",
     "MissingExtraError",
     "PoolError",
     "SubmitError",
@@ -31,6 +32,26 @@ class ElasticError(Exception):
 
 class ConfigError(ElasticError, ValueError):
     """A parameter has a value that cannot work; the message names the parameter and the value."""
+
+
+class LimitReachedError(ElasticError):
+    """A run reached a limit it was given (allocations per run) and stops rather than go on for hours.
+
+    Parameters
+    ----------
+    what : str
+        The limit, e.g. ``"allocations per run"``.
+    limit : int
+        Its value.
+    reason : str
+        What the run did, why it stops, and how to raise the limit.
+    """
+
+    def __init__(self, what: str, limit: int, reason: str) -> None:
+        self.what = what
+        self.limit = limit
+        self.reason = reason
+        super().__init__(f"{what} limit reached: {reason}")
 
 
 class UnknownNameError(ConfigError):

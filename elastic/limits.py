@@ -36,7 +36,9 @@ Limits that belong to one module are kept beside their code: :data:`elastic.simu
 :data:`elastic.pool.tasks.MAX_NAME` and ``MAX_COMMAND``, :data:`elastic.front.mesos.fields.MAX_BODY`,
 :data:`elastic.learners.toptimal.MAX_TOPTIMAL_POINTS` (and ``MAX_ATOPTIMAL_STATES``, ``MAX_ATOPTIMAL_CELLS``),
 :data:`elastic.learners.walltime_baselines.MAX_SAMPLED_RUNTIMES`, and the submission-rate cap's
-:data:`elastic.control.rate.MAX_PER_MINUTE` and ``MAX_BURST`` (how fast a run submits batch jobs).
+:data:`elastic.control.rate.MAX_PER_MINUTE` and ``MAX_BURST`` (how fast a run submits batch jobs), and
+the allocations-per-run cap, :data:`elastic.control.rate.DEFAULT_MAX_ALLOCATIONS` (a setting, at most
+``MAX_ALLOCATIONS``).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """A store that stops answering or goes away never blocks a run, and every write reaches it or a journal.
 
-Real databases only: a SQLite file locked by another connection, a PostgreSQL server frozen with SIGSTOP,
-and a PostgreSQL database that refuses connections.
+Real databases only: a SQLite file locked by another connection, a PostgreSQL server frozen with SIGSTOP
+(then SIGCONT), one killed with SIGKILL (started again, or left down), and a PostgreSQL database that
+refuses connections. The servers frozen or killed are this module's own, not the session's.
 """
 
 from __future__ import annotations
@@ -9,19 +10,20 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import signal
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
 
 from elastic.errors import ConfigError, ElasticError
-from elastic.store import Store
+from elastic.store import Store, StoreError
 from elastic.store.resilient import ResilientStore, replay_journal
-from tests.fixtures.postgres import PostgresServer
+from tests.fixtures.postgres import PostgresServer, kill_server, restart_server, running_server, signal_server
 
 
 def _count(fn_state):
@@ -142,39 +144,103 @@ def test_bad_settings_are_refused(arg: str, value: object) -> None:
         ResilientStore(Store("sqlite://"), **{arg: value})
 
 
-def _server_pids(server: PostgresServer) -> list[int]:
-    pids = [server.pid]
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().split(") ", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == server.pid:
-            pids.append(int(stat.parent.name))
-    return pids
+class _OwnServer:
+    """A PostgreSQL server of this module's own, which its tests freeze, kill and start again."""
+
+    def __init__(self, server: PostgresServer) -> None:
+        self.server = server
+
+    def url(self) -> Iterator[str]:
+        name = f"elastic_test_{secrets.token_hex(4)}"
+        yield self.server.create_database(name)
+        self.server.drop_database(name)
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[_OwnServer]:
+    """A server no other test uses (a second or two to start): frozen or killed here, never the session's."""
+    with running_server() as server:
+        yield _OwnServer(server)  # stopped by its latest pid (read from its data directory)
+
+
+@pytest.fixture
+def own_url(own_server: _OwnServer) -> Iterator[str]:
+    yield from own_server.url()
+
+
+@contextmanager
+def _frozen(server: PostgresServer) -> Iterator[None]:
+    pids = signal_server(server, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        for pid in pids:
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
 
 
 @pytest.mark.postgres
-def test_a_frozen_postgresql_server_does_not_block_the_run(
-    postgres_server: PostgresServer, postgres_url: str
-) -> None:
-    Store(postgres_url).runs()
-    store = ResilientStore(Store(postgres_url), timeout=0.5, flush_timeout=60)
+def test_a_frozen_postgresql_server_does_not_block_the_run(own_server: _OwnServer, own_url: str) -> None:
+    Store(own_url).runs()
+    store = ResilientStore(Store(own_url), timeout=0.5, flush_timeout=60)
     store.stage_runtimes("wf", "s1")  # a pooled connection, as mid-run
-    pids = _server_pids(postgres_server)
-    for pid in pids:
-        os.kill(pid, signal.SIGSTOP)
-    try:
+    with _frozen(own_server.server):
         began = time.monotonic()
         _, longest = _a_run(store)
         assert longest < 2.0
         assert time.monotonic() - began < 4.0
-    finally:
-        for pid in pids:
-            os.kill(pid, signal.SIGCONT)
-    store.close()
+    store.close()  # SIGCONT: what was queued is written now
     assert store.journal is None
-    _check_written(postgres_url)
+    _check_written(own_url)
+
+
+@pytest.mark.postgres
+def test_a_killed_postgresql_server_started_again_gets_every_write(
+    own_server: _OwnServer, own_url: str, caplog
+) -> None:
+    Store(own_url).runs()
+    store = ResilientStore(Store(own_url), timeout=0.5, flush_timeout=60)
+    store.stage_runtimes("wf", "s1")
+    kill_server(own_server.server)
+    try:
+        with caplog.at_level(logging.WARNING, logger="elastic.store.resilient"):
+            began = time.monotonic()
+            run, longest = _a_run(store)
+            assert run < 0, "a provisional id while the server is down"
+            assert longest < 2.0
+            assert time.monotonic() - began < 4.0
+            assert store.pending >= 7, "the run's writes are kept, not dropped"
+        assert "is not answering" in caplog.text
+    finally:
+        own_server.server = restart_server(own_server.server)
+    store.close()  # the server is back: the queue drains into it
+    assert store.journal is None
+    _check_written(own_url)
+
+
+@pytest.mark.postgres
+def test_a_killed_postgresql_server_that_stays_down_leaves_a_journal(
+    own_server: _OwnServer, own_url: str, tmp_path: Path, caplog
+) -> None:
+    Store(own_url).runs()
+    store = ResilientStore(Store(own_url), timeout=0.5, flush_timeout=1, journal_dir=tmp_path)
+    store.stage_runtimes("wf", "s1")
+    kill_server(own_server.server)
+    try:
+        with caplog.at_level(logging.ERROR, logger="elastic.store.resilient"):
+            _, longest = _a_run(store)
+            began = time.monotonic()
+            store.close()
+            assert time.monotonic() - began < 5.0, "closing waits flush_timeout, not for the server"
+        journal = store.journal
+        assert journal is not None and journal.parent == tmp_path
+        assert f"elastic store replay {journal}" in caplog.text
+        assert longest < 2.0
+    finally:
+        own_server.server = restart_server(own_server.server)
+    with Store(own_url) as target:
+        replay_journal(journal, target)
+    _check_written(own_url)
 
 
 @pytest.mark.postgres
@@ -203,15 +269,15 @@ def test_a_postgresql_database_that_goes_away_keeps_the_writes(
 @pytest.mark.postgres
 @pytest.mark.slow
 def test_sigterm_ends_elastic_run_while_its_postgresql_store_is_frozen(
-    postgres_server: PostgresServer, postgres_url: str, tmp_path: Path
+    own_server: _OwnServer, own_url: str, tmp_path: Path
 ) -> None:
     import subprocess
     import sys
 
-    Store(postgres_url).runs()
+    Store(own_url).runs()
     cmd = [sys.executable, "-m", "elastic", "run", "--workflow", "demo3", "--strategy", "asa"]
     proc = subprocess.Popen(
-        [*cmd, "--speedup", "60", "--store", postgres_url],
+        [*cmd, "--speedup", "60", "--store", own_url],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -221,22 +287,16 @@ def test_sigterm_ends_elastic_run_while_its_postgresql_store_is_frozen(
     try:
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # until the run has recorded itself
-            with Store(postgres_url) as plain:
+            with Store(own_url) as plain:
                 if not plain.runs().empty:
                     break
             time.sleep(0.2)
-        pids = _server_pids(postgres_server)
-        for pid in pids:
-            os.kill(pid, signal.SIGSTOP)
-        try:
+        with _frozen(own_server.server):
             time.sleep(3)
             proc.send_signal(signal.SIGTERM)
             began = time.monotonic()
             _, err = proc.communicate(timeout=60)
             ended_in = time.monotonic() - began
-        finally:
-            for pid in pids:
-                os.kill(pid, signal.SIGCONT)
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -245,6 +305,38 @@ def test_sigterm_ends_elastic_run_while_its_postgresql_store_is_frozen(
     journals = list((tmp_path / ".elastic-journal").glob("journal-*.jsonl"))
     assert len(journals) == 1, err[-2000:]
     assert f"elastic store replay {journals[0]}" in err
-    with Store(postgres_url) as plain:
+    with Store(own_url) as plain:
         replay_journal(journals[0], plain)
         assert list(plain.runs()["status"]) == ["interrupted"]
+
+
+class _DownStore(Store):
+    """An in-memory store whose ``add_wait`` fails (the server is down) until ``up`` is set."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"sqlite:///{path}")
+        self.up = False
+        self.tries = 0
+
+    def add_wait(self, key: str, wait: float, **kwargs: object) -> None:  # type: ignore[override]
+        self.tries += 1
+        if not self.up:
+            raise StoreError(self.url, "connection refused")
+        super().add_wait(key, wait, **kwargs)  # type: ignore[arg-type]
+
+
+def test_calls_queued_during_an_outage_do_not_hurry_the_retries(tmp_path: Path) -> None:
+    inner = _DownStore(tmp_path / "s.db")
+    store = ResilientStore(inner, timeout=0.2, flush_timeout=10, owns=False)
+    store.add_wait("k", 1.0)
+    for i in range(300):  # a run goes on calling: each call wakes the worker's condition
+        store.add_stage_runtime("wf", "s", float(i))
+        time.sleep(0.002)
+    # about a second: the first attempt and one or two retries (1 s, then 2 s apart), not one per call
+    assert 1 <= inner.tries <= 4, inner.tries
+    inner.up = True
+    store.close()  # closing retries at once: the store is back, so everything is written
+    assert store.journal is None
+    assert list(inner.waits("k")) == [1.0]
+    assert len(inner.stage_runtimes("wf", "s")[0]) == 300
+    inner.close()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from elastic.cli.values import (
+    max_allocations,
     parse_cores,
     parse_reserve,
     positive_duration,
@@ -113,19 +114,52 @@ def add_priority_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_submission_rate_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--submission-rate`` (every subcommand where allocation control runs has it).
+    """Add ``--submission-rate`` and ``--max-allocations`` (every subcommand where allocation control runs).
 
-    Its value is a :class:`~elastic.control.rate.SubmissionLimit` (None: the default cap).
+    Both set one value, ``submission_rate``: a :class:`~elastic.control.rate.SubmissionLimit` (None: the
+    default cap), whichever order they are given in.
     """
     parser.add_argument(
         "--submission-rate",
         type=submission_rate,
+        action=_MergeLimit,
         default=None,
         metavar="JOBS_PER_MIN",
         help="submit batch jobs at most this fast, on the backend's clock: N jobs a minute, in (0, 600], "
         "at most a minute's worth (1 to 30) at once (default: 30 at once, then 30 a minute); a run is "
         "slowed, never stopped, by it",
     )
+    parser.add_argument(
+        "--max-allocations",
+        dest="submission_rate",
+        type=max_allocations,
+        action=_MergeLimit,
+        metavar="N",
+        help="batch jobs one run may submit in all, from 1 to 1,000,000 (default 10,000); a run that "
+        "reaches it stops, failed, saying so",
+    )
+
+
+class _MergeLimit(argparse.Action):
+    """Fold ``--submission-rate`` (a limit) or ``--max-allocations`` (an int) into the limit so far."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: Any,
+        option_string: str | None = None,
+    ) -> None:
+        from dataclasses import replace
+
+        from elastic.control.rate import SubmissionLimit
+
+        current = getattr(namespace, self.dest, None)
+        if isinstance(values, SubmissionLimit):
+            limit = values if current is None else replace(values, max_allocations=current.max_allocations)
+        else:
+            limit = replace(current or SubmissionLimit(), max_allocations=values)
+        setattr(namespace, self.dest, limit)
 
 
 def add_queue_rules_argument(parser: argparse.ArgumentParser) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "nonnegative_float",
     "parse_cores",
     "parse_duration",
+    "max_allocations",
     "parse_modes",
     "parse_peaks",
     "parse_reserve",
@@ -160,6 +161,19 @@ def submission_rate(text: str) -> SubmissionLimit:
 
     allowed = f"jobs a minute, a number in (0, {MAX_PER_MINUTE:g}]"
     return submission_limit(_finite(text, allowed, lambda value: 0 < value <= MAX_PER_MINUTE))
+
+
+def max_allocations(text: str) -> int:
+    """Parse ``--max-allocations``: batch jobs one run may submit, from 1 to ``MAX_ALLOCATIONS``.
+
+    Examples
+    --------
+    >>> max_allocations("500")
+    500
+    """
+    from elastic.control.rate import MAX_ALLOCATIONS
+
+    return int_in_range(1, MAX_ALLOCATIONS, "limits in elastic.control.rate")(text)
 
 
 def processors(text: str) -> int:

@@ -23,12 +23,18 @@ the mock's virtual clock):
   failure. An allocation that ran and ended any other way resets ``k``. Where HyperQueue pauses the queue
   until a user resumes it, a run here goes on at the slowest rate (one job per 30 min by default) and
   says so: a run is never stalled by the cap, only slowed.
+- **A total**: at most ``max_allocations`` batch jobs in one run (10,000 by default, as many as Slurm's
+  default ``MaxJobCount`` lets its controller hold at once). A run that reaches it, a strategy
+  resubmitting for ever, stops there with :class:`~elastic.errors.LimitReachedError` (the run ends
+  ``failed`` with the limit and how to raise it in the message; a front door fails its tasks with it)
+  instead of submitting at the sustained rate for hours.
 
 A user sets the cap with :class:`SubmissionLimit` (frozen, checked when built), or with a number of jobs a
 minute (:func:`submission_limit`), through the ``submission_rate`` setting of every front-end
 (:class:`elastic.Settings`) and ``--submission-rate`` of ``elastic run`` and ``elastic compare``; each run
 makes its own :class:`SubmissionRate` from it. Limits on what a user may set are checked up front
-(:data:`MAX_PER_MINUTE`, :data:`MAX_BURST`, :data:`MAX_FAILURE_DELAY`), with the limit in the message.
+(:data:`MAX_PER_MINUTE`, :data:`MAX_BURST`, :data:`MAX_FAILURE_DELAY`, :data:`MAX_ALLOCATIONS`), with the
+limit in the message. ``--max-allocations N`` of the same subcommands sets the total.
 """
 
 from __future__ import annotations
@@ -39,12 +45,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, LimitReachedError
 
 __all__ = [
     "DEFAULT_BURST",
+    "DEFAULT_MAX_ALLOCATIONS",
     "DEFAULT_PER_MINUTE",
     "FAILURE_DELAYS",
+    "MAX_ALLOCATIONS",
     "MAX_BURST",
     "MAX_FAILURE_DELAY",
     "MAX_PER_MINUTE",
@@ -74,6 +82,14 @@ MAX_BURST = 1000
 MAX_FAILURE_DELAY = 86400.0
 """Longest back-off a user may set after failures (a day, in seconds)."""
 
+DEFAULT_MAX_ALLOCATIONS = 10_000
+"""Batch jobs (allocations, each piece of a split request counted) one run may submit in all, by default:
+Slurm's default ``MaxJobCount``, and far more than a workflow of :data:`elastic.limits.MAX_STAGES`
+stages asks for, unless something resubmits for ever."""
+
+MAX_ALLOCATIONS = 1_000_000
+"""Most batch jobs a user may allow one run to submit."""
+
 
 def _number(value: object, name: str) -> float:
     """Return ``value`` as a float if it is a finite real number, else raise naming ``name``."""
@@ -83,9 +99,18 @@ def _number(value: object, name: str) -> float:
 
 
 def _checked(
-    per_minute: object, burst: object, failure_delays: object, where: str
+    per_minute: object, burst: object, failure_delays: object, max_allocations: object, where: str
 ) -> tuple[float, int, tuple[float, ...]]:
     """Return the cap's values checked against the documented limits; raise naming each as ``where.x``."""
+    if (
+        isinstance(max_allocations, bool)
+        or not isinstance(max_allocations, int)
+        or not 1 <= max_allocations <= MAX_ALLOCATIONS
+    ):
+        raise ConfigError(
+            f"{where}max_allocations must be an integer in [1, {MAX_ALLOCATIONS:,}] (batch jobs one run "
+            f"may submit), got {max_allocations!r}"
+        )
     rate = _number(per_minute, f"{where}per_minute")
     if not 0 < rate <= MAX_PER_MINUTE:
         raise ConfigError(
@@ -118,6 +143,9 @@ class SubmissionLimit:
     failure_delays : sequence of float, default ``FAILURE_DELAYS``
         Seconds between submissions after ``k`` allocations in a row failed (index ``k``; the last entry
         for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``. Kept as a tuple.
+    max_allocations : int, default 10,000
+        Batch jobs one run may submit in all; in ``[1, MAX_ALLOCATIONS]``. A run that reaches it stops
+        with :class:`~elastic.errors.LimitReachedError`.
 
     Raises
     ------
@@ -137,17 +165,23 @@ class SubmissionLimit:
     per_minute: float = DEFAULT_PER_MINUTE
     burst: int = DEFAULT_BURST
     failure_delays: Sequence[float] = field(default=FAILURE_DELAYS)
+    max_allocations: int = DEFAULT_MAX_ALLOCATIONS
 
     def __post_init__(self) -> None:
         """Check every value (see the class docstring); keep the delays as a tuple."""
-        rate, _, delays = _checked(self.per_minute, self.burst, self.failure_delays, "SubmissionLimit: ")
+        rate, _, delays = _checked(
+            self.per_minute, self.burst, self.failure_delays, self.max_allocations, "SubmissionLimit: "
+        )
         object.__setattr__(self, "per_minute", rate)
         object.__setattr__(self, "failure_delays", delays)
 
     def rate(self) -> SubmissionRate:
         """Return a fresh cap with these values (one per run: it counts what the run submitted)."""
         return SubmissionRate(
-            per_minute=self.per_minute, burst=self.burst, failure_delays=self.failure_delays
+            per_minute=self.per_minute,
+            burst=self.burst,
+            failure_delays=self.failure_delays,
+            max_allocations=self.max_allocations,
         )
 
 
@@ -175,8 +209,9 @@ def submission_limit(value: object, name: str = "submission_rate") -> Submission
 
     Examples
     --------
-    >>> submission_limit(6)
-    SubmissionLimit(per_minute=6.0, burst=6, failure_delays=(0.0, 30.0, 120.0, 600.0, 1800.0))
+    >>> limit = submission_limit(6)
+    >>> limit.per_minute, limit.burst, limit.max_allocations
+    (6.0, 6, 10000)
     >>> submission_limit(None) == SubmissionLimit()
     True
     """
@@ -206,6 +241,8 @@ class SubmissionRate:
     failure_delays : sequence of float, default ``FAILURE_DELAYS``
         Seconds between submissions after ``k`` allocations in a row failed (index ``k``; the last entry
         for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``.
+    max_allocations : int, default 10,000
+        Batch jobs this run may submit in all; in ``[1, MAX_ALLOCATIONS]``.
 
     Raises
     ------
@@ -239,11 +276,13 @@ class SubmissionRate:
         per_minute: float = DEFAULT_PER_MINUTE,
         burst: int = DEFAULT_BURST,
         failure_delays: Sequence[float] = FAILURE_DELAYS,
+        max_allocations: int = DEFAULT_MAX_ALLOCATIONS,
     ) -> None:
-        rate, burst, delays = _checked(per_minute, burst, failure_delays, "SubmissionRate: ")
+        rate, burst, delays = _checked(per_minute, burst, failure_delays, max_allocations, "SubmissionRate: ")
         self.per_minute = rate
         self.burst = burst
         self.failure_delays = delays
+        self.max_allocations = max_allocations
         self._tokens = float(burst)
         self._refilled: float | None = None
         self._last: float | None = None
@@ -285,9 +324,24 @@ class SubmissionRate:
         bool
             True: submit them (they are counted). False: hold the request; :attr:`retry_at` says when
             to ask again.
+
+        Raises
+        ------
+        LimitReachedError
+            The run would submit more than ``max_allocations`` jobs in all.
         """
         if isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 1:
             raise ConfigError(f"SubmissionRate.allow: jobs must be an integer >= 1, got {jobs!r}")
+        if self.submitted + jobs > self.max_allocations:
+            raise LimitReachedError(
+                "allocations per run",
+                self.max_allocations,
+                f"this run has submitted {self.submitted:,} batch jobs and asks for {jobs:,} more, over its "
+                f"limit of {self.max_allocations:,}; a workflow rarely needs so many, so look for "
+                "allocations that end before they run a task (a walltime too short, a job script that "
+                "fails); raise the limit with --max-allocations or SubmissionLimit(max_allocations=...) "
+                f"(at most {MAX_ALLOCATIONS:,})",
+            )
         self._refill(now)
         need = float(min(jobs, self.burst))
         not_before = self._not_before()

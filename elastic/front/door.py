@@ -40,7 +40,7 @@ from elastic.allocations import Allocation
 from elastic.backends.base import BatchBackend
 from elastic.control.controller import AllocationController, learn_runtimes
 from elastic.control.execution import RunResult
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, LimitReachedError
 from elastic.front import signals
 from elastic.front.assembly import assemble
 from elastic.front.progress import ProgressLogger, RunProgress
@@ -276,6 +276,10 @@ class Elastic(concurrent.futures.Executor):
                     now = self._backend.now()
                     wake = self._controller.step(now)
                 failures = 0
+            except LimitReachedError as exc:  # too many allocations: trying again cannot help
+                logger.error("front door: %s; failing every outstanding task", exc)
+                self._intake.fail_all(exc)
+                return
             except Exception as exc:  # a backend hiccup (sbatch timed out...): try again, then give up
                 failures += 1
                 logger.exception("front door: allocation control failed (%d in a row)", failures)

@@ -183,8 +183,7 @@ class ResilientStore:
                     return
                 if outcome == "retry":
                     self._mark_down(f"{call.method}: {value}")
-                    pause = min(MAX_BACKOFF, 0.5 * 2 ** min(call.attempts, 10))
-                    self._cond.wait(timeout=pause)  # close() may wake it early, to journal
+                    self._back_off(min(MAX_BACKOFF, 0.5 * 2 ** min(call.attempts, 10)))
                     if self._closing and time.monotonic() >= self._close_deadline:
                         return
                     continue
@@ -201,6 +200,22 @@ class ResilientStore:
                     call.future.set_result(value)
                 else:
                     call.future.set_exception(value)
+
+    def _back_off(self, pause: float) -> None:
+        """Wait ``pause`` seconds before the next attempt (the condition's lock held).
+
+        Only :meth:`close` cuts the pause short (to try once more, then journal by its deadline): the calls
+        queued meanwhile notify the condition too, and waking for them would retry a dead server as fast
+        as a run makes calls, and lengthen the back-off to its longest within seconds, so that the writes
+        would wait up to :data:`MAX_BACKOFF` after the server is back.
+        """
+        until = time.monotonic() + pause
+        closing = self._closing
+        while True:
+            left = (min(until, self._close_deadline) if self._closing else until) - time.monotonic()
+            if left <= 0 or self._closing != closing:
+                return
+            self._cond.wait(timeout=left)
 
     def _attempt(self, call: _Call) -> tuple[str, Any]:
         call.attempts += 1
