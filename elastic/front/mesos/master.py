@@ -143,7 +143,9 @@ class MesosMaster:
         First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
     gang_wait : float, default 10.0
         Seconds a framework none of whose tasks ended waits, its tasks running and no core free for it,
-        before it is taken for a gang short of cores (see :mod:`elastic.front.mesos.frameworks`).
+        before it is taken for a gang short of cores; and seconds a framework that declined its widest
+        offer, running nothing, waits before its tasks are taken as twice as wide (see
+        :mod:`elastic.front.mesos.frameworks`).
     allocation_interval : float, default 0.0
         Seconds between batch allocations (the Mesos master's ``--allocation_interval``, 1 s there): cores
         freed by ended tasks, declined, or left unused are offered at the next one, not at once; a
