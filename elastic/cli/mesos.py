@@ -89,7 +89,9 @@ def register(subparsers: Any) -> None:
         type=positive_float,
         default=10.0,
         help="seconds a framework waits, all its tasks running and none ended, with no core free, before "
-        "it is taken for a gang short of cores and one more is asked for it (default 10)",
+        "it is taken for a gang short of cores and one more is asked for it; also how long one that "
+        "declines every offer while it runs nothing waits before its tasks are taken as twice as wide "
+        "(default 10)",
     )
     parser.add_argument(
         "--allocation-interval",

@@ -20,11 +20,13 @@ run" means a core to offer, so a second clause holds:
 
     For every stage that is ready, has tasks announced ready and none of its tasks queued or running, if
     no allocation kept for it (or for the whole workflow) and not ended or being released is pending, and
-    those running have fewer free cores together than those tasks need, and the strategy's decision
-    requests none, request one now for the cores they lack (whole tasks, capped as above).
+    those running have room for fewer of those tasks together (counting each allocation's free cores in
+    whole tasks) than there are, and the strategy's decision requests none, request one now for the cores
+    they lack (whole tasks, capped as above).
 
 The front-end decides when such tasks are new demand: the Mesos master announces a framework's gang step,
-or the part of its ``REQUEST`` its allocations lack, as a stage of its own, none of whose tasks runs
+or the part of its ``REQUEST`` its allocations lack, as a stage of its own, none of whose tasks runs, and a
+framework that declines every offer while it runs nothing as its own stage's tasks made wider
 (:mod:`elastic.front.mesos.frameworks`). A stage with tasks running (a framework's own stage, which
 always announces one task while it waits for offers) is served by the allocations that run them. Per-Stage
 and ASA request an allocation for such a stage themselves; under Big-Job, whose one allocation is kept for
@@ -94,7 +96,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
                 continue
             want = stage.awaiting_offers * stage.cores
             mine = [(p, f) for labels, p, f in offering if stage.name in labels or TOTAL in labels]
-            free = sum(f for _, f in mine)
+            free = sum(f // stage.cores * stage.cores for _, f in mine)  # in whole tasks: a task is on one
             if any(p for p, _ in mine) or free >= want:
                 continue
             cores = -(-(want - free) // stage.cores) * stage.cores  # what is missing, in whole tasks

@@ -256,6 +256,13 @@ class Elastic(concurrent.futures.Executor):
         return self._demand.taken()
 
     @property
+    def widest_task(self) -> int:
+        """The most cores one task may take: one allocation's most (``max_cores``), within one node."""
+        most = self._controller.max_cores or self._partition.cores
+        node = self._partition.node_cores
+        return most if node is None else min(most, node)
+
+    @property
     def pool(self) -> Pool:
         """The pool (its address, secret file, events)."""
         return self._pool

@@ -118,6 +118,15 @@ def test_announced_tasks_are_served_by_a_free_core_or_an_allocation_coming() -> 
     assert isinstance(s, Submit) and s.cores == 1
 
 
+def test_free_cores_count_in_whole_tasks_for_announced_tasks_wider_than_each_allocation() -> None:
+    # a framework whose tasks were learned to be two cores wide, beside two idle one-core allocations
+    stages = (_announced("fw", 1, cores=2),)
+    narrow = (_alloc("a1", "fw", 1, running=True), _alloc("a2", "fw", 1, running=True))
+    [s] = unserved(_view(stages, narrow), Decision()).actions
+    assert isinstance(s, Submit) and (s.stage, s.cores) == ("fw", 2)
+    assert unserved(_view(stages, (_alloc("a3", "fw", 2, running=True),)), Decision()).actions == ()
+
+
 @given(
     waiting=st.integers(0, 4),
     running=st.integers(0, 3),
@@ -136,7 +145,7 @@ def test_after_the_rule_announced_tasks_have_cores_to_be_offered(
     view = _busy(_view((stage,), allocations), busy)
     added = [a for a in unserved(view, Decision()).actions if isinstance(a, Submit)]
     mine = [a for a in allocations if a.stage in ("s", "*")]
-    free = sum(a.cores - busy.get(a.alloc_id, 0) for a in mine if a.running)
+    free = sum((a.cores - busy.get(a.alloc_id, 0)) // cores * cores for a in mine if a.running)  # whole tasks
     if waiting == 0 or running > 0:
         assert added == []  # nothing announced, or the stage runs on what it has
     elif any(a.pending for a in mine) or free >= waiting * cores:

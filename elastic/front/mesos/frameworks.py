@@ -23,6 +23,17 @@ a DECLINE ends it and every later one. A REQUEST, while the framework runs tasks
 stage's allocations have (one sized before the REQUEST arrived) takes such a step at once, for the
 difference; with nothing running, the stage itself is such a stage, and the never-stall rule asks for what
 its allocations lack.
+
+A framework whose **tasks are wider** than the cores offered (``pymesos.subprocess``'s default task takes
+1.01 cpus: two cores) declines every offer and runs nothing, while a real Mesos master would offer it a
+whole agent. That is learned too: a framework connected, not suppressed, with nothing launched and not
+ended, that declined (for less than :data:`LONG_REFUSAL`) an offer as wide as the widest agent of the
+allocations kept for its stage (or for the whole run), none of them pending, for ``gang_wait`` seconds,
+takes tasks twice that wide (:attr:`Framework.wide`, its :attr:`~Framework.cores`), up to the widest task
+the backend can run (:attr:`elastic.front.door.Elastic.widest_task`; past it, it is logged once that
+nothing wider exists). Its stage is announced with tasks that wide, none running, so the never-stall rule
+asks for a wider allocation under every strategy, and offers' ``mem`` grows with their cores. A launch on
+an offer narrower than what was learned forgets it; REVIVE and SUPPRESS forget the declines seen.
 """
 
 from __future__ import annotations
@@ -41,6 +52,7 @@ from elastic.pool.tasks import Task
 
 __all__ = [
     "LABELS",
+    "LONG_REFUSAL",
     "MAX_COMPLETED",
     "POOL_PREFIX",
     "Framework",
@@ -57,6 +69,10 @@ POOL_PREFIX = "mesos-"
 
 MAX_COMPLETED = 1000
 """Completed tasks kept per framework for RECONCILE (Mesos: ``max_completed_tasks_per_framework``)."""
+
+LONG_REFUSAL = 3600.0
+"""A DECLINE refusing cores this long (seconds) or longer says the framework wants nothing now
+(``pymesos.subprocess`` declines for ever while it has nothing to run), not that the offer is too narrow."""
 
 LABELS = ("elastic.stage", "elastic.tasks", "elastic.cores")
 """Framework labels the front door reads (see the module docstring)."""
@@ -138,11 +154,20 @@ class Framework:
     """Gang steps taken."""
     declined: bool = False
     """It declined an offer: it turns cores down, so it is never taken for a gang short of them."""
+    refused: int = 0
+    """Cores of the widest offer it declined (for less than :data:`LONG_REFUSAL`) since it last launched,
+    revived or suppressed."""
+    narrow_since: float | None = None
+    """Since when its offers all look too narrow (see the module docstring); None: they do not."""
+    wide: int = 0
+    """Cores per task learned from its declines (0: none learned)."""
+    widest_told: bool = False
+    """It was logged that no allocation wider than its declined offers exists."""
 
     @property
     def cores(self) -> int:
-        """Cores per task it announces (label ``elastic.cores``, default 1)."""
-        return int(self.info.labels.get("elastic.cores", 1))
+        """Cores per task it announces: label ``elastic.cores`` (default 1), or what its declines taught."""
+        return max(int(self.info.labels.get("elastic.cores", 1)), self.wide)
 
     def emit(self, event: dict[str, Any]) -> None:
         """Send one event on its stream (nothing while it is disconnected)."""

@@ -21,7 +21,8 @@
 - **Custom executors** (a task with an ``ExecutorInfo``): the executor's command runs as the pool task, and
   the executor speaks the v1 executor API to this master (:mod:`elastic.front.mesos.executors`); the task's
   statuses are the executor's. REQUEST calls size the framework's demand
-  (:func:`~elastic.front.mesos.frameworks.demand`).
+  (:func:`~elastic.front.mesos.frameworks.demand`); a gang short of cores and a framework that declines
+  every offer while it runs nothing (its tasks wider than the offers) are learned there too.
 - **Disconnection**: a framework whose stream closes keeps its tasks for ``failover_timeout`` seconds; it
   may subscribe again with its id (its unacknowledged updates are sent again), else it is torn down.
 
@@ -65,6 +66,7 @@ from elastic.front.mesos.calls import (
 from elastic.front.mesos.executors import ExecutorCall, ExecutorRun
 from elastic.front.mesos.fields import BadCallError, ForbiddenError, NotSubscribedError
 from elastic.front.mesos.frameworks import (
+    LONG_REFUSAL,
     POOL_PREFIX,
     Framework,
     MesosTask,
@@ -141,7 +143,9 @@ class MesosMaster:
         First wait before an unacknowledged status update is sent again (doubling, up to 600 s).
     gang_wait : float, default 10.0
         Seconds a framework none of whose tasks ended waits, its tasks running and no core free for it,
-        before it is taken for a gang short of cores (see :mod:`elastic.front.mesos.frameworks`).
+        before it is taken for a gang short of cores; and seconds a framework that declined its widest
+        offer, running nothing, waits before its tasks are taken as twice as wide (see
+        :mod:`elastic.front.mesos.frameworks`).
     allocation_interval : float, default 0.0
         Seconds between batch allocations (the Mesos master's ``--allocation_interval``, 1 s there): cores
         freed by ended tasks, declined, or left unused are offered at the next one, not at once; a
@@ -325,6 +329,8 @@ class MesosMaster:
                     self._announce()
                 for offer in offers:
                     self._book.refuse(framework_id, offer.agent.name, offer.cores, call.refuse_seconds, now)
+                    if call.refuse_seconds < LONG_REFUSAL:  # (a long one: it wants nothing now)
+                        fw.refused = max(fw.refused, offer.cores)
             elif isinstance(call, Kill):
                 self._kill(fw, call.task_id, now)
             elif isinstance(call, Acknowledge):
@@ -337,12 +343,12 @@ class MesosMaster:
                 answers, stream = fw.latest(ids, now), fw.stream
                 aware = fw.partition_aware
             elif isinstance(call, Revive):
-                fw.suppressed = False
+                fw.suppressed, fw.refused, fw.narrow_since = False, 0, None
                 self._book.revive(framework_id)
                 self._allocate_all = True
                 self._announce()
             elif isinstance(call, Suppress):
-                fw.suppressed, fw.lost = True, 0
+                fw.suppressed, fw.lost, fw.refused, fw.narrow_since = True, 0, 0, None
                 self._announce()
             elif isinstance(call, Teardown):
                 self._remove(fw, "torn down by the framework")
@@ -515,7 +521,10 @@ class MesosMaster:
             if status.reason == "REASON_INVALID_OFFERS":  # lost before it started: launched again
                 fw.lost += 1
         if plan.tasks:
-            fw.starved_since = None
+            fw.starved_since = fw.narrow_since = None
+            fw.refused = 0
+            if fw.wide and offers and offers[0].cores < fw.wide:
+                fw.wide = 0  # it runs on narrower offers: what its declines taught was wrong
             fw.lost = max(0, fw.lost - len(plan.tasks))
             if offers and offers[0].stage == fw.growing:
                 fw.growing = None  # a step ends with a launch on the cores asked for it
@@ -692,6 +701,7 @@ class MesosMaster:
         offered = {o.framework_id for o in self._book.outstanding.values()}
         coming = {a.stage for a in allocations if a.state is AllocationState.REQUESTED}
         for fw in self.frameworks.values():
+            self._learn_width(fw, now, agents, allocations)
             if self._grow_for_request(fw, allocations):
                 continue
             running = any(t.started and not t.ended for t in fw.tasks.values())
@@ -712,6 +722,43 @@ class MesosMaster:
                     fw.framework_id, fw.growing,
                 )  # fmt: skip
                 self._announce()
+
+    def _learn_width(
+        self, fw: Framework, now: float, agents: Sequence[AgentView], allocations: Sequence[Allocation]
+    ) -> None:
+        """Widen the tasks of a framework that declines every offer while it runs nothing (``frameworks``)."""
+        own = (fw.stage, TOTAL)  # Big-Job's allocations are kept for every stage
+        mine = {a.alloc_id for a in allocations if not a.ended and (a.stage or "").split("+gang")[0] in own}
+        coming = any(a.pending for a in allocations if a.alloc_id in mine)
+        widest = max((a.cores for a in agents if a.alloc_id in mine and not a.draining), default=0)
+        narrow = (
+            fw.stream is not None and not fw.suppressed and not coming and 0 < widest <= fw.refused
+            and fw.cores <= widest and all(t.ended for t in fw.tasks.values())
+        )  # fmt: skip
+        if not narrow:
+            fw.narrow_since = None
+            return
+        if fw.narrow_since is None:
+            fw.narrow_since = now
+        if now - fw.narrow_since < self.gang_wait:
+            return
+        fw.narrow_since = None
+        limit = self.elastic.widest_task
+        if widest >= limit:
+            if not fw.widest_told:
+                fw.widest_told = True
+                logger.warning(
+                    "mesos: framework %s declines every offer, %d cores the widest, and runs nothing; no "
+                    "wider allocation can be had here (a task takes at most %d cores): it may never run",
+                    fw.framework_id, widest, limit,
+                )  # fmt: skip
+            return
+        fw.wide = min(2 * widest, limit)
+        logger.info(
+            "mesos: framework %s declines every offer, %d cores the widest, and runs nothing: its tasks "
+            "are taken as %d cores wide (stage %s)", fw.framework_id, widest, fw.wide, fw.stage,
+        )  # fmt: skip
+        self._announce()
 
     def _grow_for_request(self, fw: Framework, allocations: Sequence[Allocation]) -> bool:
         """Ask for what a REQUEST wants beyond the cores its stage's allocations already have; True if so.

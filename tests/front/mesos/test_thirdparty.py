@@ -11,9 +11,11 @@ labels. What each needed from the front door:
   relayed to the scheduler (the remote exit status), the agent reaching back to the scheduler's host for
   the standard streams. Two things: pymesos 0.3.15 (the latest) writes a ``str`` to a pipe in
   ``Redirector._wakeup``, a ``TypeError`` on Python 3 at the first ``Popen``: the test's script replaces
-  that one method (pymesos' file is not changed); and its default task (1 cpu, 1024 MB, plus 0.01 cpu and
-  32 MB for its executor) needs two cores of an offer while a framework that says nothing of its size gets
-  one: the script passes ``cpus=0.5, mem=256``, arguments of pymesos' own API.
+  that one method (pymesos' file is not changed). Its default task (1 cpu, 1024 MB, plus 0.01 cpu and
+  32 MB for its executor) needs two cores of an offer while a framework that says nothing of its size is
+  first given one: it declines every offer while it runs nothing, so the front door takes its tasks as two
+  cores wide (``gang_wait`` later, 1 s here) and every strategy requests a 2-core allocation, whose offer
+  carries 2,048 MB (see :mod:`elastic.front.mesos.frameworks`). Run under Per-Stage, ASA and Big-Job.
 - TFMesos' ``tfrun`` (a gang: one parameter server and two workers that wait for one another): its gang
   learned (it says nothing of its size and launches on offers as they come, so it would wait forever on its
   first core), a stand-in ``tensorflow`` module (``tfmesos.server`` imports it; a task with a command does
@@ -65,11 +67,23 @@ def test_the_pymesos_example_scheduler_and_executor_run_unmodified(server: Mesos
 
 
 @pytest.mark.timeout(120)
-def test_pymesos_subprocess_runs_remote_commands(server: MesosServer) -> None:
-    with UpdateLog().watching() as log:
+@pytest.mark.parametrize("strategy", ["perstage", "asa", "bigjob"])
+def test_pymesos_subprocess_runs_remote_commands_of_its_default_size(
+    strategy: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name, value in thirdparty_environment().items():
+        monkeypatch.setenv(name, value)
+    with (
+        LocalBackend(cores=3) as backend,  # its first 1-core allocation, and the 2-core one it runs on
+        Elastic(backend, strategy, store=False, poll_interval=0.5, idle_timeout=1.0) as el,
+        MesosServer(el, heartbeat_interval=1.0, gang_wait=1.0) as server,
+        UpdateLog().watching() as log,
+    ):
         outcome = run_subprocess(server.address)
+        widths = [a.cores for a in el.view().allocations]
     assert outcome.ok, (outcome.problems, outcome.output)
     assert not log.problems() and len(log.sent) >= 4, (log.problems(), log.sent)
+    assert max(widths) == 2, f"a 2-core allocation, learned from its declines: {widths}"
 
 
 @pytest.mark.timeout(120)
