@@ -11,7 +11,7 @@ Conventions this file enforces (also stated at the end of README.md):
   ``print(...)  # -> TEXT`` line in a block
   asserts that TEXT appears in what the script printed. Blocks that import Prefect run against the test
   session's Prefect server. The store is a temporary SQLite file, never the user's own. The README's
-  Parsl and Prefect examples run in ``tests/test_packaging.py`` instead, from the installed wheel.
+  Parsl and Prefect examples run in ``tests/test_packaging.py`` instead, installed in a new virtualenv.
 - Every block, run or not, parses and uses today's API: the ``elastic`` names it imports exist, and calls
   of them pass only keywords they take (so a Slurm-only fragment cannot rot unseen either).
 - ``mkdocs build --strict`` succeeds (warnings are errors; skipped only when MkDocs is not installed, and

@@ -215,3 +215,21 @@ def test_the_prefect_guide_s_slurm_example_runs_verbatim_with_the_site_file(
     assert all(job_comment(slurm_cluster, j) == "prefect site" for j in jobs)
     started = set((fresh_dir / "init").read_text().split())
     assert started and started <= jobs, "worker_init ran in the jobs that started"
+
+
+@pytest.mark.timeout(240)
+def test_the_mesos_guide_s_slurm_example_runs_verbatim(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster
+) -> None:
+    # the guide's block itself (a pymesos scheduler running 16 one-core shell tasks on ASA's allocations)
+    page = ROOT / "docs" / "guide" / "mesos.md"
+    blocks = python_blocks(page.read_text(encoding="utf-8"), "docs/guide/mesos.md")
+    (block,) = [b for b in blocks if 'Elastic("slurm"' in b.code and "MesosServer" in b.code]
+    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    before = set(slurm_cluster.job_ids())
+    namespace: dict[str, object] = {"__name__": "docs_mesos_example"}
+    exec(compile(block.code, f"{block.source}:{block.line}", "exec"), namespace)
+    scheduler = namespace["driver"].sched  # type: ignore[attr-defined]
+    assert scheduler.left == 0 and scheduler.todo == [], "every task finished"
+    assert set(slurm_cluster.job_ids()) - before, "the tasks ran in Slurm jobs"
+    assert slurm_cluster.queue() == [], "an allocation outlived the block"
