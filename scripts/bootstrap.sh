@@ -169,10 +169,11 @@ export ELASTIC_REQUIRE_BROWSER=1
 # MkDocs above, so a missing one fails the docs test instead of skipping it.
 export ELASTIC_REQUIRE_DOCS=1
 set +e
-# Two test processes (pytest-xdist): most tests wait on daemons, agents, batch jobs and sleeps rather than
-# on the CPU. Each process starts its own Slurm cluster, PostgreSQL and Prefect server on free ports.
-# A later -n in "$@" overrides this one (-n 0: one process).
-python -m pytest -n 2 --durations=20 "$@"
+# Three test processes (pytest-xdist) on two cores: many tests wait on daemons, agents, batch jobs, a
+# package index and sleeps rather than on the CPU (a Slurm job waits out its one-minute time limit, the
+# fresh-clone install waits on the index). Each process starts its own Slurm cluster, PostgreSQL and
+# Prefect server on free ports. A later -n in "$@" overrides this one (-n 0: one process).
+python -m pytest -n 3 --durations=20 "$@"
 rc=$?
 wait "$mypy_pid"
 mypy_rc=$?
