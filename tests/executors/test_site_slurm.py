@@ -24,7 +24,7 @@ from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
 from tests.executors import apps
 from tests.fixtures.prefect_server import PrefectServer
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
-from tests.test_docs import README, python_blocks
+from tests.test_docs import README, Block, python_blocks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -71,15 +71,21 @@ def test_the_readme_parsl_example_runs_from_a_fresh_directory_regression_29(
     assert os.environ["SLURM_CONF"] == slurm_cluster.env["SLURM_CONF"]
 
 
+def guide_block(guide: str, *needles: str) -> Block:
+    """The one Python block of ``docs/guide/<guide>`` holding every needle, marked as run by this file."""
+    source = f"docs/guide/{guide}"
+    blocks = python_blocks((ROOT / source).read_text(encoding="utf-8"), source)
+    (block,) = [b for b in blocks if all(needle in b.code for needle in needles)]
+    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    return block
+
+
 @pytest.mark.timeout(120)
 def test_the_parsl_guide_s_slurm_example_runs_verbatim_regression_29(
     fresh_dir: Path, slurm_cluster: LocalSlurmCluster
 ) -> None:
     # the guide's block itself, run as a user's script: it loads Parsl, runs 64 + 1 apps, cleans up
-    page = ROOT / "docs" / "guide" / "parsl.md"
-    blocks = python_blocks(page.read_text(encoding="utf-8"), "docs/guide/parsl.md")
-    (block,) = [b for b in blocks if 'backend="slurm"' in b.code]
-    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    block = guide_block("parsl.md", 'backend="slurm"')
     exec(compile(block.code, f"{block.source}:{block.line}", "exec"), {"__name__": "docs_parsl_example"})
     assert slurm_cluster.queue() == [], "a job outlived parsl.dfk().cleanup()"
     (out,) = fresh_dir.glob("runinfo/000/task_logs/*/task_*_add.stdout")
@@ -202,10 +208,7 @@ def test_the_prefect_guide_s_slurm_example_runs_verbatim_with_the_site_file(
         f'directives = ["--comment=prefect site"]\nworker_init = "echo $SLURM_JOB_ID >> {fresh_dir}/init"\n'
     )
     monkeypatch.setenv(SITE_ENV, str(fresh_dir / "site.toml"))
-    page = ROOT / "docs" / "guide" / "prefect.md"
-    blocks = python_blocks(page.read_text(encoding="utf-8"), "docs/guide/prefect.md")
-    (block,) = [b for b in blocks if 'ElasticTaskRunner("slurm"' in b.code]
-    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    block = guide_block("prefect.md", 'ElasticTaskRunner("slurm"')
     before = set(slurm_cluster.job_ids())
     exec(compile(block.code, f"{block.source}:{block.line}", "exec"), {"__name__": "docs_prefect_example"})
     assert capsys.readouterr().out.splitlines()[-1] == "4"  # its print: merge's len(parts)
@@ -222,10 +225,7 @@ def test_the_mesos_guide_s_slurm_example_runs_verbatim(
     fresh_dir: Path, slurm_cluster: LocalSlurmCluster
 ) -> None:
     # the guide's block itself (a pymesos scheduler running 16 one-core shell tasks on ASA's allocations)
-    page = ROOT / "docs" / "guide" / "mesos.md"
-    blocks = python_blocks(page.read_text(encoding="utf-8"), "docs/guide/mesos.md")
-    (block,) = [b for b in blocks if 'Elastic("slurm"' in b.code and "MesosServer" in b.code]
-    assert block.not_run is not None and "tests/executors/test_site_slurm.py" in block.not_run
+    block = guide_block("mesos.md", 'Elastic("slurm"', "MesosServer")
     before = set(slurm_cluster.job_ids())
     namespace: dict[str, object] = {"__name__": "docs_mesos_example"}
     exec(compile(block.code, f"{block.source}:{block.line}", "exec"), namespace)
