@@ -18,6 +18,7 @@ from elastic.control.runner import Runner
 from elastic.learners.asa import ASAEstimator
 from elastic.metrics import Event, EventKind
 from elastic.pool.events import AgentEvent, AgentEventKind
+from elastic.pool.pool import Pool
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy
 from elastic.strategies.base import Cancel, Decision, Submit
 from elastic.workflow import Stage, Workflow
@@ -35,15 +36,18 @@ def _run(
     knowledge: Knowledge,
     drain_margin: float = 30.0,
     fault: Callable[[MockBackend, PoolExecution, RunView], None] | None = None,
+    max_retries: int = 2,
+    workflow: Workflow = TINY,
     **options: object,
 ) -> RunResult:
-    """Run TINY through a real pool on the scaled mock; ``fault`` is called every driver iteration."""
+    """Run ``workflow`` through a real pool on the scaled mock; ``fault`` is called every driver iteration."""
     backend = MockBackend(nodes=8, clock="scaled", speedup=SPEEDUP)
-    executor = PoolExecution(backend, speedup=SPEEDUP, drain_margin=drain_margin)
+    pool = Pool(drain_margin=drain_margin / SPEEDUP, max_retries=max_retries)
+    executor = PoolExecution(backend, speedup=SPEEDUP, pool=pool)
     on_iteration = None if fault is None else functools.partial(fault, backend, executor)
     try:
         runner = Runner(
-            TINY, make_strategy(strategy, **options), backend, executor, knowledge, poll_interval=5.0,
+            workflow, make_strategy(strategy, **options), backend, executor, knowledge, poll_interval=5.0,
             on_iteration=on_iteration,
         )  # fmt: skip
         return runner.run()
@@ -86,12 +90,28 @@ def test_walltime_hit_through_the_real_pool_reruns_lost_tasks() -> None:
         history.add_stage_runtime("tiny", "b", runtime)
     waits = ASAEstimator(grid=[0.0, 1e5], policy="greedy")
     knowledge = Knowledge(TINY, waits=waits, history=history, overhead=5.0)  # first request ~55 s
-    result = _run("perstage", knowledge, drain_margin=2.0)  # the pool drains 2 s before the kill
+    # The pool drains 2 s before the kill. On a loaded machine an agent takes seconds of the scaled clock
+    # to start, and a follow-up may start too late for its tasks too: more retries than the default two
+    # keep this test about the follow-up, not about the machine's load (a task lost more often than its
+    # retries ends the run failed: the test below).
+    result = _run("perstage", knowledge, drain_margin=2.0, max_retries=8)
     assert result.status == "completed"
     b = _of(result.events, K.ALLOC_SUBMIT, stage="b")
     assert len(b) >= 2 and b[1].note == "walltime" and (b[1].walltime or 0) > (b[0].walltime or 0)
     assert _of(result.events, K.TASK_LOST, stage="b")
     assert {e.task for e in _of(result.events, K.TASK_END, stage="b")} == {"b.0", "b.1", "b.2"}
+
+
+@pytest.mark.timeout(120)
+def test_a_task_that_fails_ends_the_run_failed_instead_of_waiting_for_it_forever() -> None:
+    # the execution does not fail fast (as under the front door): the declared workflow cannot complete
+    # without the task, so the run ends failed, naming it, and releases its allocations
+    broken = Workflow("broken", (Stage("a", 1, 1, 20.0), Stage("b", 2, 1, 20.0, command="exit 3")))
+    result = _run("perstage", Knowledge(broken, waits=ASAEstimator(grid=[0.0, 1e5])), workflow=broken)
+    assert result.status == "failed"
+    assert "task 'b." in result.detail and "failed" in result.detail
+    assert _of(result.events, K.TASK_END, task="a.0")
+    assert not _of(result.events, K.STAGE_END, stage="b")
 
 
 @pytest.mark.timeout(120)

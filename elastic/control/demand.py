@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elastic.control.attempts import Attempts
-from elastic.control.execution import Execution, TaskSpec
+from elastic.control.execution import Execution, TaskFailedError, TaskSpec
 from elastic.control.work import EventSink
 from elastic.errors import ConfigError
 from elastic.metrics import Event, EventKind
@@ -122,6 +122,8 @@ class DeclaredDemand:
         """Stages whose view is out of date."""
         self._views: tuple[StageView, ...] | None = None
         """The stages' views as of the last change (the controller reads them several times a step)."""
+        self._failed: tuple[str, str] | None = None
+        """The first task that failed or was dropped (its id, what was said): the run cannot complete."""
 
     @property
     def plan(self) -> Workflow:
@@ -134,7 +136,7 @@ class DeclaredDemand:
         return self._ended == len(self._stages)
 
     def observe(self, event: Event) -> None:
-        """Count a task start, end or loss in its stage, and the seconds each task ran.
+        """Count a task start, end, loss or failure in its stage, and the seconds each task ran.
 
         The stage's runtime for the history is its longest task (attempts summed), not first start to last
         end: all its tasks are released together, so that is its runtime on its own width, whereas tasks
@@ -163,6 +165,12 @@ class DeclaredDemand:
         elif event.kind is EventKind.TASK_LOST:
             s.running.discard(task)
             s.attempts.lost(task, event.time)
+        elif event.kind in (EventKind.TASK_FAILED, EventKind.TASK_DROPPED):
+            # it will not run again (its command failed, or it was lost more often than the execution
+            # retries): without it the stage never completes, and waiting for it would stall for ever
+            s.running.discard(task)
+            if self._failed is None and task not in s.done:
+                self._failed = (task, event.note or event.kind.value)
 
     def update(self, now: float) -> None:
         """Complete stages whose tasks are all done; make ready the stages whose dependencies are done.
@@ -170,7 +178,14 @@ class DeclaredDemand:
         Only the stages that may have changed are looked at, in workflow order: the events come in the
         order a scan of every stage gives them (dependencies are earlier stages, so a stage made ready by
         one completed in this update comes after it).
+
+        Raises
+        ------
+        TaskFailedError
+            A task failed or was dropped (:meth:`observe`): the workflow cannot complete.
         """
+        if self._failed is not None:
+            raise TaskFailedError(*self._failed)
         due = self._due
         last = -1
         while due:

@@ -11,9 +11,30 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from elastic.allocations import AllocationState
+from elastic.errors import ElasticError
 from elastic.metrics import Event, RunMetrics
 
-__all__ = ["Execution", "RunResult", "TaskSpec"]
+__all__ = ["Execution", "RunResult", "TaskFailedError", "TaskSpec"]
+
+
+class TaskFailedError(ElasticError, RuntimeError):
+    """A workflow task failed (its command exited non-zero, or it was lost too often).
+
+    A declared workflow cannot complete without every task: an execution that fails fast raises it as
+    soon as it hears of the failure, and the declared demand raises it at its next update otherwise.
+
+    Parameters
+    ----------
+    task_id : str
+        The task.
+    detail : str
+        What the execution reported.
+    """
+
+    def __init__(self, task_id: str, detail: str) -> None:
+        self.task_id = task_id
+        self.detail = detail
+        super().__init__(f"task {task_id!r} failed: {detail}; the run is stopped (see the agent's output)")
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend
-from elastic.control.execution import TaskSpec
+from elastic.control.execution import TaskFailedError, TaskSpec
 from elastic.control.scheduler import job_nodes
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError
 from elastic.metrics import Event, EventKind
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
 from elastic.pool.tasks import Task, TaskEvent, TaskState
@@ -36,23 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["PoolExecution", "TaskFailedError"]
 
 logger = logging.getLogger(__name__)
-
-
-class TaskFailedError(ElasticError, RuntimeError):
-    """A workflow task failed (its command exited non-zero, or it was lost too often).
-
-    Parameters
-    ----------
-    task_id : str
-        The task.
-    detail : str
-        What the pool reported.
-    """
-
-    def __init__(self, task_id: str, detail: str) -> None:
-        self.task_id = task_id
-        self.detail = detail
-        super().__init__(f"task {task_id!r} failed: {detail}; the run is stopped (see the agent's output)")
 
 
 class PoolExecution:
