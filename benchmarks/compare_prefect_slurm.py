@@ -220,6 +220,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--jobs", action="store_true", help="after each run, one line per batch job: when it ran, how busy"
     )
+    parser.add_argument(
+        "--prefect-api-url",
+        metavar="URL",
+        help="use this running Prefect server (http://HOST:PORT/api) instead of starting a private one",
+    )
     args = parser.parse_args(argv)
     configs, stages = check_options(parser, args, CONFIGS)
     if args.first_rep < 0:
@@ -237,8 +242,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("DASK_LOGGING__DISTRIBUTED", "warning")
     outcomes: list[Outcome] = []
-    server, proc = start_prefect_server()
-    os.environ["PREFECT_API_URL"] = server.api_url
+    if args.prefect_api_url is None:
+        server, proc = start_prefect_server()
+        api_url: str = server.api_url
+    else:
+        proc, api_url = None, args.prefect_api_url
+    os.environ["PREFECT_API_URL"] = api_url
     from prefect.context import refresh_global_settings_context
 
     from elastic.store import Store
@@ -258,7 +267,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             args.out_dir = Path(tmp)
             store = Store(f"sqlite:///{Path(tmp) / 'store.db'}")
             console.print(
-                f"cluster: {cluster.nodes} x {cluster.cores_per_node} cores; Prefect server {server.api_url}"
+                f"cluster: {cluster.nodes} x {cluster.cores_per_node} cores; Prefect server {api_url}"
             )
             for rep in range(args.first_rep, args.first_rep + args.reps):
                 k = rep % len(configs)
@@ -275,7 +284,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     for line in lines or []:
                         console.print(line, highlight=False)
     finally:
-        stop_prefect_server(proc)
+        if proc is not None:
+            stop_prefect_server(proc)
     summarise(
         outcomes,
         stages,

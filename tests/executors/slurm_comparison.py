@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -24,18 +25,19 @@ CLUSTER_CORES = 16
 
 
 def run_comparison(
-    script: str, configs: list[str], stages: str, tmp_path: Path, timeout: float
+    script: str, configs: list[str], stages: str, tmp_path: Path, timeout: float, extra: Sequence[str] = ()
 ) -> tuple[str, dict[str, dict[str, str]]]:
     """Run ``benchmarks/<script>`` once per configuration (one repetition, a light background queue).
 
-    Returns its standard output and its CSV rows by configuration; skips without Slurm binaries.
+    ``extra`` are more arguments for the script. Returns its standard output and its CSV rows by
+    configuration; skips without Slurm binaries.
     """
     if LocalSlurmCluster.missing_binaries():
         pytest.skip(f"Slurm binaries missing: {LocalSlurmCluster.missing_binaries()}")
     out = tmp_path / "runs.csv"
     args = ["--reps", "1", "--stages", stages, "--load", "0.3", "--warmup", "2", "--csv", str(out)]
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--configs", ",".join(configs)],
+        [sys.executable, str(ROOT / "benchmarks" / script), *args, "--configs", ",".join(configs), *extra],
         capture_output=True,
         text=True,
         timeout=timeout,

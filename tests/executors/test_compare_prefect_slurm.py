@@ -17,19 +17,24 @@ from pathlib import Path
 import pytest
 
 from tests.executors.slurm_comparison import check_accounting, run_comparison
+from tests.fixtures.prefect_server import PrefectServer
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
 
 @pytest.mark.timeout(1200)
-def test_the_comparison_runs_every_configuration_and_accounts_for_every_core_hour(tmp_path: Path) -> None:
+def test_the_comparison_runs_every_configuration_and_accounts_for_every_core_hour(
+    tmp_path: Path, prefect_server: PrefectServer
+) -> None:
     pytest.importorskip("prefect_dask")
     pytest.importorskip("dask_jobqueue")
     # Elastic under Per-Stage: its configurations differ only in the strategy's name, and every strategy
     # runs on Slurm in tests/executors/test_prefect_slurm.py; all of them, and dask-adapt (see the
     # module's docstring): the benchmark itself
     configs = ["dask-fixed", "elastic-perstage"]
-    _, rows = run_comparison("compare_prefect_slurm.py", configs, "a:2:2,b:4:2", tmp_path, timeout=1180)
+    # the session's Prefect server, not a private one (starting one costs 20 s of CPU here)
+    extra = ["--prefect-api-url", prefect_server.api_url]
+    _, rows = run_comparison("compare_prefect_slurm.py", configs, "a:2:2,b:4:2", tmp_path, 1180, extra)
     check_accounting(rows, 2 * 2 + 4 * 2)  # every task's own core-seconds
     for config, r in rows.items():
         assert 0 <= int(r["released"]) <= int(r["jobs"]), config

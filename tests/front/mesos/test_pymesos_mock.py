@@ -41,6 +41,23 @@ def request_widths(allocations: Iterable[Allocation]) -> dict[str, int]:
     return {a.alloc_id: total[a.request] for a in allocs}
 
 
+def lost_running(framework: ShellFramework) -> int:
+    """How many tasks were lost while running on the cancelled allocation (its agent went away).
+
+    The test waits until two run before it cancels; on a loaded machine one of them (0.4-s tasks) may end
+    before the cancel takes effect. Only with two lost does the replacement's width (3) differ from the
+    first's (2), so the width assertions hold only then.
+    """
+    reasons = {"REASON_AGENT_REMOVED", "REASON_AGENT_DISCONNECTED"}
+    return len(
+        {
+            u["task_id"]["value"]
+            for u in framework.updates
+            if u["state"] == "TASK_LOST" and u["reason"] in reasons
+        }
+    )
+
+
 def check_framework_run(
     el: Elastic, server: MesosServer, kill: Callable[[Allocation], None]
 ) -> ShellFramework:
@@ -110,7 +127,8 @@ def test_a_pymesos_framework_runs_on_allocations_the_strategy_chooses(strategy: 
     assert len(offered) >= 2, f"offers came from {offered}"
     widths = request_widths(allocations.values())
     sizes = {widths[a] for a in offered}
-    assert len(sizes) >= 2, f"the allocations offered were requested with widths {sizes}"
+    if lost_running(framework) >= 2:
+        assert len(sizes) >= 2, f"the allocations offered were requested with widths {sizes}"
     first = min(offered, key=lambda a: int(a[1:]))
     assert widths[first] == 2, "the first allocation is as wide as the framework announced"
     assert max(o.cpus for o in framework.offers) <= 3
