@@ -87,9 +87,9 @@ _FINAL = frozenset(
 )
 
 LEGAL_TRANSITIONS: dict[AllocationState, frozenset[AllocationState]] = {
-    AllocationState.REQUESTED: frozenset(
-        {AllocationState.RUNNING, AllocationState.FAILED, AllocationState.CANCELLED}
-    ),
+    # any end straight from REQUESTED: a job may end before whoever holds this record saw it start (its
+    # start is then recorded only if told: ``start_time`` stays None), rather than a made-up RUNNING step
+    AllocationState.REQUESTED: frozenset({AllocationState.RUNNING} | _FINAL),
     AllocationState.RUNNING: frozenset({AllocationState.DRAINING} | _FINAL),
     AllocationState.DRAINING: _FINAL,
     AllocationState.COMPLETED: frozenset(),
@@ -97,7 +97,12 @@ LEGAL_TRANSITIONS: dict[AllocationState, frozenset[AllocationState]] = {
     AllocationState.TIMEOUT: frozenset(),
     AllocationState.CANCELLED: frozenset(),
 }
-"""For each state, the states an allocation may move to next."""
+"""For each state, the states an allocation may move to next.
+
+A REQUESTED allocation may end in any final state: a batch job can start and end between two looks (or
+its pool may never hear an agent of it), and its record then says so (no start time) instead of
+inventing a start.
+"""
 
 # the members looked up once: reading ``AllocationState.X`` costs microseconds on Python 3.11 (an enum
 # member is a class property there), and the controller asks every allocation's state at every step

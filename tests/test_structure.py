@@ -211,3 +211,18 @@ def test_no_module_imports_a_private_name_from_another_part() -> None:
     # elastic.backends._proctrack is the backends' own; elastic.cli reaching for it would couple the two
     offenders = _private_imports()
     assert not offenders, offenders
+
+
+def test_benchmarks_import_no_private_test_helper() -> None:
+    """Benchmarks reach test fixtures only through public names (no ``_name`` of ``tests``)."""
+    found = []
+    for path in sorted((Path(__file__).parent.parent / "benchmarks").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tests":
+                names = [*node.module.split("."), *(a.name for a in node.names)]
+            elif isinstance(node, ast.Import):
+                names = [p for a in node.names if a.name.split(".")[0] == "tests" for p in a.name.split(".")]
+            else:
+                continue
+            found += [f"{path.name}: {'.'.join(names)}" for n in names if _private(n)]
+    assert found == [], found

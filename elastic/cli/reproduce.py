@@ -17,6 +17,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from elastic.cli.commands import add_command
 from elastic.cli.values import int_in_range, processors
 
 __all__ = ["register"]
@@ -35,9 +36,10 @@ HPC2N_TRACE = "HPC2N-2002-2.2-cln.swf.gz"
 
 def register(subparsers: Any) -> None:
     """Add the ``reproduce`` subcommand."""
-    parser = subparsers.add_parser(
+    parser = add_command(
+        subparsers,
         "reproduce",
-        help="reproduce a paper's experiment and print its figures beside ours with a verdict",
+        _run,
         description="Run a paper's experiment on the simulator; print our tables beside its results.",
     )
     parser.add_argument("paper", choices=PAPERS, help="which paper")
@@ -72,7 +74,6 @@ def register(subparsers: Any) -> None:
         action="store_true",
         help=f"the paper's full sweeps (slower); cp: 4,000 jobs, not 1,500; asa: {ASA_FULL_RUNS} runs a cell",
     )
-    parser.set_defaults(func=_run)
 
 
 def _hpc2n_trace(given: str | None) -> Path:

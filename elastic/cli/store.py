@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from elastic.cli.commands import add_command
 from elastic.errors import ConfigError
 
 __all__ = ["register"]
@@ -17,10 +18,8 @@ __all__ = ["register"]
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``store`` subcommand to ``subparsers``."""
-    parser = subparsers.add_parser(
-        "store",
-        help="write a run's journal (what its store did not take) to the store",
-        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+    parser = add_command(
+        subparsers, "store", None, description=__doc__.split("\n\n", 1)[1] if __doc__ else None
     )
     actions = parser.add_subparsers(dest="store_action", metavar="ACTION", required=True)
     replay = actions.add_parser("replay", help="write a journal's calls to the store, in order")

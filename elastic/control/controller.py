@@ -485,7 +485,9 @@ class AllocationController:
         self.rate.ended(at, failed=state is AllocationState.FAILED, ran=a.start_time is not None)
         self._allocs[a.alloc_id] = a.transition(state, at)
         self._record(Event(at, EventKind.ALLOC_END, stage=a.stage, allocation=a.alloc_id, note=state.value))
-        self.execution.allocation_ended(a.alloc_id, at, state)
+        # with the start the backend reported: the execution was not told it when :meth:`_cancel` learned
+        # the start and the end at once (it takes it only for an allocation it holds as not started)
+        self.execution.allocation_ended(a.alloc_id, at, state, start=a.start_time)
 
     def _submit(self, action: Submit, now: float) -> None:
         if self.max_cores is not None and action.cores > self.max_cores:
@@ -647,7 +649,9 @@ class AllocationController:
         self.backend.cancel(job_id)
         info = self.backend.state(job_id)
         if info.state.is_final:
-            if a.pending and info.start_time is not None:  # it started since the last poll: too late now
+            # it started since the last poll: too late to offer it, but its start is recorded as the
+            # backend reports it (here, and in the execution through :meth:`_ended`), not made up
+            if a.pending and info.start_time is not None:
                 self._started(a, max(info.start_time, a.submit_time or now), offer=False)
                 a = self._allocs[a.alloc_id]
             self._ended(a, AllocationState.from_job_state(info.state), now)

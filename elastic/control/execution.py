@@ -93,10 +93,14 @@ class Execution(Protocol):
         """Take note that an allocation started at ``at``; it may run tasks until ``walltime_end``."""
         ...
 
-    def allocation_ended(self, alloc_id: str, at: float, state: AllocationState) -> None:
+    def allocation_ended(
+        self, alloc_id: str, at: float, state: AllocationState, start: float | None = None
+    ) -> None:
         """Take note that the allocation ended at ``at`` in ``state``; its running tasks are lost.
 
-        Also called for allocations that never started (cancelled while pending).
+        Also called for allocations that never started (cancelled while pending: ``start`` None), and
+        for one whose start the controller learned with its end (``start``: the backend's start time;
+        :meth:`add_allocation` was not called for it).
         """
         ...
 

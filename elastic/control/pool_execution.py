@@ -160,10 +160,19 @@ class PoolExecution:
         logger.debug("pool executor: allocation %s started at %.0f", alloc_id, at)
 
     def allocation_ended(
-        self, alloc_id: str, at: float, state: AllocationState = AllocationState.CANCELLED
+        self,
+        alloc_id: str,
+        at: float,
+        state: AllocationState = AllocationState.CANCELLED,
+        start: float | None = None,
     ) -> None:
-        """Tell the pool; it re-queues the tasks that were running there."""
-        self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}")
+        """Tell the pool, with the start the backend reported if any; it re-queues the tasks running there.
+
+        The pool takes ``start`` only for an allocation whose start it was not told (the controller
+        learned the start with the end); it ends one that never started straight from REQUESTED.
+        """
+        started_ago = None if start is None else max(0.0, self.backend.now() - start) / self.speedup
+        self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}", started_ago)
 
     def decided(self) -> None:
         """Tell the pool the driver decided after the losses it was handed: those tasks may be placed."""

@@ -143,9 +143,16 @@ class SimExecution:
         self._dispatch(max(at, self._now))
 
     def allocation_ended(
-        self, alloc_id: str, at: float, state: AllocationState = AllocationState.CANCELLED
+        self,
+        alloc_id: str,
+        at: float,
+        state: AllocationState = AllocationState.CANCELLED,
+        start: float | None = None,
     ) -> None:
-        """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued."""
+        """Allocation ``alloc_id`` ended at ``at``: its running tasks are lost and re-queued.
+
+        ``start`` (the start learned with the end) changes nothing here: no task was dispatched to it.
+        """
         self._run_until(at)
         self._requested.pop(alloc_id, None)
         self._stages.pop(alloc_id, None)

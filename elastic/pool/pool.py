@@ -55,6 +55,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import logging
+import math
 import os
 import shutil
 import socket
@@ -342,23 +343,35 @@ class Pool:
         self._wake()
         self._deliver()
 
-    def allocation_ended(self, alloc_id: str, state: AllocationState | JobState, detail: str = "") -> None:
+    def allocation_ended(
+        self,
+        alloc_id: str,
+        state: AllocationState | JobState,
+        detail: str = "",
+        started_ago: float | None = None,
+    ) -> None:
         """Record that an allocation's batch job ended; its running tasks are re-queued or failed.
 
-        Any final state may end an allocation that has not ended (one whose agent never joined and whose
-        start nobody told ends as a started job when ``state`` says it ran: COMPLETED, TIMEOUT). Ending an
-        ended allocation again does nothing.
+        Any final state may end an allocation that has not ended. One whose start was not told yet takes
+        ``started_ago`` (seconds before now, pool clock) as its start when given (its owner learned the
+        start and the end at once); without it, it ends straight from REQUESTED with no start time (its
+        agent never joined and nobody told its start). Ending an ended allocation again does nothing.
 
         Raises
         ------
         ConfigError
-            ``state`` is not final, or the allocation is unknown.
+            ``state`` is not final, ``started_ago`` is negative or not finite, or the allocation is
+            unknown.
         """
         new = AllocationState.from_job_state(state) if isinstance(state, JobState) else state
         if not new.is_final:
             raise ConfigError(f"allocation_ended: state must be final, got {new.value}")
+        if started_ago is not None and not (math.isfinite(started_ago) and started_ago >= 0.0):
+            raise ConfigError(
+                f"allocation_ended: started_ago must be a finite number >= 0, got {started_ago}"
+            )
         with self._lock:
-            self._state.allocation_ended(alloc_id, new, detail)
+            self._state.allocation_ended(alloc_id, new, detail, started_ago)
         self._wake()
         self._deliver()
         # What its agents left in the spool (an agent killed by SIGKILL cannot remove its own directory).

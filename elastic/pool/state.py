@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from elastic.allocations import LEGAL_TRANSITIONS, Allocation, AllocationEvent, AllocationState
+from elastic.allocations import Allocation, AllocationEvent, AllocationState
 from elastic.errors import ConfigError
 from elastic.pool import spool as _spool
 from elastic.pool.events import AgentEvent, AgentEventKind, PoolEvent
@@ -316,19 +316,26 @@ class PoolState:
         elif alloc.state is AllocationState.RUNNING and alloc.walltime != walltime:
             self.allocs[alloc_id] = dataclasses.replace(alloc, walltime=walltime)
 
-    def allocation_ended(self, alloc_id: str, new: AllocationState, detail: str) -> None:
+    def allocation_ended(
+        self, alloc_id: str, new: AllocationState, detail: str, started_ago: float | None = None
+    ) -> None:
         """Record that an allocation ended in the final state ``new`` (see :class:`elastic.pool.Pool`).
 
-        Every final state is reachable: an allocation still REQUESTED that ends as only a started job can
-        (COMPLETED, TIMEOUT: its job ran, but no agent joined and no start was told) is recorded RUNNING
-        first. Ending an ended allocation again does nothing (its first end stands).
+        Every final state is reachable from every live or requested one
+        (:data:`~elastic.allocations.LEGAL_TRANSITIONS`). An allocation still REQUESTED whose start comes
+        with its end (``started_ago``: its owner learned both at once, e.g. a job that started just before
+        its cancel) is recorded RUNNING from that start first; without one it ends straight from
+        REQUESTED, with no start time (none was seen). Ending an ended allocation again does nothing (its
+        first end stands).
         """
         alloc = self.allocation(alloc_id)
         if alloc.state.is_final:
             return
         self._drain_on_start.pop(alloc_id, None)
-        if new not in LEGAL_TRANSITIONS[alloc.state]:  # REQUESTED -> COMPLETED or TIMEOUT
-            self._set_state(alloc, AllocationState.RUNNING, "batch job started (its start was not told)")
+        if alloc.state is AllocationState.REQUESTED and started_ago is not None:
+            self.allocation_started(
+                alloc_id, started_ago, alloc.walltime, "batch job started (told with its end)"
+            )
             alloc = self.allocs[alloc_id]
         self._set_state(alloc, new, detail or f"batch job ended {new.value}")
         self._dirty = True

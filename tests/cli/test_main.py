@@ -59,3 +59,19 @@ def test_verbose_flag_before_the_command_still_selects_it(capsys: pytest.Capture
         main(["-v", "walltime", "--help"])
     assert exc.value.code == 0
     assert "--zeta" in capsys.readouterr().out
+
+
+def test_every_subcommand_is_added_through_the_one_scaffold() -> None:
+    """Each subcommand's parser comes from ``add_command`` (its summary written once, in ``COMMANDS``)."""
+    import importlib.util
+    from pathlib import Path
+
+    from elastic.cli.commands import COMMANDS
+
+    own = []
+    for name, (module, _) in COMMANDS.items():
+        spec = importlib.util.find_spec(module)
+        assert spec is not None and spec.origin is not None
+        if "add_command(" not in Path(spec.origin).read_text(encoding="utf-8"):
+            own.append(name)
+    assert own == []

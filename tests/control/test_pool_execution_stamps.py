@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from elastic.allocations import AllocationState
 from elastic.control.live import LiveDemand
 from elastic.control.pool_execution import PoolExecution
 from elastic.metrics import EventKind
@@ -50,3 +51,28 @@ def test_a_task_lost_with_no_retry_left_never_looks_queued_again_to_the_strategy
         demand.observe(e)
     (stage,) = demand.stages()
     assert stage.rerun_end is None and stage.queued == 0 and stage.running == 0 and stage.done == 1
+
+
+class _EndPool(_Pool):
+    """Records the ends it is told."""
+
+    def __init__(self) -> None:
+        self.ended: list[tuple[str, AllocationState, float | None]] = []
+
+    def allocation_ended(
+        self, alloc_id: str, state: AllocationState, detail: str = "", started_ago: float | None = None
+    ) -> None:
+        self.ended.append((alloc_id, state, started_ago))
+
+
+def test_an_end_learned_with_its_start_tells_the_pool_that_start_in_pool_seconds() -> None:
+    """The cancel found a job started and ended: the pool gets the backend's start with the end."""
+    backend, pool = _Backend(), _EndPool()
+    backend.t = 599.0  # the next reading is 600 s
+    execution = PoolExecution(backend, speedup=10.0, pool=pool)  # type: ignore[arg-type]
+    execution.allocation_ended("a1", 600.0, AllocationState.CANCELLED, start=400.0)
+    execution.allocation_ended("a2", 600.0, AllocationState.CANCELLED)
+    assert pool.ended == [
+        ("a1", AllocationState.CANCELLED, 20.0),  # 200 backend seconds at speedup 10
+        ("a2", AllocationState.CANCELLED, None),
+    ]

@@ -30,7 +30,9 @@ def test_illegal_transition_names_both_states() -> None:
     ) as info:
         a.transition(S.RUNNING, at=2.0)
     assert (info.value.old, info.value.new) == (S.CANCELLED, S.RUNNING)
-    with pytest.raises(IllegalTransitionError, match="may go to: CANCELLED, FAILED, RUNNING"):
+    with pytest.raises(
+        IllegalTransitionError, match="may go to: CANCELLED, COMPLETED, FAILED, RUNNING, TIMEOUT"
+    ):
         Allocation("a2", cores=1, walltime=10.0).transition(S.DRAINING, at=0.0)
 
 

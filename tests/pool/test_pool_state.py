@@ -531,7 +531,8 @@ def test_every_allocation_history_its_owner_reports_is_well_defined(
     """Start told or not, agent joined or not, drained or not, owned or not: any end is taken, nothing raises.
 
     (A TIMEOUT of an allocation whose agent never joined used to raise IllegalTransitionError.) With an
-    owner, the allocation is RUNNING only once the owner told its start.
+    owner, the allocation is RUNNING only once the owner told its start, and an end told without a start
+    goes straight to its final state (no RUNNING step nobody saw).
     """
     clock = Clock()
     state = make_state(clock)
@@ -554,6 +555,35 @@ def test_every_allocation_history_its_owner_reports_is_well_defined(
     assert alloc.state is final and alloc.backend_job_id == "job-7" and not state.agents
     states = [e.state for e in state.events if isinstance(e, AllocationEvent)]
     assert states[0] is AllocationState.REQUESTED and states[-1] is final and states.count(final) == 1
+    seen_start = "start" in calls or (not owned and "join" in calls)
+    assert (AllocationState.RUNNING in states) == seen_start
+    assert (alloc.start_time is not None) == seen_start
+
+
+@pytest.mark.parametrize("final", [AllocationState.CANCELLED, AllocationState.COMPLETED])
+def test_an_end_told_with_its_start_records_that_start_and_one_without_none(final: AllocationState) -> None:
+    """The owner learned a job's start and end at once (it started just before its cancel): the pool
+    records the start it was told, at that time; an end told alone leaves the start unknown."""
+    clock = Clock()
+    state = make_state(clock)
+    state.owned = True
+    for alloc_id in ("a1", "a2"):
+        state.add_allocation(Allocation(alloc_id, cores=2, walltime=100.0))
+    state.drain("a1", "released")  # the controller's cancel drains first
+    clock.now += 30.0
+    state.allocation_ended("a1", final, "", started_ago=12.0)
+    state.allocation_ended("a2", AllocationState.TIMEOUT, "")
+    one, two = state.allocation("a1"), state.allocation("a2")
+    assert (one.state, one.start_time, one.end_time) == (final, clock.now - 12.0, clock.now)
+    assert (two.state, two.start_time, two.end_time) == (AllocationState.TIMEOUT, None, clock.now)
+    states = {
+        a: [e.state for e in state.events if isinstance(e, AllocationEvent) and e.alloc_id == a]
+        for a in ("a1", "a2")
+    }
+    assert states == {
+        "a1": [AllocationState.REQUESTED, AllocationState.RUNNING, final],
+        "a2": [AllocationState.REQUESTED, AllocationState.TIMEOUT],
+    }
 
 
 def test_the_owner_tells_the_start_and_an_agent_joining_a_drained_allocation_takes_no_task() -> None:
