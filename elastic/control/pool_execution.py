@@ -155,9 +155,12 @@ class PoolExecution:
 
     def add_allocation(self, alloc_id: str, cores: int, walltime_end: float, at: float) -> None:
         """Tell the pool the allocation's job started at ``at`` (backend time) with the walltime granted."""
-        started_ago = max(0.0, self.backend.now() - at) / self.speedup
-        self.pool.allocation_started(alloc_id, started_ago, (walltime_end - at) / self.speedup)
+        self.pool.allocation_started(alloc_id, self._pool_seconds_ago(at), (walltime_end - at) / self.speedup)
         logger.debug("pool executor: allocation %s started at %.0f", alloc_id, at)
+
+    def _pool_seconds_ago(self, at: float) -> float:
+        """How long before now backend time ``at`` was, in the pool's (real) seconds; 0 if not past."""
+        return max(0.0, self.backend.now() - at) / self.speedup
 
     def allocation_ended(
         self,
@@ -171,7 +174,7 @@ class PoolExecution:
         The pool takes ``start`` only for an allocation whose start it was not told (the controller
         learned the start with the end); it ends one that never started straight from REQUESTED.
         """
-        started_ago = None if start is None else max(0.0, self.backend.now() - start) / self.speedup
+        started_ago = None if start is None else self._pool_seconds_ago(start)
         self.pool.allocation_ended(alloc_id, state, f"batch job ended {state.value}", started_ago)
 
     def decided(self) -> None:
