@@ -35,11 +35,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from any directory
 
 from elastic.simulator.conservative import SlurmBackfill
 from elastic.simulator.engine import Engine

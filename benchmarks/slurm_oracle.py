@@ -48,6 +48,9 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from any directory
+
 from _oracle_workflow import (
     LAUNCH_GAPS,
     WorkflowRun,

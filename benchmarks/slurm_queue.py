@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
+import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -19,6 +20,8 @@ from typing import Any
 import numpy as np
 from rich.console import Console
 from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script from any directory
 
 from benchmarks._support import LocalSlurmCluster
 from elastic.backends.slurm import SlurmBackend
