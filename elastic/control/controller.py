@@ -204,6 +204,11 @@ class AllocationController:
         self._estimate = WaitEstimates(backend, user, self._open_job)
         self._task_cores: dict[str, int] = {}
         """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
+        self._task_cores_of: tuple[StageView, ...] | None = None
+        """The stages :attr:`_task_cores` was read from (read again only when they changed)."""
+        self._shown: tuple[Workflow, tuple[StageView, ...], tuple[StageView, ...]] | None = None
+        """The last (plan, the demand's stages, the stages of the view): a long plan's stages are
+        filtered again only when the plan or the stages changed."""
         self.rate = SubmissionRate()  # the cap every batch job passes (control/rate.py); replaceable
         self._settled: _Settled | None = None
         """The last decision, while it holds (:class:`~elastic.strategies.base.Settles`)."""
@@ -238,7 +243,9 @@ class AllocationController:
             if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
                 return now + self.poll_interval
             decision = self._decide(view)
-            self._task_cores = {st.name: st.cores for st in view.stages}
+            if view.stages is not self._task_cores_of:
+                self._task_cores = {st.name: st.cores for st in view.stages}
+                self._task_cores_of = view.stages
             self.apply(decision, now)
         self.execution.decided()
         if self._makes_tasks is not None:
@@ -329,8 +336,13 @@ class AllocationController:
         if self._view is not None and self._view[0].same(inputs):  # only the clock moved
             view = self._view[1].at(now)
         else:
-            known = {s.name for s in plan.stages}
-            stages = tuple(s for s in inputs.stages if s.name in known)
+            shown = self._shown
+            if shown is not None and shown[0] is plan and shown[1] is inputs.stages:
+                stages = shown[2]
+            else:
+                known = {s.name for s in plan.stages}
+                stages = tuple(s for s in inputs.stages if s.name in known)
+                self._shown = (plan, inputs.stages, stages)
             estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
             view = RunView(
                 now,

@@ -90,7 +90,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             able.append((frozenset(s.serves or (s.stage,)), _capped(s.cores, max_cores)))
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
     out: list[Submit] = []
-    for stage in view.stages:
+    for stage in view.active_stages:  # both tests below need a stage ready and not complete
         if _waits_for_offers(stage):
             if max_cores is not None and stage.cores > max_cores:
                 continue

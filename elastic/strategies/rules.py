@@ -22,17 +22,17 @@ __all__ = ["cores_waited_for", "needs_allocation", "release_idle", "remaining_wo
 def remaining_work(view: RunView, label: str) -> float:
     """Return the expected seconds of work left for ``label`` (a stage, or ``"*"``: all stages)."""
     k = view.knowledge
-    labels = [s.name for s in view.stages] if label == TOTAL else [label]
+    unstarted = k.unstarted_durations()  # a dict lookup for each stage not started, in the same order
     total = 0.0
-    for name in labels:
-        s = view.stage(name)
+    for s in view.open_stages if label == TOTAL else (view.stage(label),):
         if s.complete:
             continue
         if s.start_time is None:
-            total += k.expected_duration(name)
+            expected = unstarted.get(s.name)
+            total += k.expected_duration(s.name) if expected is None else expected
         else:
             elapsed = view.now - s.start_time
-            total += max(0.0, k.expected_duration(name, elapsed) - elapsed)
+            total += max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
     return total
 
 
@@ -124,7 +124,7 @@ def _may_run_again(view: RunView, label: str) -> bool:
     tasks not done all may run (:attr:`StageView.outstanding` is None). ``"*"`` with every stage complete
     is left to the caller's other tests, as before.
     """
-    stages = [s for s in view.stages if not s.complete] if label == TOTAL else [view.stage(label)]
+    stages = view.open_stages if label == TOTAL else (view.stage(label),)
     return not stages or any(s.outstanding is None or s.outstanding > 0 for s in stages)
 
 
