@@ -76,13 +76,13 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able: list[tuple[frozenset[str], int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.cores)
-        for a in view.allocations
+        for a in view.live_allocations
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled
     ]
     # of those, the ones that will offer cores: (stages kept for, pending, free cores now)
     offering: list[tuple[frozenset[str], bool, int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.pending, _free(view, a))
-        for a in view.allocations
+        for a in view.live_allocations
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled
     ]
     for s in decision.actions:

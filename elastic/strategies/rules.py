@@ -64,7 +64,7 @@ def release_idle(view: RunView) -> list[Cancel]:
     """
     out: list[Cancel] = []
     released: set[str] = set()
-    for a in view.allocations:
+    for a in view.live_allocations:  # every ended one is skipped below
         labels = a.labels
         if a.ended or not labels:
             continue
@@ -99,7 +99,7 @@ def release_idle(view: RunView) -> list[Cancel]:
         need = max(cores_waited_for(view, x) for x in open_)
         idle = sum(
             b.cores - view.busy_cores(b.alloc_id)
-            for b in view.allocations
+            for b in view.live_allocations
             if b.running
             and not b.cancelled
             and b.alloc_id != a.alloc_id
@@ -165,11 +165,15 @@ def _holds_back(view: RunView, alloc_id: str) -> bool:
     the current one ends) when the waves left on them would take longer than one wave on the dependent
     jobs after their predicted queue wait.
     """
-    dependents = [b for b in view.allocations if b.pending and any(d == alloc_id for d, _ in b.dependencies)]
+    dependents = [
+        b for b in view.live_allocations if b.pending and any(d == alloc_id for d, _ in b.dependencies)
+    ]
     if not dependents:
         return False
     blockers = {d for b in dependents for d, _ in b.dependencies}
-    held = sum(c.cores for c in view.allocations if c.alloc_id in blockers and c.running and not c.cancelled)
+    held = sum(
+        c.cores for c in view.live_allocations if c.alloc_id in blockers and c.running and not c.cancelled
+    )
     for b in dependents:
         for label in b.labels:
             if not _known(view, label) or view.label_done(label):

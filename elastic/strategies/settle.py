@@ -47,7 +47,7 @@ def release_idle_until(view: RunView) -> float:
     ``view.now`` where it releases something now (a decision with actions is not reused).
     """
     until = math.inf
-    for a in view.allocations:
+    for a in view.live_allocations:  # every ended one is skipped below
         labels = a.labels
         if a.ended or not labels:
             continue
