@@ -83,6 +83,7 @@ from elastic.strategies.base import (
 )
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.strategies.settle import SETTLE_MARGIN
+from elastic.strategies.view import AllocationIndex
 from elastic.workflow import Workflow
 
 __all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
@@ -197,6 +198,9 @@ class AllocationController:
         self.user = user
         self._record = record
         self._allocs: dict[str, Allocation] = {}
+        """The run's allocation records, by id, in submission order: changed only through :meth:`_put`."""
+        self._index = AllocationIndex()
+        """:attr:`_allocs` by stage, by label and live, for the views (kept up to date by :meth:`_put`)."""
         self._retiring: dict[str, Cancel] = {}
         """Cancelled allocations that still ran a task: the job is cancelled once they are idle."""
         self._job_ids: dict[str, str] = {}
@@ -204,6 +208,11 @@ class AllocationController:
         self._estimate = WaitEstimates(backend, user, self._open_job)
         self._task_cores: dict[str, int] = {}
         """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
+        self._task_cores_of: tuple[StageView, ...] | None = None
+        """The stages :attr:`_task_cores` was read from (read again only when they changed)."""
+        self._shown: tuple[Workflow, tuple[StageView, ...], tuple[StageView, ...]] | None = None
+        """The last (plan, the demand's stages, the stages of the view): a long plan's stages are
+        filtered again only when the plan or the stages changed."""
         self.rate = SubmissionRate()  # the cap every batch job passes (control/rate.py); replaceable
         self._settled: _Settled | None = None
         """The last decision, while it holds (:class:`~elastic.strategies.base.Settles`)."""
@@ -238,7 +247,9 @@ class AllocationController:
             if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
                 return now + self.poll_interval
             decision = self._decide(view)
-            self._task_cores = {st.name: st.cores for st in view.stages}
+            if view.stages is not self._task_cores_of:
+                self._task_cores = {st.name: st.cores for st in view.stages}
+                self._task_cores_of = view.stages
             self.apply(decision, now)
         self.execution.decided()
         if self._makes_tasks is not None:
@@ -292,7 +303,7 @@ class AllocationController:
         """Return what a view made now would be made of."""
         allocations = tuple(self._allocs.values())
         busy_cores = self.execution.busy_cores
-        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in allocations if a.state.is_live}
+        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in self._index.snapshot().live if a.state.is_live}
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
         return _Inputs(
             self.demand.plan,
@@ -329,8 +340,13 @@ class AllocationController:
         if self._view is not None and self._view[0].same(inputs):  # only the clock moved
             view = self._view[1].at(now)
         else:
-            known = {s.name for s in plan.stages}
-            stages = tuple(s for s in inputs.stages if s.name in known)
+            shown = self._shown
+            if shown is not None and shown[0] is plan and shown[1] is inputs.stages:
+                stages = shown[2]
+            else:
+                known = {s.name for s in plan.stages}
+                stages = tuple(s for s in inputs.stages if s.name in known)
+                self._shown = (plan, inputs.stages, stages)
             estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
             view = RunView(
                 now,
@@ -342,9 +358,16 @@ class AllocationController:
                 self.priority,
                 estimate,
                 inputs.queue,
+                self._index.snapshot(),
             )
         self._view = (inputs, view)
         return view
+
+    def _put(self, a: Allocation) -> Allocation:
+        """Record allocation ``a`` (new, or a new record of one known) and return it."""
+        self._allocs[a.alloc_id] = a
+        self._index.put(a)
+        return a
 
     def _open_job(self, alloc_id: str) -> str | None:
         """Return the batch job id of ``alloc_id`` if it has one and has not ended, else None."""
@@ -410,16 +433,16 @@ class AllocationController:
                 self._poll_jobs(now)
         else:
             self._poll_jobs(now)
-        for a in list(self._allocs.values()):
+        for a in self._index.snapshot().live:  # pending ones are live; a tuple: _put may run below
             if a.pending and a.eligible_time is None:
                 since = eligible_since(a, self._allocs, now)
                 if since is not None:
-                    self._allocs[a.alloc_id] = dataclasses.replace(a, eligible_time=since)
+                    self._put(dataclasses.replace(a, eligible_time=since))
 
     def _poll_jobs(self, now: float) -> None:
         """Read the state of every open job; record the starts and ends, in time order."""
         changes: list[tuple[float, int, str, JobInfo]] = []
-        for a in self._allocs.values():
+        for a in self._index.snapshot().live:
             if a.ended:
                 continue
             # one state() per open allocation (a few at a time) rather than queue(), which lists every
@@ -452,8 +475,10 @@ class AllocationController:
         # the limit the batch system set, where it differs from the request (Slurm: whole minutes, so 68 s
         # asked run up to 120 s): follow-ups, releases and the pool's drain go by what the job really has
         walltime = granted if granted is not None and granted > a.walltime else a.walltime
-        a = self._allocs[a.alloc_id] = dataclasses.replace(
-            a.transition(AllocationState.RUNNING, at), eligible_time=eligible, walltime=walltime
+        a = self._put(
+            dataclasses.replace(
+                a.transition(AllocationState.RUNNING, at), eligible_time=eligible, walltime=walltime
+            )
         )
         follow_up = any(
             b.alloc_id != a.alloc_id and b.start_time is not None and b.start_time <= eligible
@@ -483,7 +508,7 @@ class AllocationController:
 
     def _ended(self, a: Allocation, state: AllocationState, at: float) -> None:
         self.rate.ended(at, failed=state is AllocationState.FAILED, ran=a.start_time is not None)
-        self._allocs[a.alloc_id] = a.transition(state, at)
+        self._put(a.transition(state, at))
         self._record(Event(at, EventKind.ALLOC_END, stage=a.stage, allocation=a.alloc_id, note=state.value))
         # with the start the backend reported: the execution was not told it when :meth:`_cancel` learned
         # the start and the end at once (it takes it only for an allocation it holds as not started)
@@ -540,19 +565,21 @@ class AllocationController:
         job_id = self.backend.submit(spec)
         self._job_ids[alloc_id] = job_id
         self.execution.submitted(alloc_id, job_id)
-        self._allocs[alloc_id] = Allocation(
-            alloc_id,
-            cores=action.cores,
-            walltime=action.walltime,
-            stage=action.stage,
-            backend_job_id=job_id,
-            submit_time=now,
-            reason=action.reason,
-            predicted_wait=action.predicted_wait,
-            dependencies=tuple(dep_ids),
-            begin=action.begin,
-            serves=action.serves,
-            piece_of=piece_of,
+        self._put(
+            Allocation(
+                alloc_id,
+                cores=action.cores,
+                walltime=action.walltime,
+                stage=action.stage,
+                backend_job_id=job_id,
+                submit_time=now,
+                reason=action.reason,
+                predicted_wait=action.predicted_wait,
+                dependencies=tuple(dep_ids),
+                begin=action.begin,
+                serves=action.serves,
+                piece_of=piece_of,
+            )
         )
         self._record(
             Event(
@@ -592,7 +619,7 @@ class AllocationController:
             ", ".join(a.labels),
             action.reason,
         )
-        self._allocs[a.alloc_id] = dataclasses.replace(a, serves=action.stages)
+        self._put(dataclasses.replace(a, serves=action.stages))
 
     def _shorten(self, action: Shorten) -> None:
         """Lower a pending allocation's walltime where the backend can; the record takes what it got."""
@@ -619,7 +646,7 @@ class AllocationController:
                 walltime,
                 action.reason,
             )
-            self._allocs[a.alloc_id] = dataclasses.replace(a, walltime=walltime)
+            self._put(dataclasses.replace(a, walltime=walltime))
 
     def _cancel(self, action: Cancel, now: float, *, kill: bool = False) -> None:
         """Cancel an allocation; one that still runs a task is drained first and cancelled once idle.
@@ -636,7 +663,7 @@ class AllocationController:
             return
         if not a.cancelled:
             logger.info("%s: cancel %s: %s", self.strategy.name, a.alloc_id, action.reason)
-        a = self._allocs[a.alloc_id] = dataclasses.replace(a, cancelled=True)
+        a = self._put(dataclasses.replace(a, cancelled=True))
         self.execution.release(a.alloc_id)
         # not only ``a.running``: an agent joins, and the pool places tasks on it, as soon as the batch job
         # starts, while this controller learns of the start at its next poll

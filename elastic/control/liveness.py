@@ -76,13 +76,13 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able: list[tuple[frozenset[str], int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.cores)
-        for a in view.allocations
+        for a in view.live_allocations
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled
     ]
     # of those, the ones that will offer cores: (stages kept for, pending, free cores now)
     offering: list[tuple[frozenset[str], bool, int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.pending, _free(view, a))
-        for a in view.allocations
+        for a in view.live_allocations
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled
     ]
     for s in decision.actions:
@@ -90,7 +90,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             able.append((frozenset(s.serves or (s.stage,)), _capped(s.cores, max_cores)))
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
     out: list[Submit] = []
-    for stage in view.stages:
+    for stage in view.active_stages:  # both tests below need a stage ready and not complete
         if _waits_for_offers(stage):
             if max_cores is not None and stage.cores > max_cores:
                 continue

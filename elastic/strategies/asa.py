@@ -77,9 +77,7 @@ def _to_time(view: RunView) -> Iterator[tuple[StageView, list[Allocation]]]:
     A stage is left out when it is complete, has an allocation not ended yet, or ended under us with work
     queued (the walltime follow-up rule replaces that one).
     """
-    for s in view.stages:
-        if s.complete:
-            continue
+    for s in view.open_stages:
         mine = view.allocations_for(s.name)
         if any(not a.ended for a in mine):
             continue
@@ -223,13 +221,13 @@ class ASA:
         return merge(
             Decision(tuple(release_idle(view))),
             Decision(tuple(actions), wake),
-            walltime_follow_ups(view, [s.name for s in view.stages]),
+            walltime_follow_ups(view, [s.name for s in view.active_stages]),  # it skips the others
         )
 
     def _too_early(self, view: RunView, memo: dict[str, float | None]) -> list[Cancel]:
         out: list[Cancel] = []
-        for s in view.stages:
-            if s.ready or s.complete:
+        for s in view.open_stages:
+            if s.ready:
                 continue
             prev_end = max(
                 (self._predicted_end(view, d, memo) or view.now for d in s.depends_on), default=view.now
@@ -286,7 +284,7 @@ class ASA:
                 waiting.append((s.depends_on, wait))
         if self.naive:
             until = min(until, self._too_early_until(view, memo))
-        names = [s.name for s in view.stages]
+        names = [s.name for s in view.active_stages]  # follow_ups_until skips every other stage
         until = min(until, release_idle_until(view), follow_ups_until(view, names))
 
         # the predicted ends that hold as they are until then, and those that are unknown, are not computed
@@ -378,8 +376,8 @@ class ASA:
         """
         now = view.now
         until = math.inf
-        for s in view.stages:
-            if s.ready or s.complete:
+        for s in view.open_stages:
+            if s.ready:
                 continue
             if not any(a.running and view.busy_cores(a.alloc_id) == 0 for a in view.allocations_for(s.name)):
                 continue

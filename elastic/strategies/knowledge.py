@@ -26,7 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -206,6 +206,9 @@ class Knowledge:
         self._loaded: dict[str, float] = {}
         self._cache: dict[str, tuple[FloatArray, BoolArray]] = {}
         self._priors: tuple[Workflow | None, dict[str, float]] = (None, {})
+        # expected_duration(label) of a stage not started, by label, for the (workflow, min_history,
+        # default_runtime) it was computed with: the rules sum it over every stage left at every decision
+        self._unstarted: tuple[tuple[object, ...], dict[str, float]] = ((), {})
         # each label's prior_duration, for the workflow it was computed from (strategies ask for every
         # stage's at every decision)
         self._requests: dict[tuple[str, int, tuple[float, ...]], float | None] = {}
@@ -343,6 +346,7 @@ class Knowledge:
         self.version += 1
         self.history.add_stage_runtime(self.workflow.name, label, runtime, censored=censored, cores=cores)
         self._cache.pop(label, None)
+        self._unstarted[1].pop(label, None)
         self._requests = {k: v for k, v in self._requests.items() if k[0] != label}
 
     def _runtimes(self, label: str) -> tuple[FloatArray, BoolArray]:
@@ -377,6 +381,27 @@ class Knowledge:
         count as lasting at least their value); without: the prior estimate. A stage that has already
         outlived every estimate is expected to end soon: :data:`OUTLIVED` ``x elapsed``.
         """
+        if elapsed == 0.0:
+            known = self.unstarted_durations().get(label)
+            if known is None:
+                known = self._unstarted[1][label] = self._expected_duration(label, 0.0)
+            return known
+        return self._expected_duration(label, elapsed)
+
+    def unstarted_durations(self) -> Mapping[str, float]:
+        """Return the :meth:`expected_duration` of stages not started, by label, as far as known now.
+
+        A label absent has not been asked yet (ask :meth:`expected_duration`, which fills it in). Valid
+        until the next :meth:`record_runtime` or change of :attr:`workflow`, ``min_history`` or
+        ``default_runtime``; the rules that sum the work left over every stage at every decision read
+        it instead of calling :meth:`expected_duration` for each.
+        """
+        key = (self.workflow, self.min_history, self.default_runtime)
+        if self._unstarted[0] != key:
+            self._unstarted = (key, {})
+        return self._unstarted[1]
+
+    def _expected_duration(self, label: str, elapsed: float) -> float:
         runtimes, _ = self._runtimes(label)
         if len(runtimes) >= self.min_history:
             longer = runtimes[runtimes > elapsed]

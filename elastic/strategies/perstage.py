@@ -36,13 +36,14 @@ class PerStage:
         """Submit for every ready stage that has no allocation yet; follow up on walltime; release."""
         submits = tuple(
             Submit(s.name, s.width, view.knowledge.walltime(s.name), reason="initial")
-            for s in view.stages
-            if s.ready and not s.complete and needs_allocation(view, s.name)
+            for s in view.active_stages
+            if needs_allocation(view, s.name)
         )
         return merge(
             Decision(tuple(release_idle(view))),
             Decision(submits),
-            walltime_follow_ups(view, [s.name for s in view.stages]),
+            # the rule skips every stage not ready or complete: only the active ones are passed
+            walltime_follow_ups(view, [s.name for s in view.active_stages]),
         )
 
     def settled_until(self, view: RunView) -> tuple[float, None]:
@@ -51,6 +52,7 @@ class PerStage:
         (:class:`~elastic.strategies.base.Settles`.) Its own rule does not read the clock; the shared
         rules' parts do (:mod:`~elastic.strategies.settle`).
         """
-        if any(s.ready and not s.complete and needs_allocation(view, s.name) for s in view.stages):
+        if any(needs_allocation(view, s.name) for s in view.active_stages):
             return view.now, None
-        return min(release_idle_until(view), follow_ups_until(view, [s.name for s in view.stages])), None
+        active = [s.name for s in view.active_stages]
+        return min(release_idle_until(view), follow_ups_until(view, active)), None

@@ -22,17 +22,17 @@ __all__ = ["cores_waited_for", "needs_allocation", "release_idle", "remaining_wo
 def remaining_work(view: RunView, label: str) -> float:
     """Return the expected seconds of work left for ``label`` (a stage, or ``"*"``: all stages)."""
     k = view.knowledge
-    labels = [s.name for s in view.stages] if label == TOTAL else [label]
+    unstarted = k.unstarted_durations()  # a dict lookup for each stage not started, in the same order
     total = 0.0
-    for name in labels:
-        s = view.stage(name)
+    for s in view.open_stages if label == TOTAL else (view.stage(label),):
         if s.complete:
             continue
         if s.start_time is None:
-            total += k.expected_duration(name)
+            expected = unstarted.get(s.name)
+            total += k.expected_duration(s.name) if expected is None else expected
         else:
             elapsed = view.now - s.start_time
-            total += max(0.0, k.expected_duration(name, elapsed) - elapsed)
+            total += max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
     return total
 
 
@@ -64,7 +64,7 @@ def release_idle(view: RunView) -> list[Cancel]:
     """
     out: list[Cancel] = []
     released: set[str] = set()
-    for a in view.allocations:
+    for a in view.live_allocations:  # every ended one is skipped below
         labels = a.labels
         if a.ended or not labels:
             continue
@@ -99,7 +99,7 @@ def release_idle(view: RunView) -> list[Cancel]:
         need = max(cores_waited_for(view, x) for x in open_)
         idle = sum(
             b.cores - view.busy_cores(b.alloc_id)
-            for b in view.allocations
+            for b in view.live_allocations
             if b.running
             and not b.cancelled
             and b.alloc_id != a.alloc_id
@@ -124,7 +124,7 @@ def _may_run_again(view: RunView, label: str) -> bool:
     tasks not done all may run (:attr:`StageView.outstanding` is None). ``"*"`` with every stage complete
     is left to the caller's other tests, as before.
     """
-    stages = [s for s in view.stages if not s.complete] if label == TOTAL else [view.stage(label)]
+    stages = view.open_stages if label == TOTAL else (view.stage(label),)
     return not stages or any(s.outstanding is None or s.outstanding > 0 for s in stages)
 
 
@@ -165,11 +165,15 @@ def _holds_back(view: RunView, alloc_id: str) -> bool:
     the current one ends) when the waves left on them would take longer than one wave on the dependent
     jobs after their predicted queue wait.
     """
-    dependents = [b for b in view.allocations if b.pending and any(d == alloc_id for d, _ in b.dependencies)]
+    dependents = [
+        b for b in view.live_allocations if b.pending and any(d == alloc_id for d, _ in b.dependencies)
+    ]
     if not dependents:
         return False
     blockers = {d for b in dependents for d, _ in b.dependencies}
-    held = sum(c.cores for c in view.allocations if c.alloc_id in blockers and c.running and not c.cancelled)
+    held = sum(
+        c.cores for c in view.live_allocations if c.alloc_id in blockers and c.running and not c.cancelled
+    )
     for b in dependents:
         for label in b.labels:
             if not _known(view, label) or view.label_done(label):

@@ -47,7 +47,7 @@ def release_idle_until(view: RunView) -> float:
     ``view.now`` where it releases something now (a decision with actions is not reused).
     """
     until = math.inf
-    for a in view.allocations:
+    for a in view.live_allocations:  # every ended one is skipped below
         labels = a.labels
         if a.ended or not labels:
             continue
@@ -125,16 +125,17 @@ def work_fits_until(view: RunView, label: str, end: float) -> float:
     """
     k = view.knowledge
     now = view.now
-    names = [s.name for s in view.stages] if label == TOTAL else [label]
     gap = now - end  # expected work left minus walltime left, summed below (<= 0: it fits)
     slope = 1.0  # of gap per second of clock: the walltime left falls by one a second
     stretch = math.inf  # the first time a stage's expected duration or the slope changes
-    for name in names:
-        s = view.stage(name)
+    unstarted = k.unstarted_durations()  # a dict lookup for each stage not started, in the same order
+    for s in view.open_stages if label == TOTAL else (view.stage(label),):
+        name = s.name
         if s.complete:
             continue
         if s.start_time is None:
-            gap += k.expected_duration(name)
+            expected0 = unstarted.get(name)
+            gap += k.expected_duration(name) if expected0 is None else expected0
             continue
         elapsed = now - s.start_time
         expected = k.expected_duration(name, elapsed)
