@@ -262,11 +262,14 @@ class SimExecution:
         ]
         if not offers:
             return
+        # what other allocations have (cores, walltime left) is the same for every task of this pass:
+        # found once, not per queued task (hundreds queued on a wide DAG made it most of a run's cost)
+        capacities = self._capacities(t)
         placed = plan_placement(
             (item[2] for item in self._queue),
             offers,
-            lambda task: task.task_id in self._held or self._can_wait(task, t),
-            lambda task, need: self._can_wait(task, t, need),
+            lambda task: task.task_id in self._held or has_room(task, capacities),
+            lambda task, need: has_room(task, capacities, need),
         )
         started = {task.task_id for task, _ in placed}
         self._queue = [item for item in self._queue if item[2].task_id not in started]
@@ -278,14 +281,15 @@ class SimExecution:
             heapq.heappush(self._heap, (end, next(self._seq), target.alloc_id, task.task_id))
             self._pending.append(_event(EventKind.TASK_START, t, target.alloc_id, task.task_id, task))
 
-    def _can_wait(self, task: TaskSpec, t: float, need: float | None = None) -> bool:
-        """Whether another allocation, live (not draining) or requested, has the cores and ``need`` s.
+    def _capacities(self, t: float) -> list[tuple[int, float]]:
+        """``(cores, walltime left)`` of every allocation live (not draining) or requested, at ``t``.
 
-        ``need`` defaults to the task's estimate.
+        A queued task may wait for one of them (:func:`~elastic.pool.placement.has_room`).
         """
         live = [(a.cores, a.walltime_end - t) for a in self._live.values()]
-        capacities = [(c, left) for c, left in live if usable(left, self.drain_margin)]
-        return has_room(task, [*capacities, *self._requested.values()], need)
+        return [(c, left) for c, left in live if usable(left, self.drain_margin)] + list(
+            self._requested.values()
+        )
 
 
 def _queue_key(item: tuple[int, int, TaskSpec]) -> tuple[int, int]:
