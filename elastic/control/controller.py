@@ -83,7 +83,7 @@ from elastic.strategies.base import (
 )
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.strategies.settle import SETTLE_MARGIN
-from elastic.strategies.view import AllocationIndex
+from elastic.strategies.view import AllocationIndex, AllocationIndexes
 from elastic.workflow import Workflow
 
 __all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
@@ -99,6 +99,8 @@ class _Inputs:
     stages: tuple[StageView, ...]
     """The demand's stages as read (the view shows those of :attr:`plan`)."""
     allocations: tuple[Allocation, ...]
+    indexes: AllocationIndexes
+    """The allocations' indexes: a new object whenever an allocation was added or changed."""
     busy: Mapping[str, int]
     version: int
     """:attr:`Knowledge.version`."""
@@ -114,8 +116,7 @@ class _Inputs:
             self.plan is other.plan
             and self.version == other.version
             and (not queue or self.queue == other.queue)
-            and len(self.allocations) == len(other.allocations)
-            and all(a is b for a, b in zip(self.allocations, other.allocations, strict=True))
+            and self.indexes is other.indexes
             and self.busy == other.busy
             and (self.stages is other.stages or self.stages == other.stages)
         )
@@ -301,14 +302,15 @@ class AllocationController:
 
     def _inputs(self) -> _Inputs:
         """Return what a view made now would be made of."""
-        allocations = tuple(self._allocs.values())
+        indexes = self._index.snapshot()
         busy_cores = self.execution.busy_cores
-        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in self._index.snapshot().live if a.state.is_live}
+        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in indexes.live if a.state.is_live}
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
         return _Inputs(
             self.demand.plan,
             self.demand.stages(),
-            allocations,
+            indexes.allocations,
+            indexes,
             busy,
             self.knowledge.version,
             None if estimate is None else estimate.version(),
@@ -358,7 +360,7 @@ class AllocationController:
                 self.priority,
                 estimate,
                 inputs.queue,
-                self._index.snapshot(),
+                inputs.indexes,
             )
         self._view = (inputs, view)
         return view

@@ -109,6 +109,8 @@ class AllocationIndexes:
     """Allocations kept for each label (:attr:`Allocation.labels`)."""
     live: tuple[Allocation, ...]
     """Allocations not ended."""
+    allocations: tuple[Allocation, ...] = ()
+    """Every allocation indexed, in submission order."""
 
     @staticmethod
     def of(allocations: tuple[Allocation, ...]) -> AllocationIndexes:
@@ -123,6 +125,7 @@ class AllocationIndexes:
             {k: tuple(v) for k, v in by_stage.items()},
             {k: tuple(v) for k, v in by_label.items()},
             tuple(a for a in allocations if not a.ended),
+            allocations,
         )
 
 
@@ -210,7 +213,7 @@ class AllocationIndex:
         self._dirty_stages.clear()
         self._dirty_labels.clear()
         self._dirty_live = False
-        self._snapshot = AllocationIndexes(by_stage, by_label, live)
+        self._snapshot = AllocationIndexes(by_stage, by_label, live, tuple(allocs.values()))
         return self._snapshot
 
 

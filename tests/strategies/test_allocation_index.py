@@ -32,6 +32,7 @@ def _same(got: AllocationIndexes, want: AllocationIndexes) -> None:
     assert dict(got.by_stage) == dict(want.by_stage)
     assert dict(got.by_label) == dict(want.by_label)
     assert got.live == want.live
+    assert got.allocations == want.allocations
 
 
 @given(st.lists(OPS, max_size=40))
