@@ -130,6 +130,25 @@ if [ "$mode" = test ] && ! "$venv/bin/python" -c 'import toil.batchSystems.mesos
   install "toil[cwl,mesos]==9.6.0"
 fi
 
+# A local wheelhouse of everything `pip install ".[parsl]"` needs from a fresh clone (the build
+# requirements, the core dependencies and Parsl's closure), downloaded from the same indexes as the
+# installs above: tests/test_packaging.py installs a clone into a new virtualenv from it alone
+# (`--no-index --find-links`), as a user without network would. About 20 s, again only when pyproject.toml
+# changed; if it cannot be filled, that test installs from the indexes instead.
+if [ "$mode" = test ]; then
+  wheelhouse="$venv/wheelhouse"
+  if [ ! -f "$wheelhouse/.elastic-filled" ] || [ "$(cat "$wheelhouse/.elastic-filled")" != "$want" ]; then
+    log "filling the wheelhouse $wheelhouse (the parsl extra, for the offline install test)"
+    rm -rf "$wheelhouse"
+    if "${pip[@]}" download -d "$wheelhouse" "setuptools>=77" wheel ".[parsl]"; then
+      echo "$want" > "$wheelhouse/.elastic-filled"
+    else
+      log "could not fill the wheelhouse; the offline install test will use the indexes"
+      rm -rf "$wheelhouse"
+    fi
+  fi
+fi
+
 export PATH="$venv/bin:$PATH"
 
 # --- the job ---------------------------------------------------------------------------------

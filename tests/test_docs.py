@@ -14,6 +14,8 @@ Conventions this file enforces (also stated at the end of README.md):
   Parsl and Prefect examples run in ``tests/test_packaging.py`` instead, installed in a new virtualenv.
 - Every block, run or not, parses and uses today's API: the ``elastic`` names it imports exist, and calls
   of them pass only keywords they take (so a Slurm-only fragment cannot rot unseen either).
+- Every ``elastic ...`` line of a ``sh`` block (README.md and ``docs/``) parses with today's command
+  line (not run: most take minutes; a line with a ``[...]`` placeholder is left out).
 - ``mkdocs build --strict`` succeeds (warnings are errors; skipped only when MkDocs is not installed, and
   never under ``CI=true`` or ``ELASTIC_REQUIRE_DOCS=1``, which ``bash scripts/bootstrap.sh test`` sets:
   there a missing MkDocs fails the test).
@@ -22,9 +24,12 @@ Conventions this file enforces (also stated at the end of README.md):
 from __future__ import annotations
 
 import ast
+import contextlib
 import inspect
+import io
 import os
 import re
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -354,6 +359,64 @@ def test_every_block_still_matches_the_api(source: str) -> None:
     callable takes; a test file the not-run reason names exists.
     """
     assert api_problems([b for b in README_BLOCKS + DOCS_BLOCKS if b.source == source]) == []
+
+
+def elastic_commands(text: str, source: str) -> list[tuple[str, list[str]]]:
+    """The ``elastic ...`` command lines of the ``sh`` blocks of ``text`` (``source:line``, arguments).
+
+    A line continued with ``\\`` is joined to the next; a ``#`` comment is dropped; a line with a
+    ``[...]`` placeholder (optional arguments shown in brackets) is left out.
+    """
+    out: list[tuple[str, list[str]]] = []
+    lines = text.splitlines()
+    in_sh = False
+    i = 0
+    while i < len(lines):
+        line, start = lines[i], i + 1
+        if line.strip().startswith("```"):
+            in_sh = line.strip() == "```sh" and not in_sh
+        elif in_sh:
+            while line.rstrip().endswith("\\") and i + 1 < len(lines):
+                i += 1
+                line = line.rstrip()[:-1] + " " + lines[i]
+            words = shlex.split(line, comments=True)
+            if words and words[0] in ("elastic", ".venv/bin/elastic") and "[" not in line:
+                out.append((f"{source}:{start}", words[1:]))
+        i += 1
+    return out
+
+
+def cli_problem(argv: list[str]) -> str | None:
+    """What the ``elastic`` parser says of ``argv`` (None: it parses); nothing is run."""
+    from elastic.cli import _parser
+
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            _parser(argv).parse_args(argv)
+    except SystemExit as exc:
+        if exc.code not in (0, None):
+            return err.getvalue().strip().splitlines()[-1]
+    return None
+
+
+def test_a_shell_example_that_rotted_is_found() -> None:
+    page = "```sh\nelastic run montage --strategy asa  # ok\nelastic run montage --stratgy asa\n```\n"
+    commands = elastic_commands(page, "p.md")
+    assert [where for where, _ in commands] == ["p.md:2", "p.md:3"]
+    assert cli_problem(commands[0][1]) is None
+    assert "error: the following arguments are required: --strategy" in (cli_problem(commands[1][1]) or "")
+    assert "unrecognized arguments: --fast" in (cli_problem(["doctor", "--fast"]) or "")
+
+
+def test_every_elastic_command_in_the_readme_and_docs_parses() -> None:
+    """The ``elastic`` commands of the ``sh`` blocks are not run (most take minutes), but each still
+    parses with today's command line, so a renamed option cannot rot unseen in them."""
+    pages = [README, *sorted((ROOT / "docs").rglob("*.md"))]
+    commands = [c for page in pages for c in elastic_commands(page.read_text(encoding="utf-8"), page.name)]
+    assert len(commands) > 20, commands
+    problems = [(where, argv, cli_problem(argv)) for where, argv in commands]
+    assert [f"{where}: elastic {' '.join(argv)}: {p}" for where, argv, p in problems if p] == []
 
 
 # -- the documentation site ------------------------------------------------------------------------------

@@ -5,10 +5,14 @@ tree), a plain ``python3 -m venv`` of the system interpreter, and ``pip install 
 with the virtualenv's own pip and pip's own configuration (the indexes the bootstrap hands to its
 installer), as an unprivileged user (``nobody``, HOME in a temporary folder) when the tests run as root;
 then the README's Parsl example runs verbatim, and the Prefect front-end names its missing extra.
-It is not offline: the machine's local indexes (``pip config list``) lack Parsl and Prefect and the
-bootstrap itself fetches them from PyPI, so this test needs PyPI as the bootstrap does. A real install of
-``.[parsl]`` takes about a minute here (resolving, unpacking and compiling its closure); one of
-``.[prefect]`` (about 110 distributions) about three, too much for the CI budget. So the Prefect test
+It is offline: ``bash scripts/bootstrap.sh test`` downloads what ``.[parsl]`` needs (build requirements
+included) from the indexes it installs from into a wheelhouse (``.venv/wheelhouse``; ``ELASTIC_WHEELHOUSE``
+names another), and pip installs from that folder alone (``--no-index --find-links``, pip's own
+configuration set aside). Without a wheelhouse (a developer's machine) it installs from pip's configured
+indexes instead. pip is told not to compile the installed modules to bytecode: the install then takes
+about half a minute here instead of up to three on a loaded machine, and nothing else differs for the
+example. One of ``.[prefect]`` (about 110 distributions) takes minutes, too much for the CI budget
+(``benchmarks/fresh_install.py`` does it on demand from a wheelhouse of its own). So the Prefect test
 shares the clone and shares what is installed instead: a wheel built from a second clone is installed with
 ``--no-index`` into a new virtualenv that sees, through a ``.pth`` folder, only the distributions the
 wheel's ``[prefect]`` requirement closure names (read from the installed packages' metadata). A module the
@@ -288,6 +292,39 @@ def user_tmp() -> Iterator[tuple[Path, list[str]]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def wheelhouse() -> Path | None:
+    """The bootstrap's wheelhouse of the ``parsl`` extra (``ELASTIC_WHEELHOUSE``, else beside this
+    environment), or None where there is none."""
+    where = Path(os.environ.get("ELASTIC_WHEELHOUSE") or Path(sys.prefix) / "wheelhouse")
+    return where if any(where.glob("parsl-*.whl")) else None
+
+
+def pip_install_args(extra: str, source: str, house: Path | None) -> tuple[list[str], dict[str, str]]:
+    """``pip install`` arguments for ``source[extra]``, and environment changes: offline from ``house``
+    (pip's configuration files and variables set aside) when there is one, else from pip's own indexes."""
+    args = ["install", "-q", "--no-compile", f"{source}[{extra}]"]
+    if house is None:
+        return args, {}
+    return [*args, "--no-index", "--find-links", str(house)], {"PIP_CONFIG_FILE": os.devnull}
+
+
+def test_an_offline_install_reads_the_wheelhouse_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ELASTIC_WHEELHOUSE", str(tmp_path))
+    assert wheelhouse() is None  # empty: the test falls back to the indexes
+    (tmp_path / "parsl-2026.1.5-py3-none-any.whl").touch()
+    assert wheelhouse() == tmp_path
+    args, env = pip_install_args("parsl", ".", tmp_path)
+    assert args[args.index("--find-links") + 1] == str(tmp_path) and "--no-index" in args
+    assert env == {"PIP_CONFIG_FILE": os.devnull}
+    assert "--no-index" not in pip_install_args("parsl", ".", None)[0]
+    script = (ROOT / "scripts" / "bootstrap.sh").read_text(encoding="utf-8")
+    # the bootstrap fills the folder the test reads, with the same extra
+    assert re.search(r'^\s*wheelhouse="\$venv/wheelhouse"$', script, flags=re.M)
+    assert re.search(r'download -d "\$wheelhouse" .*"\.\[parsl\]"', script)
+
+
 @pytest.mark.slow
 def test_a_fresh_clone_installs_with_the_parsl_extra_and_runs_the_readme_example(
     user_tmp: tuple[Path, list[str]],
@@ -304,11 +341,16 @@ def test_a_fresh_clone_installs_with_the_parsl_extra_and_runs_the_readme_example
     env = _clean_env()
     env.update(HOME=str(tmp / "home"), ELASTIC_STORE_URL=f"sqlite:///{tmp / 'store.db'}")
     env.pop("PIP_USER", None)
+    house = wheelhouse()
+    install, pip_env = pip_install_args("parsl", ".", house)
+    if house is not None:
+        for name in [k for k in env if k.startswith("PIP_")]:
+            del env[name]
 
     venv = tmp / "venv"
     _run(*as_user, system_python, "-m", "venv", str(venv), env=env)
     env["PATH"] = f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    _run(*as_user, str(venv / "bin" / "pip"), "install", "-q", ".[parsl]", cwd=clone, env=env)
+    _run(*as_user, str(venv / "bin" / "pip"), *install, cwd=clone, env={**env, **pip_env})
 
     python = str(venv / "bin" / "python")
     out = _run(*as_user, python, "example.py", cwd=work, env=env)

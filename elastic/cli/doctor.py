@@ -9,6 +9,11 @@ Checks, in order:
 - **pool port**: the pool's socket can be bound on the chosen interface (``--bind``, ``--port``) and reached
   at the address agents would be given (connect from this host); binding loopback on Slurm is reported,
   since agents on compute nodes could not reach it.
+- **pool port from a compute node** (``--from-node``, Slurm only, opt-in since it runs a job of at most
+  a minute): a socket on this host, bound as the pool's, is connected to from a compute node through
+  ``srun`` (the site's partition, account, QOS, reservation and constraint; the site's ``worker_init``
+  and interpreter), so a firewall between the nodes and this host shows before a run; ``srun
+  --immediate`` gives up after ``--from-node-wait`` seconds in the queue.
 - **agents' interpreter**: the Python the agents run (the site's ``python``, else this one) starts and
   imports what an agent imports.
 
@@ -26,9 +31,12 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from elastic.cli.commands import add_command
+
+if TYPE_CHECKING:
+    from elastic.site import SiteConfig
 
 __all__ = ["Check", "check_interpreter", "check_port", "check_slurm", "check_store", "register"]
 
@@ -176,6 +184,68 @@ def check_port(bind: str, port: int, advertise: str | None, slurm: bool) -> Chec
     return Check("ok", what, f"bound port {bound}, reached at {host}:{bound}")
 
 
+def check_port_from_node(
+    bind: str,
+    advertise: str | None,
+    python: str,
+    site: SiteConfig | None = None,
+    partition: str | None = None,
+    wait: float = 120.0,
+) -> Check:
+    """Connect from a compute node to a socket bound on this host as the pool's, through ``srun``.
+
+    Parameters
+    ----------
+    bind, advertise
+        As the pool takes them.
+    python
+        The interpreter the node runs the connect with (after the site's ``worker_init``).
+    site
+        Where the job goes (partition, account, QOS, reservation, constraint) and its prologue.
+    partition
+        The partition, over the site's.
+    wait
+        Seconds ``srun`` may wait in the queue for a node (``--immediate``) before giving up.
+    """
+    host = advertise or (socket.gethostname() if bind in ("0.0.0.0", "*") else bind)
+    what = "pool port from a compute node"
+    code = (
+        f"import socket; socket.create_connection(({host!r}, PORT), timeout=10).close(); "
+        "print(socket.gethostname())"
+    )
+    options = ["--nodes=1", "--ntasks=1", "--time=1", f"--immediate={max(1, round(wait))}", "--quiet"]
+    options.append("--job-name=elastic-doctor")
+    partition = partition or (site.partition if site else None)
+    fields = {"partition": partition}
+    if site is not None:
+        fields |= {k: getattr(site, k) for k in ("account", "qos", "reservation", "constraint")}
+    options += [f"--{name}={value}" for name, value in fields.items() if value]
+    prologue = site.worker_init if site is not None else ""
+    try:
+        infos = socket.getaddrinfo(bind if bind != "*" else "0.0.0.0", 0, type=socket.SOCK_STREAM)
+        family, _, _, _, address = infos[0]
+        with socket.socket(family, socket.SOCK_STREAM) as server:
+            server.bind(address)
+            server.listen(4)  # the kernel completes the node's connect; nothing needs to accept it
+            port = server.getsockname()[1]
+            script = (
+                f"{prologue}\nexec {shlex.quote(python)} -c {shlex.quote(code.replace('PORT', str(port)))}"
+            )
+            done = _run(["srun", *options, "bash", "-c", script], timeout=wait + 90.0)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return Check("FAIL", what, f"srun could not run the check: {exc}")
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or done.stdout.strip().splitlines() or ["no output"])[-1]
+        return Check(
+            "FAIL",
+            what,
+            f"a compute node could not connect to {host}:{port} ({last}); agents could not reach the pool: "
+            "use --advertise with a name the nodes resolve, or ask which ports the nodes may reach",
+        )
+    node = (done.stdout.strip().splitlines() or ["a node"])[-1]
+    return Check("ok", what, f"{node} connected to {host}:{port}")
+
+
 def check_interpreter(python: str, worker_init: str = "") -> Check:
     """Check the agents' interpreter starts and imports what an agent imports.
 
@@ -222,6 +292,7 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
     checks.append(check_store(args.store))
     checks.append(check_port(args.bind, args.port, args.advertise, slurm))
     python, worker_init = args.python, ""
+    site: SiteConfig | None = None
     if slurm:  # the agents run in jobs: after the site's worker_init, with the site's python
         try:
             site = load_site()
@@ -230,6 +301,17 @@ def diagnose(args: argparse.Namespace) -> list[Check]:
         else:
             python, worker_init = python or site.python, site.worker_init
     checks.append(check_interpreter(python or sys.executable, worker_init))
+    if getattr(args, "from_node", False):
+        if not slurm:
+            checks.append(Check("skip", "pool port from a compute node", "only with the slurm backend"))
+        elif any(c.status == "FAIL" for c in checks):
+            checks.append(Check("skip", "pool port from a compute node", "fix the failures above first"))
+        else:
+            agents = python or sys.executable
+            found = check_port_from_node(
+                args.bind, args.advertise, agents, site, args.partition, args.from_node_wait
+            )
+            checks.append(found)
     return checks
 
 
@@ -259,6 +341,18 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--python", default=None, help="the agents' interpreter (default: the site's, else this one)"
     )
+    parser.add_argument(
+        "--from-node",
+        action="store_true",
+        help="also connect to the pool's port from a compute node (srun, a job of at most a minute)",
+    )
+    parser.add_argument(
+        "--from-node-wait",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long that job may wait for a node (default 120)",
+    )
 
 
 def _doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
@@ -269,6 +363,10 @@ def _doctor(args: argparse.Namespace, out: Callable[[str], None] = print) -> int
         from elastic.errors import ConfigError
 
         raise ConfigError(f"--port must be 0 (any free port) to 65535, got {args.port}")
+    if not 1 <= args.from_node_wait <= 3600:
+        from elastic.errors import ConfigError
+
+        raise ConfigError(f"--from-node-wait must be 1 to 3600 seconds, got {args.from_node_wait}")
     checks = diagnose(args)
     for check in checks:
         out(check.line())

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from elastic.cli import main
-from elastic.cli.doctor import Check, check_interpreter, check_port
+from elastic.cli.doctor import Check, check_interpreter, check_port, check_port_from_node
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
 
 
@@ -76,9 +76,14 @@ def test_a_loopback_pool_address_fails_on_slurm() -> None:
     assert check.status == "FAIL" and "--bind 0.0.0.0" in check.detail
 
 
-def test_a_bad_port_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_bad_port_is_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["doctor", "--port", "70000"]) == 2
     assert "--port must be" in capsys.readouterr().err
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    code, lines = _doctor(capsys, "--backend", "local", "--store", store, "--from-node")
+    assert code == 0 and _line(lines, "pool port from a compute node").startswith("skip"), lines
+    assert main(["doctor", "--from-node-wait", "0"]) == 2
+    assert "--from-node-wait must be 1 to 3600 seconds" in capsys.readouterr().err
 
 
 @pytest.mark.slurm
@@ -92,11 +97,17 @@ def test_the_local_slurm_cluster_passes(
         if os.environ.get(key) != value:
             monkeypatch.setenv(key, value)
     store = f"sqlite:///{tmp_path / 's.db'}"
-    code, lines = _doctor(capsys, "--backend", "slurm", "--store", store, "--python", sys.executable)
+    args = ("--backend", "slurm", "--store", store, "--python", sys.executable, "--from-node")
+    code, lines = _doctor(capsys, *args)
     assert code == 0, lines
     partition = _line(lines, "slurm partition")
     assert partition.startswith("ok") and "debug:" in partition and "cores" in partition
     assert _line(lines, "slurm site options").startswith("ok")
+    assert _line(lines, "pool port from a compute node").startswith("ok"), lines
+    # a name the nodes cannot resolve: said, with what to do
+    bad = check_port_from_node("0.0.0.0", "no-such-host.invalid", sys.executable, wait=60)
+    assert bad.status == "FAIL" and "could not connect to no-such-host.invalid" in bad.detail, bad
+    assert "--advertise" in bad.detail
 
 
 def test_the_interpreter_is_checked_after_worker_init(tmp_path: Path) -> None:

@@ -129,6 +129,38 @@ def test_three_stages_of_python_and_bash_apps_on_this_machine(local: LocalBacken
     assert all(s.terminal for s in ex.status().values())
 
 
+USER_SCRIPT = """\
+import parsl
+
+
+def helper(y):
+    return 10 / y
+
+
+@parsl.python_app
+def divide(x):
+    return helper(x - x)  # line 10
+"""
+
+
+def test_a_by_value_apps_remote_traceback_names_the_users_file_and_line_regression_29(
+    local: LocalBackend, tmp_path: Path
+) -> None:
+    """An app defined in the user's script travels by value; its traceback names the script, not
+    ``<dynamic-code>`` (as HTEX's do)."""
+    script = tmp_path / "user_script.py"
+    script.write_text(USER_SCRIPT)
+    names: dict[str, Any] = {"__name__": "__user_script__"}  # not importable: pickled by value
+    exec(compile(USER_SCRIPT, str(script), "exec"), names)
+    loaded = apps.loaded(_executor(local, "bigjob", progress=False), tmp_path / "run")
+    with loaded, pytest.raises(ZeroDivisionError) as info:
+        names["divide"](3).result(timeout=120)
+    remote = str(info.value.__cause__)
+    assert f'File "{script}", line 10, in divide' in remote, remote
+    assert f'File "{script}", line 5, in helper' in remote, remote
+    assert "<dynamic-code>" not in remote
+
+
 def test_failures_reach_the_user_as_parsl_reports_them(local: LocalBackend, tmp_path: Path) -> None:
     ex = _executor(local, "bigjob")
     with apps.loaded(ex, tmp_path):
