@@ -46,6 +46,7 @@ import zmq
 
 from elastic.errors import ConfigError
 from elastic.pool.agent_command import AgentCommand
+from elastic.pool.cgroups import CgroupTree, agent_tree, end_cgroup
 from elastic.pool.child import Child, run_in_child
 from elastic.pool.job_checks import granted_end, pool_listening
 from elastic.pool.messages import (
@@ -142,6 +143,7 @@ class Agent:
         self._lost: list[TaskLost] = []
         self._killed: set[str] = set()  # tasks the pool asked to kill, not ended yet
         self._poller = zmq.Poller()
+        self._cgroups: CgroupTree | None = None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signalled = signal.Signals(signum).name
@@ -152,6 +154,8 @@ class Agent:
         """Serve the pool until told to leave; return the process exit code."""
         cmd = self.command
         become_subreaper()
+        # each task in a cgroup of its own where the machine allows it (elastic.pool.cgroups)
+        self._cgroups = agent_tree()
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -185,6 +189,8 @@ class Agent:
         finally:
             self._kill_all()
             end_descendants()  # what tasks left running, adopted by this subreaper (elastic.pool.reaper)
+            if self._cgroups is not None:
+                end_cgroup(self._cgroups.root, self._cgroups.version)  # and every task's cgroup
             sock.close()
             signal.set_wakeup_fd(old_wakeup)
             os.close(wake_read)
@@ -217,7 +223,8 @@ class Agent:
         return None
 
     def _add_worker(self) -> None:
-        worker = Worker(self.command.python, self.command.worker_memory, spool=self.spool)
+        cmd = self.command
+        worker = Worker(cmd.python, cmd.worker_memory, spool=self.spool, cgroups=self._cgroups)
         self._workers.append(worker)
         self._poller.register(worker.fileno(), zmq.POLLIN)
 
@@ -226,7 +233,17 @@ class Agent:
             self._poller.unregister(worker.fileno())
         self._workers.remove(worker)
         worker.stop()
+        self._end_cgroups(f"w{worker.pid}-")
         self._add_worker()
+
+    def _end_cgroups(self, prefix: str) -> None:
+        """End the task cgroups a dead worker or child (``wPID-``, ``cPID-``) could not end itself."""
+        if self._cgroups is None:
+            return
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(self._cgroups.root):
+                if entry.name.startswith(prefix):
+                    end_cgroup(Path(entry.path), self._cgroups.version)
 
     # -- the loop --------------------------------------------------------------------------------------
 
@@ -333,7 +350,7 @@ class Agent:
                 kept.append(task)
                 continue
             if task.kind is TaskKind.SHELL or task.isolate:
-                child = run_in_child(task, workdir, spool=self.spool)
+                child = run_in_child(task, workdir, spool=self.spool, cgroups=self._cgroups)
                 self._children[child.exited_fd] = child
                 self._poller.register(child.exited_fd, zmq.POLLIN)
                 self._started.append(task.task_id)
@@ -369,6 +386,7 @@ class Agent:
                 self._poller.unregister(worker.fileno())
             self._workers.remove(worker)
             worker.stop()
+            self._end_cgroups(f"w{worker.pid}-")
             if replace:
                 logger.info(
                     "%s worker %d ended (%s); starting another", self._prefix, worker.pid, worker.proc.poll()
@@ -378,6 +396,8 @@ class Agent:
             child = self._children.pop(fd)
             self._poller.unregister(fd)
             self._finished(child.collect(), now, child.task.cores)
+            if self._cgroups is not None and (self._cgroups.root / f"c{child.proc.pid}-1").exists():
+                self._end_cgroups(f"c{child.proc.pid}-")  # it died before it could end its task's
 
     def _kill(self, sock: AgentSocket, msg: KillTasks) -> None:
         """Kill the tasks the pool names: give back those waiting, kill the process groups of the others."""
