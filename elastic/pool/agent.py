@@ -24,6 +24,9 @@ when the allocation ends, for agents that were killed.
 
 Exit codes: 0 left normally, 2 bad arguments (a message, no traceback), 3 the pool never answered the
 registration (wrong secret, unreachable), 4 the pool went silent.
+
+Over 500 lines because one poll loop owns the agent's whole life (registration, workers, children, kills,
+reports, and ending what tasks leave behind) and its parts share that loop's state.
 """
 
 from __future__ import annotations
@@ -46,7 +49,7 @@ import zmq
 
 from elastic.errors import ConfigError
 from elastic.pool.agent_command import AgentCommand
-from elastic.pool.cgroups import CgroupTree, agent_tree, end_cgroup
+from elastic.pool.cgroups import CgroupTree, agent_tree, end_left
 from elastic.pool.child import Child, run_in_child
 from elastic.pool.job_checks import granted_end, pool_listening
 from elastic.pool.messages import (
@@ -154,8 +157,7 @@ class Agent:
         """Serve the pool until told to leave; return the process exit code."""
         cmd = self.command
         become_subreaper()
-        # each task in a cgroup of its own where the machine allows it (elastic.pool.cgroups)
-        self._cgroups = agent_tree()
+        self._cgroups = agent_tree()  # each task in a cgroup of its own where the machine allows it
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -189,8 +191,7 @@ class Agent:
         finally:
             self._kill_all()
             end_descendants()  # what tasks left running, adopted by this subreaper (elastic.pool.reaper)
-            if self._cgroups is not None:
-                end_cgroup(self._cgroups.root, self._cgroups.version)  # and every task's cgroup
+            end_left(self._cgroups)  # and every task's cgroup (elastic.pool.cgroups)
             sock.close()
             signal.set_wakeup_fd(old_wakeup)
             os.close(wake_read)
@@ -223,8 +224,8 @@ class Agent:
         return None
 
     def _add_worker(self) -> None:
-        cmd = self.command
-        worker = Worker(cmd.python, cmd.worker_memory, spool=self.spool, cgroups=self._cgroups)
+        cmd, cgroups = self.command, self._cgroups
+        worker = Worker(cmd.python, cmd.worker_memory, spool=self.spool, cgroups=cgroups)
         self._workers.append(worker)
         self._poller.register(worker.fileno(), zmq.POLLIN)
 
@@ -233,17 +234,7 @@ class Agent:
             self._poller.unregister(worker.fileno())
         self._workers.remove(worker)
         worker.stop()
-        self._end_cgroups(f"w{worker.pid}-")
         self._add_worker()
-
-    def _end_cgroups(self, prefix: str) -> None:
-        """End the task cgroups a dead worker or child (``wPID-``, ``cPID-``) could not end itself."""
-        if self._cgroups is None:
-            return
-        with contextlib.suppress(OSError):
-            for entry in os.scandir(self._cgroups.root):
-                if entry.name.startswith(prefix):
-                    end_cgroup(Path(entry.path), self._cgroups.version)
 
     # -- the loop --------------------------------------------------------------------------------------
 
@@ -386,7 +377,6 @@ class Agent:
                 self._poller.unregister(worker.fileno())
             self._workers.remove(worker)
             worker.stop()
-            self._end_cgroups(f"w{worker.pid}-")
             if replace:
                 logger.info(
                     "%s worker %d ended (%s); starting another", self._prefix, worker.pid, worker.proc.poll()
@@ -396,8 +386,6 @@ class Agent:
             child = self._children.pop(fd)
             self._poller.unregister(fd)
             self._finished(child.collect(), now, child.task.cores)
-            if self._cgroups is not None and (self._cgroups.root / f"c{child.proc.pid}-1").exists():
-                self._end_cgroups(f"c{child.proc.pid}-")  # it died before it could end its task's
 
     def _kill(self, sock: AgentSocket, msg: KillTasks) -> None:
         """Kill the tasks the pool names: give back those waiting, kill the process groups of the others."""

@@ -41,7 +41,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["ENV", "PREFIX", "CgroupTree", "Confinement", "agent_tree", "end_cgroup"]
+__all__ = ["ENV", "PREFIX", "CgroupTree", "Confinement", "agent_tree", "end_agents", "end_cgroup", "end_left"]
 
 logger = logging.getLogger(__name__)
 
@@ -127,13 +127,17 @@ def _own_cgroups() -> dict[str, str]:
 
 
 def _start_time(pid: int) -> str | None:
-    """Start time of ``pid`` in clock ticks since boot (``/proc/PID/stat``), None when it is gone."""
+    """Start time of ``pid`` in clock ticks since boot (``/proc/PID/stat``), None when it is gone or dead.
+
+    A zombie (killed, not reaped yet) counts as gone.
+    """
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
             data = f.read()
     except OSError:
         return None
-    return data[data.rfind(b")") + 2 :].split()[19].decode()
+    fields = data[data.rfind(b")") + 2 :].split()
+    return None if fields[0] in (b"Z", b"X") else fields[19].decode()
 
 
 def _writable(path: Path) -> bool:
@@ -145,6 +149,29 @@ def _members(cgroup: Path) -> list[int]:
         return [int(p) for p in (cgroup / "cgroup.procs").read_text().split()]
     except (OSError, ValueError):
         return []
+
+
+def _homes() -> list[tuple[str, Path]]:
+    """Return this process' cgroup directories: v2 first (key ``"2"``), then the v1 freezer's."""
+    mounts, own = _mounts(), _own_cgroups()
+    return [(key, mounts[key] / own[key].lstrip("/")) for key in ("2", "1") if key in mounts and key in own]
+
+
+def end_agents(agents: list[tuple[int, int]]) -> int:
+    """End and remove the cgroups of agents ``(pid, start time)`` killed with their workers; how many.
+
+    For a batch system that has just sent SIGKILL to a job's every process (the mock and local backends),
+    as Slurm's ``proctrack/cgroup`` removes a job's cgroup: nothing a task started survives, and no cgroup
+    is left behind. Agents started in this process' cgroup only (the others are left to :func:`clean_stale`).
+    """
+    ended = 0
+    for key, home in _homes():
+        for pid, start in agents:
+            root = home / f"{PREFIX}{pid}-{start}"
+            if root.is_dir():
+                end_cgroup(root, int(key))
+                ended += 1
+    return ended
 
 
 def agent_tree() -> CgroupTree | None:
@@ -159,12 +186,8 @@ def agent_tree() -> CgroupTree | None:
         return None
     if setting not in ("auto", "", "on", "1", "yes", "true"):
         logger.warning("cgroups: %s=%r is not auto or off; taken as auto", ENV, setting)
-    mounts, own = _mounts(), _own_cgroups()
     why = "no cgroup v2 or v1 freezer hierarchy is mounted"
-    for key in ("2", "1"):
-        if key not in mounts or key not in own:
-            continue
-        home = mounts[key] / own[key].lstrip("/")
+    for key, home in _homes():
         if not _writable(home):
             why = f"{home} is not writable by this user (no delegated cgroup)"
             continue
@@ -181,6 +204,7 @@ def agent_tree() -> CgroupTree | None:
                 root.rmdir()
             why = f"{root} is not writable"
             continue
+        logger.info("cgroups: each task runs in a cgroup of its own under %s (v%s)", root, key)
         return CgroupTree(int(key), home, root)
     logger.info("cgroups: tasks are confined by the subreaper alone (%s)", why)
     return None
@@ -237,6 +261,19 @@ def end_cgroup(cgroup: Path, version: int = 2) -> int:
     except OSError as exc:
         logger.warning("cgroups: cannot remove %s (%s); members left: %s", cgroup, exc.strerror, members)
     return killed
+
+
+def end_left(tree: CgroupTree | None, prefix: str | None = None) -> None:
+    """End the task cgroups named ``prefix...`` (a dead worker's or child's); None: the agent's whole tree."""
+    if tree is None:
+        return
+    if prefix is None:
+        end_cgroup(tree.root, tree.version)
+        return
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(tree.root):
+            if entry.name.startswith(prefix):
+                end_cgroup(Path(entry.path), tree.version)
 
 
 def _freeze(cgroup: Path, version: int, frozen: bool) -> None:
@@ -297,3 +334,15 @@ class Confinement:
                 logger.warning("cgroups: cannot leave %s (%s)", cgroup, exc)
                 return 0
             return end_cgroup(cgroup, self.tree.version)
+
+    def end_orphaned(self) -> None:
+        """End the task's cgroup (the life pipe closed); if the agent is dead, remove its cgroup if empty.
+
+        The last worker or child of a SIGKILLed agent to get here removes the agent's cgroup; when they
+        all die with it, the next agent's start does (:func:`clean_stale`).
+        """
+        self.end()
+        pid, _, start = self.tree.root.name[len(PREFIX) :].partition("-")
+        if pid.isdigit() and _start_time(int(pid)) != start:
+            with contextlib.suppress(OSError):
+                self.tree.root.rmdir()

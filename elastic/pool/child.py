@@ -28,7 +28,7 @@ from pathlib import Path
 
 import cloudpickle
 
-from elastic.pool.cgroups import CgroupTree, Confinement
+from elastic.pool.cgroups import CgroupTree, Confinement, end_left
 from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.spool import read_output
 from elastic.pool.tasks import ShellResult, ShellTaskError, Task, TaskKind, TaskResult, execute, how_it_ended
@@ -62,6 +62,7 @@ class Child:
     _err: Path
     _res: Path
     _spool: Path | None = None
+    _cgroups: CgroupTree | None = None
 
     def stop(self) -> None:
         """Make the child kill its task (its whole process group) and exit: close its standard input."""
@@ -73,6 +74,7 @@ class Child:
         """Return the task's result; call once the child has exited (its files are removed)."""
         self.stop()
         self.proc.wait()
+        end_left(self._cgroups, f"c{self.proc.pid}-")  # the task's cgroup, if the child died before it could
         os.close(self.exited_fd)
         stdout, stdout_file = read_output(self._out, self._spool, "stdout")
         stderr, stderr_file = read_output(self._err, self._spool, "stderr")
@@ -147,7 +149,7 @@ def run_in_child(
         # stopping the job) can reach it between fork and setsid. collect() reports how it ended.
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
-    return Child(task, proc, exited_fd, out, err, res, spool)
+    return Child(task, proc, exited_fd, out, err, res, spool, cgroups)
 
 
 def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
@@ -192,7 +194,7 @@ def _child_main(result_path: str, spool: str = "", cgroups: str = "") -> int:
         while os.read(control, 4096):
             pass
         if confinement is not None:
-            confinement.end()  # every process of the task, wherever it went (elastic.pool.cgroups)
+            confinement.end_orphaned()  # every process of the task, wherever it went (elastic.pool.cgroups)
         # The child leads its own process group (see run_in_child): this kills the task's whole tree.
         os.killpg(os.getpgrp(), signal.SIGKILL)
 

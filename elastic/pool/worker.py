@@ -38,7 +38,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
-from elastic.pool.cgroups import CgroupTree, Confinement
+from elastic.pool.cgroups import CgroupTree, Confinement, end_left
 from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.tasks import Task, TaskResult, execute, how_it_ended
 
@@ -111,6 +111,7 @@ class Worker:
             os.close(life_read)
         self.conn = Connection(ours.detach())
         self.memory_limit = memory_limit
+        self.cgroups = cgroups
         self.task: Task | None = None
         self.retiring = False
 
@@ -157,7 +158,10 @@ class Worker:
             self._life = -1
 
     def stop(self, timeout: float = 2.0) -> None:
-        """End the worker and every process of its group, at once (closing its pipes), then reap it."""
+        """End the worker and every process of its group, at once (closing its pipes), then reap it.
+
+        A task cgroup it left (it died before it could end it) is ended and removed too.
+        """
         self.kill()
         self.conn.close()
         try:
@@ -166,6 +170,7 @@ class Worker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        end_left(self.cgroups, f"w{self.pid}-")
 
 
 # --------------------------------------------------------------------------------------------------------
@@ -177,7 +182,7 @@ def _watch(life_fd: int, confinement: Confinement | None) -> None:
     while os.read(life_fd, 4096):
         pass
     if confinement is not None:
-        confinement.end()
+        confinement.end_orphaned()
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
