@@ -8,14 +8,23 @@ its tasks placed and simulated) can take that long alone.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
+from elastic.backends.mock import MockBackend
 from elastic.cli import main
 from elastic.cli import run as run_cli
+from elastic.control import controller
+from elastic.control.rate import SubmissionLimit
+from elastic.control.runner import Runner
+from elastic.control.sim_execution import SimExecution
+from elastic.strategies.knowledge import Knowledge
+from elastic.workflow import Stage, Workflow
+from tests.control.test_submission_rate_setting import Runaway
 
-TASKS = 20_000
+TASKS = 10_000
 """A scaled-down large stage: a few seconds of simulation on a busy 2-core machine."""
 
 
@@ -57,3 +66,27 @@ def test_run_simulate_prints_the_runs_lines_before_its_metrics(
     assert out.index("allocation a1: running") < out.index("makespan (s)")
     assert main([*args, "--no-progress"]) == 0
     assert "stage a: ready" not in capsys.readouterr().out
+
+
+def test_releasing_many_allocations_at_the_end_says_how_far_it_is(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The release after a failure or SIGTERM (9 minutes once, silent) says how far it is as it goes."""
+    monkeypatch.setattr(controller, "RELEASE_PROGRESS", 0.0)  # a line at every step of this short release
+    workflow = Workflow("w", (Stage("s", tasks=1, cores=1, runtime=1e6),))
+    runner = Runner(
+        workflow,
+        Runaway(),  # a new allocation every 0.5 s, for ever: stopped by the cap, with 25 to release
+        MockBackend(nodes=4),
+        SimExecution(),
+        Knowledge(workflow),
+        max_duration=86400.0,
+        poll_interval=1.0,
+        submission_rate=SubmissionLimit(per_minute=600, burst=1000, max_allocations=25),
+    )
+    with caplog.at_level(logging.WARNING, logger="elastic.control.controller"):
+        assert runner.run().status == "failed"
+    lines = [r.getMessage() for r in caplog.records if "still releasing allocations" in r.getMessage()]
+    cancelled = [int(m.split(" of ")[0].rsplit(" ", 1)[1]) for m in lines if "cancelled" in m]
+    assert cancelled and min(cancelled) < max(cancelled), lines  # said during the release, not only after
+    assert all(" of " in m for m in lines)
