@@ -10,13 +10,16 @@ Layout. At its start the agent looks for a cgroup it may write: its own (cgroup 
 hierarchy), which is the job's or step's cgroup under Slurm (nested, so the job's limits still hold), or
 the root when it runs as root on a machine without a batch system. There it creates
 ``elastic-PID-START`` (its pid and start time: a stale one is recognised by a pid that is gone or was
-reused); each task gets a child cgroup of it (``wPID-N`` for the N-th task of a warm worker, ``cPID-1``
-for a fresh child). The worker or child moves itself into that cgroup before the task runs, so whatever
-the task starts is born there, and moves itself back before ending it:
+reused); each task gets a child cgroup of it: a fresh child (``cPID-1``) moves itself there before its
+task runs, a warm worker (``wPID-1``) when it starts, for the tasks it runs one at a time. Whatever a task
+starts is born there:
 
-- at the task's end (worker) or before the child exits, everything in the task's cgroup is killed
-  (``cgroup.kill``; on kernels before 5.14 and on the v1 freezer: freeze, SIGKILL every member, thaw,
-  until it is empty) and the cgroup removed;
+- after each task a warm worker kills every other member of its cgroup (nothing leaves it, so SIGKILL
+  to each until only the worker is left ends them all; a single read of ``cgroup.procs`` when the task
+  left nothing: moving a process between cgroups costs about a millisecond, too much per task);
+- before it exits a fresh child moves itself back, kills everything in its cgroup (``cgroup.kill``; on
+  kernels before 5.14 and on the v1 freezer: freeze, SIGKILL every member, thaw, until it is empty) and
+  removes the cgroup;
 - when the agent dies, even by SIGKILL, each worker's and child's watcher (the life pipe closes) kills its
   task's cgroup before killing its own process group;
 - when the agent stops it ends and removes its whole cgroup, including what a killed worker left;
@@ -320,6 +323,27 @@ class Confinement:
                 return False
             self.current = cgroup
             return True
+
+    def clear(self) -> int:
+        """Kill every process of the current cgroup but this one; return how many (a warm worker's).
+
+        A warm worker stays in its cgroup and runs one task at a time: what is left there after the task
+        was started by it. Nothing leaves the cgroup, so SIGKILL to each member until only this process
+        is left ends every one, even one that forks meanwhile. A single read when nothing was left.
+        """
+        with self._lock:
+            if self.current is None:
+                return 0
+            me, killed = os.getpid(), 0
+            deadline = time.monotonic() + _EMPTY_WAIT
+            while True:
+                others = [p for p in _members(self.current) if p != me and _start_time(p) is not None]
+                if not others or time.monotonic() > deadline:
+                    return killed
+                for pid in others:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.kill(pid, signal.SIGKILL)
+                        killed += 1
 
     def end(self) -> int:
         """Move this process home, then kill and remove the task's cgroup; return how many were killed."""

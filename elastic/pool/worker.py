@@ -10,8 +10,9 @@ Safety, as for a fresh child (:mod:`elastic.pool.child`):
 - every worker leads its own process group and holds the read end of a *life pipe* whose write end only
   the agent has: when the agent dies (even by SIGKILL) the pipe closes and a watcher thread kills the
   worker's whole process group, so tasks' subprocesses do not outlive it;
-- it runs each task in a cgroup of its own where the agent has one (:mod:`elastic.pool.cgroups`) and kills
-  it after the task, or when the agent dies; it is also a child subreaper, and after each task it ends
+- where the agent has cgroups, it runs in a cgroup of its own (:mod:`elastic.pool.cgroups`), where the
+  one task it runs at a time starts its processes: after the task it kills every other member, and the
+  whole cgroup when the agent dies; it is also a child subreaper, and after each task it ends
   every process the task left running, daemons that left its process group included
   (:mod:`elastic.pool.reaper`);
 - its standard input is ``/dev/null``;
@@ -198,6 +199,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when its workers stop
     become_subreaper()  # what a task leaves running stays here, to be ended after it
     confinement = None if args.cgroups is None else Confinement(args.cgroups, f"w{os.getpid()}-")
+    if confinement is not None:
+        confinement.enter()  # its own cgroup, where the processes its tasks start are born
     threading.Thread(target=_watch, args=(args.life_fd, confinement), daemon=True).start()
     if args.memory_limit is not None:
         resource.setrlimit(resource.RLIMIT_AS, (args.memory_limit, args.memory_limit))
@@ -210,11 +213,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         task: Task = pickle.loads(blob)
         os.environ["ELASTIC_TASK_ID"] = task.task_id
         os.environ["ELASTIC_TASK_CORES"] = str(task.cores)
-        if confinement is not None:
-            confinement.enter()  # what the task starts is born in its cgroup (elastic.pool.cgroups)
         result = execute(task, args.spool_dir)
         if confinement is not None:
-            confinement.end()
+            confinement.clear()  # what the task left in this worker's cgroup (elastic.pool.cgroups)
         end_descendants()  # nothing a task started outlives it (elastic.pool.reaper)
         sys.stdout.flush()
         sys.stderr.flush()
