@@ -9,6 +9,8 @@ for every strategy), builds a mock backend on the virtual clock for each run and
 from __future__ import annotations
 
 import math
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -27,6 +29,7 @@ from elastic.workflow import Workflow
 if TYPE_CHECKING:
     from elastic.learners.base import LearnerStateStore, WaitPredictor
     from elastic.strategies.knowledge import RuntimeHistory, WaitStore
+    from elastic.strategies.view import RunView
 
 __all__ = [
     "BASELINES",
@@ -205,6 +208,45 @@ def start_points(
     return rng.uniform(low, max(low, last - horizon), size=runs)
 
 
+class _Heartbeat:
+    """While a simulated run goes on, call ``progress`` every ``interval`` real seconds with how far it is."""
+
+    def __init__(
+        self,
+        progress: Callable[[str], None] | None,
+        interval: float,
+        execution: SimExecution,
+        workflow: Workflow,
+        run: int,
+        runs: int,
+    ) -> None:
+        self.progress, self.interval, self.execution = progress, interval, execution
+        self.total = sum(stage.tasks for stage in workflow.stages)
+        self.prefix = f"run {run + 1}/{runs}: " if runs > 1 else ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, name="elastic-sim-progress", daemon=True)
+
+    def _beat(self) -> None:
+        started = time.monotonic()
+        while not self._stop.wait(self.interval):
+            assert self.progress is not None
+            ex = self.execution
+            self.progress(
+                f"{self.prefix}simulating: {ex.tasks_ended:,} task attempts of {self.total:,} tasks ended, "
+                f"simulated t={max(ex.now, 0.0):,.0f} s, {time.monotonic() - started:.0f} s of real time"
+            )
+
+    def __enter__(self) -> _Heartbeat:
+        if self.progress is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+
+
 def simulate_runs(
     workflow: Workflow,
     strategy: str,
@@ -229,6 +271,9 @@ def simulate_runs(
     job_cores: int | None = None,
     queue_rules: bool = True,
     submission_rate: SubmissionLimit | None = None,
+    on_iteration: Callable[[RunView], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+    progress_interval: float = 5.0,
 ) -> list[RunResult]:
     """Run ``workflow`` ``runs`` times under ``strategy`` in pure simulation (virtual clock, no processes).
 
@@ -289,6 +334,14 @@ def simulate_runs(
     submission_rate : SubmissionLimit or None, default None
         How fast each run may submit batch jobs, on the virtual clock
         (:class:`~elastic.control.runner.Runner` ``submission_rate``); None: 30 at once, then 30 a minute.
+    on_iteration : callable or None, default None
+        Called with the run view after each iteration of each run (:class:`~elastic.control.runner.Runner`).
+    progress : callable or None, default None
+        Called every ``progress_interval`` real seconds while a run goes on with one line saying how far it
+        is (tasks ended of the workflow's, simulated time): a single decision of a large run can take
+        seconds, so iterations alone may be silent for long.
+    progress_interval : float, default 5.0
+        Real seconds between two ``progress`` lines.
 
     Returns
     -------
@@ -343,20 +396,23 @@ def simulate_runs(
             shared=shared,
             learner_name=shared_name(learner),
         )
+        execution = SimExecution()
         runner = Runner(
             workflow,
             make_strategy(strategy, **(strategy_options or {})),
             backend,
-            SimExecution(),
+            execution,
             knowledge,
             seed=seed * 100_003 + i,
             poll_interval=poll_interval,
             max_duration=horizon,
             job_cores=job_cores,
             submission_rate=submission_rate,
+            on_iteration=on_iteration,
         )
         try:
-            result = runner.run()
+            with _Heartbeat(progress, progress_interval, execution, workflow, i, runs):
+                result = runner.run()
         finally:
             backend.close()
         results.append(result)

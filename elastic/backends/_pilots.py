@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 
 from elastic.backends._proctrack import Proc, alive, process_tree, signal_all
+from elastic.pool.cgroups import end_agents
 
 __all__ = ["Pilots"]
 
@@ -73,6 +74,7 @@ class Pilots:
                 elif now >= deadline:
                     _killpg(pgid, signal.SIGKILL)
                     signal_all(procs, signal.SIGKILL)
+                    end_agents([(p.pid, p.start) for p in procs])  # and the tasks' cgroups
                     del self._stopping[pgid]
 
     def kill_all(self) -> None:
@@ -82,11 +84,13 @@ class Pilots:
             descendants = process_tree(proc.pid)
             _killpg(proc.pid, signal.SIGKILL)
             signal_all(descendants, signal.SIGKILL)
+            end_agents([(p.pid, p.start) for p in descendants])  # and the tasks' cgroups
             proc.wait()
         self._procs.clear()
         for pgid, (_, procs) in self._stopping.items():  # SIGTERMed jobs not gone yet
             _killpg(pgid, signal.SIGKILL)
             signal_all(procs, signal.SIGKILL)
+            end_agents([(p.pid, p.start) for p in procs])
         self._stopping.clear()
 
     def _stop(self, pid: int) -> None:

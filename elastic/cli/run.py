@@ -127,12 +127,20 @@ def register(subparsers: Any) -> None:
     add_background_arguments(parser)
 
 
+SIM_PROGRESS_INTERVAL = 5.0
+"""Real seconds between two "simulating: ..." lines of ``elastic run --simulate`` while a run goes on."""
+
+
 def _json_metrics(metrics: RunMetrics) -> dict[str, float | None]:
     return {k: (None if math.isnan(v) else v) for k, v in metrics.summary().items()}
 
 
 def _simulate(
-    args: argparse.Namespace, workflow: Workflow, learner: WaitPredictor, store: ResilientStore | None
+    args: argparse.Namespace,
+    workflow: Workflow,
+    learner: WaitPredictor,
+    store: ResilientStore | None,
+    console: Console,
 ) -> RunResult:
     from elastic.experiments import simulate_runs
 
@@ -157,6 +165,12 @@ def _simulate(
         shared=store,
         poll_interval=args.poll or 30.0,
         submission_rate=args.submission_rate,
+        # off a terminal, or on one: the same lines, as the run goes (a large one takes minutes)
+        on_iteration=None if args.no_progress else PlainLines(console),
+        progress=None
+        if args.no_progress
+        else lambda line: console.print(f"elastic: {line}", highlight=False),
+        progress_interval=SIM_PROGRESS_INTERVAL,
     )
     return result
 
@@ -299,7 +313,7 @@ def _run(args: argparse.Namespace) -> int:
         try:
             with sigterm_interrupts():
                 if args.simulate:
-                    result = _simulate(args, workflow, learner, store)
+                    result = _simulate(args, workflow, learner, store, console)
                 else:
                     result = _real(args, workflow, learner, store, console)
         except BaseException:

@@ -86,9 +86,12 @@ from elastic.strategies.settle import SETTLE_MARGIN
 from elastic.strategies.view import AllocationIndex, AllocationIndexes
 from elastic.workflow import Workflow
 
-__all__ = ["AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
+__all__ = ["RELEASE_PROGRESS", "AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
+
+RELEASE_PROGRESS = 5.0
+"""Real seconds between two lines saying how far the release of every allocation at a run's end is."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -371,6 +374,16 @@ class AllocationController:
         self._index.put(a)
         return a
 
+    def _releasing(self, started: float, said: float, done: str) -> float:
+        """Say how far the release is every :data:`RELEASE_PROGRESS` seconds; return when it last said."""
+        now = time.monotonic()
+        if now - said < RELEASE_PROGRESS:
+            return said
+        logger.warning(
+            "%s: still releasing allocations: %s (%.0f s)", self.strategy.name, done, now - started
+        )
+        return now
+
     def _open_job(self, alloc_id: str) -> str | None:
         """Return the batch job id of ``alloc_id`` if it has one and has not ended, else None."""
         a = self._allocs.get(alloc_id)
@@ -387,11 +400,14 @@ class AllocationController:
             Real seconds to wait for the backend to report the cancelled jobs ended (Slurm takes a few
             seconds to kill a job's processes); after that they are recorded as cancelled anyway.
         """
-        for a in list(self._allocs.values()):
-            if not a.ended:
-                self._cancel(Cancel(a.alloc_id, "run over"), now, kill=True)
+        open_ = [a for a in self._allocs.values() if not a.ended]
+        started = said = time.monotonic()
+        for i, a in enumerate(open_):
+            self._cancel(Cancel(a.alloc_id, "run over"), now, kill=True)
+            said = self._releasing(started, said, f"{i + 1:,} of {len(open_):,} cancelled")
         deadline = time.monotonic() + settle
-        for a in list(self._allocs.values()):
+        for i, a in enumerate(list(self._allocs.values())):
+            said = self._releasing(started, said, f"{i:,} of {len(self._allocs):,} recorded ended")
             while not a.ended and time.monotonic() < deadline:
                 info = self.backend.state(self._job_ids[a.alloc_id])
                 if info.state.is_final:

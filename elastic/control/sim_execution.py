@@ -95,6 +95,12 @@ class SimExecution:
         Backend seconds every task attempt runs beyond its sampled duration (dispatch to the agent,
         process start, result back); measured by the same benchmark.
 
+    Attributes
+    ----------
+    tasks_ended : int
+        Task attempts that ended so far (read by a progress line from another thread, as a long
+        simulation goes on: :func:`elastic.experiments.simulate_runs` ``progress``).
+
     Examples
     --------
     >>> ex = SimExecution()
@@ -131,6 +137,12 @@ class SimExecution:
         self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
+        self.tasks_ended = 0
+
+    @property
+    def now(self) -> float:
+        """Backend time the simulation of the tasks has reached (``-inf`` before any allocation)."""
+        return self._now
 
     # -- the Execution contract -----------------------------------------------------------------------
 
@@ -249,6 +261,7 @@ class SimExecution:
             live.free += task.cores
             self._now = max(self._now, end)
             self._pending.append(_event(EventKind.TASK_END, end, alloc_id, task_id, task))
+            self.tasks_ended += 1
             self._dispatch(end)
         self._now = max(self._now, t)
 

@@ -24,6 +24,9 @@ when the allocation ends, for agents that were killed.
 
 Exit codes: 0 left normally, 2 bad arguments (a message, no traceback), 3 the pool never answered the
 registration (wrong secret, unreachable), 4 the pool went silent.
+
+Over 500 lines because one poll loop owns the agent's whole life (registration, workers, children, kills,
+reports, and ending what tasks leave behind) and its parts share that loop's state.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import zmq
 
 from elastic.errors import ConfigError
 from elastic.pool.agent_command import AgentCommand
+from elastic.pool.cgroups import CgroupTree, agent_tree, end_left
 from elastic.pool.child import Child, run_in_child
 from elastic.pool.job_checks import granted_end, pool_listening
 from elastic.pool.messages import (
@@ -142,6 +146,7 @@ class Agent:
         self._lost: list[TaskLost] = []
         self._killed: set[str] = set()  # tasks the pool asked to kill, not ended yet
         self._poller = zmq.Poller()
+        self._cgroups: CgroupTree | None = None
 
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self._signalled = signal.Signals(signum).name
@@ -152,6 +157,7 @@ class Agent:
         """Serve the pool until told to leave; return the process exit code."""
         cmd = self.command
         become_subreaper()
+        self._cgroups = agent_tree()  # each task in a cgroup of its own where the machine allows it
         wake_read, wake_write = os.pipe()
         os.set_blocking(wake_write, False)
         signal.signal(signal.SIGTERM, self._on_signal)
@@ -185,6 +191,7 @@ class Agent:
         finally:
             self._kill_all()
             end_descendants()  # what tasks left running, adopted by this subreaper (elastic.pool.reaper)
+            end_left(self._cgroups)  # and every task's cgroup (elastic.pool.cgroups)
             sock.close()
             signal.set_wakeup_fd(old_wakeup)
             os.close(wake_read)
@@ -217,7 +224,8 @@ class Agent:
         return None
 
     def _add_worker(self) -> None:
-        worker = Worker(self.command.python, self.command.worker_memory, spool=self.spool)
+        cmd, cgroups = self.command, self._cgroups
+        worker = Worker(cmd.python, cmd.worker_memory, spool=self.spool, cgroups=cgroups)
         self._workers.append(worker)
         self._poller.register(worker.fileno(), zmq.POLLIN)
 
@@ -333,7 +341,7 @@ class Agent:
                 kept.append(task)
                 continue
             if task.kind is TaskKind.SHELL or task.isolate:
-                child = run_in_child(task, workdir, spool=self.spool)
+                child = run_in_child(task, workdir, spool=self.spool, cgroups=self._cgroups)
                 self._children[child.exited_fd] = child
                 self._poller.register(child.exited_fd, zmq.POLLIN)
                 self._started.append(task.task_id)

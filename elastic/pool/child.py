@@ -28,6 +28,7 @@ from pathlib import Path
 
 import cloudpickle
 
+from elastic.pool.cgroups import CgroupTree, Confinement, end_left
 from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.spool import read_output
 from elastic.pool.tasks import ShellResult, ShellTaskError, Task, TaskKind, TaskResult, execute, how_it_ended
@@ -61,6 +62,7 @@ class Child:
     _err: Path
     _res: Path
     _spool: Path | None = None
+    _cgroups: CgroupTree | None = None
 
     def stop(self) -> None:
         """Make the child kill its task (its whole process group) and exit: close its standard input."""
@@ -72,6 +74,7 @@ class Child:
         """Return the task's result; call once the child has exited (its files are removed)."""
         self.stop()
         self.proc.wait()
+        end_left(self._cgroups, f"c{self.proc.pid}-")  # the task's cgroup, if the child died before it could
         os.close(self.exited_fd)
         stdout, stdout_file = read_output(self._out, self._spool, "stdout")
         stderr, stderr_file = read_output(self._err, self._spool, "stderr")
@@ -99,12 +102,18 @@ class Child:
 
 
 def run_in_child(
-    task: Task, workdir: Path, env: Mapping[str, str] | None = None, spool: Path | None = None
+    task: Task,
+    workdir: Path,
+    env: Mapping[str, str] | None = None,
+    spool: Path | None = None,
+    cgroups: CgroupTree | None = None,
 ) -> Child:
     """Start a child process running ``task``; return it (see :class:`Child`).
 
     ``workdir`` holds its output and result files while it runs; ``spool`` is the pool run's spool
     directory (large payloads, values and outputs: :mod:`elastic.pool.spool`), None to keep all inline.
+    With ``cgroups`` (the agent's tree), the task runs in a cgroup of its own there, ``cPID-1``
+    (:mod:`elastic.pool.cgroups`).
     """
     workdir.mkdir(parents=True, exist_ok=True)
     base = workdir / uuid.uuid4().hex  # not the task id: that may hold any character
@@ -114,7 +123,14 @@ def run_in_child(
     child_env["ELASTIC_TASK_CORES"] = str(task.cores)
     with out.open("wb") as fo, err.open("wb") as fe:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "elastic.pool.child", str(res), str(spool or "")],
+            [
+                sys.executable,
+                "-m",
+                "elastic.pool.child",
+                str(res),
+                str(spool or ""),
+                "" if cgroups is None else cgroups.to_arg(),
+            ],
             stdin=subprocess.PIPE,
             stdout=fo,
             stderr=fe,
@@ -133,7 +149,7 @@ def run_in_child(
         # stopping the job) can reach it between fork and setsid. collect() reports how it ended.
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.close()
-    return Child(task, proc, exited_fd, out, err, res, spool)
+    return Child(task, proc, exited_fd, out, err, res, spool, cgroups)
 
 
 def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
@@ -159,7 +175,7 @@ def _with_shell_output(task: Task, result: TaskResult) -> TaskResult:
     return result
 
 
-def _child_main(result_path: str, spool: str) -> int:
+def _child_main(result_path: str, spool: str = "", cgroups: str = "") -> int:
     """Entry point of the child process: read the task from stdin, run it, write the result file."""
     stdin = sys.stdin.buffer
     (size,) = _LENGTH.unpack(stdin.read(_LENGTH.size))
@@ -171,16 +187,24 @@ def _child_main(result_path: str, spool: str) -> int:
     os.dup2(devnull, 0)
     os.close(devnull)
 
+    confinement = Confinement(CgroupTree.from_arg(cgroups), f"c{os.getpid()}-") if cgroups else None
+
     def watch_parent() -> None:
         # EOF on the pipe means the agent died or wants the task stopped: stop now, leave no orphan.
         while os.read(control, 4096):
             pass
+        if confinement is not None:
+            confinement.end_orphaned()  # every process of the task, wherever it went (elastic.pool.cgroups)
         # The child leads its own process group (see run_in_child): this kills the task's whole tree.
         os.killpg(os.getpgrp(), signal.SIGKILL)
 
     threading.Thread(target=watch_parent, daemon=True).start()
     become_subreaper()  # what the task leaves running stays here, to be ended before the child exits
+    if confinement is not None:
+        confinement.enter()
     result = execute(task, Path(spool) if spool else None)
+    if confinement is not None:
+        confinement.end()
     end_descendants()
     sys.stdout.flush()
     sys.stderr.flush()
@@ -194,6 +218,6 @@ if __name__ == "__main__":
     # Run the copy imported as ``elastic.pool.child`` so pickled records name their real module.
     from elastic.pool.child import _child_main as _main
 
-    code = _main(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else "")
+    code = _main(sys.argv[1], *sys.argv[2:4])
     # Leave at once: a normal shutdown would wait on the watcher thread blocked reading the pipe.
     os._exit(code)

@@ -10,8 +10,11 @@ Safety, as for a fresh child (:mod:`elastic.pool.child`):
 - every worker leads its own process group and holds the read end of a *life pipe* whose write end only
   the agent has: when the agent dies (even by SIGKILL) the pipe closes and a watcher thread kills the
   worker's whole process group, so tasks' subprocesses do not outlive it;
-- it is a child subreaper, and after each task it ends every process the task left running, daemons
-  that left its process group included (:mod:`elastic.pool.reaper`);
+- where the agent has cgroups, it runs in a cgroup of its own (:mod:`elastic.pool.cgroups`), where the
+  one task it runs at a time starts its processes: after the task it kills every other member, and the
+  whole cgroup when the agent dies; it is also a child subreaper, and after each task it ends
+  every process the task left running, daemons that left its process group included
+  (:mod:`elastic.pool.reaper`);
 - its standard input is ``/dev/null``;
 - with ``memory_limit``, its address space is capped (``RLIMIT_AS``): a task that exhausts it gets a
   ``MemoryError`` (its future fails, the worker and the agent survive), and a worker whose resident size
@@ -36,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from multiprocessing.connection import Connection
 from pathlib import Path
 
+from elastic.pool.cgroups import CgroupTree, Confinement, end_left
 from elastic.pool.reaper import become_subreaper, end_descendants
 from elastic.pool.tasks import Task, TaskResult, execute, how_it_ended
 
@@ -69,6 +73,8 @@ class Worker:
         Extra environment variables.
     spool : Path or None, default None
         The pool run's spool directory (large calls and values go through files there).
+    cgroups : CgroupTree or None, default None
+        The agent's cgroup tree: each task runs in a cgroup of its own there; None: no cgroups.
 
     Attributes
     ----------
@@ -82,6 +88,7 @@ class Worker:
         memory_limit: int | None = None,
         env: Mapping[str, str] | None = None,
         spool: Path | None = None,
+        cgroups: CgroupTree | None = None,
     ):
         ours, theirs = socket.socketpair()
         life_read, self._life = os.pipe()
@@ -90,6 +97,8 @@ class Worker:
             argv.append(f"--memory-limit={memory_limit}")
         if spool is not None:
             argv.append(f"--spool-dir={spool}")
+        if cgroups is not None:
+            argv.append(f"--cgroups={cgroups.to_arg()}")
         try:
             self.proc = subprocess.Popen(
                 argv,
@@ -103,6 +112,7 @@ class Worker:
             os.close(life_read)
         self.conn = Connection(ours.detach())
         self.memory_limit = memory_limit
+        self.cgroups = cgroups
         self.task: Task | None = None
         self.retiring = False
 
@@ -149,7 +159,10 @@ class Worker:
             self._life = -1
 
     def stop(self, timeout: float = 2.0) -> None:
-        """End the worker and every process of its group, at once (closing its pipes), then reap it."""
+        """End the worker and every process of its group, at once (closing its pipes), then reap it.
+
+        A task cgroup it left (it died before it could end it) is ended and removed too.
+        """
         self.kill()
         self.conn.close()
         try:
@@ -158,16 +171,19 @@ class Worker:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+        end_left(self.cgroups, f"w{self.pid}-")
 
 
 # --------------------------------------------------------------------------------------------------------
 # The worker process.
 
 
-def _watch(life_fd: int) -> None:
-    """Block on the life pipe; when the agent closes it (or dies), kill this whole process group."""
+def _watch(life_fd: int, confinement: Confinement | None) -> None:
+    """Block on the life pipe; when the agent closes it (or dies), kill the task's cgroup and this group."""
     while os.read(life_fd, 4096):
         pass
+    if confinement is not None:
+        confinement.end_orphaned()
     os.killpg(os.getpgrp(), signal.SIGKILL)
 
 
@@ -178,10 +194,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--life-fd", type=int, required=True)
     parser.add_argument("--memory-limit", type=int)
     parser.add_argument("--spool-dir", type=Path)
+    parser.add_argument("--cgroups", type=CgroupTree.from_arg)
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent decides when its workers stop
     become_subreaper()  # what a task leaves running stays here, to be ended after it
-    threading.Thread(target=_watch, args=(args.life_fd,), daemon=True).start()
+    confinement = None if args.cgroups is None else Confinement(args.cgroups, f"w{os.getpid()}-")
+    if confinement is not None:
+        confinement.enter()  # its own cgroup, where the processes its tasks start are born
+    threading.Thread(target=_watch, args=(args.life_fd, confinement), daemon=True).start()
     if args.memory_limit is not None:
         resource.setrlimit(resource.RLIMIT_AS, (args.memory_limit, args.memory_limit))
     conn = Connection(args.conn_fd)
@@ -194,6 +214,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["ELASTIC_TASK_ID"] = task.task_id
         os.environ["ELASTIC_TASK_CORES"] = str(task.cores)
         result = execute(task, args.spool_dir)
+        if confinement is not None:
+            confinement.clear()  # what the task left in this worker's cgroup (elastic.pool.cgroups)
         end_descendants()  # nothing a task started outlives it (elastic.pool.reaper)
         sys.stdout.flush()
         sys.stderr.flush()

@@ -15,6 +15,7 @@ import zmq
 
 from elastic.allocations import Allocation
 from elastic.backends._proctrack import process_tree
+from elastic.pool.cgroups import end_agents
 from elastic.pool.events import PoolEvent
 from elastic.pool.pool import Pool
 from elastic.pool.sockets import curve_keys
@@ -45,10 +46,12 @@ def start_agent(tmp_path: Path) -> Iterator[AgentStarter]:
         return proc
 
     yield start
+    agents = [(p.pid, p.start) for proc in procs for p in process_tree(proc.pid) if p.pid == proc.pid]
     for proc in procs:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+    end_agents(agents)  # the tasks' cgroups of the agents killed here, as the mock backend does
 
 
 def descendants(pid: int) -> list[int]:

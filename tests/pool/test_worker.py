@@ -133,8 +133,9 @@ def test_a_killed_agent_leaves_no_worker_or_task_process(pool: Pool, start_agent
     pool.submit(Task.shell("sleep 60 & sleep 60; wait"))
     pool.submit(Task.call(sleep_then_pid, (60.0,)))
     wait_for(pool, lambda e: isinstance(e, TaskEvent) and e.state is TaskState.RUNNING and e.cores == 1)
-    time.sleep(0.5)
-    family = descendants(agent.pid)
+    deadline = time.monotonic() + 10  # the shell task's child may start later than the call's event
+    while len(family := descendants(agent.pid)) < 5 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert len(family) >= 4  # two workers, the shell task's child and its sleeps
     os.kill(agent.pid, signal.SIGKILL)
     deadline = time.monotonic() + 10
