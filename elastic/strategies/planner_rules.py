@@ -33,8 +33,9 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
     5: the request for ``period_stats`` asked 2.5 h, still waited when the stage was ready at 11.3 h and
     started at 30.7 h, where Per-Stage's request of 1.25 h, asked then, started at once. Each is lowered
     to what its stages need (:func:`merge.group_walltime`; a piece, to what
-    :meth:`~elastic.strategies.planner_waits.QueueWaits.waves_walltime` would ask, ``piece_walltime``);
-    walltime follow-ups ask no cover and are left.
+    :meth:`~elastic.strategies.planner_waits.QueueWaits.waves_walltime` would ask, ``piece_walltime``,
+    never less than one wave: it is not asked where one wave would not lower it); walltime follow-ups
+    ask no cover and are left.
     """
     out: list[Shorten] = []
     order = {s.name: s.index for s in view.stages}
@@ -47,6 +48,8 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
         if not labels or not view.stage(labels[0]).ready:
             continue
         needed = merge.group_walltime(view.knowledge, labels)
+        if a.walltime <= needed + SHORTEN_SLACK:
+            continue  # nothing to lower: a piece's walltime is one wave or more (no estimate asked)
         if a.piece_of is not None:  # a piece keeps a second wave's walltime where it costs no wait
             needed = piece_walltime(a.cores, needed)
         if a.walltime > needed + SHORTEN_SLACK:
