@@ -144,7 +144,7 @@ def _minute(t: float) -> float:
 
 
 def _known(view: RunView, label: str) -> bool:
-    return any(s.name == label for s in view.stages)
+    return view.has_stage(label)
 
 
 def _follows(view: RunView, s: StageView, chain: Sequence[StageView]) -> bool:

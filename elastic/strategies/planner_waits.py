@@ -107,6 +107,7 @@ class QueueWaits:
         """By decision time and label, the estimate each request was made on (the planner records it)."""
         self._bias: tuple[float | None, float] = (None, 1.0)
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
+        self._walltimes: dict[int, float | None] = {}  # per width, the walltime asked (with _asked)
 
     def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
@@ -136,12 +137,15 @@ class QueueWaits:
             return None
         if self._asked[0] != (view.now, view.estimate):
             self._asked = ((view.now, view.estimate), {})
+            self._walltimes = {}
         answers = self._asked[1]
         key = (cores, releasing)
         if key not in answers:
-            left = [s for s in view.stages if not s.complete]
-            same = [s for s in left if s.width == cores] or left
-            walltime = max((view.knowledge.walltime(s.name) for s in same), default=None)
+            if cores not in self._walltimes:
+                left = [s for s in view.stages if not s.complete]
+                same = [s for s in left if s.width == cores] or left
+                self._walltimes[cores] = max((view.knowledge.walltime(s.name) for s in same), default=None)
+            walltime = self._walltimes[cores]
             answers[key] = None if walltime is None else view.estimate(cores, walltime, releasing)
         return answers[key]
 
@@ -162,21 +166,15 @@ class QueueWaits:
         requests: dict[str, list[Allocation]] = {}
         for a in view.allocations:
             requests.setdefault(a.request, []).append(a)
+        of_stage: dict[str | None, list[str]] = {}  # the requests by their first job's stage, in order
+        for r, jobs in requests.items():
+            of_stage.setdefault(jobs[0].stage, []).append(r)
         done: list[float] = []
         waiting: list[float] = []
         used: set[str] = set()
         for (t, label), given in self.given.items():
             match = next(
-                (
-                    r
-                    for r, jobs in requests.items()
-                    if r not in used
-                    and jobs[0].stage == label
-                    and jobs[0].submit_time is not None
-                    and abs(jobs[0].submit_time - t) <= 1.0
-                    and all(j.eligible_time is None or j.eligible_time <= t + 1.0 for j in jobs)
-                ),
-                None,
+                (r for r in of_stage.get(label, ()) if r not in used and _made_at(requests[r], t)), None
             )
             if match is None:
                 continue
@@ -272,3 +270,13 @@ class QueueWaits:
             if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK:
                 asked = for_holds
         return asked
+
+
+def _made_at(jobs: Sequence[Allocation], t: float) -> bool:
+    """Whether the request of ``jobs`` was made at decision time ``t`` (within a second), unchained."""
+    first = jobs[0].submit_time
+    return (
+        first is not None
+        and abs(first - t) <= 1.0
+        and all(j.eligible_time is None or j.eligible_time <= t + 1.0 for j in jobs)
+    )
