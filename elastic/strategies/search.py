@@ -185,14 +185,21 @@ def plan(
             if now_key not in now_or_later:
                 first, first_lead = quantile(cores, False)
                 now_or_later[now_key] = not timing.requested_now(
-                    first, cores, prices, need=starts[m], delay=p.delay, model=model, lead=first_lead
+                    first,
+                    cores,
+                    prices,
+                    need=starts[m],
+                    delay=p.delay,
+                    model=model,
+                    lead=first_lead,
+                    mean=p.mean,
                 )
             fu = now_or_later[now_key]
         key = (cores, fu, m, p.key)
         if key not in steps:
             q, q_lead = quantile(cores, fu)
             steps[key] = timing.acquire_delayed(
-                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead
+                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead, mean=p.mean
             )
         return steps[key]
 

@@ -109,6 +109,9 @@ class Prices:
 
 def _quantile(waits: FloatArray, tau: float) -> float:
     """Return the ``tau`` quantile of the distribution whose quantiles at :data:`PROBS` are ``waits``."""
+    first = float(waits[0])
+    if all(x == first for x in waits.tolist()):  # one value (the scheduler's estimate): np.interp's answer
+        return first
     return float(np.interp(tau, PROBS, np.sort(waits)))
 
 
@@ -164,6 +167,7 @@ def acquire_delayed(
     delay: FloatArray,
     model: str | None,
     lead: float | None = None,
+    mean: float | None = None,
 ) -> tuple[float, FloatArray]:
     """Return what new ``cores`` cost in idle cores, and the delay the stages after them carry.
 
@@ -186,7 +190,8 @@ def acquire_delayed(
 
     With no delay before it, the idle cost plus ``beta`` times the expected delay added is
     :func:`acquire_cost` at ``lead = need`` (which is computed so). ``lead``, if given, is
-    :func:`lead_time` of ``waits`` (a caller pricing many steps on one distribution computes it once).
+    :func:`lead_time` of ``waits`` (a caller pricing many steps on one distribution computes it once);
+    ``mean``, if given, is ``delay``'s mean as ``ndarray.mean`` computes it (a caller that keeps it).
 
     Returns
     -------
@@ -217,8 +222,8 @@ def acquire_delayed(
     ws = w.tolist()
     if len(ws) == len(d) == len(PROBS) and all(x == ws[0] for x in ws):
         # one wait (the scheduler's estimate): the same sums on Python floats, in numpy's order
-        return _one_wait(ws[0], d.tolist(), cores, prices, need=need, best=best)
-    now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best)
+        return _one_wait(ws[0], d.tolist(), cores, prices, need=need, best=best, mean=mean)
+    now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best, mean=mean)
     if now:
         at = need + d[:, None]
         idle = float(np.maximum(at - w[None, :], 0.0).mean())
@@ -233,7 +238,14 @@ def acquire_delayed(
 
 
 def _one_wait(
-    wait: float, delay: list[float], cores: int, prices: Prices, *, need: float, best: float
+    wait: float,
+    delay: list[float],
+    cores: int,
+    prices: Prices,
+    *,
+    need: float,
+    best: float,
+    mean: float | None,
 ) -> tuple[float, FloatArray]:
     """:func:`acquire_delayed` of a wait of one value (every quantile ``wait``), unchained, bit for bit.
 
@@ -242,7 +254,9 @@ def _one_wait(
     on the same values in the same order: numpy's cost per call on arrays of 20 values was much of a
     search's (issue 31).
     """
-    now = best >= need + _pairwise(delay, 0, len(delay)) / len(delay)  # requested_now
+    if mean is None:
+        mean = _pairwise(delay, 0, len(delay)) / len(delay)
+    now = best >= need + mean  # requested_now
     n = len(PROBS)
     if now:
         # np.maximum(need + d[:, None] - w[None, :], 0.0).mean(): row i is n copies of one value
@@ -313,16 +327,18 @@ def requested_now(
     delay: FloatArray,
     model: str | None,
     lead: float | None = None,
+    mean: float | None = None,
 ) -> bool:
     """Whether new cores needed ``need`` seconds plus ``delay`` from now are requested at once, unchained.
 
     Where held jobs are ranked at eligibility, when the newsvendor lead (:func:`lead_time`; ``lead`` if
-    given) reaches back past now from the expected need (:func:`acquire_delayed`).
+    given) reaches back past now from the expected need (:func:`acquire_delayed`; ``mean``: ``delay``'s
+    mean, if the caller keeps it).
     """
     if keeps_place(model):
         return False
     best = lead_time(waits, cores, prices) if lead is None else lead
-    return best >= need + float(np.mean(delay))
+    return best >= need + (float(np.mean(delay)) if mean is None else mean)
 
 
 def _slices(values: FloatArray) -> FloatArray:

@@ -71,3 +71,8 @@ def test_the_mean_of_copies_can_differ_from_the_value() -> None:
     # why the copies are summed at all: 20 copies of 0.1 do not average to 0.1 in floats
     assert float(np.full(N, 0.1).mean()) != 0.1
     assert timing._copies_mean(0.1, N) == float(np.full(N, 0.1).mean())
+
+
+@given(seconds, st.floats(0.0, 1.0))
+def test_the_quantile_of_one_wait_is_numpys(wait: float, tau: float) -> None:
+    assert timing._quantile(np.full(N, wait), tau) == float(np.interp(tau, PROBS, np.full(N, wait)))
