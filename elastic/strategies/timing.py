@@ -259,9 +259,10 @@ def _one_wait(
     now = best >= need + mean  # requested_now
     n = len(PROBS)
     if now:
-        # np.maximum(need + d[:, None] - w[None, :], 0.0).mean(): row i is n copies of one value
-        flat = [v for x in delay for v in [_maximum((need + x) - wait, 0.0)] * n]
-        idle = _pairwise(flat, 0, len(flat)) / len(flat)
+        # np.maximum(need + d[:, None] - w[None, :], 0.0).mean(): row i is n copies of one value, so the
+        # same values in the same order (400 of them: numpy sums them faster than Python)
+        flat = np.repeat(np.maximum(np.array(delay) + need - wait, 0.0), n)
+        idle = float(_SUM(flat)) / len(flat)
         row = [_maximum(x, wait - need) for x in delay]
     else:
         asked = min(best, max(need, 0.0))
@@ -269,6 +270,9 @@ def _one_wait(
         late = max(wait - asked, 0.0)
         row = [x + late for x in delay]
     return prices.alpha * cores * idle, np.array([_copies_mean(x, n) for x in sorted(row)])
+
+
+_SUM = np.add.reduce
 
 
 def _maximum(a: float, b: float) -> float:
