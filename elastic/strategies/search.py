@@ -167,7 +167,8 @@ def plan(
         widest_left[m] = max(stages[m].cores, widest_left[m + 1] if m + 1 < n else 0)
         widths_left[m] = after if stages[m].cores in after else tuple(sorted({*after, stages[m].cores}))
     quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
-    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
+    # per step priced: the idle cost, the delay after, its mean and bytes (shared by every plan taking it)
+    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray, float, bytes]] = {}
     now_or_later: dict[tuple[int, int, bytes], bool] = {}
 
     def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float]:
@@ -176,7 +177,7 @@ def plan(
             quantiles[cores, fu] = q, timing.lead_time(q, cores, prices)
         return quantiles[cores, fu]
 
-    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray]:
+    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray, float, bytes]:
         # a follow-up wait, unless nothing of the run has started when it is requested: requested now
         # beside this plan's first allocations (not yet started), it waits in the queue they wait in
         fu = follow_up or (h > 0 and not p.opened)
@@ -198,9 +199,11 @@ def plan(
         key = (cores, fu, m, p.key)
         if key not in steps:
             q, q_lead = quantile(cores, fu)
-            steps[key] = timing.acquire_delayed(
+            idle, delay = timing.acquire_delayed(
                 q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead, mean=p.mean
             )
+            # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
+            steps[key] = idle, delay, float(_SUM(delay)) / len(delay), delay.tobytes()
         return steps[key]
 
     def score(p: _Path) -> tuple[float, tuple[int, bool, int] | tuple[()]]:
@@ -234,11 +237,11 @@ def plan(
                             _path(charged, delay, (p.choices, kept), p.opened, p.held, order)
                         )
                 for c in widths:
-                    idle, delay = acquire(c, h, m, p)
+                    idle, delay, mean, key = acquire(c, h, m, p)
                     new = Choice(s.name, c, new=True)
                     charged = p.charged + c * s.work + idle
                     grown.setdefault(c, []).append(
-                        _path(charged, delay, (p.choices, new), True, False, (p.rank, True, c))
+                        _Path(charged, delay, (p.choices, new), True, False, mean, key, (p.rank, True, c))
                     )
         frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
         # rank the kept plans by their choices (equal choices, equal rank) for the next stage's ties
