@@ -109,9 +109,9 @@ class Prices:
 
 def _quantile(waits: FloatArray, tau: float) -> float:
     """Return the ``tau`` quantile of the distribution whose quantiles at :data:`PROBS` are ``waits``."""
-    first = float(waits[0])
-    if all(x == first for x in waits.tolist()):  # one value (the scheduler's estimate): np.interp's answer
-        return first
+    values = waits.tolist()
+    if values.count(values[0]) == len(values):  # one value (the scheduler's estimate): np.interp's answer
+        return float(values[0])
     return float(np.interp(tau, PROBS, np.sort(waits)))
 
 
@@ -220,9 +220,9 @@ def acquire_delayed(
         return 0.0, _slices(d[:, None] + w[None, :])
     best = lead_time(w, cores, prices) if lead is None else lead
     ws = w.tolist()
-    if len(ws) == len(d) == len(PROBS) and all(x == ws[0] for x in ws):
+    if len(ws) == len(d) == len(PROBS) and ws.count(ws[0]) == len(ws):  # not NaN: NaN != NaN
         # one wait (the scheduler's estimate): the same sums on Python floats, in numpy's order
-        return _one_wait(ws[0], d.tolist(), cores, prices, need=need, best=best, mean=mean)
+        return _one_wait(ws[0], d, cores, prices, need=need, best=best, mean=mean)
     now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best, mean=mean)
     if now:
         at = need + d[:, None]
@@ -239,7 +239,7 @@ def acquire_delayed(
 
 def _one_wait(
     wait: float,
-    delay: list[float],
+    d: FloatArray,
     cores: int,
     prices: Prices,
     *,
@@ -254,6 +254,7 @@ def _one_wait(
     on the same values in the same order: numpy's cost per call on arrays of 20 values was much of a
     search's (issue 31).
     """
+    delay: list[float] = d.tolist()
     if mean is None:
         mean = _pairwise(delay, 0, len(delay)) / len(delay)
     now = best >= need + mean  # requested_now
@@ -261,7 +262,7 @@ def _one_wait(
     if now:
         # np.maximum(need + d[:, None] - w[None, :], 0.0).mean(): row i is n copies of one value, so the
         # same values in the same order (400 of them: numpy sums them faster than Python)
-        flat = np.repeat(np.maximum(np.array(delay) + need - wait, 0.0), n)
+        flat = np.repeat(np.maximum(d + need - wait, 0.0), n)
         idle = float(_SUM(flat)) / len(flat)
         row = [_maximum(x, wait - need) for x in delay]
     else:
@@ -269,6 +270,8 @@ def _one_wait(
         idle = _copies_mean(_maximum(asked - wait, 0.0), n)
         late = max(wait - asked, 0.0)
         row = [x + late for x in delay]
+    if n == 20:  # _copies_mean inlined (the search's most frequent step)
+        return prices.alpha * cores * idle, np.array([(16.0 * x + x + x + x + x) / 20.0 for x in sorted(row)])
     return prices.alpha * cores * idle, np.array([_copies_mean(x, n) for x in sorted(row)])
 
 
