@@ -260,17 +260,18 @@ def _pareto(paths: Sequence[_Path]) -> list[_Path]:
     kept: list[_Path] = []
     for p in paths:
         # a delay no greater at every quantile has a mean no greater (float sums are monotone): the
-        # cheap tests go first
-        if any(
-            k.opened == p.opened
-            and k.held == p.held
-            and k.charged <= p.charged
-            and k.mean <= p.mean
-            and bool((k.delay <= p.delay).all())
-            for k in kept
-        ):
-            continue
-        kept.append(p)
-        if len(kept) == BEAM:
-            break
+        # cheap tests go first (a plain loop: a generator's frame per path cost more than the tests)
+        for k in kept:
+            if (
+                k.charged <= p.charged
+                and k.mean <= p.mean
+                and k.opened == p.opened
+                and k.held == p.held
+                and bool((k.delay <= p.delay).all())
+            ):
+                break
+        else:
+            kept.append(p)
+            if len(kept) == BEAM:
+                break
     return kept
