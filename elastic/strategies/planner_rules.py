@@ -17,7 +17,7 @@ from elastic.allocations import Allocation
 from elastic.strategies import merge
 from elastic.strategies.base import Releasing, RunView, Shorten, StageView
 
-__all__ = ["SHORTEN_SLACK"]
+__all__ = ["SHORTEN_SLACK", "plan_segments", "stages_after"]
 
 SHORTEN_SLACK = 60.0
 """Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
@@ -33,8 +33,9 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
     5: the request for ``period_stats`` asked 2.5 h, still waited when the stage was ready at 11.3 h and
     started at 30.7 h, where Per-Stage's request of 1.25 h, asked then, started at once. Each is lowered
     to what its stages need (:func:`merge.group_walltime`; a piece, to what
-    :meth:`Planner._waves_walltime` would ask, ``piece_walltime``); walltime follow-ups ask no cover and
-    are left.
+    :meth:`~elastic.strategies.planner_waits.QueueWaits.waves_walltime` would ask, ``piece_walltime``,
+    never less than one wave: it is not asked where one wave would not lower it); walltime follow-ups
+    ask no cover and are left.
     """
     out: list[Shorten] = []
     order = {s.name: s.index for s in view.stages}
@@ -47,6 +48,8 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
         if not labels or not view.stage(labels[0]).ready:
             continue
         needed = merge.group_walltime(view.knowledge, labels)
+        if a.walltime <= needed + SHORTEN_SLACK:
+            continue  # nothing to lower: a piece's walltime is one wave or more (no estimate asked)
         if a.piece_of is not None:  # a piece keeps a second wave's walltime where it costs no wait
             needed = piece_walltime(a.cores, needed)
         if a.walltime > needed + SHORTEN_SLACK:
@@ -141,7 +144,7 @@ def _minute(t: float) -> float:
 
 
 def _known(view: RunView, label: str) -> bool:
-    return any(s.name == label for s in view.stages)
+    return view.has_stage(label)
 
 
 def _follows(view: RunView, s: StageView, chain: Sequence[StageView]) -> bool:
@@ -169,6 +172,63 @@ def _follows_names(view: RunView, s: StageView, names: AbstractSet[str]) -> bool
     if not any(d in names for d in s.depends_on):
         return False
     return all(d in names or (_known(view, d) and view.stage(d).complete) for d in s.depends_on)
+
+
+def stages_after(view: RunView, current: StageView, others: AbstractSet[str]) -> list[StageView]:
+    """Return the stages after ``current`` a hold of its allocation is planned for (step 1), in plan order.
+
+    Not complete, not in ``others`` (kept for another allocation), and on a branch that starts from
+    ``current``.
+    """
+    after: list[StageView] = []
+    here = {current.name}
+    for s in view.stages[current.index + 1 :]:
+        # kept for another allocation, or on a branch that does not start from this stage: planned
+        # on its own (and so is every stage after it on that branch, which then waits for a stage
+        # neither done nor here); a later sibling of a stage here still joins (:func:`_follows`)
+        if s.complete or s.name in others or not _follows_names(view, s, here):
+            continue
+        after.append(s)
+        here.add(s.name)
+    return after
+
+
+def plan_segments(view: RunView, covered: AbstractSet[str]) -> list[list[StageView]]:
+    """Return the stages to plan from their own need: not complete, not in ``covered``, in segments.
+
+    Step 2 of :meth:`~elastic.strategies.planner.Planner.decide` plans each segment (in
+    :func:`_dag_order`) from its first stage's need. ``covered``: the stages an allocation is kept for.
+    A segment may be empty.
+    """
+    segments: list[list[StageView]] = []
+    names: dict[int, set[str]] = {}  # by id of a segment, its stages' names
+    joinable: list[StageView] | None = None  # a stage without declared dependencies joins it
+    for s in view.stages:
+        if s.complete or s.name in covered:
+            joinable = None
+            continue
+        # a ready stage is needed now, whatever comes before it in the plan: a stage of a remembered or
+        # declared plan that has no task yet (the script changed since) must not hold it back. On a DAG
+        # a stage joins the latest segment it follows (:func:`_follows`: a child of one of its stages,
+        # with nothing else to wait for), not merely the one before it in the plan; one that follows
+        # none (it waits for stages of two segments, or starts a branch) is planned from its own need
+        home = None
+        if not s.ready:
+            if not s.depends_on:
+                home = joinable
+            else:
+                home = next(
+                    (seg for seg in reversed(segments) if _follows_names(view, s, names[id(seg)])), None
+                )
+        if home is None:
+            home = [s]
+            segments.append(home)
+            names[id(home)] = {s.name}
+        else:
+            home.append(s)
+            names[id(home)].add(s.name)
+        joinable = home
+    return segments
 
 
 def _dag_order(chain: Sequence[StageView]) -> list[StageView]:

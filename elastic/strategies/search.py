@@ -167,7 +167,8 @@ def plan(
         widest_left[m] = max(stages[m].cores, widest_left[m + 1] if m + 1 < n else 0)
         widths_left[m] = after if stages[m].cores in after else tuple(sorted({*after, stages[m].cores}))
     quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
-    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray]] = {}
+    # per step priced: the idle cost, the delay after, its mean and bytes (shared by every plan taking it)
+    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray, float, bytes]] = {}
     now_or_later: dict[tuple[int, int, bytes], bool] = {}
 
     def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float]:
@@ -176,7 +177,7 @@ def plan(
             quantiles[cores, fu] = q, timing.lead_time(q, cores, prices)
         return quantiles[cores, fu]
 
-    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray]:
+    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray, float, bytes]:
         # a follow-up wait, unless nothing of the run has started when it is requested: requested now
         # beside this plan's first allocations (not yet started), it waits in the queue they wait in
         fu = follow_up or (h > 0 and not p.opened)
@@ -185,15 +186,24 @@ def plan(
             if now_key not in now_or_later:
                 first, first_lead = quantile(cores, False)
                 now_or_later[now_key] = not timing.requested_now(
-                    first, cores, prices, need=starts[m], delay=p.delay, model=model, lead=first_lead
+                    first,
+                    cores,
+                    prices,
+                    need=starts[m],
+                    delay=p.delay,
+                    model=model,
+                    lead=first_lead,
+                    mean=p.mean,
                 )
             fu = now_or_later[now_key]
         key = (cores, fu, m, p.key)
         if key not in steps:
             q, q_lead = quantile(cores, fu)
-            steps[key] = timing.acquire_delayed(
-                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead
+            idle, delay = timing.acquire_delayed(
+                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead, mean=p.mean
             )
+            # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
+            steps[key] = idle, delay, float(_SUM(delay)) / len(delay), delay.tobytes()
         return steps[key]
 
     def score(p: _Path) -> tuple[float, tuple[int, bool, int] | tuple[()]]:
@@ -227,11 +237,11 @@ def plan(
                             _path(charged, delay, (p.choices, kept), p.opened, p.held, order)
                         )
                 for c in widths:
-                    idle, delay = acquire(c, h, m, p)
+                    idle, delay, mean, key = acquire(c, h, m, p)
                     new = Choice(s.name, c, new=True)
                     charged = p.charged + c * s.work + idle
                     grown.setdefault(c, []).append(
-                        _path(charged, delay, (p.choices, new), True, False, (p.rank, True, c))
+                        _Path(charged, delay, (p.choices, new), True, False, mean, key, (p.rank, True, c))
                     )
         frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
         # rank the kept plans by their choices (equal choices, equal rank) for the next stage's ties
@@ -250,17 +260,18 @@ def _pareto(paths: Sequence[_Path]) -> list[_Path]:
     kept: list[_Path] = []
     for p in paths:
         # a delay no greater at every quantile has a mean no greater (float sums are monotone): the
-        # cheap tests go first
-        if any(
-            k.opened == p.opened
-            and k.held == p.held
-            and k.charged <= p.charged
-            and k.mean <= p.mean
-            and bool((k.delay <= p.delay).all())
-            for k in kept
-        ):
-            continue
-        kept.append(p)
-        if len(kept) == BEAM:
-            break
+        # cheap tests go first (a plain loop: a generator's frame per path cost more than the tests)
+        for k in kept:
+            if (
+                k.charged <= p.charged
+                and k.mean <= p.mean
+                and k.opened == p.opened
+                and k.held == p.held
+                and bool((k.delay <= p.delay).all())
+            ):
+                break
+        else:
+            kept.append(p)
+            if len(kept) == BEAM:
+                break
     return kept

@@ -41,6 +41,7 @@ Examples
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -108,6 +109,9 @@ class Prices:
 
 def _quantile(waits: FloatArray, tau: float) -> float:
     """Return the ``tau`` quantile of the distribution whose quantiles at :data:`PROBS` are ``waits``."""
+    values = waits.tolist()
+    if values.count(values[0]) == len(values):  # one value (the scheduler's estimate): np.interp's answer
+        return float(values[0])
     return float(np.interp(tau, PROBS, np.sort(waits)))
 
 
@@ -163,6 +167,7 @@ def acquire_delayed(
     delay: FloatArray,
     model: str | None,
     lead: float | None = None,
+    mean: float | None = None,
 ) -> tuple[float, FloatArray]:
     """Return what new ``cores`` cost in idle cores, and the delay the stages after them carry.
 
@@ -185,7 +190,8 @@ def acquire_delayed(
 
     With no delay before it, the idle cost plus ``beta`` times the expected delay added is
     :func:`acquire_cost` at ``lead = need`` (which is computed so). ``lead``, if given, is
-    :func:`lead_time` of ``waits`` (a caller pricing many steps on one distribution computes it once).
+    :func:`lead_time` of ``waits`` (a caller pricing many steps on one distribution computes it once);
+    ``mean``, if given, is ``delay``'s mean as ``ndarray.mean`` computes it (a caller that keeps it).
 
     Returns
     -------
@@ -213,21 +219,110 @@ def acquire_delayed(
     if keeps_place(model):
         return 0.0, _slices(d[:, None] + w[None, :])
     best = lead_time(w, cores, prices) if lead is None else lead
-    now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best)
+    ws = w.tolist()
+    if len(ws) == len(d) == len(PROBS) and ws.count(ws[0]) == len(ws):  # not NaN: NaN != NaN
+        # one wait (the scheduler's estimate): the same sums on Python floats, in numpy's order
+        return _one_wait(ws[0], d, cores, prices, need=need, best=best, mean=mean)
+    now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best, mean=mean)
     if now:
         at = need + d[:, None]
         idle = float(np.maximum(at - w[None, :], 0.0).mean())
     else:
         asked = min(best, max(need, 0.0))
         idle = float(np.maximum(asked - w, 0.0).mean())
-    if w.min() == w.max():  # one wait (the scheduler's estimate): each row of the 20 x 20 is one value
-        row = np.maximum(d, w[0] - need) if now else d + max(w[0] - asked, 0.0)
-        return prices.alpha * cores * idle, _repeated_slices(row)
     if now:
         after = np.maximum(d[:, None], w[None, :] - need)
     else:
         after = d[:, None] + np.maximum(w - asked, 0.0)[None, :]
     return prices.alpha * cores * idle, _slices(after)
+
+
+def _one_wait(
+    wait: float,
+    d: FloatArray,
+    cores: int,
+    prices: Prices,
+    *,
+    need: float,
+    best: float,
+    mean: float | None,
+) -> tuple[float, FloatArray]:
+    """:func:`acquire_delayed` of a wait of one value (every quantile ``wait``), unchained, bit for bit.
+
+    Each row of the ``20 x 20`` combinations is one value, so each slice of the delay after holds copies
+    of one value (the row sorted, each value's mean of copies). Every mean is numpy's (:func:`_pairwise`)
+    on the same values in the same order: numpy's cost per call on arrays of 20 values was much of a
+    search's (issue 31).
+    """
+    delay: list[float] = d.tolist()
+    if mean is None:
+        mean = _pairwise(delay, 0, len(delay)) / len(delay)
+    now = best >= need + mean  # requested_now
+    n = len(PROBS)
+    if now:
+        # np.maximum(need + d[:, None] - w[None, :], 0.0).mean(): row i is n copies of one value, so the
+        # same values in the same order (400 of them: numpy sums them faster than Python)
+        flat = np.repeat(np.maximum(d + need - wait, 0.0), n)
+        idle = float(_SUM(flat)) / len(flat)
+        row = [_maximum(x, wait - need) for x in delay]
+    else:
+        asked = min(best, max(need, 0.0))
+        idle = _copies_mean(_maximum(asked - wait, 0.0), n)
+        late = max(wait - asked, 0.0)
+        row = [x + late for x in delay]
+    if n == 20:  # _copies_mean inlined (the search's most frequent step)
+        return prices.alpha * cores * idle, np.array([(16.0 * x + x + x + x + x) / 20.0 for x in sorted(row)])
+    return prices.alpha * cores * idle, np.array([_copies_mean(x, n) for x in sorted(row)])
+
+
+_SUM = np.add.reduce
+
+
+def _maximum(a: float, b: float) -> float:
+    """``np.maximum(a, b)`` of two floats (not NaN): ``b`` where they are equal (``b``'s zero sign)."""
+    return a if a > b else b
+
+
+def _pairwise(a: Sequence[float], lo: int, n: int) -> float:
+    """Return numpy's sum of ``a[lo:lo + n]`` (``np.add.reduce`` of a contiguous float64 array), bit for bit.
+
+    numpy sums pairwise: under 8 values in order; up to 128 in 8 interleaved partial sums, combined as
+    ``((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))``, then the rest in order; more, split in two at a
+    multiple of 8 near the middle. A plain ``sum`` rounds differently.
+    """
+    if n < 8:
+        res = 0.0
+        for i in range(lo, lo + n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r0, r1, r2, r3, r4, r5, r6, r7 = a[lo : lo + 8]
+        i = lo + 8
+        stop = lo + n - n % 8
+        while i < stop:
+            r0 += a[i]
+            r1 += a[i + 1]
+            r2 += a[i + 2]
+            r3 += a[i + 3]
+            r4 += a[i + 4]
+            r5 += a[i + 5]
+            r6 += a[i + 6]
+            r7 += a[i + 7]
+            i += 8
+        res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+        for j in range(i, lo + n):
+            res += a[j]
+        return res
+    half = n // 2
+    half -= half % 8
+    return _pairwise(a, lo, half) + _pairwise(a, lo + half, n - half)
+
+
+def _copies_mean(x: float, n: int) -> float:
+    """Return numpy's mean of ``n`` copies of ``x`` (not always ``x``: the sum rounds)."""
+    if n == 20:  # _pairwise's order for 20 copies: 8 pairs, summed to 16 x (exact), then 4 more in turn
+        return (16.0 * x + x + x + x + x) / 20.0  # left to right, as numpy adds them
+    return _pairwise([x] * n, 0, n) / n
 
 
 def requested_now(
@@ -239,27 +334,18 @@ def requested_now(
     delay: FloatArray,
     model: str | None,
     lead: float | None = None,
+    mean: float | None = None,
 ) -> bool:
     """Whether new cores needed ``need`` seconds plus ``delay`` from now are requested at once, unchained.
 
     Where held jobs are ranked at eligibility, when the newsvendor lead (:func:`lead_time`; ``lead`` if
-    given) reaches back past now from the expected need (:func:`acquire_delayed`).
+    given) reaches back past now from the expected need (:func:`acquire_delayed`; ``mean``: ``delay``'s
+    mean, if the caller keeps it).
     """
     if keeps_place(model):
         return False
     best = lead_time(waits, cores, prices) if lead is None else lead
-    return best >= need + float(np.mean(delay))
-
-
-def _repeated_slices(row: FloatArray) -> FloatArray:
-    """:func:`_slices` of ``len(PROBS)`` copies of each of ``row``'s values, without sorting them all.
-
-    Sorted, the copies of each value lie side by side, so each slice holds copies of one value: the
-    same array :func:`_slices` averages, built from ``row`` sorted (the result is bit for bit the same).
-    """
-    n = len(PROBS)
-    out: FloatArray = np.repeat(np.sort(row), n).reshape(n, -1).mean(axis=1)
-    return out
+    return best >= need + (float(np.mean(delay)) if mean is None else mean)
 
 
 def _slices(values: FloatArray) -> FloatArray:

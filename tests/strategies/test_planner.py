@@ -752,13 +752,13 @@ def test_a_calibrated_planner_scales_the_estimate_by_the_waits_that_followed_its
     # idle; the other piece still waits): later estimates are scaled down
     started = _calibration_view(900.0, (600.0, None))
     factor = math.exp(math.log(660.0 / 3660.0) / 2)  # one ratio and one pseudo-observation of 1
-    assert planner._waits(started, 28, True)[0] == pytest.approx(3600.0 * factor)
-    assert plain._waits(started, 28, True)[0] == pytest.approx(3600.0)
+    assert planner.queue.waits(started, 28, True)[0] == pytest.approx(3600.0 * factor)
+    assert plain.queue.waits(started, 28, True)[0] == pytest.approx(3600.0)
     # still waiting after two hours: the estimate was low, later ones are scaled up
     waiting = _calibration_view(7200.0, (None, None))
-    assert planner._waits(waiting, 28, True)[0] == pytest.approx(3600.0 * math.sqrt(7260.0 / 3660.0))
+    assert planner.queue.waits(waiting, 28, True)[0] == pytest.approx(3600.0 * math.sqrt(7260.0 / 3660.0))
     # waiting for less than the estimate says nothing yet
-    assert planner._waits(_calibration_view(1800.0, (None, None)), 28, True)[0] == pytest.approx(3600.0)
+    assert planner.queue.waits(_calibration_view(1800.0, (None, None)), 28, True)[0] == pytest.approx(3600.0)
 
 
 @given(st.lists(st.floats(0.01, 100.0), max_size=8), st.floats(0.0, 4.0))

@@ -155,8 +155,8 @@ def test_a_decision_that_searches_afresh_is_the_one_without_reuse(workflow: Work
         fresh = self._inputs(view) != self._plans[0]
         twin = Planner(weight=self.weight, cover=self.cover, pieces=self.pieces)
         twin._requested = dict(self._requested)
-        twin._given = dict(self._given)  # the estimates its requests were made on (calibration)
-        twin._asked = self._asked
+        twin.queue.given = dict(self.queue.given)  # the estimates its requests were made on (calibration)
+        twin.queue._asked = self.queue._asked
         decision = original(self, view)
         if fresh:
             compared.append(original(twin, view) == decision)

@@ -1,0 +1,282 @@
+"""Which wait prices a new allocation for ``asa``, and the walltime a request asks where it costs no wait.
+
+:class:`QueueWaits` answers the planner (:class:`~elastic.strategies.planner.Planner`): the scheduler's
+estimate where the backend gives one, scaled by its bias learned from this run's own requests
+(:func:`estimate_bias`); else, for a follow-up once the run saw a wait, the run's latest wait; else the
+learned distribution. The same estimate says how much walltime a request can ask beyond its stages'
+without waiting longer (:meth:`QueueWaits.headroom`, :meth:`QueueWaits.waves_walltime`).
+
+Where the backend gives the scheduler's estimate of a new job's wait (``sbatch --test-only``:
+:attr:`~elastic.strategies.base.RunView.estimate`), every new allocation's wait is priced by it, asked
+afresh at every decision: on the synthetic queue and HPC2N replay it ranks the waits that follow at
+0.89-0.95 (Spearman; the run's latest wait at 0.18-0.35), and it sees the hour-long wait a run meets after
+minutes-long ones coming, which no learner fed by that run's waits can. It is pessimistic (every running
+job is held to its walltime: the median wait that followed an estimate of over 10 minutes was 0.46-0.73x
+of it), which costs some idle cores bought early; ``estimates=False`` (the planner's option) does without
+it. ``calibrate`` (the planner's option) scales it by its bias learned from this run's own requests (the
+estimate each was made on against the wait until its first piece started: :func:`estimate_bias`), which a
+Slurm user can compute. A request for a stage that starts once this run's running allocation is released
+is priced by the estimate with that allocation released when it will be (``releasing``,
+:class:`~elastic.strategies.base.Estimate`): held to its walltime, it would make every such request look
+long whenever the rest of the machine is busy (asked at the last decision before each wide allocation's
+release, for the next request of that width, the estimate ranked the wait that followed at 0.76 plainly
+and 1.00 released on Statistics 56 on HPC2N replay, 0.65 and 0.75 on Statistics 112; with no release at
+all, Statistics 112 cost 247.8 core-h instead of 235.8). ``benchmarks/bench_estimate_rank.py`` measures
+both.
+
+Without an estimate: the wait of a run's first allocation is a distribution (quantiles from
+:meth:`~elastic.strategies.knowledge.Knowledge.wait_quantiles`), updated by every wait the runs sharing
+its learner see. Once an allocation of the run has started, a follow-up's wait is priced as the run's
+latest wait (:meth:`~elastic.strategies.base.RunView.latest_wait`; the planner's ``run_waits=False``: the
+learned follow-up distribution instead). Waits within one run correlate at 0.76-0.81 (rank, synthetic
+queue and HPC2N replay), while the learned distribution of a queue whose waits are mostly 0 with a few of
+hours is a log-normal of huge spread whose mean is days: priced by it, every short narrow stage is worth
+holding the wide allocation across, in every run. (The learner's quantiles are capped at the longest wait
+it saw, :class:`~elastic.learners.ewma.LogEWMA`; the spread stays.) Issue 9's grid
+(``docs/guide/asa-planning.md``) measured both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from elastic.allocations import Allocation
+from elastic.strategies import merge, timing
+from elastic.strategies.base import Releasing, RunView, StageView
+from elastic.strategies.search import WAVES, Waits
+
+__all__ = ["BIAS_FLOOR", "BIAS_PRIOR", "HEADROOM_SLACK", "QueueWaits", "estimate_bias"]
+
+HEADROOM_SLACK = 60.0
+"""Seconds of estimated wait that walltime headroom may cost a request (:meth:`QueueWaits.headroom`)."""
+
+BIAS_FLOOR = 60.0
+"""Seconds added to both sides of an estimate's ratio to the wait that followed (:func:`estimate_bias`):
+an estimate of 0 followed by a wait of seconds says little."""
+
+BIAS_PRIOR = 1.0
+"""Pseudo-observations of an unbiased estimate (ratio 1) the run's own ratios are averaged with
+(:func:`estimate_bias`): one short wait after a long estimate does not make every later estimate 0."""
+
+
+def estimate_bias(ratios: Sequence[float], prior: float = BIAS_PRIOR) -> float:
+    """Return the factor to scale the scheduler's estimate by, learned from this run's requests.
+
+    ``ratios`` are ``(wait + BIAS_FLOOR) / (estimate + BIAS_FLOOR)`` of the run's requests so far: the
+    wait that followed each estimate the planner requested on. The factor is their geometric mean shrunk
+    toward 1 by ``prior`` pseudo-observations of 1: ``exp(sum(log r) / (n + prior))``.
+
+    Examples
+    --------
+    >>> estimate_bias([])
+    1.0
+    >>> round(estimate_bias([0.25]), 3)  # one request that waited a quarter of its estimate
+    0.5
+    >>> round(estimate_bias([0.25, 0.25, 0.25]), 3)
+    0.354
+    """
+    if not ratios:
+        return 1.0
+    return float(math.exp(sum(math.log(r) for r in ratios) / (len(ratios) + prior)))
+
+
+class QueueWaits:
+    """A new allocation's wait as the planner prices it, and the scheduler's estimate it reads.
+
+    One per planner: it keeps the estimates the planner's requests were made on (:attr:`given`, for the
+    calibration), and memoises, per decision, the estimates asked and the calibration factor.
+
+    Parameters
+    ----------
+    run_waits : bool, default True
+        Price a follow-up's wait as this run's latest wait once one started (the planner's option).
+    estimates : bool, default True
+        Price every new allocation's wait by the scheduler's estimate where the backend gives one.
+    calibrate : bool, default True
+        Scale the scheduler's estimate by its bias learned from this run's own requests.
+    """
+
+    def __init__(self, *, run_waits: bool = True, estimates: bool = True, calibrate: bool = True) -> None:
+        self.run_waits = bool(run_waits)
+        self.estimates = bool(estimates)
+        self.calibrate = bool(calibrate)
+        self.given: dict[tuple[float, str], float] = {}
+        """By decision time and label, the estimate each request was made on (the planner records it)."""
+        self._bias: tuple[float | None, float] = (None, 1.0)
+        self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
+        self._walltimes: dict[int, float | None] = {}  # per width, the walltime asked (with _asked)
+
+    def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
+        """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
+
+        The scheduler's estimate where it gives one, with this run's allocations in ``releasing`` ending
+        when it releases them (those the allocation is requested to follow); else, for a follow-up once
+        this run saw a wait, the run's latest wait; else the learned distribution.
+        """
+        estimate = self.estimate(view, cores, releasing)
+        if estimate is not None:
+            return np.full(len(timing.PROBS), estimate * self.calibrated(view))
+        if follow_up and self.run_waits:
+            latest = view.latest_wait(cores)
+            if latest is not None:
+                return np.full(len(timing.PROBS), latest)
+        return view.knowledge.wait_quantiles(cores, timing.PROBS, follow_up=follow_up)
+
+    def estimate(self, view: RunView, cores: int, releasing: Releasing = ()) -> float | None:
+        """Return the scheduler's estimate of the wait of ``cores`` cores asked for now (None: none, or off).
+
+        Asked for the longest walltime a stage of that width still to run would request (of any stage
+        if none is of that width), since a job's walltime decides where it can backfill, with the
+        allocations in ``releasing`` ending when they are released; once per width and ``releasing`` per
+        decision.
+        """
+        if not self.estimates or view.estimate is None:
+            return None
+        if self._asked[0] != (view.now, view.estimate):
+            self._asked = ((view.now, view.estimate), {})
+            self._walltimes = {}
+        answers = self._asked[1]
+        key = (cores, releasing)
+        if key not in answers:
+            if cores not in self._walltimes:
+                left = [s for s in view.stages if not s.complete]
+                same = [s for s in left if s.width == cores] or left
+                self._walltimes[cores] = max((view.knowledge.walltime(s.name) for s in same), default=None)
+            walltime = self._walltimes[cores]
+            answers[key] = None if walltime is None else view.estimate(cores, walltime, releasing)
+        return answers[key]
+
+    def calibrated(self, view: RunView) -> float:
+        """Return the factor the scheduler's estimate is scaled by now (1 unless :attr:`calibrate`).
+
+        Each request made on an estimate (:attr:`given`, by decision time and label) is matched to the
+        first request of that label submitted then; its wait is until its first piece started (from then
+        its cores may idle; on the published shapes, synthetic queue, 28 cores, the last piece's start
+        left 6 of 7 cells over 1.10x Per-Stage's core-hours, the first piece's 2). One none of whose
+        pieces started counts, as a lower bound, once the ratio of its wait so far exceeds the factor
+        from the started ones.
+        """
+        if not self.calibrate or not self.given:
+            return 1.0
+        if self._bias[0] == view.now:
+            return self._bias[1]
+        requests: dict[str, list[Allocation]] = {}
+        for a in view.allocations:
+            requests.setdefault(a.request, []).append(a)
+        of_stage: dict[str | None, list[str]] = {}  # the requests by their first job's stage, in order
+        for r, jobs in requests.items():
+            of_stage.setdefault(jobs[0].stage, []).append(r)
+        done: list[float] = []
+        waiting: list[float] = []
+        used: set[str] = set()
+        for (t, label), given in self.given.items():
+            match = next(
+                (r for r in of_stage.get(label, ()) if r not in used and _made_at(requests[r], t)), None
+            )
+            if match is None:
+                continue
+            used.add(match)
+            jobs = requests[match]
+            starts = [j.start_time for j in jobs]
+            if any(s is not None for s in starts):  # its first piece: from then its cores may idle
+                wait = min(s for s in starts if s is not None) - t
+                done.append((wait + BIAS_FLOOR) / (given + BIAS_FLOOR))
+            elif not any(j.ended and j.start_time is None for j in jobs):
+                waiting.append((view.now - t + BIAS_FLOOR) / (given + BIAS_FLOOR))
+        bias = estimate_bias(done)
+        bias = estimate_bias(done + [r for r in waiting if r > bias])
+        self._bias = (view.now, bias)
+        return bias
+
+    def wait_fn(self, view: RunView, releasing: Releasing = ()) -> Waits:
+        """Return :meth:`waits` for stages that start once the allocations in ``releasing`` are released."""
+        return lambda cores, follow_up: self.waits(view, cores, follow_up, releasing)
+
+    def waves_walltime(
+        self, view: RunView, width: int, walltime: float, idling: float = 0.0, releasing: Releasing = ()
+    ) -> float:
+        """Return the walltime a piece of ``width`` cores asks for stages of ``walltime``: one wave, or two.
+
+        The pieces of a request wait in the queue apart: one that starts before the others runs its stages'
+        tasks alone, in waves, until they do, and asked for one wave it can run out with tasks on it (HPC2N
+        replay, Montage 56, run 21: ``background``'s first piece started 0.6 h before the second, timed
+        out with its second wave running, and the follow-up waited 7 h). But a longer walltime waits longer
+        where the scheduler plans every job's walltime (conservative backfill): on HPC2N capacity against
+        baselines split as finely, pieces asking two waves took 1.05-1.64x the better baseline's makespan.
+        So a piece asks :data:`WAVES` waves only where the scheduler's estimate starts it no later (within
+        :data:`HEADROOM_SLACK`) than with one, as :meth:`headroom` does for holds; without an estimate,
+        one wave (the walltime rule's follow-up continues a piece that runs out). ``idling``: walltime
+        asked on top, to idle until the stages' need.
+        """
+        one = walltime + idling
+        if not self.estimates or view.estimate is None:
+            return one
+        short_wait = view.estimate(width, one, releasing)
+        if short_wait is None:
+            return one
+        waves = walltime * WAVES + idling
+        long_wait = view.estimate(width, waves, releasing)
+        return waves if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK else one
+
+    def headroom(self, view: RunView, g: merge.Group, walltime: float, releasing: Releasing) -> float:
+        """Return the walltime to request for group ``g``: ``walltime``, or more where it costs no wait.
+
+        An allocation can be held across the stages after its own (:func:`hold.hold_through`) only if its
+        walltime covers them, and a batch job's walltime cannot be extended once it runs. Two extensions,
+        each asked of the scheduler's estimate (without one, or when it is off, nothing is added):
+
+        - **For holds**: the stages after ``g`` up to the last one at least as wide as ``g`` (the stages a
+          hold of this allocation could save a wait for), where the estimate starts the longer request no
+          later (within :data:`HEADROOM_SLACK`) than ``walltime`` alone. Without it, Montage 28 on the
+          busy synthetic queue (run 29) could not hold its first allocation across ``fit`` when the
+          estimate said 20 h for the next 28 cores, and waited them.
+        - **For every stage left** (a trailing narrow stage too: the allocation is then not killed at its
+          walltime in the middle of a stage that runs long, which costs a lost task and a follow-up
+          wait), only where both requests start at once: where the request waits, a longer walltime can
+          lose the backfill holes that open when running jobs end before their walltime, which the
+          estimate (every job held to its walltime) cannot see, and for a trailing narrow stage nothing
+          is gained in return (BLAST 28 on HPC2N replay, run 16: a first request of 28 cores with merge's
+          walltime added waited 23.8 h where Per-Stage's waited 10.3 h).
+
+        Unused walltime is not charged.
+        """
+        if not self.estimates or view.estimate is None:
+            return walltime
+        order = [s.name for s in view.stages]
+        last = max(order.index(x) for x in g.stages)
+        rest = [s for s in view.stages[last + 1 :] if not s.complete and s.name not in g.stages]
+        wide = [i for i, s in enumerate(rest) if s.width >= g.cores]
+        k = view.knowledge
+        cap = math.inf if k.max_walltime is None else max(k.max_walltime, walltime)
+
+        def covering(stages: Sequence[StageView]) -> float:
+            return min(walltime + sum(k.walltime(s.name) for s in stages), cap)
+
+        short_wait = view.estimate(g.cores, walltime, releasing)
+        if short_wait is None:
+            return walltime
+        asked = walltime
+        everything = covering(rest)
+        if everything > walltime and short_wait <= HEADROOM_SLACK:
+            long_wait = view.estimate(g.cores, everything, releasing)
+            if long_wait is not None and long_wait <= HEADROOM_SLACK:
+                return everything
+        if wide:
+            for_holds = covering(rest[: wide[-1] + 1])
+            long_wait = view.estimate(g.cores, for_holds, releasing) if for_holds > walltime else None
+            if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK:
+                asked = for_holds
+        return asked
+
+
+def _made_at(jobs: Sequence[Allocation], t: float) -> bool:
+    """Whether the request of ``jobs`` was made at decision time ``t`` (within a second), unchained."""
+    first = jobs[0].submit_time
+    return (
+        first is not None
+        and abs(first - t) <= 1.0
+        and all(j.eligible_time is None or j.eligible_time <= t + 1.0 for j in jobs)
+    )
