@@ -59,7 +59,10 @@ def test_idle_sockets_do_not_exhaust_a_low_descriptor_limit() -> None:
         framework = {"user": "tests", "name": "late", "failover_timeout": 60.0}
         body = {"type": "SUBSCRIBE", "subscribe": {"framework_info": framework}}
         with (
-            httpx.Client(timeout=1.0) as client,  # served within 1 s, or ReadTimeout
+            # served, or ReadTimeout: the old code never accepts it while the idle sockets hold every
+            # descriptor. Not a speed check (the 1-s goal is benchmarks/bench_mesos_idle.py's): a loaded CI
+            # machine must not fail it
+            httpx.Client(timeout=10.0) as client,
             client.stream("POST", url, json=body, headers={"Accept": "application/json"}) as stream,
         ):
             assert stream.status_code == 200
@@ -76,7 +79,7 @@ def test_idle_sockets_do_not_exhaust_a_low_descriptor_limit() -> None:
                 "Mesos-Stream-Id": stream.headers["Mesos-Stream-Id"],
                 "Content-Type": "application/json",
             }
-            with httpx.Client(timeout=1.0) as caller:
+            with httpx.Client(timeout=10.0) as caller:
                 answer = caller.post(url, content=json.dumps(call), headers=headers)
                 assert answer.status_code == 202, answer.text
         assert child.poll() is None, "the server died"
