@@ -37,9 +37,14 @@ A remembered or declared plan is thus a hint that the live tasks overrule, never
 than the most cores an allocation may have (``max_cores``) cannot be served by any request: the front
 door refuses it when it is submitted (:class:`~elastic.front.door.Elastic`), so it is skipped here.
 
-The rule only adds requests; it never cancels, so it cannot fight a strategy's own release rules: an
-allocation it requests is kept for its stage and released by :func:`~elastic.strategies.base.release_idle`
-like any other once the stage is done.
+The rule adds requests, and releases only what keeps one from ever starting: when a stage's wider
+allocation (asked by the rule or the strategy, pending) and the run's running allocations together exceed
+``max_cores``, the running allocations kept for that stage (or for the whole run) that run nothing, are
+narrower than its tasks and have no other waiting task they could run are cancelled (``liveness:
+allocation ... is too narrow``). Without that, a Mesos framework whose tasks were learned 2 cores wide
+waited for ever on a 2-core machine: its declined 1-core allocation idled, and its 2-core one could not
+start beside it. An allocation the rule requests is kept for its stage and released by
+:func:`~elastic.strategies.base.release_idle` like any other once the stage is done.
 """
 
 from __future__ import annotations
@@ -125,7 +130,71 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         out.append(_request(view, stage, cores, "the strategy's plan did not cover them"))
         able.append((frozenset({stage.name}), _capped(cores, max_cores)))
         offering.append((frozenset({stage.name}), True, 0))
-    return Decision(tuple(out))
+    if max_cores is None:
+        return Decision(tuple(out))
+    return Decision((*out, *_make_room(view, decision, out, max_cores)))
+
+
+def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores: int) -> list[Cancel]:
+    """Release idle allocations too narrow for a waiting stage whose wider one cannot start beside them.
+
+    For every stage waiting for cores (queued, or announced ready and waiting for offers) with a wider
+    allocation kept for it (or for the whole run) pending or just requested, whose cores and those of the
+    run's running allocations together exceed ``max_cores``: every running allocation kept for that stage
+    (or for the whole run) that runs no task and is narrower than the stage's tasks is cancelled, unless a
+    stage it is kept for has waiting tasks it could run. Such an allocation can run none of the stage's
+    tasks (on a 2-core machine a framework's declined 1-core allocation would keep its 2-core one from
+    ever starting); its stages get the wider one.
+    """
+    cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
+    live = [a for a in view.allocations if not a.ended and not a.cancelled and a.alloc_id not in cancelled]
+    requested = [s for s in (*decision.actions, *added) if isinstance(s, Submit)]
+    out: list[Cancel] = []
+    for stage in view.stages:
+        if not (_waits_for_offers(stage) or _waits_for_cores(stage)):
+            continue
+
+        def kept(labels: frozenset[str], name: str = stage.name) -> bool:
+            return name in labels or TOTAL in labels
+
+        wider = [_capped(s.cores, max_cores) for s in requested if kept(frozenset(s.serves or (s.stage,)))]
+        wider += [a.cores for a in live if a.pending and kept(frozenset(serves.get(a.alloc_id, a.labels)))]
+        wider = [c for c in wider if c >= stage.cores]
+        if not wider:
+            continue
+        gone = {c.alloc_id for c in out}
+        running = sum(a.cores for a in live if a.running and a.alloc_id not in gone)
+        if running + min(wider) <= max_cores:
+            continue
+        for a in live:
+            labels = frozenset(serves.get(a.alloc_id, a.labels))
+            if (
+                a.alloc_id in gone
+                or not a.running
+                or a.cores >= stage.cores
+                or view.busy_cores(a.alloc_id) > 0
+                or not kept(labels)
+                or _useful(view, a, labels)
+            ):
+                continue
+            logger.info(
+                "liveness: allocation %s (%d core(s), idle) is too narrow for stage %s's %d-core tasks and "
+                "keeps the wider one from starting (%d cores at most): releasing it",
+                a.alloc_id, a.cores, stage.name, stage.cores, max_cores,
+            )  # fmt: skip
+            out.append(Cancel(a.alloc_id, f"too narrow for stage {stage.name}; making room for a wider one"))
+    return out
+
+
+def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:
+    """Whether a stage ``a`` is kept for (every stage, if for the whole run) has waiting tasks that fit it."""
+    return any(
+        (s.name in labels or TOTAL in labels)
+        and s.cores <= a.cores
+        and (_waits_for_cores(s) or (s.ready and not s.complete and s.awaiting_offers > 0))
+        for s in view.stages
+    )
 
 
 def _request(

@@ -263,6 +263,11 @@ class Elastic(concurrent.futures.Executor):
         return most if node is None else min(most, node)
 
     @property
+    def partition_cores(self) -> int:
+        """The cores of the partition: the most the run's allocations can hold together."""
+        return self._partition.cores
+
+    @property
     def pool(self) -> Pool:
         """The pool (its address, secret file, events)."""
         return self._pool

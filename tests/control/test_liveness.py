@@ -75,6 +75,34 @@ def test_a_stage_wider_than_any_allocation_may_be_is_left_to_the_front_door() ->
     assert unserved(_view((_ready("c", 1, 8),)), Decision(), max_cores=4).actions == ()
 
 
+def test_an_idle_narrow_allocation_that_keeps_the_wider_one_from_starting_is_released() -> None:
+    # a framework's declined 1-core allocation and the 2-core one its learned tasks need, on 2 cores
+    stages = (_announced("fw", 1, cores=2),)
+    narrow = _alloc("a1", "fw", 1, running=True)
+    [s, c] = unserved(_view(stages, (narrow,)), Decision(), max_cores=2).actions
+    assert isinstance(s, Submit) and s.cores == 2
+    assert isinstance(c, Cancel) and c.alloc_id == "a1"
+    # the wider one already pending: released as well; so is the run's own (Big-Job's) idle one
+    wide = _alloc("a2", "fw", 2)
+    assert unserved(_view(stages, (narrow, wide)), Decision(), max_cores=2).actions == (c,)
+    whole = _alloc("a1", "*", 1, running=True)
+    [c] = unserved(_view(stages, (whole, wide)), Decision(), max_cores=2).actions
+    assert isinstance(c, Cancel) and c.alloc_id == "a1"
+
+
+def test_a_narrow_allocation_is_kept_where_the_wider_one_fits_or_it_has_work() -> None:
+    stages = (_announced("fw", 1, cores=2),)
+    narrow, wide = _alloc("a1", "fw", 1, running=True), _alloc("a2", "fw", 2)
+    assert unserved(_view(stages, (narrow, wide)), Decision(), max_cores=3).actions == ()  # room for both
+    assert unserved(_view(stages, (narrow, wide)), Decision()).actions == ()  # no limit known
+    busy = _busy(_view(stages, (narrow, wide)), {"a1": 1})
+    assert unserved(busy, Decision(), max_cores=2).actions == ()  # it runs a task
+    # kept for the whole run, and another stage has a 1-core task waiting for it
+    whole = _alloc("a1", "*", 1, running=True)
+    both = (*stages, _ready("b", 1, 1, index=1, queued=1))
+    assert unserved(_view(both, (whole, wide)), Decision(), max_cores=2).actions == ()
+
+
 def _announced(name: str, waiting: int, *, running: int = 0, cores: int = 1) -> StageView:
     """A front-door stage with ``waiting`` tasks announced ready (they wait for cores to be offered)."""
     tasks = max(1, waiting + running)
@@ -198,7 +226,7 @@ def test_after_the_rule_every_ready_stage_with_queued_tasks_has_an_allocation_it
 ) -> None:
     view, decision, most = scene
     added = unserved(view, decision, max_cores=most).actions
-    cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    cancelled = {a.alloc_id for a in (*decision.actions, *added) if isinstance(a, Cancel)}
     able = [
         (set(a.labels), a.cores)
         for a in view.allocations
@@ -211,8 +239,14 @@ def test_after_the_rule_every_ready_stage_with_queued_tasks_has_an_allocation_it
             continue
         assert any((s.name in labels or "*" in labels) and c >= s.cores for labels, c in able), s
     # and it adds nothing where nothing is missing: at most one request per stage, only for ready stages
-    assert len({a.stage for a in added}) == len(added)
-    assert all(view.stage(a.stage).ready for a in added if isinstance(a, Submit))
+    requests = [a for a in added if isinstance(a, Submit)]
+    assert len({a.stage for a in requests}) == len(requests)
+    assert all(view.stage(a.stage).ready for a in requests)
+    # and it releases only running allocations that run nothing
+    for c in added:
+        if isinstance(c, Cancel):
+            a = next(a for a in view.allocations if a.alloc_id == c.alloc_id)
+            assert a.running and view.busy_cores(a.alloc_id) == 0, (a, view.busy)
 
 
 @given(

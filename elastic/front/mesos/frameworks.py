@@ -161,6 +161,8 @@ class Framework:
     """Since when its offers all look too narrow (see the module docstring); None: they do not."""
     wide: int = 0
     """Cores per task learned from its declines (0: none learned)."""
+    gang_told: bool = False
+    """It was logged that it waits with every core of the partition (a gang too wide to run)."""
     widest_told: bool = False
     """It was logged that no allocation wider than its declined offers exists."""
 

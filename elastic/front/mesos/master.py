@@ -715,6 +715,19 @@ class MesosMaster:
             elif fw.starved_since is None:
                 fw.starved_since = now
             elif now - fw.starved_since >= self.gang_wait:
+                fw.starved_since = None
+                cores = sum(t.cores for t in fw.tasks.values() if not t.ended)
+                most = self.elastic.partition_cores
+                if cores + fw.cores > most:
+                    if not fw.gang_told:
+                        fw.gang_told = True
+                        logger.warning(
+                            "mesos: framework %s waits with all its %d cores (a gang?) and the partition "
+                            "has %d: no allocation can give it more, so a gang wider than %d cores never "
+                            "runs here; it gets cores only as its own tasks end",
+                            fw.framework_id, cores, most, most,
+                        )  # fmt: skip
+                    continue
                 fw.steps += 1
                 fw.growing, fw.growing_tasks, fw.starved_since = f"{fw.stage}+gang{fw.steps}", 1, None
                 logger.info(

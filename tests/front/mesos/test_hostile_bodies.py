@@ -12,6 +12,7 @@ import re
 import socket
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -161,6 +162,25 @@ def test_hostile_bodies_over_http_are_400_and_the_server_goes_on(server: MesosSe
     raw.close()
 
 
+def _status_kb(field: str) -> int:
+    """Return a ``kB`` field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``)."""
+    found = re.search(rf"^{field}:\s+(\d+) kB", Path("/proc/self/status").read_text(), re.MULTILINE)
+    assert found is not None, field
+    return int(found[1])
+
+
+def reset_peak_rss() -> int | None:
+    """Reset this process's peak RSS to its RSS (Linux ``clear_refs``); return that RSS in kB, or None.
+
+    None where it cannot be reset (not Linux, or ``/proc/self/clear_refs`` not writable).
+    """
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        return None
+    return _status_kb("VmHWM")
+
+
 def send_chunked(address: str, total: int) -> tuple[bytes, int]:
     """Send a chunked body of ``total`` bytes while reading the answer; return (answer, bytes sent)."""
     host, port = address.split(":")
@@ -198,10 +218,14 @@ def send_chunked(address: str, total: int) -> tuple[bytes, int]:
 @pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_100_mb_body_is_refused_past_the_limit_chunked_or_not(server: MesosServer) -> None:
+    base = reset_peak_rss()  # the server runs in this process: its peak is this process's
     answer, sent = send_chunked(server.address, 100 * 2**20)
     assert answer.startswith(b"HTTP/1.1 413"), answer[:100]
     assert b"larger than" in answer
     assert sent < 40 * 2**20, f"{sent} bytes were taken before the 413"
+    if base is not None:  # about 10 MB; the code that read bodies whole grew by about 200 MB here
+        grew = _status_kb("VmHWM") - base
+        assert grew < 48 * 1024, f"peak RSS grew by {grew} kB while the body streamed in"
     url = f"http://{server.address}/api/v1/scheduler"
     declared = httpx.post(
         url,
