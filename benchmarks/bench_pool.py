@@ -58,9 +58,9 @@ Submit = Callable[[int], "concurrent.futures.Future[Any]"]
 def tree_cpu_seconds() -> tuple[float, float]:
     """CPU seconds (user + system) of this process and of all its descendants, from /proc.
 
-    Each process counts its own time and that of the children it reaped (``cutime``, ``cstime``), so a
-    difference of two readings holds the time of processes that ended in between, once. The descendants'
-    part is 0 where /proc is missing (not Linux).
+    Each process counts its own time and that of the children it reaped (``cutime``, ``cstime``; for this
+    process ``RUSAGE_CHILDREN``), so a difference of two readings holds the time of processes that ended
+    in between, once. The descendants' part is only the reaped ones where /proc is missing (not Linux).
     """
     tick = os.sysconf("SC_CLK_TCK")
     stats: dict[int, tuple[int, float]] = {}
@@ -82,8 +82,9 @@ def tree_cpu_seconds() -> tuple[float, float]:
         pid = todo.pop()
         below += stats[pid][1]
         todo.extend(children.get(pid, ()))
+    reaped = resource.getrusage(resource.RUSAGE_CHILDREN)  # children this process waited for
     usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime, below
+    return usage.ru_utime + usage.ru_stime, below + reaped.ru_utime + reaped.ru_stime
 
 
 def measure(submit: Submit, started: float, tasks: int) -> dict[str, float]:
