@@ -128,10 +128,21 @@ def end_descendants(keep: frozenset[int] = frozenset()) -> int:
 
 
 def _has_children() -> bool:
-    """Whether this process has a child (``/proc/self/task/*/children``; True when it cannot tell).
+    """Whether this process has a child (True when it cannot tell).
 
-    A subreaper's leftovers are all its children or below them, so none means nothing to end.
+    A subreaper's leftovers are all its children or below them, so none means nothing to end. One
+    ``waitid(P_ALL, WNOHANG | WNOWAIT)`` answers it (about 10x cheaper than reading
+    ``/proc/self/task/*/children``, the fallback, and a worker asks after every task); ``WNOWAIT``
+    leaves an ended child to be reaped by whoever waits for it (a :class:`subprocess.Popen`).
     """
+    if hasattr(os, "waitid"):
+        try:
+            os.waitid(os.P_ALL, 0, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return False
+        except OSError:
+            return True
+        return True  # a child, ended (its status left for its waiter) or not
     try:
         for entry in os.scandir("/proc/self/task"):
             with open(f"{entry.path}/children", "rb") as f:

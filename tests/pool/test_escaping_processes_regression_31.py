@@ -291,3 +291,19 @@ def test_a_daemon_of_a_task_still_running_at_shutdown_is_gone_after_it(
     finally:
         el.shutdown(wait=False, cancel_futures=True)
     assert _gone(token), "the daemon outlived shutdown()"
+
+
+def test_the_quick_no_child_check_still_finds_a_live_child() -> None:
+    # in a process of its own: end_descendants kills every descendant of the process that calls it
+    script = """
+import subprocess
+from elastic.pool.reaper import end_descendants
+assert end_descendants() == 0
+live = subprocess.Popen(["sleep", "60"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+assert end_descendants() == 1, "a live child was not seen"
+live.wait(timeout=10)
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
