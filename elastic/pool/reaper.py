@@ -30,7 +30,7 @@ import os
 import signal
 import sys
 
-__all__ = ["PR_SET_CHILD_SUBREAPER", "become_subreaper", "descendants", "end_descendants"]
+__all__ = ["PR_SET_CHILD_SUBREAPER", "become_subreaper", "descendants", "end_descendants", "has_children"]
 
 logger = logging.getLogger(__name__)
 
@@ -102,7 +102,7 @@ def end_descendants(keep: frozenset[int] = frozenset()) -> int:
     """
     me = os.getpid()
     ended = 0
-    if not keep and not _has_children():
+    if not keep and not has_children():
         return 0  # the common case after a task, without reading every process of the machine
     for _ in range(_ROUNDS):
         found = [p for p in descendants(me) if p[0] not in keep and not _under(p, keep)]
@@ -127,7 +127,7 @@ def end_descendants(keep: frozenset[int] = frozenset()) -> int:
     return ended
 
 
-def _has_children() -> bool:
+def has_children() -> bool:
     """Whether this process has a child (True when it cannot tell).
 
     A subreaper's leftovers are all its children or below them, so none means nothing to end. One

@@ -185,6 +185,10 @@ def test_a_running_daemon_is_in_its_task_cgroup_which_is_removed_after_shutdown(
     agent_dir, task_dir = where.rsplit("/", 2)[-2:]
     assert agent_dir.startswith(cgroups.PREFIX) and task_dir.startswith("c"), where
     home = _cgroup_home()
+    # shutdown(wait=False) returns before the agent has ended: its cgroup goes with it, soon after
+    deadline = time.monotonic() + 30.0
+    while (home / agent_dir).exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert not (home / agent_dir).exists(), "the agent's cgroup was left behind"
 
 
