@@ -148,10 +148,10 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
-    live = [a for a in view.allocations if not a.ended and not a.cancelled and a.alloc_id not in cancelled]
+    live = [a for a in view.live_allocations if not a.cancelled and a.alloc_id not in cancelled]
     requested = [s for s in (*decision.actions, *added) if isinstance(s, Submit)]
     out: list[Cancel] = []
-    for stage in view.stages:
+    for stage in view.active_stages:  # both tests need a stage ready and not complete
         if not (_waits_for_offers(stage) or _waits_for_cores(stage)):
             continue
 
@@ -193,7 +193,7 @@ def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:
         (s.name in labels or TOTAL in labels)
         and s.cores <= a.cores
         and (_waits_for_cores(s) or (s.ready and not s.complete and s.awaiting_offers > 0))
-        for s in view.stages
+        for s in view.active_stages  # both tests need a stage ready and not complete
     )
 
 
