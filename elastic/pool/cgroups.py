@@ -14,9 +14,10 @@ reused); each task gets a child cgroup of it: a fresh child (``cPID-1``) moves i
 task runs, a warm worker (``wPID-1``) when it starts, for the tasks it runs one at a time. Whatever a task
 starts is born there:
 
-- after each task a warm worker kills every other member of its cgroup (nothing leaves it, so SIGKILL
-  to each until only the worker is left ends them all; a single read of ``cgroup.procs`` when the task
-  left nothing: moving a process between cgroups costs about a millisecond, too much per task);
+- after a task that left a child (the worker is a subreaper: whatever a task leaves is a child of it or
+  below one, so one ``waitid`` tells), a warm worker kills every other member of its cgroup (nothing
+  leaves it, so SIGKILL to each until only the worker is left ends them all); it stays in the one cgroup,
+  since moving a process between cgroups costs about a millisecond, too much per task;
 - before it exits a fresh child moves itself back, kills everything in its cgroup (``cgroup.kill``; on
   kernels before 5.14 and on the v1 freezer: freeze, SIGKILL every member, thaw, until it is empty) and
   removes the cgroup;
