@@ -17,7 +17,7 @@ from elastic.allocations import Allocation
 from elastic.backends.slurm import SlurmBackend
 from elastic.front.mesos import MesosServer
 from tests.fixtures.slurm_cluster import LocalSlurmCluster
-from tests.front.mesos.test_pymesos_mock import check_framework_run, lost_running, request_widths
+from tests.front.mesos.test_pymesos_mock import check_framework_run, lost_running
 
 pytestmark = [pytest.mark.slurm, pytest.mark.slow]
 
@@ -46,10 +46,11 @@ def test_a_pymesos_framework_runs_on_slurm_allocations_the_strategy_chooses(
         framework = check_framework_run(el, server, scancel)
         allocations = {a.alloc_id: a for a in el.view().allocations}
     offered = {o.allocation for o in framework.offers}
-    widths = request_widths(allocations.values())
-    if lost_running(framework) >= 2:  # both running tasks lost: the replacement is wider (see lost_running)
-        assert len({widths[a] for a in offered}) >= 2, (
-            "offers came from allocations requested with two widths"
+    if lost_running(framework) >= 2:  # both running tasks lost: a replacement was asked and offered
+        # its width depends on which rule asks first: the strategy's follow-up (the first request's and
+        # the lost tasks', 3) or the liveness rule (the queued tasks', 2), a race on a loaded machine
+        assert len({allocations[a].request for a in offered}) >= 2, (
+            "offers came from the first request and from its replacement"
         )
     assert all(allocations[a].backend_job_id for a in offered), "every allocation offered is a Slurm job"
     assert el.result is not None and el.result.status == "completed"
