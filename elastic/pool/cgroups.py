@@ -45,6 +45,8 @@ import threading
 import time
 from pathlib import Path
 
+from elastic.pool.reaper import _stat
+
 __all__ = ["ENV", "PREFIX", "CgroupTree", "Confinement", "agent_tree", "end_agents", "end_cgroup", "end_left"]
 
 logger = logging.getLogger(__name__)
@@ -135,13 +137,8 @@ def _start_time(pid: int) -> str | None:
 
     A zombie (killed, not reaped yet) counts as gone.
     """
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    fields = data[data.rfind(b")") + 2 :].split()
-    return None if fields[0] in (b"Z", b"X") else fields[19].decode()
+    stat = _stat(pid)  # the subreaper's reader of /proc/PID/stat
+    return None if stat is None or stat[2] in (b"Z", b"X") else str(stat[1])
 
 
 def _writable(path: Path) -> bool:
