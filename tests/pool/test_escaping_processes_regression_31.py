@@ -166,15 +166,20 @@ def test_a_daemon_started_by_a_task_is_gone_after_the_task_and_shutdown(
     assert _gone(token)
 
 
+def _running_daemon(el: Elastic, token: str) -> tuple[int, str]:
+    """Start a task that leaves a setsid daemon and keeps running; return the daemon's pid and cgroup."""
+    el.submit_task(Task.shell(_daemonize(token) + "; sleep 300", stage="escape"))
+    daemon = _daemon(token)
+    return daemon, _cgroup_of(daemon)
+
+
 @pytest.mark.timeout(180)
 def test_a_running_daemon_is_in_its_task_cgroup_which_is_removed_after_shutdown(
     local: LocalBackend, mode: str, token: str
 ) -> None:
     el = Elastic(local, "perstage", store=False, poll_interval=1.0)
     try:
-        el.submit_task(Task.shell(_daemonize(token) + "; sleep 300", stage="escape"))
-        daemon = _daemon(token)
-        where = _cgroup_of(daemon)
+        _, where = _running_daemon(el, token)
     finally:
         el.shutdown(wait=False, cancel_futures=True)
     assert _gone(token), "the daemon outlived shutdown()"
@@ -206,9 +211,7 @@ def test_after_the_agent_is_killed_with_sigkill_the_cgroup_path_ends_the_daemon(
     """The guarantee only cgroups give: the agent's death by SIGKILL ends a task's setsid daemon."""
     el = Elastic(local, "perstage", store=False, poll_interval=1.0)
     try:
-        el.submit_task(Task.shell(_daemonize(token) + "; sleep 300", stage="escape"))
-        daemon = _daemon(token)
-        where = _cgroup_of(daemon)
+        daemon, where = _running_daemon(el, token)
         os.kill(_agent_of(daemon), signal.SIGKILL)
         if mode == "cgroup":
             assert _gone(token), "the daemon outlived its agent's SIGKILL on the cgroup path"
