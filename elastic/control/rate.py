@@ -72,6 +72,12 @@ DEFAULT_BURST = 30
 FAILURE_DELAYS: tuple[float, ...] = (0.0, 30.0, 120.0, 600.0, 1800.0)
 """Seconds between submissions after 0, 1, 2, 3 and 4 or more allocations in a row ended ``FAILED``."""
 
+_ROUNDING_S = 1e-6
+"""A token due within this many seconds counts as there (the refill's float rounding).
+
+Above the rounding of a backend time (2.4e-7 s at epoch seconds), so a refused request is always told a
+retry time after ``now``."""
+
 MAX_PER_MINUTE = 600.0
 """Most jobs a minute a user may allow: ten ``sbatch`` calls a second, the most a shared controller
 should take from one user's workflow."""
@@ -349,14 +355,17 @@ class SubmissionRate:
         # in the tokens left) waits too, else a wide request could be overtaken at every step for ever
         # (a liveness scenario found a 9-job stage held while 3-job requests kept taking the tokens).
         queue_free = self.retry_at is None or now >= self.retry_at
-        if queue_free and now >= not_before and self._tokens >= need:
+        # seconds until the bucket holds ``need`` tokens; a shortfall due within a microsecond is float
+        # rounding of the refill (60 s at one a minute can refill 0.9999999999999999 of a token), not a
+        # wait: refusing it would tell the caller to retry at ``now`` itself
+        short = max(0.0, need - self._tokens) * 60.0 / self.per_minute
+        if queue_free and now >= not_before and short <= _ROUNDING_S:
             self._tokens -= jobs  # a request wider than the bucket leaves it in debt
             self._last = now if self._last is None else max(self._last, now)
             self.submitted += jobs
             self.retry_at = None
             return True
-        refill_at = now + max(0.0, need - self._tokens) * 60.0 / self.per_minute
-        retry = max(refill_at, not_before)
+        retry = max(now + short, not_before)
         if self.retry_at is None:
             logger.info(
                 "submission-rate cap: holding a request of %d job(s) until t=%.0f s (%g jobs a minute, "

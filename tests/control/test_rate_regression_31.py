@@ -133,3 +133,13 @@ def test_allocation_control_holds_a_runaway_strategy_to_the_documented_rate() ->
     assert len(submits) >= rate.burst  # the cap slows, it does not stop
     first_minute = [t for t in submits if t < submits[0] + 60.0]
     assert len(first_minute) <= rate.burst + rate.per_minute
+
+
+def test_a_token_short_only_by_float_rounding_is_there() -> None:
+    # found by the property above: 60 s at one a minute refilled 0.9999999999999999 of a token, the
+    # request was refused and told to retry at ``now`` itself
+    rate = SubmissionRate(per_minute=1.0, burst=1)
+    assert rate.allow(68.69733531049509)
+    assert rate.allow(68.69733531049509 + 60.0)
+    assert not rate.allow(68.69733531049509 + 61.0)
+    assert rate.retry_at is not None and rate.retry_at > 68.69733531049509 + 61.0
