@@ -13,7 +13,10 @@ the real Runner and AllocationController on the mock backend's virtual clock. Co
 - **lost**: runs that failed with the documented retries-exhausted error (allowed, reported).
 
     .venv/bin/python benchmarks/bench_liveness.py [--scenarios 10000] [--max-stages 50] [--seed 1]
-        [--processes 2] [--csv out.csv]
+        [--first 0] [--processes 2] [--csv out.csv]
+
+``--first N`` starts at scenario ``N`` of the seed's sequence (scenario ``i`` is drawn from ``(seed, i)``
+alone), so the 10,000 can be run in chunks on different days or machines and their CSVs joined.
 
 Cost: the run steps every 30 virtual seconds (the controller's poll), so a scenario's CPU grows with its
 makespan (days of queue waits) times its allocations. Per-Stage, Big-Job and the paper's ASA variants
@@ -70,6 +73,8 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
         for v in violations
     )
     return {
+        "seed": seed,
+        "max_stages": max_stages,
         "index": index,
         "strategy": scenario.strategy,
         "stages": len(scenario.stages),
@@ -85,6 +90,40 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
     }
 
 
+def _summary(rows: list[dict[str, object]], what: str) -> int:
+    """Print the counts and CPU of ``rows``; return the exit status (1: an invariant broke)."""
+    count = {k: sum(_true(r[k]) for r in rows) for k in ("stall", "stranded", "leftover", "lost")}
+    cpu = sorted(float(r["cpu_s"]) for r in rows)  # type: ignore[arg-type]
+    print(
+        f"{len(rows)} scenarios{what}: "
+        f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
+        f"{count['lost']} failed with the documented lost-task error; "
+        f"CPU {sum(cpu):.0f} s in all, per scenario median {cpu[len(cpu) // 2]:.2f} s, max {cpu[-1]:.1f} s"
+    )
+    return 1 if count["stall"] or count["stranded"] or count["leftover"] else 0
+
+
+def _true(value: object) -> bool:
+    return value is True or value == "True"  # a row read back from a CSV holds strings
+
+
+def _join(paths: list[Path]) -> int:
+    """Print the summary of chunks run apart (``--csv`` files of one seed), each scenario counted once."""
+    rows: dict[tuple[str, str, str], dict[str, object]] = {}
+    for path in paths:
+        with path.open(newline="") as f:
+            for row in csv.DictReader(f):
+                rows[(row["seed"], row["max_stages"], row["index"])] = dict(row)
+    if not rows:
+        print("no scenario in the files", file=sys.stderr)
+        return 2
+    seeds = sorted({(k[0], k[1]) for k in rows})
+    indices = sorted(int(k[2]) for k in rows)
+    gaps = indices[-1] - indices[0] + 1 - len(indices)
+    what = f" joined from {len(paths)} file(s) (seed, max stages: {seeds}; indices {indices[0]}-{indices[-1]}"
+    return _summary(list(rows.values()), what + (f", {gaps} missing)" if gaps else ")"))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -92,20 +131,34 @@ def main() -> int:
     parser.add_argument("--scenarios", type=int, default=10_000)
     parser.add_argument("--max-stages", type=int, default=50)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--first", type=int, default=0, help="index of the first scenario (chunks)")
     parser.add_argument("--processes", type=int, default=2)
-    parser.add_argument("--csv", type=Path)
+    parser.add_argument("--csv", type=Path, help="one row per scenario, written as each one ends")
+    parser.add_argument("--join", type=Path, nargs="+", help="only print the summary of these --csv files")
     args = parser.parse_args()
+    if args.join:
+        return _join(args.join)
+    if args.first < 0 or args.scenarios < 1:
+        parser.error("--first must be >= 0 and --scenarios >= 1")
     # SIGTERM (and SIGINT where a background shell ignores it) stops early as Ctrl-C does
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     start = time.monotonic()
-    jobs = [(args.seed, i, args.max_stages) for i in range(args.scenarios)]
+    jobs = [(args.seed, i, args.max_stages) for i in range(args.first, args.first + args.scenarios)]
     rows = []
     stopped = ""
+    out = None if args.csv is None else args.csv.open("w", newline="")
+    writer: csv.DictWriter[str] | None = None
     with multiprocessing.Pool(args.processes, initializer=_worker_signals) as pool:
         try:
             for n, row in enumerate(pool.imap_unordered(_one, jobs, chunksize=4), 1):
                 rows.append(row)
+                if out is not None:  # as it ends: a chunk stopped by anything keeps what ran
+                    if writer is None:
+                        writer = csv.DictWriter(out, fieldnames=list(row))
+                        writer.writeheader()
+                    writer.writerow(row)
+                    out.flush()
                 if row["scenario"]:
                     print(f"FAIL {row['index']} {row['violations']}\n  {row['scenario']}", flush=True)
                 if n % 100 == 0:
@@ -113,24 +166,13 @@ def main() -> int:
         except KeyboardInterrupt:  # Ctrl-C or SIGTERM: report the scenarios that ran
             pool.terminate()
             stopped = f" (stopped after {len(rows)} of {args.scenarios})"
+    if out is not None:
+        out.close()
     if not rows:
         return 1
     wall = time.monotonic() - start
-    count = {k: sum(bool(r[k]) for r in rows) for k in ("stall", "stranded", "leftover", "lost")}
-    cpu = sorted(float(r["cpu_s"]) for r in rows)  # type: ignore[arg-type]
-    print(
-        f"{len(rows)} scenarios{stopped} (max {args.max_stages} stages, seed {args.seed}): "
-        f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
-        f"{count['lost']} failed with the documented lost-task error; "
-        f"{wall:.0f} s wall on {args.processes} processes, "
-        f"CPU per scenario median {cpu[len(cpu) // 2]:.2f} s, max {cpu[-1]:.1f} s"
-    )
-    if args.csv is not None:
-        with args.csv.open("w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
-    return 1 if count["stall"] or count["stranded"] or count["leftover"] else 0
+    what = f"{stopped} (max {args.max_stages} stages, seed {args.seed}, from {args.first}; {wall:.0f} s wall"
+    return _summary(rows, what + f" on {args.processes} processes)")
 
 
 if __name__ == "__main__":
