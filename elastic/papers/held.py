@@ -7,6 +7,9 @@ over-estimation of the jobs' reservation times"). Slurm and :class:`~elastic.sim
 instead hand the cores to the next job at once. :class:`HeldBackfill` is EASY backfilling on the paper's
 model:
 
+* only jobs named ``"large"`` head the queue and get a reservation (the shadow time); backfilling jobs
+  have none ("unlike large jobs, no reservation is made for small jobs", Section 3.2): they start only
+  where they delay no queued large job, or on the fly while no large job waits;
 * jobs named ``"large"`` that complete early leave a *hold* on their cores until ``start + request``;
   large jobs never use held cores;
 * any job may borrow held cores if its request ends before the earliest hold expires (so it never
@@ -15,7 +18,8 @@ model:
   leaves no hold of its own;
 * with ``gain`` given, *speculative backfilling* (paper, Section 4.3): when cores are still free after the
   pass, the queued large job maximising the expected use of the gap, ``p_j E[X_j; X_j <= d | X_j > a'_j]``,
-  is started with a kill at the gap's end ``d``; a killed run goes back to the queue with its request.
+  is started with a kill at the gap's end ``d``; a killed run goes back to the top of the queue with its
+  request (Section 5).
 """
 
 from __future__ import annotations
@@ -54,6 +58,8 @@ class HeldBackfill:
         Speculative runs started.
     reservations : dict of int to float
         First shadow time computed for each blocked head job.
+    lent : set of int
+        Engine jobs that ran on held cores (they leave no hold of their own).
     """
 
     wants_end_log = True
@@ -63,6 +69,7 @@ class HeldBackfill:
         self.gain = gain
         self.holds: list[tuple[float, int]] = []
         self.borrowed: dict[int, int] = {}
+        self.lent: set[int] = set()
         self.lower: dict[int, float] = {}
         self.speculations = 0
         self._reservations: dict[int, float] = {}
@@ -86,6 +93,7 @@ class HeldBackfill:
                 if st == PENDING:  # a speculative run was killed: it ran at least this long
                     a, b = jobs.attempts[j][-1]
                     self.lower[j] = max(self.lower.get(j, 0.0), b - a)
+                    self._to_top(engine, j)
                 elif st == COMPLETED and not jobs.speculated[j] and not borrowed:
                     until = jobs.start[j] + jobs.walltime[j]
                     if until > jobs.end[j]:
@@ -95,6 +103,15 @@ class HeldBackfill:
         now = engine.now
         if self.holds:
             self.holds = [h for h in self.holds if h[0] > now]
+
+    @staticmethod
+    def _to_top(engine: Engine, j: int) -> None:
+        """Put a requeued job first in the queue ("add it back to the top of the waiting queue", Sect. 5)."""
+        q = engine.queue
+        if j in q and q[0] != j:
+            q.remove(j)
+            engine.jobs.rank[j] = engine.jobs.rank[q[0]] - 0.5
+            q.insert(0, j)
 
     def _held_idle(self, engine: Engine) -> int:
         held = sum(c for _, c in self.holds)
@@ -152,22 +169,34 @@ class HeldBackfill:
                 return False, extra
             held_idle -= borrow
             self.borrowed[j] = borrow
+            self.lent.add(j)
             engine.start(j)
             return True, extra
 
-        # Heads start in order while they fit.
+        # Large jobs start in queue order while they fit; backfilling jobs never head the queue (no
+        # reservation is made for them, Section 3.2), so a large job waits only for large jobs.
+        names = jobs.name
+        head = -1
         while q:
-            ok, _ = try_start(q[0], math.inf, 0)
+            head = next((j for j in q if names[j] == LARGE), -1)
+            if head < 0:
+                break
+            ok, _ = try_start(head, math.inf, 0)
             if not ok:
                 break
-            q.pop(0)
+            q.remove(head)
         if not q:
             return
-        head = q[0]
-        shadow, extra = self._shadow(engine, cores[head], free_large)
-        self._reservations.setdefault(head, shadow)
-        i = 1
+        if head >= 0:
+            shadow, extra = self._shadow(engine, cores[head], free_large)
+            self._reservations.setdefault(head, shadow)
+        else:  # no large job waits: backfilling work runs on the fly, wherever it fits
+            shadow, extra = math.inf, 0
+        i = 0
         while i < len(q) and cl.free:
+            if q[i] == head:
+                i += 1
+                continue
             ok, extra = try_start(q[i], shadow, extra)
             if ok:
                 del q[i]
@@ -200,6 +229,7 @@ class HeldBackfill:
         borrow = max(0, jobs.cores[j] - free_large)
         if borrow:
             self.borrowed[j] = borrow
+            self.lent.add(j)
         engine.start(j, kill_at=until)
         self.speculations += 1
         return True

@@ -121,17 +121,17 @@ class Replayed:
 
 
 class _Ends:
-    """Observer collecting the engine jobs killed at their walltime."""
+    """Observer handing each ended run to ``on_end`` at the instant it ends (before the next pass)."""
 
     def __init__(self) -> None:
-        self.timed_out: list[int] = []
+        self.on_end: Callable[[int], None] = lambda job: None
 
     def job_started(self, job: int) -> None:
         """Nothing to do when a run starts."""
 
     def job_ended(self, job: int) -> None:
-        """Remember the job; :func:`replay` reads its state after the event batch."""
-        self.timed_out.append(job)
+        """Pass the run on; ``on_end`` reads its state from the engine's table."""
+        self.on_end(job)
 
 
 def _check(jobs: Sequence[JobSpec], processors: int) -> None:
@@ -157,6 +157,7 @@ def replay(
     processors: int,
     policy: str | QueuePolicy[Engine],
     on_submit: Callable[[int, int, int], None] | None = None,
+    on_done: Callable[[Engine], None] | None = None,
 ) -> Replayed:
     """Simulate the jobs on ``processors`` one-core nodes under ``policy``; resubmit killed runs.
 
@@ -173,6 +174,9 @@ def replay(
     on_submit : callable or None
         Called as ``on_submit(engine_job, job, request_index)`` for every run submitted (so a policy can
         look up what it knows of the job, e.g. the distribution of its runtime).
+    on_done : callable or None
+        Called with the engine once every job has completed (to read its job table and policy, e.g. to
+        break the machine time down into useful, killed and idle parts).
 
     Returns
     -------
@@ -191,7 +195,7 @@ def replay(
     runs = np.zeros(len(jobs), dtype=np.int64)
     completion = np.full(len(jobs), np.nan)
 
-    def submit(i: int, k: int) -> None:
+    def submit(i: int, k: int, defer_pass: bool = False) -> None:
         s = jobs[i]
         if on_submit is not None:  # before the submit: its scheduling pass may already ask about it
             on_submit(len(eng.jobs), i, k)
@@ -202,8 +206,22 @@ def replay(
             notify=True,
             background=s.speculable,
             name=LARGE if s.speculable else "small",
+            defer_pass=defer_pass,
         )
         owner[j] = (i, k)
+
+    def ended(j: int) -> None:
+        i, k = owner[j]
+        state = eng.jobs.state[j]
+        if state == PENDING:  # a speculative run killed at the gap's end: requeued as is
+            return
+        runs[i] += 1 + eng.jobs.requeues[j]
+        if state == TIMEOUT:  # resubmitted at the kill, before the scheduler's next pass
+            submit(i, k + 1, defer_pass=True)
+        else:
+            completion[i] = eng.jobs.end[j]
+
+    ends.on_end = ended
 
     nxt = 0
     while True:
@@ -218,20 +236,10 @@ def replay(
                 nxt += 1
         else:
             eng.step()
-        if ends.timed_out:
-            ended, ends.timed_out = ends.timed_out, []
-            for j in ended:
-                i, k = owner[j]
-                state = eng.jobs.state[j]
-                if state == PENDING:  # a speculative run killed at the gap's end: requeued as is
-                    continue
-                runs[i] += 1 + eng.jobs.requeues[j]
-                if state == TIMEOUT:
-                    submit(i, k + 1)
-                else:
-                    completion[i] = eng.jobs.end[j]
     if np.isnan(completion).any():
         raise ConfigError("some jobs never completed (the policy starved them)")
+    if on_done is not None:
+        on_done(eng)
     return Replayed(
         arrival=np.array([s.arrival for s in jobs], dtype=np.float64),
         completion=completion,

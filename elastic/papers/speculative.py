@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import stats
@@ -42,6 +43,9 @@ from elastic.papers.report import (
 )
 from elastic.papers.stochastic import HOUR, Runtime, requests
 from elastic.simulator.speculative import SpeculativeEasy
+
+if TYPE_CHECKING:
+    from elastic.simulator.engine import Engine
 
 __all__ = ["FIGURES", "P", "TITLE", "allocation", "reproduce", "simulate", "truncnorm"]
 
@@ -108,6 +112,7 @@ def simulate(
     small: Sequence[JobSpec] = (),
     model: str = "held",
     processors: int = P,
+    on_done: Callable[[Engine], None] | None = None,
 ) -> Replayed:
     """Replay one drawn workload under one walltime strategy.
 
@@ -129,6 +134,8 @@ def simulate(
         free when it ends; ``easy`` or ``easy+speculative``).
     processors : int
         Machine size.
+    on_done : callable or None
+        Passed to :func:`~elastic.papers.replay.replay` (reads the engine after the run).
     """
     rng = np.random.default_rng(seed)
     seqs = [requests(strategy, job.runtime_law, rng) for job in large]
@@ -157,7 +164,7 @@ def simulate(
         policy = SpeculativeEasy(min_samples=10) if speculative else "easy"
     else:
         raise ConfigError(f"unknown machine model {model!r}; use held or release")
-    return replay(specs, processors=processors, policy=policy, on_submit=on_submit)
+    return replay(specs, processors=processors, policy=policy, on_submit=on_submit, on_done=on_done)
 
 
 # -- helpers ------------------------------------------------------------------------------------

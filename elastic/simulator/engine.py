@@ -279,6 +279,7 @@ class Engine:
         job_id: Hashable = None,
         notify: bool = False,
         background: bool = False,
+        defer_pass: bool = False,
     ) -> int:
         """Submit a job now and return its index; the policy runs at once (it may start right away).
 
@@ -303,6 +304,11 @@ class Engine:
             Tell the observer about its start and end.
         background : bool, default False
             Flag kept in the records.
+        defer_pass : bool, default False
+            Queue the job without running the policy now: the pass that ends the current batch of
+            simultaneous events sees it. For a submission made from an observer's ``job_ended`` (a
+            runtime system resubmitting a killed job at the instant of the kill), so that the pass
+            never runs between the end and the resubmission, nor in the middle of an event batch.
 
         Raises
         ------
@@ -340,7 +346,10 @@ class Engine:
             self.queue.append(j)
         else:
             self.held.add(j)
-        self._schedule()
+        if defer_pass:
+            self._dirty = True
+        else:
+            self._schedule()
         return j
 
     # -- the event loop ----------------------------------------------------------------------------

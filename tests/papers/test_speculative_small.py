@@ -65,3 +65,38 @@ def test_toptimal_with_speculative_backfilling_beats_classical_hpc() -> None:
     both = s.simulate(large, "toptimal", speculative=True, seed=0)
     assert both.utilisation(until_drained=True) > hpc.utilisation(until_drained=True)
     assert both.response(large_only=True) < hpc.response(large_only=True)
+
+
+def test_a_killed_large_run_is_resubmitted_ahead_of_queued_backfilling_jobs() -> None:
+    """Section 3.2: no reservation is made for small jobs, so they never get ahead of a large job."""
+    jobs = [
+        JobSpec(0, 4, 10.0, (5.0, 20.0)),  # killed at 5, resubmitted with 20
+        JobSpec(1, 4, 3.0, (3.0,), large=False, speculable=False),  # queued since t = 1
+    ]
+    out = replay(jobs, processors=4, policy=HeldBackfill())
+    assert out.completion[0] == 15.0  # the rerun starts at once at t = 5, not behind the small job
+    assert out.completion[1] == 18.0  # then the small job borrows the rerun's held cores (15-20)
+
+
+def test_backfilling_jobs_run_on_the_fly_when_no_large_job_waits() -> None:
+    jobs = [
+        JobSpec(0, 2, 10.0, (10.0,)),
+        JobSpec(0, 2, 30.0, (30.0,), large=False, speculable=False),  # ends after the large one
+        JobSpec(0, 2, 5.0, (5.0,), large=False, speculable=False),
+    ]
+    out = replay(jobs, processors=4, policy=HeldBackfill())
+    assert list(out.completion) == [10.0, 30.0, 15.0]
+
+
+def test_a_killed_speculative_run_goes_back_to_the_top_of_the_queue() -> None:
+    """Section 5: 'we simply reset its normal requested time and add it back to the top of the queue'."""
+    jobs = [
+        JobSpec(0, 2, 10.0, (10.0,)),  # runs 0-10
+        JobSpec(0, 4, 5.0, (5.0,)),  # the blocked head: its reservation starts at 10
+        JobSpec(0, 2, 20.0, (30.0,)),  # speculated into the 2-core gap 0-10, killed at 10
+    ]
+    policy = HeldBackfill(gain=lambda job, lower, d: d)
+    out = replay(jobs, processors=4, policy=policy)
+    assert policy.speculations == 1
+    assert out.completion[2] == 30.0  # restarted first at t = 10, ahead of the former head
+    assert out.completion[2] < out.completion[1]

@@ -206,3 +206,30 @@ def test_shorten_never_raises_a_walltime_nor_touches_a_started_job() -> None:
     assert list(eng.jobs.walltime) == [10.0, 10.0]
     eng.run()
     assert eng.jobs.end[running] == 10.0 and eng.jobs.start[waiting] == 10.0
+
+
+def test_a_submission_from_job_ended_with_defer_pass_is_seen_by_the_same_pass() -> None:
+    """A runtime system resubmitting a killed job at the kill: the freed cores go to the rerun."""
+
+    class Resubmit:
+        def __init__(self) -> None:
+            self.engine: Engine | None = None
+
+        def job_started(self, job: int) -> None:
+            pass
+
+        def job_ended(self, job: int) -> None:
+            assert self.engine is not None
+            if self.engine.jobs.state[job] == TIMEOUT:
+                self.engine.submit(cores=4, walltime=20.0, runtime=10.0, defer_pass=True)
+
+    obs = Resubmit()
+    eng = Engine(nodes=4, policy="lejf", observer=obs)
+    obs.engine = eng
+    eng.submit(cores=4, walltime=5.0, runtime=10.0, notify=True)
+    eng.run(until=1.0)
+    other = eng.submit(cores=4, walltime=3.0, runtime=3.0)
+    eng.run()
+    rerun = len(eng.jobs) - 1
+    assert eng.jobs.start[rerun] == 5.0  # the pass at t = 5 saw both: longest request first
+    assert eng.jobs.start[other] == 15.0
