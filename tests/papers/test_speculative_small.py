@@ -100,3 +100,39 @@ def test_a_killed_speculative_run_goes_back_to_the_top_of_the_queue() -> None:
     assert policy.speculations == 1
     assert out.completion[2] == 30.0  # restarted first at t = 10, ahead of the former head
     assert out.completion[2] < out.completion[1]
+
+
+def test_neuroscience_lies_between_classical_hpc_and_toptimal_and_nears_hpc_as_k_grows() -> None:
+    """Fig. 4's direction: HPC < Neuroscience (k = 100) < Neuroscience (k = 10) < TOptimal."""
+    large = s._batch(s.DISTRIBUTIONS["truncnorm"], "beta", 30, np.random.default_rng(1))
+    util = {
+        name: s.simulate(large, name, speculative=False, seed=0).utilisation(until_drained=True)
+        for name in ("hpc", "neuro:100", "neuro:10", "toptimal")
+    }
+    assert util["hpc"] < util["neuro:100"] < util["neuro:10"] < util["toptimal"]
+
+
+def test_speculative_backfilling_helps_classical_hpc_more_than_toptimal() -> None:
+    """Fig. 5's direction: a drastic gain for HPC's long requests, a slight one for TOptimal's."""
+    large = s._batch(s._BIG, "beta", 40, np.random.default_rng(2))
+
+    def gain(name: str) -> float:
+        plain = s.simulate(large, name, speculative=False, seed=0).utilisation(until_drained=True)
+        return s.simulate(large, name, speculative=True, seed=0).utilisation(until_drained=True) / plain
+
+    assert gain("hpc") > gain("toptimal") > 1.0
+
+
+def test_with_a_backfilling_stream_atoptimal_packs_best_and_hpc_answers_slowest() -> None:
+    """Figs. 6-7's directions at Z/P = 0.5: ATOptimal's utilisation highest, HPC's large jobs slowest."""
+    g = np.random.default_rng(5)
+    large = s._batch(s._STREAM_LAW, "beta", 12, g)
+    small = s._stream(0.5, sum(j.cores * j.runtime for j in large) / s.P, g)
+    runs = {
+        name: s.simulate(large, name, speculative=False, seed=0, small=small)
+        for name in ("hpc", "toptimal", "atoptimal:0.5")
+    }
+    util = {name: out.utilisation(until_drained=True) for name, out in runs.items()}
+    response = {name: out.response(large_only=True) for name, out in runs.items()}
+    assert util["atoptimal:0.5"] > max(util["hpc"], util["toptimal"])
+    assert response["hpc"] > max(response["toptimal"], response["atoptimal:0.5"])
