@@ -44,7 +44,12 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("paper", choices=PAPERS, help="which paper")
     parser.add_argument(
-        "--figure", type=int, action="append", default=None, help="only this figure (repeatable)"
+        "--figure",
+        type=int,
+        action="append",
+        default=None,
+        help="only this figure (repeatable); speculative: 2-8, by default 2-5 and 8 (6-7 replay ~10^4 "
+        "backfilling jobs, about 20 minutes a run: with --figure or --full); onthefly: 8, 9",
     )
     parser.add_argument(
         "--runs",
@@ -72,7 +77,8 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--full",
         action="store_true",
-        help=f"the paper's full sweeps (slower); cp: 4,000 jobs, not 1,500; asa: {ASA_FULL_RUNS} runs a cell",
+        help=f"the paper's full sweeps (slower); speculative: also Figs. 6-7, finer k, share and rate grids; "
+        f"cp: 4,000 jobs, not 1,500; asa: {ASA_FULL_RUNS} runs a cell",
     )
 
 
