@@ -2,9 +2,9 @@
 
 Both stochastic-scheduling papers model a runtime system on top of the batch scheduler: a job is
 submitted with the first request of its sequence; if it is killed at its walltime it is submitted again
-(at the time of the kill, at the tail of the queue) with the next, longer request, until a run
-completes. :func:`replay` drives :class:`~elastic.simulator.engine.Engine` this way and returns, per
-job, when its successful run completed and how many runs it took.
+(at the kill, before the scheduler's next pass, at the tail of the queue) with the next, longer request,
+until a run completes. :func:`replay` drives :class:`~elastic.simulator.engine.Engine` this way and
+returns, per job, when its successful run completed and how many runs it took.
 """
 
 from __future__ import annotations

@@ -684,16 +684,14 @@ CHOICES = (
     "gap only backfilling may use, Sections 3-4); Slurm frees the cores at once. The figures use the "
     "paper's model (`HeldBackfill`); Fig. 8 is also shown on Slurm's model.",
     "Runs: 5 random workloads a point by default (the paper: 50; `--runs 50`).",
-    "Queue: EASY backfilling over the large jobs in non-increasing processor-time product of their "
-    "first request (the paper's round-based greedy order, stated). Stated too (Section 3.2): backfilling "
-    "jobs get no reservation, so they never head the queue; they start where they delay no queued "
-    "large job, or on the fly while none waits. Unstated: a killed run is resubmitted at the kill with "
-    "the next request, behind the large jobs already queued (not at the end of a 'round').",
-    "Speculative backfilling (Section 4.3's gain, stated): the job maximising p E[X; X <= d | X > a'] "
-    "from its own runtime law, after every job that fits; a failed speculative run goes back to the top "
-    "of the queue with its request (stated, Section 5). Unstated: the gap is the free processors from now "
-    "to the blocked large job's reservation or the first held reservation's end, whichever is earlier; "
-    "one speculative run per submission.",
+    "Resubmission: a killed run is resubmitted at the kill with the next request, behind the large jobs "
+    "already queued, not at the end of a 'round' (the queue itself is the paper's: EASY over the large "
+    "jobs by non-increasing processor-time product of the first request; backfilling jobs get no "
+    "reservation, Section 3.2, and start where they delay no queued large job, or while none waits).",
+    "Speculative backfilling's gap: the free processors from now to the blocked large job's reservation "
+    "or the first held reservation's end, whichever is earlier; one speculative run per submission (the "
+    "choice is the paper's: after every job that fits, the job maximising p E[X; X <= d | X > a']; a "
+    "failed speculative run goes back to the top of the queue, Section 5).",
     "'A few seconds' lower bounds are 0; runtimes are drawn from the continuous laws; TOptimal on a "
     "200-interval grid, ATOptimal on 46 intervals (which reproduces the paper's Table 1).",
     "Neuroscience and MASI: each job draws its own last k runtimes from its law; after a kill "
