@@ -640,11 +640,7 @@ class AllocationController:
         self._put(dataclasses.replace(a, serves=action.stages))
 
     def _shorten(self, action: Shorten) -> None:
-        """Lower a pending allocation's walltime where the backend can; the record takes what it got.
-
-        The stages the action names (:attr:`Shorten.serves`) replace those it is kept for only where the
-        walltime was lowered: one that kept its walltime still covers them.
-        """
+        """Lower a pending allocation's walltime where the backend can; the record takes what it got."""
         a = self._allocs.get(action.alloc_id)
         if a is None or not a.pending or a.cancelled or not action.walltime < a.walltime:
             return
@@ -661,16 +657,14 @@ class AllocationController:
         walltime = self.backend.state(job_id).walltime
         if walltime < a.walltime:
             logger.info(
-                "%s: %s walltime lowered from %.0f s to %.0f s%s: %s",
+                "%s: %s walltime lowered from %.0f s to %.0f s: %s",
                 self.strategy.name,
                 a.alloc_id,
                 a.walltime,
                 walltime,
-                f", kept for {', '.join(action.serves)} (was {', '.join(a.labels)})" if action.serves else "",
                 action.reason,
             )
-            serves = action.serves or a.serves
-            self._put(dataclasses.replace(a, walltime=walltime, serves=serves))
+            self._put(dataclasses.replace(a, walltime=walltime))
 
     def _cancel(self, action: Cancel, now: float, *, kill: bool = False) -> None:
         """Cancel an allocation; one that still runs a task is drained first and cancelled once idle.

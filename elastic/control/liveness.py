@@ -52,7 +52,7 @@ from __future__ import annotations
 import logging
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.strategies.base import Cancel, Decision, RunView, Serve, Shorten, StageView, Submit
+from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
 
 __all__ = ["LIVENESS_REASON", "unserved"]
@@ -77,7 +77,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         The most cores one allocation may have; a stage whose tasks are wider is skipped.
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
-    serves = _serves(decision)
+    serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able: list[tuple[frozenset[str], int]] = [
         (frozenset(serves.get(a.alloc_id, a.labels)), a.cores)
@@ -135,17 +135,6 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     return Decision((*out, *_make_room(view, decision, out, max_cores)))
 
 
-def _serves(decision: Decision) -> dict[str, tuple[str, ...]]:
-    """Per allocation, the stages ``decision`` keeps it for from now on (Serve, or Shorten naming them)."""
-    out: dict[str, tuple[str, ...]] = {}
-    for a in decision.actions:
-        if isinstance(a, Serve):
-            out[a.alloc_id] = a.stages
-        elif isinstance(a, Shorten) and a.serves:
-            out[a.alloc_id] = a.serves
-    return out
-
-
 def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores: int) -> list[Cancel]:
     """Release idle allocations too narrow for a waiting stage whose wider one cannot start beside them.
 
@@ -158,7 +147,7 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
     ever starting); its stages get the wider one.
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
-    serves = _serves(decision)
+    serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     live = [a for a in view.live_allocations if not a.cancelled and a.alloc_id not in cancelled]
     requested = [s for s in (*decision.actions, *added) if isinstance(s, Submit)]
     out: list[Cancel] = []

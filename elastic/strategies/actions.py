@@ -101,17 +101,11 @@ class Shorten:
     gaps a longer one does not, at the queue place it has (Slurm: ``scontrol update TimeLimit``). Run
     control does nothing where the backend cannot (:class:`~elastic.backends.base.ShortensWalltime`), or
     once the allocation started.
-
-    ``serves``, where not empty, is the stages the allocation is kept for from then on (replacing those
-    it was kept for, as :class:`Serve` does), taken only if the walltime was lowered: a request merged
-    across several stages and lowered to the first of them alone leaves the others to be planned anew,
-    while one whose backend kept its walltime still covers them.
     """
 
     alloc_id: str
     walltime: float
     reason: str = ""
-    serves: tuple[str, ...] = ()
 
 
 Action = Submit | Cancel | Serve | Shorten

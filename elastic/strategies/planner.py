@@ -205,15 +205,7 @@ class Planner:
             Decision(tuple(release_idle(_as_planned(view, kept)))),
             Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
-            Decision(
-                tuple(
-                    _shortened(
-                        view,
-                        lambda width, w: self.queue.waves_walltime(view, width, w),
-                        lambda width, walltimes: self.queue.soonest(view, width, walltimes),
-                    )
-                )
-            ),
+            Decision(tuple(_shortened(view, lambda width, w: self.queue.waves_walltime(view, width, w)))),
             walltime_follow_ups(
                 view,
                 [s.name for s in view.stages],

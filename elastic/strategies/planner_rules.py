@@ -24,11 +24,7 @@ SHORTEN_SLACK = 60.0
 limits are whole minutes)."""
 
 
-def _shortened(
-    view: RunView,
-    piece_walltime: Callable[[int, float], float],
-    soonest: Callable[[int, Sequence[float]], int] = lambda width, walltimes: len(walltimes) - 1,
-) -> list[Shorten]:
+def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> list[Shorten]:
     """Step 3: lower the walltime of requests that still wait once their first stage is ready.
 
     A request asks for walltime to idle until its stage's need as well (:meth:`Planner._requests`), in
@@ -40,26 +36,9 @@ def _shortened(
     :meth:`~elastic.strategies.planner_waits.QueueWaits.waves_walltime` would ask, ``piece_walltime``,
     never less than one wave: it is not asked where one wave would not lower it); walltime follow-ups
     ask no cover and are left.
-
-    A request merged across several stages (:mod:`~elastic.strategies.merge`) is lowered further, to its
-    ready stages and as many of the next as start as soon (``soonest``:
-    :meth:`~elastic.strategies.planner_waits.QueueWaits.soonest`, the scheduler's estimate for its widest
-    piece), where the estimate starts that shorter request sooner than the whole; it is then kept for
-    those stages only (:attr:`Shorten.serves`), and the rest are planned anew, from their own need. None
-    of its pieces may have started (the running ones' walltime is fixed). HPC2N replay, Montage 112, run
-    2: the pieces of ``project`` merged with the next three stages asked 2165 s each, waited 22.9 h, while
-    Per-Stage's of 499 s for ``project`` alone, asked at the same instant, started at 13.3 h; the estimate
-    said so at 12 h (a new 56-core job of 499 s would wait 1.7 h, of 2165 s 13.7 h). Statistics 112, run
-    2, the same at the same point of the trace (``chunk_stats``: 2836 s against 938 s).
     """
     out: list[Shorten] = []
     order = {s.name: s.index for s in view.stages}
-    started = {a.request for a in view.allocations if a.start_time is not None or a.running}
-    widest: dict[str, int] = {}
-    for a in view.allocations:
-        if a.pending and not a.cancelled:
-            widest[a.request] = max(widest.get(a.request, 0), a.cores)
-    kept: dict[str, tuple[str, ...]] = {}  # per request: the stages its pieces are lowered to, all alike
     for a in view.allocations:
         if not a.pending or a.cancelled or a.reason != "initial":
             continue
@@ -68,52 +47,14 @@ def _shortened(
         )
         if not labels or not view.stage(labels[0]).ready:
             continue
-
-        def asked(stages: Sequence[str], cores: int = a.cores, piece: bool = a.piece_of is not None) -> float:
-            needed = merge.group_walltime(view.knowledge, stages)
-            return piece_walltime(cores, needed) if piece else needed
-
-        walltime = a.walltime
         needed = merge.group_walltime(view.knowledge, labels)
+        if a.walltime <= needed + SHORTEN_SLACK:
+            continue  # nothing to lower: a piece's walltime is one wave or more (no estimate asked)
+        if a.piece_of is not None:  # a piece keeps a second wave's walltime where it costs no wait
+            needed = piece_walltime(a.cores, needed)
         if a.walltime > needed + SHORTEN_SLACK:
-            lowered = asked(labels)
-            if a.walltime > lowered + SHORTEN_SLACK:
-                walltime = float(math.ceil(lowered))
-        keep = tuple(labels)
-        if a.request not in started:
-            if a.request not in kept:
-                kept[a.request] = _leading(view, labels, walltime, widest[a.request], asked, soonest)
-            keep = kept[a.request] if set(kept[a.request]) <= set(labels) else keep
-        if keep != tuple(labels):
-            why = f"{labels[0]} is ready: a request for {', '.join(keep)} alone starts sooner"
-            out.append(Shorten(a.alloc_id, math.ceil(asked(keep)), why, serves=keep))
-        elif walltime < a.walltime:
-            out.append(Shorten(a.alloc_id, walltime, f"{labels[0]} is ready: no idling to cover"))
+            out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
     return out
-
-
-def _leading(
-    view: RunView,
-    labels: Sequence[str],
-    walltime: float,
-    width: int,
-    asked: Callable[[Sequence[str]], float],
-    soonest: Callable[[int, Sequence[float]], int],
-) -> tuple[str, ...]:
-    """Return the leading stages of ``labels`` a pending request is kept for (all: nothing is given up).
-
-    The candidates run from its ready stages (every stage up to the last ready one: a ready stage
-    dropped would have no cores planned in this decision) to all of ``labels``, each with the walltime
-    it would ask (``asked``; ``walltime`` for all of them); ``soonest`` picks one.
-    """
-    ready = 1 + max(i for i, x in enumerate(labels) if view.stage(x).ready)
-    runs = [tuple(labels[:k]) for k in range(ready, len(labels))]
-    walltimes = [asked(r) for r in runs]
-    shorter = [(r, w) for r, w in zip(runs, walltimes, strict=True) if w + SHORTEN_SLACK < walltime]
-    if not shorter:
-        return tuple(labels)
-    choice = soonest(width, [w for _, w in shorter] + [walltime])
-    return shorter[choice][0] if choice < len(shorter) else tuple(labels)
 
 
 def _lead_caps(view: RunView) -> dict[str, float]:

@@ -221,29 +221,6 @@ class QueueWaits:
         long_wait = view.estimate(width, waves, releasing)
         return waves if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK else one
 
-    def soonest(
-        self, view: RunView, width: int, walltimes: Sequence[float], releasing: Releasing = ()
-    ) -> int:
-        """Return the index of the longest of ``walltimes`` whose estimated start is as soon as the first's.
-
-        ``walltimes`` ascend: what a pending request of ``width`` cores would ask if lowered to its ready
-        stages, then to each longer run of the stages it was merged across, the last what it asks for all
-        of them. The longest whose estimated wait is within :data:`HEADROOM_SLACK` of the shortest's is
-        kept (:func:`~elastic.strategies.planner_rules._shortened`); without an estimate, or when it is
-        off, the last (nothing is given up).
-        """
-        last = len(walltimes) - 1
-        if last <= 0 or not self.estimates or view.estimate is None:
-            return max(last, 0)
-        shortest = view.estimate(width, walltimes[0], releasing)
-        if shortest is None:
-            return last
-        for i in range(last, 0, -1):
-            wait = view.estimate(width, walltimes[i], releasing)
-            if wait is None or wait <= shortest + HEADROOM_SLACK:
-                return i
-        return 0
-
     def headroom(self, view: RunView, g: merge.Group, walltime: float, releasing: Releasing) -> float:
         """Return the walltime to request for group ``g``: ``walltime``, or more where it costs no wait.
 
