@@ -28,8 +28,8 @@ HTEX workers are told the node has ``cores_per_node`` cores (``PARSL_CORES``): t
 live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where
 HTEX submits its first block, to the last result), core-hours charged (from Slurm's own job records:
 cores x (end - start) of every batch job of the run, in Slurm's whole seconds, so up to cores x 1 s per
-job short: the CSV's ``core_h_resolution``), the widest batch job (``widest_job_cores``: the shape the
-run used), idle core-hours (charged - the tasks' own core-seconds), and
+job short: the CSV's ``core_h_resolution``), the widest batch job that ran
+(``widest_job_cores``: the shape the run used), idle core-hours (charged - the tasks' own core-seconds), and
 per-stage waits (from the last task end of the previous stage, or ``parsl.load``, to the first task start
 of the stage), all measured by the tasks themselves and by Slurm, whatever the executor. Each task also
 reports its batch job (``SLURM_JOB_ID``): ``tasks_outside`` counts tasks whose job was not charged.

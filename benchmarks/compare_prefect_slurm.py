@@ -23,7 +23,7 @@ Dask configurations need ``prefect-dask`` and ``dask-jobqueue``; without them th
 reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last
 task end), core-hours charged (from Slurm's job records: cores x (end - start) of every batch job of the
 run, in whole seconds, so up to cores x 1 s per job short: the CSV's ``core_h_resolution``; each task
-reports its job, and ``tasks_outside`` counts tasks whose job was not charged), the widest batch job
+reports its job, and ``tasks_outside`` counts tasks whose job was not charged), the widest batch job that ran
 (``widest_job_cores``: the shape the run used), idle core-hours (charged -
 the tasks' own core-seconds), per-stage waits (from the last task end of the previous stage, or the flow
 call, to the first task start of the stage), batch jobs, *released mid-flow* (batch jobs of the run that

@@ -69,7 +69,7 @@ class Outcome:
     requeued: int = 0  # batch jobs submitted after a mid-flow release
     resolution: float = 0.0  # core-hours Slurm's whole-second records may miss: cores x 1 s per job
     outside: int = 0  # tasks that ran in no batch job counted in ``charged`` (0 unless a job was missed)
-    widest_job: int = 0  # cores of the run's widest batch job that started (the allocation shape)
+    widest_job: int = 0  # cores of the run's widest batch job that ran (the allocation shape)
 
     @property
     def idle(self) -> float:
@@ -276,5 +276,14 @@ def charge(jobs: Sequence[tuple[str, Any]]) -> tuple[float, int, float, set[str]
 
 
 def widest_job(jobs: Sequence[tuple[str, Any]]) -> int:
-    """Return the cores of the widest of ``jobs`` that started (0 if none did): the shape a run used."""
-    return max((info.cores for _, info in jobs if info.start_time is not None), default=0)
+    """Return the cores of the widest of ``jobs`` that ran (0 if none did): the shape a run used.
+
+    A job cancelled while pending has Slurm's start time equal to its end time (and its request's cores):
+    it did not run.
+    """
+    ran = (
+        info.cores
+        for _, info in jobs
+        if info.start_time is not None and (info.end_time is None or info.end_time > info.start_time)
+    )
+    return max(ran, default=0)
