@@ -10,18 +10,26 @@ sequence for every configuration of one repetition), and runs the same Montage-s
 
 - ``htex-bigjob``: HTEX + SlurmProvider, one block sized for the widest stage (``nodes_per_block`` nodes,
   ``init_blocks=1``, ``max_blocks=1``, ``Config(strategy="none")``);
+- ``htex-bigjob-split``: the same cores as two blocks of half the nodes each (``init_blocks=2``,
+  ``max_blocks=2``; one block when the widest stage fits one node): Parsl's Big-Job in the split shape the
+  Elastic ``-split`` configurations get (HTEX asks whole nodes, so a block cannot be narrower than one);
 - ``htex-auto``: HTEX + SlurmProvider with Parsl's own scaling (``init_blocks=0``, one-node blocks,
   ``max_blocks`` = the nodes of the widest stage, ``Config(strategy="htex_auto_scale")``, Parsl's default
   ``max_idletime`` of 120 s);
 - ``elastic-bigjob``, ``elastic-perstage``, ``elastic-asa``: ``ElasticExecutor`` with that strategy, on
   ``SlurmBackend``, apps annotated with ``parsl_resource_specification={"runtime": seconds}``; the runs of one
-  invocation share a store, so later repetitions start from the waits and runtimes earlier ones saw.
+  invocation share a store, so later repetitions start from the waits and runtimes earlier ones saw;
+- ``elastic-bigjob-split``, ``elastic-perstage-split``: the same baselines in ``elastic compare``'s split
+  shape (``job_cores`` = half the widest stage, rounded up: :func:`benchmarks.slurm_queue.elastic_strategy`),
+  as ``asa`` asks its allocations in pieces; the fair comparison reads ``asa`` against the better shape of
+  each baseline.
 
 HTEX workers are told the node has ``cores_per_node`` cores (``PARSL_CORES``): the local cluster's nodes all
 live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where
 HTEX submits its first block, to the last result), core-hours charged (from Slurm's own job records:
 cores x (end - start) of every batch job of the run, in Slurm's whole seconds, so up to cores x 1 s per
-job short: the CSV's ``core_h_resolution``), idle core-hours (charged - the tasks' own core-seconds), and
+job short: the CSV's ``core_h_resolution``), the widest batch job that ran
+(``widest_job_cores``: the shape the run used), idle core-hours (charged - the tasks' own core-seconds), and
 per-stage waits (from the last task end of the previous stage, or ``parsl.load``, to the first task start
 of the stage), all measured by the tasks themselves and by Slurm, whatever the executor. Each task also
 reports its batch job (``SLURM_JOB_ID``): ``tasks_outside`` counts tasks whose job was not charged.
@@ -57,14 +65,25 @@ from benchmarks.slurm_queue import (  # noqa: E402
     add_options,
     charge,
     check_options,
+    elastic_strategy,
     marker,
     run_jobs,
     stage_times,
     summarise,
+    widest_job,
 )
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
 
-CONFIGS = ("htex-bigjob", "htex-auto", "elastic-bigjob", "elastic-perstage", "elastic-asa")
+CONFIGS = (
+    "htex-bigjob",
+    "htex-bigjob-split",
+    "htex-auto",
+    "elastic-bigjob",
+    "elastic-bigjob-split",
+    "elastic-perstage",
+    "elastic-perstage-split",
+    "elastic-asa",
+)
 
 
 def _stage_app(name: str) -> Any:
@@ -94,26 +113,55 @@ def run_workflow(stages: Sequence[tuple[str, int, float]], annotate: bool) -> li
     return [[f.result(timeout=3600) for f in stage] for stage in futures]
 
 
-def make_executor(config: str, cluster: LocalSlurmCluster, widest: int, run_dir: Path, store: str) -> Any:
+def htex_blocks(config: str, widest: int, cores_per_node: int) -> tuple[int, int, int]:
+    """Return ``(nodes_per_block, init_blocks, max_blocks)`` of an ``htex-...`` configuration.
+
+    ``htex-bigjob``: one block of the widest stage's nodes; ``htex-bigjob-split``: those nodes as two blocks
+    of half of them, rounded up (one block if they are one node); ``htex-auto``: none at first, then up to
+    that many one-node blocks.
+
+    >>> htex_blocks("htex-bigjob", 6, 4), htex_blocks("htex-bigjob-split", 6, 4)
+    ((2, 1, 1), (1, 2, 2))
+    >>> htex_blocks("htex-bigjob-split", 12, 4), htex_blocks("htex-bigjob-split", 3, 4)
+    ((2, 2, 2), (1, 1, 1))
+    """
+    nodes = math.ceil(widest / cores_per_node)
+    if config == "htex-bigjob":
+        return nodes, 1, 1
+    if config == "htex-bigjob-split":
+        per_block = math.ceil(nodes / 2)
+        blocks = math.ceil(nodes / per_block)
+        return per_block, blocks, blocks
+    return 1, 0, nodes
+
+
+def make_executor(
+    config: str,
+    cluster: LocalSlurmCluster,
+    stages: Sequence[tuple[str, int, float]],
+    run_dir: Path,
+    store: str,
+) -> Any:
     if config.startswith("elastic-"):
         from elastic.executors.parsl_executor import ElasticExecutor
 
         backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
-        strategy = config.removeprefix("elastic-")
+        strategy, job_cores = elastic_strategy(config, stages)
         return ElasticExecutor(
-            backend=backend, strategy=strategy, store=store, workflow="compare-montage", poll_interval=2.0
-        )
+            backend=backend, strategy=strategy, store=store, workflow="compare-montage", poll_interval=2.0,
+            job_cores=job_cores,
+        )  # fmt: skip
     from parsl.executors import HighThroughputExecutor
     from parsl.launchers import SingleNodeLauncher, SrunLauncher
     from parsl.providers import SlurmProvider
 
-    nodes = math.ceil(widest / cluster.cores_per_node)
-    big = config == "htex-bigjob"
+    widest = max(t for _, t, _ in stages)
+    per_block, init_blocks, max_blocks = htex_blocks(config, widest, cluster.cores_per_node)
     provider = SlurmProvider(
-        partition="debug", nodes_per_block=nodes if big else 1, init_blocks=1 if big else 0, min_blocks=0,
-        max_blocks=1 if big else nodes, walltime="00:30:00", cmd_timeout=30,
+        partition="debug", nodes_per_block=per_block, init_blocks=init_blocks, min_blocks=0,
+        max_blocks=max_blocks, walltime="00:30:00", cmd_timeout=30,
         worker_init=f"export PARSL_CORES={cluster.cores_per_node}",
-        launcher=SrunLauncher() if big and nodes > 1 else SingleNodeLauncher(),
+        launcher=SrunLauncher() if per_block > 1 else SingleNodeLauncher(),
     )  # fmt: skip
     return HighThroughputExecutor(
         label="htex", address="127.0.0.1", max_workers_per_node=cluster.cores_per_node, provider=provider
@@ -132,8 +180,7 @@ def one_run(
     background = Background(cluster, args.load, seed=rep)
     background.start()
     time.sleep(args.warmup)  # the queue is busy before the workflow comes
-    widest = max(t for _, t, _ in stages)
-    executor = make_executor(config, cluster, widest, run_dir, f"sqlite:///{out_dir / 'store.db'}")
+    executor = make_executor(config, cluster, stages, run_dir, f"sqlite:///{out_dir / 'store.db'}")
     strategy = "htex_auto_scale" if config == "htex-auto" else "none"
     t0 = time.time()  # before parsl.load: HTEX submits its first block there
     dfk = parsl.load(
@@ -153,9 +200,13 @@ def one_run(
     end, waits, used = stage_times(results, t0)
     last_id = marker(cluster)
     cluster.cancel_all(wait=30)
-    charged, jobs, resolution, counted = charge(run_jobs(cluster, first_id, last_id, background))
+    ours = run_jobs(cluster, first_id, last_id, background)
+    charged, jobs, resolution, counted = charge(ours)
     outside = sum(1 for stage in results for task in stage if task[2] not in counted)
-    return Outcome(config, rep, end - t0, charged, used, waits, jobs, resolution=resolution, outside=outside)
+    return Outcome(
+        config, rep, end - t0, charged, used, waits, jobs, resolution=resolution, outside=outside,
+        widest_job=widest_job(ours),
+    )  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -209,11 +260,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         with args.csv.open("w", newline="") as fh:
             writer = csv.writer(fh)
             head = ["config", "rep", "makespan_s", "core_h_charged", "core_h_used", "core_h_idle", "jobs"]
-            head += ["core_h_resolution", "tasks_outside"]
+            head += ["core_h_resolution", "tasks_outside", "widest_job_cores"]
             writer.writerow([*head, *[f"wait_{n}_s" for n, *_ in stages]])
             for o in outcomes:
                 writer.writerow([o.config, o.rep, f"{o.makespan:.1f}", f"{o.charged:.4f}", f"{o.used:.4f}",
-                                 f"{o.idle:.4f}", o.jobs, f"{o.resolution:.4f}", o.outside,
+                                 f"{o.idle:.4f}", o.jobs, f"{o.resolution:.4f}", o.outside, o.widest_job,
                                  *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
 
 

@@ -13,13 +13,18 @@ name:tasks:seconds; each stage's tasks ``wait_for`` every task of the previous o
 - ``dask-fixed``: the same cluster with ``n_workers`` = the widest stage (``scale(widest)``) from the start;
 - ``elastic-bigjob``, ``elastic-perstage``, ``elastic-asa``: ``ElasticTaskRunner`` with that strategy on
   ``SlurmBackend``; the runs of one invocation share a store, so later repetitions start from the waits and
-  runtimes earlier ones saw.
+  runtimes earlier ones saw;
+- ``elastic-bigjob-split``, ``elastic-perstage-split``: the same baselines in ``elastic compare``'s split
+  shape (``job_cores`` = half the widest stage, rounded up: :func:`benchmarks.slurm_queue.elastic_strategy`),
+  as ``asa`` asks its allocations in pieces; the fair comparison reads ``asa`` against the better shape of
+  each baseline. ``--job-cores`` sets the other Elastic configurations' ``job_cores``, not these.
 
 Dask configurations need ``prefect-dask`` and ``dask-jobqueue``; without them they are left out, with the
 reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last
 task end), core-hours charged (from Slurm's job records: cores x (end - start) of every batch job of the
 run, in whole seconds, so up to cores x 1 s per job short: the CSV's ``core_h_resolution``; each task
-reports its job, and ``tasks_outside`` counts tasks whose job was not charged), idle core-hours (charged -
+reports its job, and ``tasks_outside`` counts tasks whose job was not charged), the widest batch job that ran
+(``widest_job_cores``: the shape the run used), idle core-hours (charged -
 the tasks' own core-seconds), per-stage waits (from the last task end of the previous stage, or the flow
 call, to the first task start of the stage), batch jobs, *released mid-flow* (batch jobs of the run that
 ended before the last stage's first task started) and *requeued* (batch jobs of the run submitted after
@@ -60,14 +65,24 @@ from benchmarks.slurm_queue import (  # noqa: E402
     add_options,
     charge,
     check_options,
+    elastic_strategy,
     marker,
     run_jobs,
     stage_times,
     summarise,
+    widest_job,
 )
 from elastic.backends.slurm import SlurmBackend  # noqa: E402
 
-CONFIGS = ("dask-adapt", "dask-fixed", "elastic-bigjob", "elastic-perstage", "elastic-asa")
+CONFIGS = (
+    "dask-adapt",
+    "dask-fixed",
+    "elastic-bigjob",
+    "elastic-bigjob-split",
+    "elastic-perstage",
+    "elastic-perstage-split",
+    "elastic-asa",
+)
 
 
 def dask_missing() -> str | None:
@@ -83,16 +98,18 @@ def dask_missing() -> str | None:
 def make_runner(
     config: str,
     cluster: LocalSlurmCluster,
-    widest: int,
+    stages: Sequence[tuple[str, int, float]],
     run_dir: Path,
     store: Any,
     job_cores: int | None = None,
 ) -> Any:
+    """Return the task runner of ``config``; ``job_cores`` for the Elastic ones that are not split."""
     if config.startswith("elastic-"):
         from elastic.executors.prefect_runner import ElasticTaskRunner
 
         backend = SlurmBackend(partition="debug", env=cluster.env, workdir=run_dir / "jobs")
-        strategy = config.removeprefix("elastic-")
+        strategy, split = elastic_strategy(config, stages)
+        job_cores = job_cores if split is None else split
         return ElasticTaskRunner(
             backend,
             strategy,
@@ -103,6 +120,7 @@ def make_runner(
         )
     from prefect_dask import DaskTaskRunner
 
+    widest = max(t for _, t, _ in stages)
     run_dir.mkdir(parents=True, exist_ok=True)
     kwargs: dict[str, Any] = {
         "queue": "debug",
@@ -146,8 +164,7 @@ def one_run(
     background = Background(cluster, args.load, seed=rep)
     background.start()
     time.sleep(args.warmup)  # the queue is busy before the flow comes
-    widest = max(t for _, t, _ in stages)
-    runner = make_runner(config, cluster, widest, run_dir, store, args.job_cores)
+    runner = make_runner(config, cluster, stages, run_dir, store, args.job_cores)
     body = flow(name=f"compare-{config}", task_runner=runner, timeout_seconds=args.timeout)(staged_flow)
     t0 = time.time()  # before the runner starts: the Dask cluster and Elastic's pool start in the flow call
     try:
@@ -184,20 +201,21 @@ def one_run(
     requeued = sum(1 for s in submits if ends and s is not None and s > min(ends))
     outside = sum(1 for stage in results for task in stage if task[2] not in counted)
     return Outcome(
-        config, rep, end - t0, charged, used, waits, jobs, len(ends), requeued, resolution, outside
-    )
+        config, rep, end - t0, charged, used, waits, jobs, len(ends), requeued, resolution, outside,
+        widest_job(ours),
+    )  # fmt: skip
 
 
 def write_csv(path: Path, outcomes: list[Outcome], stages: Stages) -> None:
     with path.open("w", newline="") as fh:
         writer = csv.writer(fh)
         head = ["config", "rep", "makespan_s", "core_h_charged", "core_h_used", "core_h_idle", "jobs"]
-        head += ["released", "requeued", "core_h_resolution", "tasks_outside"]
+        head += ["released", "requeued", "core_h_resolution", "tasks_outside", "widest_job_cores"]
         writer.writerow([*head, *[f"wait_{n}_s" for n, *_ in stages]])
         for o in outcomes:
             writer.writerow([o.config, o.rep, f"{o.makespan:.1f}", f"{o.charged:.4f}", f"{o.used:.4f}",
                              f"{o.idle:.4f}", o.jobs, o.released, o.requeued, f"{o.resolution:.4f}",
-                             o.outside, *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
+                             o.outside, o.widest_job, *[f"{w:.1f}" for w in o.waits]])  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -215,7 +233,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--job-cores",
         type=int,
-        help="Elastic's configurations: most cores in one batch job (default: one job per allocation)",
+        help="Elastic's configurations but the -split ones: most cores in one batch job (default: one job "
+        "per allocation)",
     )
     parser.add_argument(
         "--jobs", action="store_true", help="after each run, one line per batch job: when it ran, how busy"

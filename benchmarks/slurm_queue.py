@@ -25,7 +25,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from benchmarks._support import LocalSlurmCluster
 from elastic.backends.slurm import SlurmBackend
+from elastic.experiments import parse_strategy, split_cores
 from elastic.simulator.synthetic import synthetic_workload
+from elastic.workflow import Stage, Workflow
 
 __all__ = [
     "MONTAGE",
@@ -36,8 +38,10 @@ __all__ = [
     "check_options",
     "marker",
     "parse_stages",
+    "elastic_strategy",
     "run_jobs",
     "stage_times",
+    "widest_job",
 ]
 
 MONTAGE = "mProject:8:20,mDiffFit:12:10,mConcatFit:1:10,mBackground:8:15,mAdd:1:20"
@@ -65,6 +69,7 @@ class Outcome:
     requeued: int = 0  # batch jobs submitted after a mid-flow release
     resolution: float = 0.0  # core-hours Slurm's whole-second records may miss: cores x 1 s per job
     outside: int = 0  # tasks that ran in no batch job counted in ``charged`` (0 unless a job was missed)
+    widest_job: int = 0  # cores of the run's widest batch job that ran (the allocation shape)
 
     @property
     def idle(self) -> float:
@@ -119,6 +124,27 @@ def parse_stages(text: str) -> list[tuple[str, int, float]]:
         name, tasks, seconds = part.split(":")
         stages.append((name, int(tasks), float(seconds)))
     return stages
+
+
+def elastic_strategy(config: str, stages: Sequence[tuple[str, int, float]]) -> tuple[str, int | None]:
+    """Return the strategy and ``job_cores`` of an ``elastic-...`` configuration (``elastic-bigjob-split``).
+
+    The shape is read as ``elastic compare`` reads its row labels
+    (:func:`~elastic.experiments.parse_strategy`): a ``-split`` configuration submits every allocation
+    wider than :func:`~elastic.experiments.split_cores` of the workflow (half the widest stage, rounded up;
+    one core per task here) as batch jobs of at most that many cores; any other runs one batch job per
+    allocation (``job_cores`` None).
+
+    >>> elastic_strategy("elastic-perstage-split", [("a", 4, 1.0), ("b", 6, 1.0)])
+    ('perstage', 3)
+    >>> elastic_strategy("elastic-asa", [("a", 4, 1.0)])
+    ('asa', None)
+    """
+    strategy, shape = parse_strategy(config.removeprefix("elastic-"))
+    if shape != "split":
+        return strategy, None
+    workflow = Workflow("stages", tuple(Stage(name, tasks, 1, seconds) for name, tasks, seconds in stages))
+    return strategy, split_cores(workflow)
 
 
 class Background:
@@ -247,3 +273,17 @@ def charge(jobs: Sequence[tuple[str, Any]]) -> tuple[float, int, float, set[str]
             counted.add(job)
             count += 1
     return charged, count, resolution, counted
+
+
+def widest_job(jobs: Sequence[tuple[str, Any]]) -> int:
+    """Return the cores of the widest of ``jobs`` that ran (0 if none did): the shape a run used.
+
+    A job cancelled while pending has Slurm's start time equal to its end time (and its request's cores):
+    it did not run.
+    """
+    ran = (
+        info.cores
+        for _, info in jobs
+        if info.start_time is not None and (info.end_time is None or info.end_time > info.start_time)
+    )
+    return max(ran, default=0)

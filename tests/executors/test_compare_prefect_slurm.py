@@ -2,8 +2,8 @@
 
 The script starts its own local Slurm cluster and Prefect server, keeps the queue busy with background jobs
 and runs a small staged Prefect flow under DaskTaskRunner + dask-jobqueue (adaptive; fixed at the widest
-stage) and under ElasticTaskRunner. Speed goals are the benchmark's business; here the measurements must
-be consistent.
+stage) and under ElasticTaskRunner (plain and split baselines). Speed goals are the benchmark's business;
+here the measurements must be consistent.
 
 ``dask-adapt`` (dask-jobqueue under Dask's ``Adaptive``) runs only in the benchmark: it differs from
 ``dask-fixed`` only in the cluster's arguments, its accounting is checked by the same code, and it was a
@@ -28,10 +28,10 @@ def test_the_comparison_runs_every_configuration_and_accounts_for_every_core_hou
 ) -> None:
     pytest.importorskip("prefect_dask")
     pytest.importorskip("dask_jobqueue")
-    # Elastic under Per-Stage: its configurations differ only in the strategy's name, and every strategy
-    # runs on Slurm in tests/executors/test_prefect_slurm.py; all of them, and dask-adapt (see the
-    # module's docstring): the benchmark itself
-    configs = ["dask-fixed", "elastic-perstage"]
+    # Elastic's plain configurations differ only in the strategy's name, and every strategy runs on Slurm
+    # in tests/executors/test_prefect_slurm.py: Per-Stage here, and both baselines split (they differ in
+    # job_cores too); asa and dask-adapt (see the module's docstring): the benchmark itself
+    configs = ["dask-fixed", "elastic-perstage", "elastic-bigjob-split", "elastic-perstage-split"]
     # the session's Prefect server, not a private one (starting one costs 20 s of CPU here)
     extra = ["--prefect-api-url", prefect_server.api_url]
     _, rows = run_comparison("compare_prefect_slurm.py", configs, "a:2:2,b:4:2", tmp_path, 1180, extra)
@@ -42,3 +42,6 @@ def test_the_comparison_runs_every_configuration_and_accounts_for_every_core_hou
     assert 1 <= int(rows["dask-fixed"]["jobs"]) <= 4
     assert int(rows["dask-fixed"]["released"]) == 0  # a fixed cluster keeps its workers to the end
     assert int(rows["elastic-perstage"]["jobs"]) >= 2  # one allocation per stage at least
+    assert int(rows["dask-fixed"]["widest_job_cores"]) == 1  # one single-core worker per batch job
+    for config in ("elastic-bigjob-split", "elastic-perstage-split"):  # no job wider than ceil(4 / 2) cores
+        assert 1 <= int(rows[config]["widest_job_cores"]) <= 2, config
