@@ -83,6 +83,7 @@ CONFIGS = (
     "elastic-perstage",
     "elastic-perstage-split",
     "elastic-asa",
+    "elastic-asa-split",
 )
 
 

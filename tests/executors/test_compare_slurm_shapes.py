@@ -54,7 +54,8 @@ def test_every_baseline_is_there_in_both_shapes_as_elastic_compare_has_them(fron
     configs = PARSL_CONFIGS if front == "parsl" else _prefect_configs()
     labels = _elastic(configs)
     expected = shaped_strategies([*BASELINES, "asa"], ["plain", "split"])
-    assert sorted(labels) == sorted(expected)
+    # asa under the split baselines' cap as well (Parsl): on nodes its own pieces stay whole nodes
+    assert sorted(set(labels) - {"asa-split"}) == sorted(expected)
 
 
 @given(stages_st)
