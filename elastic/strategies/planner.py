@@ -437,13 +437,13 @@ class Planner:
                     need, before = max(inside, key=lambda e: e[0])
                     own = timeline.need(head)
                     need = need if own is None else max(need, own)
-                walltime = merge.group_walltime(view.knowledge, g.stages)  # its wait is priced at it
-                waits = self.queue.waits(view, g.cores, follow_up or i > 0, released, walltime)
+                waits = self.queue.waits(view, g.cores, follow_up or i > 0, released)
                 ready = view.stage(g.stages[0]).ready
                 chain = timing.keeps_place(view.priority) and not ready
                 if chain and before is None:
                     stopped.update(g.stages)  # the allocation before it is not requested yet: chain it then
                     continue
+                walltime = merge.group_walltime(view.knowledge, g.stages)
                 lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
                 at = view.now if ready or chain else need - lead
                 # needed after more than its walltime, by a wait still to come
@@ -472,7 +472,7 @@ class Planner:
                             view, -(-g.cores // pieces), walltime, idling, released
                         )
                     asked = self.queue.headroom(view, g, own, released)
-                    given = None if chain else self.queue.estimate(view, g.cores, released, walltime)
+                    given = None if chain else self.queue.estimate(view, g.cores, released)
                     if self.calibrate and given is not None:
                         self.queue.given[(view.now, g.stages[0])] = given
                     submits.append(

@@ -27,8 +27,8 @@ class Timeline:
     view : RunView
         The run as the decision sees it.
     waits : Waits
-        ``waits(cores, follow_up, walltime)``: a new allocation's wait, quantiles at
-        :data:`timing.PROBS` (a pending allocation's start is predicted by its follow-up wait).
+        ``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS` (a pending
+        allocation's start is predicted by its follow-up wait).
     """
 
     def __init__(self, view: RunView, waits: Waits) -> None:
@@ -60,11 +60,7 @@ class Timeline:
         """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores."""
         works = [self.work(s) for s in chain]
         beside = _beside(chain, works)
-        k = self.view.knowledge
-        return [
-            StagePlan(s.name, s.width, w, b, k.walltime(s.name))
-            for s, w, b in zip(chain, works, beside, strict=True)
-        ]
+        return [StagePlan(s.name, s.width, w, b) for s, w, b in zip(chain, works, beside, strict=True)]
 
     def end(self, name: str) -> float | None:
         """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""

@@ -106,25 +106,17 @@ class QueueWaits:
         self.given: dict[tuple[float, str], float] = {}
         """By decision time and label, the estimate each request was made on (the planner records it)."""
         self._bias: tuple[float | None, float] = (None, 1.0)
-        self._asked: tuple[object, dict[tuple[int, Releasing, float | None], float | None]] = (None, {})
+        self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._walltimes: dict[int, float | None] = {}  # per width, the walltime asked (with _asked)
 
-    def waits(
-        self,
-        view: RunView,
-        cores: int,
-        follow_up: bool,
-        releasing: Releasing = (),
-        walltime: float | None = None,
-    ) -> np.ndarray:
+    def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
 
-        The scheduler's estimate where it gives one (for a request of ``walltime``, :meth:`estimate`), with
-        this run's allocations in ``releasing`` ending when it releases them (those the allocation is
-        requested to follow); else, for a follow-up once this run saw a wait, the run's latest wait; else
-        the learned distribution.
+        The scheduler's estimate where it gives one, with this run's allocations in ``releasing`` ending
+        when it releases them (those the allocation is requested to follow); else, for a follow-up once
+        this run saw a wait, the run's latest wait; else the learned distribution.
         """
-        estimate = self.estimate(view, cores, releasing, walltime)
+        estimate = self.estimate(view, cores, releasing)
         if estimate is not None:
             return np.full(len(timing.PROBS), estimate * self.calibrated(view))
         if follow_up and self.run_waits:
@@ -133,17 +125,13 @@ class QueueWaits:
                 return np.full(len(timing.PROBS), latest)
         return view.knowledge.wait_quantiles(cores, timing.PROBS, follow_up=follow_up)
 
-    def estimate(
-        self, view: RunView, cores: int, releasing: Releasing = (), walltime: float | None = None
-    ) -> float | None:
+    def estimate(self, view: RunView, cores: int, releasing: Releasing = ()) -> float | None:
         """Return the scheduler's estimate of the wait of ``cores`` cores asked for now (None: none, or off).
 
-        A job's walltime decides where it can backfill, so the estimate is asked for the walltime the
-        request would ask: ``walltime`` (the planner's search passes a candidate allocation's: the sum of
-        its stages', :func:`~elastic.strategies.search.plan`), rounded up to the minute as Slurm does and
-        capped at the partition's limit; without it, the longest walltime a stage of that width still to
-        run would request (of any stage if none is of that width). The allocations in ``releasing`` end
-        when they are released. Asked once per width, walltime and ``releasing`` per decision.
+        Asked for the longest walltime a stage of that width still to run would request (of any stage
+        if none is of that width), since a job's walltime decides where it can backfill, with the
+        allocations in ``releasing`` ending when they are released; once per width and ``releasing`` per
+        decision.
         """
         if not self.estimates or view.estimate is None:
             return None
@@ -151,18 +139,13 @@ class QueueWaits:
             self._asked = ((view.now, view.estimate), {})
             self._walltimes = {}
         answers = self._asked[1]
-        if walltime is None:
+        key = (cores, releasing)
+        if key not in answers:
             if cores not in self._walltimes:
                 left = [s for s in view.stages if not s.complete]
                 same = [s for s in left if s.width == cores] or left
                 self._walltimes[cores] = max((view.knowledge.walltime(s.name) for s in same), default=None)
             walltime = self._walltimes[cores]
-        else:
-            limit = view.knowledge.max_walltime
-            walltime = 60.0 * math.ceil(walltime / 60.0)
-            walltime = walltime if limit is None else min(walltime, limit)
-        key = (cores, releasing, walltime)
-        if key not in answers:
             answers[key] = None if walltime is None else view.estimate(cores, walltime, releasing)
         return answers[key]
 
@@ -210,11 +193,7 @@ class QueueWaits:
 
     def wait_fn(self, view: RunView, releasing: Releasing = ()) -> Waits:
         """Return :meth:`waits` for stages that start once the allocations in ``releasing`` are released."""
-
-        def waits(cores: int, follow_up: bool, walltime: float | None = None, /) -> np.ndarray:
-            return self.waits(view, cores, follow_up, releasing, walltime)
-
-        return waits
+        return lambda cores, follow_up: self.waits(view, cores, follow_up, releasing)
 
     def waves_walltime(
         self, view: RunView, width: int, walltime: float, idling: float = 0.0, releasing: Releasing = ()

@@ -8,9 +8,8 @@ beats on both core-seconds and delay. :class:`~elastic.strategies.planner.Planne
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -28,16 +27,12 @@ class StagePlan:
     siblings and their branches: stages it does not depend on). It is kept on the allocation before it only
     if that one is wide enough for it and them side by side; otherwise it would wait behind a sibling it
     does not depend on (issue 28, item 4), and it gets an allocation of its own.
-
-    ``walltime``: seconds of walltime its own request asks (None: unknown). A new allocation is priced by
-    the wait of the walltime it would ask: the sum of its stages' (:func:`plan`).
     """
 
     name: str
     cores: int
     work: float
     beside: int = 0
-    walltime: float | None = None
 
 
 BEAM = 8
@@ -47,25 +42,12 @@ WAVES = 2
 """Most waves a stage is planned to run in on an allocation it follows that is narrower than the stage
 (half the width: a wide allocation cut to the pieces kept across a narrow stage)."""
 
-
-class Waits(Protocol):
-    """``waits(cores, follow_up, walltime)``: a new allocation's wait, quantiles at :data:`timing.PROBS`.
-
-    ``walltime``: seconds the allocation asks (on a backfilling queue a longer one can wait longer);
-    None: the callable's own choice (:meth:`~elastic.strategies.planner_waits.QueueWaits.estimate`).
-    :func:`plan` passes it only where its stages give one, so ``waits(cores, follow_up)`` otherwise.
-    """
-
-    def __call__(self, cores: int, follow_up: bool, walltime: float | None = None, /) -> np.ndarray:
-        """Return the wait's quantiles."""
+Waits = Callable[[int, bool], np.ndarray]
+"""``waits(cores, follow_up)``: a new allocation's wait, quantiles at :data:`timing.PROBS`."""
 
 
 _Trail = tuple["_Trail | None", Choice] | None
 """A plan's choices, last first: (the trail before it, the last choice); None: no choice yet."""
-
-_Opened = tuple[int, int, bool, "_Path", float, float]
-"""A plan's last allocation, new in it: the stage it was acquired at, its cores, whether its wait is a
-follow-up, the plan before it, the idle cost charged for it and the walltime it asks so far."""
 
 
 @dataclass(slots=True)
@@ -87,7 +69,6 @@ class _Path:
     key: bytes = b""  # the delay's bytes (the key of the wait steps already priced)
     order: tuple[int, bool, int] | tuple[()] = ()
     rank: int = 0
-    last: _Opened | None = None  # its last allocation, where it is new and its walltime known
 
 
 def _path(
@@ -135,12 +116,6 @@ def plan(
     stage on its own allocation look as dear as both waits together, so the planner merged it into the
     wide allocation after it and paid the wide cores idle while it ran.
 
-    A new allocation's wait is priced at the walltime it would ask: its stages' own (``StagePlan.walltime``),
-    summed over the stages kept on it; each stage kept on it re-prices its wait at the longer walltime. On
-    a backfilling queue a request covering several stages can wait much longer than one for a single stage
-    (HPC2N replay, Statistics 112, run 2: at 12 h the scheduler's estimate for 56 cores was 1.7 h at 499 s
-    and 13.7 h at 2165 s); priced at a single stage's walltime, such a merge looked free.
-
     The search goes stage by stage, keeping per width held the partial plans no other one beats on both
     core-seconds charged and delay (every quantile), at most :data:`BEAM` of them.
 
@@ -152,9 +127,8 @@ def plan(
         Cores of the allocation held when the first stage starts (0: none).
     lead : float
         Seconds from now until the first stage starts.
-    waits : Waits
-        ``waits(cores, follow_up, walltime)``: quantiles of a new allocation's wait (``walltime`` passed
-        only where every stage on the allocation gives one).
+    waits : callable
+        ``waits(cores, follow_up)``: quantiles of a new allocation's wait.
     prices : timing.Prices
         Core-second and makespan prices.
     model : str or None
@@ -192,27 +166,25 @@ def plan(
         after = widths_left[m + 1] if m + 1 < n else ()
         widest_left[m] = max(stages[m].cores, widest_left[m + 1] if m + 1 < n else 0)
         widths_left[m] = after if stages[m].cores in after else tuple(sorted({*after, stages[m].cores}))
-    quantiles: dict[tuple[int, bool, float | None], tuple[np.ndarray, float]] = {}
+    quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
     # per step priced: the idle cost, the delay after, its mean and bytes (shared by every plan taking it)
-    steps: dict[tuple[int, bool, int, bytes, float | None], tuple[float, np.ndarray, float, bytes]] = {}
+    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray, float, bytes]] = {}
     now_or_later: dict[tuple[int, int, bytes], bool] = {}
 
-    def quantile(cores: int, fu: bool, walltime: float | None) -> tuple[np.ndarray, float]:
-        key = (cores, fu, walltime)
-        if key not in quantiles:
-            asked = waits(cores, fu) if walltime is None else waits(cores, fu, walltime)
-            q = np.sort(np.asarray(asked, dtype=float))
-            quantiles[key] = q, timing.lead_time(q, cores, prices)
-        return quantiles[key]
+    def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float]:
+        if (cores, fu) not in quantiles:
+            q = np.sort(np.asarray(waits(cores, fu), dtype=float))
+            quantiles[cores, fu] = q, timing.lead_time(q, cores, prices)
+        return quantiles[cores, fu]
 
-    def follows(cores: int, h: int, m: int, p: _Path) -> bool:
+    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray, float, bytes]:
         # a follow-up wait, unless nothing of the run has started when it is requested: requested now
         # beside this plan's first allocations (not yet started), it waits in the queue they wait in
         fu = follow_up or (h > 0 and not p.opened)
         if not fu and h > 0:
             now_key = (cores, m, p.key)
             if now_key not in now_or_later:
-                first, first_lead = quantile(cores, False, stages[m].walltime)
+                first, first_lead = quantile(cores, False)
                 now_or_later[now_key] = not timing.requested_now(
                     first,
                     cores,
@@ -224,14 +196,9 @@ def plan(
                     mean=p.mean,
                 )
             fu = now_or_later[now_key]
-        return fu
-
-    def acquire(
-        cores: int, fu: bool, m: int, p: _Path, walltime: float | None
-    ) -> tuple[float, np.ndarray, float, bytes]:
-        key = (cores, fu, m, p.key, walltime)
+        key = (cores, fu, m, p.key)
         if key not in steps:
-            q, q_lead = quantile(cores, fu, walltime)
+            q, q_lead = quantile(cores, fu)
             idle, delay = timing.acquire_delayed(
                 q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead, mean=p.mean
             )
@@ -260,25 +227,7 @@ def plan(
                     kept = Choice(s.name, h, new=False)
                     charged = p.charged + hold.keep_cost(h, waves * s.work)
                     order = (p.rank, False, h)
-                    if p.last is not None and s.walltime is not None:
-                        # kept on a new allocation: it asks this stage's walltime too, and waits as such
-                        at, cores, fu, before, idle, walltime = p.last
-                        walltime += s.walltime
-                        again, delay, mean, key = acquire(cores, fu, at, before, walltime)
-                        grown.setdefault(h, []).append(
-                            _Path(
-                                charged - idle + again,
-                                delay,
-                                (p.choices, kept),
-                                p.opened,
-                                p.held,
-                                mean,
-                                key,
-                                order,
-                                last=(at, cores, fu, before, again, walltime),
-                            )
-                        )
-                    elif waves == 1:
+                    if waves == 1:
                         grown.setdefault(h, []).append(
                             _Path(charged, p.delay, (p.choices, kept), p.opened, p.held, p.mean, p.key, order)
                         )
@@ -288,14 +237,11 @@ def plan(
                             _path(charged, delay, (p.choices, kept), p.opened, p.held, order)
                         )
                 for c in widths:
-                    fu = follows(c, h, m, p)
-                    idle, delay, mean, key = acquire(c, fu, m, p, s.walltime)
+                    idle, delay, mean, key = acquire(c, h, m, p)
                     new = Choice(s.name, c, new=True)
                     charged = p.charged + c * s.work + idle
-                    last = None if s.walltime is None else (m, c, fu, p, idle, s.walltime)
-                    order = (p.rank, True, c)
                     grown.setdefault(c, []).append(
-                        _Path(charged, delay, (p.choices, new), True, False, mean, key, order, last=last)
+                        _Path(charged, delay, (p.choices, new), True, False, mean, key, (p.rank, True, c))
                     )
         frontier = {h: _pareto(sorted(paths, key=score)) for h, paths in grown.items()}
         # rank the kept plans by their choices (equal choices, equal rank) for the next stage's ties

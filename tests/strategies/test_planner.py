@@ -173,11 +173,9 @@ def test_a_request_goes_the_schedulers_estimate_ahead_of_its_need() -> None:
     assert Planner(estimates=False).decide(_estimated(_boundary_view(60.0), 10.0)).wake_at == pytest.approx(
         1740.0
     )
-    # asked with the walltime each candidate allocation would request: a stage's own, or the sum of the
-    # stages kept on it (narrow's 28 cores kept for wide2)
+    # asked with the walltime the stage still to run of that width would request
     k = _knowledge(60.0)
-    narrow, wide2 = k.walltime("narrow"), k.walltime("wide2")
-    assert set(asked) == {(1, narrow), (28, narrow), (28, wide2), (28, narrow + wide2)}
+    assert set(asked) == {(1, k.walltime("narrow")), (28, k.walltime("wide2"))}
 
 
 def test_the_latest_wait_is_of_the_same_width_if_one_started_and_counts_from_eligibility() -> None:
