@@ -210,7 +210,8 @@ class Planner:
     # -- what the view says ------------------------------------------------------------------------------
 
     def _prices(self, view: RunView) -> timing.Prices:
-        return timing.Prices(beta=self.weight * max((s.width for s in view.stages), default=1))
+        # a list of products, not the width property: read for every stage at every decision
+        return timing.Prices(beta=self.weight * max([s.tasks * s.cores for s in view.stages], default=1))
 
     # -- the decision ----------------------------------------------------------------------------------
 
