@@ -34,8 +34,8 @@ workflow published (Montage, BLAST, Statistics: under 20 stages) and the livenes
 decide exactly as without a horizon. Chosen above the liveness scenarios' 50 stages (a horizon of 32
 ran a 5,000-stage chain in 55 s rather than about 70, but changed those scenarios' decisions); checked on
 the 100-stage random DAG of ``benchmarks/bench_planner_cost.py --horizon-check`` (busy synthetic queue,
-64 cores, 3 runs: makespan and core-hours no worse, all complete) and its 5,000-stage chain (quiet
-queue): ``docs/results/performance.md``. Not checked yet on real traces' queues.
+64 cores, 3 runs: makespan and core-hours no worse, all complete; on a 200-stage DAG 2-3 % worse) and its
+5,000-stage chain (quiet queue): ``docs/results/performance.md``. Not checked yet on real traces' queues.
 """
 
 
