@@ -26,6 +26,12 @@ wait learner's first import of scipy took seconds and was charged to ``asa``'s f
 DAG (:func:`random_dag`), under every strategy (``bigjob``, ``perstage``, ``asa`` and their ``-split``
 shapes), on a quiet queue (10 % load) and a busy one (90 %), 64 cores, each run in its own process
 stopped after ``--limit`` seconds (printed as ``>limit``). Stage limits are lifted for the measurement.
+
+``--horizon-check`` prints instead what ``asa``'s planning horizon
+(:data:`~elastic.strategies.planner_rules.HORIZON`) changes on workflows longer than it: makespan,
+core-hours charged, status and CPU per run of the 100-stage DAG, a 200-stage DAG and a 200-stage chain
+(the random shapes above), on the busy queue, with the horizon and without (``horizon=None``: every
+stage left planned at each decision, as before the horizon). Workflows within it decide the same.
 """
 
 from __future__ import annotations
@@ -130,6 +136,37 @@ def _one(kind: str, n: str, strategy: str, queue: str, *, seed: int) -> int:
     return 0
 
 
+def _horizon_check(runs: int, seed: int) -> int:
+    """Print makespan, core-hours, status, CPU of ``asa`` with and without its horizon (--horizon-check)."""
+    from elastic.strategies.planner_rules import HORIZON
+
+    background = default_background(64, seed=seed)
+    shapes = [random_dag(100, seed=seed), random_dag(200, seed=seed), random_dag(200, seed=seed, chain=True)]
+    print("| workflow | horizon | makespan (h) | core-hours | completed | CPU per run (s) |")
+    print("|---|---|---|---|---|---|")
+    for workflow in shapes:
+        for horizon in (None, HORIZON):
+            start = time.process_time()
+            results = simulate_runs(
+                workflow,
+                "asa",
+                runs=runs,
+                seed=seed,
+                background=background,
+                strategy_options={"horizon": horizon},
+            )
+            cpu = (time.process_time() - start) / runs
+            makespan = np.mean([r.metrics.makespan for r in results]) / 3600
+            charged = np.mean([r.metrics.core_seconds_charged for r in results]) / 3600
+            done = sum(r.status == "completed" for r in results)
+            print(
+                f"| {workflow.name} | {horizon or 'none'} | {makespan:.2f} | {charged:.1f} | "
+                f"{done}/{runs} | {cpu:.1f} |",
+                flush=True,
+            )
+    return 0
+
+
 def _scale(counts: list[int], limit: float, seed: int) -> int:
     """Time whole simulated runs of large declared workflows, each in its own process (``--scale``)."""
     import subprocess
@@ -179,10 +216,15 @@ def main() -> int:
     parser.add_argument("--reuse", action="store_true", help="asa with reuse=True (kept searches)")
     parser.add_argument("--scale", help="stage counts of whole large runs to time, e.g. 1000,2000,5000")
     parser.add_argument("--limit", type=float, default=120.0, help="--scale: seconds before a run is stopped")
+    parser.add_argument("--horizon-check", action="store_true", help="asa with and without its horizon")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # kind n strategy queue: one --scale run
     args = parser.parse_args()
     if args.one:
         return _one(*args.one, seed=args.seed)
+    if args.horizon_check:
+        import elastic.learners.ewma  # scipy: imported once, before any timing
+
+        return _horizon_check(args.runs, args.seed)
     if args.scale:
         return _scale([int(n) for n in args.scale.split(",")], args.limit, args.seed)
     import elastic.learners.ewma  # noqa: F401  (scipy: imported once, before any timing)

@@ -15,10 +15,11 @@ limit                     value                why
                                                walltime; far beyond, allocations end before their agents
                                                connect and are requested again and again, running nothing
 :data:`MAX_STAGES`        1,000                stages of one declared workflow: a run's cost grows
-                                               as the square of its stages; 1,000 chained stages simulate
-                                               in seconds under Big-Job and Per-Stage but take minutes
-                                               under ``asa`` (a search over every stage left at each of
-                                               about 2,000 decisions), 5,000 about two hours
+                                               up to the square of its stages; 5,000 chained stages
+                                               simulate in under a minute under Big-Job and Per-Stage,
+                                               about 70 s under ``asa`` (its planning horizon), but a
+                                               random DAG of 5,000 takes over five minutes under
+                                               Per-Stage (placement over every queued task)
 :data:`MAX_STAGE_TASKS`   100,000              tasks of one declared stage: simulating a stage of 100,000
                                                tasks takes about 90 s, and the cost grows faster than the
                                                count

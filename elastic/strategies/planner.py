@@ -48,6 +48,13 @@ With a live demand (the front door) the plan is whatever is known: a stage that 
 when it does (requested at once once ready), and a stage that grows past its allocation runs in waves,
 as under Per-Stage. Before any wait is known, getting cores is taken as free: stages of equal width share
 an allocation, every other stage gets its own when it is needed (Per-Stage's behaviour).
+
+Each search plans at most :data:`~elastic.strategies.planner_rules.HORIZON` stages left (the planning
+horizon): the stages after them are planned once they come within it.
+
+Over 500 lines because the four steps of one decision share the planner's state (the searches kept,
+the stages each request was made for) and read best side by side; the rules that read only the view are
+in :mod:`~elastic.strategies.planner_rules`.
 """
 
 from __future__ import annotations
@@ -75,9 +82,11 @@ from elastic.strategies.base import (
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
 from elastic.strategies.planner_rules import (
+    HORIZON,
     SHORTEN_SLACK,
     _as_planned,
     _dag_order,
+    _done_dropped,
     _lead_caps,
     _pieces_for,
     _predecessor_label,
@@ -86,6 +95,8 @@ from elastic.strategies.planner_rules import (
     _subset_widths,
     plan_segments,
     stages_after,
+    window,
+    window_after,
 )
 from elastic.strategies.planner_timeline import Timeline
 from elastic.strategies.planner_waits import HEADROOM_SLACK, QueueWaits, estimate_bias
@@ -94,6 +105,7 @@ from elastic.strategies.search import BEAM, WAVES, StagePlan, Waits, plan
 __all__ = [
     "BEAM",
     "HEADROOM_SLACK",
+    "HORIZON",
     "SHORTEN_SLACK",
     "WAVES",
     "Planner",
@@ -138,6 +150,10 @@ class Planner:
         This is not the same planner: the search prices waits against the time left until each stage's
         need, which the clock alone changes, so a kept result can differ from a fresh one.
         ``benchmarks/bench_planner_cost.py --reuse`` measures what it saves.
+    horizon : int or None, default HORIZON
+        Stages not complete each search plans at most, the first in plan order (and every ready stage):
+        the stages after them are planned once they come within it. None: the whole remaining workflow
+        (each decision then costs as much as the stages left; :data:`HORIZON`).
     calibrate : bool, default True
         Scale the scheduler's estimate by its bias learned from this run's own requests: each request
         made on an estimate (not chained by a dependency) is paired with the wait that followed (until
@@ -166,6 +182,7 @@ class Planner:
         pieces: int = 2,
         reuse: bool = False,
         calibrate: bool = True,
+        horizon: int | None = HORIZON,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
@@ -177,10 +194,15 @@ class Planner:
         self.cover = float(cover)
         self.run_waits = bool(run_waits)
         self.estimates = bool(estimates)
+        if horizon is not None and not (isinstance(horizon, int) and horizon >= 1):
+            raise ConfigError(f"asa: horizon must be a whole number >= 1 or None, got {horizon!r}")
         self.pieces = pieces
+        self.horizon = horizon
         self.reuse = bool(reuse)
         self.calibrate = bool(calibrate)
-        self.queue = QueueWaits(run_waits=self.run_waits, estimates=self.estimates, calibrate=self.calibrate)
+        self.queue = QueueWaits(
+            run_waits=self.run_waits, estimates=self.estimates, calibrate=self.calibrate, horizon=horizon
+        )
         """The waits new allocations are priced by, and the scheduler's estimate (:class:`QueueWaits`)."""
         self._plans: tuple[Hashable | None, dict[Hashable, tuple[float, tuple[Choice, ...]]]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
@@ -188,7 +210,8 @@ class Planner:
     # -- what the view says ------------------------------------------------------------------------------
 
     def _prices(self, view: RunView) -> timing.Prices:
-        return timing.Prices(beta=self.weight * max((s.width for s in view.stages), default=1))
+        # a list of products, not the width property: read for every stage at every decision
+        return timing.Prices(beta=self.weight * max([s.tasks * s.cores for s in view.stages], default=1))
 
     # -- the decision ----------------------------------------------------------------------------------
 
@@ -208,7 +231,7 @@ class Planner:
             Decision(tuple(_shortened(view, lambda width, w: self.queue.waves_walltime(view, width, w)))),
             walltime_follow_ups(
                 view,
-                [s.name for s in view.stages],
+                [s.name for s in view.active_stages],  # one not ready or complete needs no follow-up
                 lead=lambda cores: timing.lead_time(self.queue.waits(view, cores, True), cores, prices),
             ),
         )
@@ -274,8 +297,7 @@ class Planner:
     ) -> tuple[list[Action], dict[str, tuple[str, ...]]]:
         """Step 1: for each running allocation, choose the stages it is kept for, or release it early."""
         actions: list[Action] = []
-        kept = {a.alloc_id: a.labels for a in view.allocations if not a.ended}
-        order = {s.name: s.index for s in view.stages}
+        kept = {a.alloc_id: a.labels for a in view.live_allocations}
         # the batch jobs split from one request (its pieces, run control's job_cores) are planned as one
         # allocation while they are kept for the same stages
         units: dict[tuple[str, tuple[str, ...]], list[Allocation]] = {}
@@ -292,7 +314,8 @@ class Planner:
             waiting = [b for b in jobs if b.pending]
             cores = sum(b.cores for b in live + waiting)
             open_labels = sorted(
-                (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
+                (x for x in a.labels if view.has_stage(x) and not view.stage(x).complete),
+                key=lambda x: view.stage(x).index,
             )
             if not open_labels:
                 continue
@@ -320,7 +343,7 @@ class Planner:
                 continue
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
-            after = stages_after(view, current, others)
+            after = stages_after(view, current, others, window_after(view, current, self.horizon))
             if not after:
                 continue
             after = _dag_order([current, *after])[1:]
@@ -366,6 +389,7 @@ class Planner:
             names = (*names[: len(names) - len(extra)], *added)
             later = {s.name for s in after}
             own = tuple(x for x in a.labels if x not in later)
+            own = _done_dropped(view, own, self.horizon)
             held = ", ".join(names) or "nothing more"
             for b in jobs:
                 serves = (*own, *names) if b.alloc_id in keep_ids else own
@@ -385,7 +409,8 @@ class Planner:
         timeline: Timeline,
     ) -> tuple[list[Submit], float | None]:
         """Step 2: plan the stages no allocation is kept for, and request what is due."""
-        segments = plan_segments(view, {x for labels in kept.values() for x in labels})
+        covered = {x for labels in kept.values() for x in labels}
+        segments = plan_segments(view, covered, window(view, self.horizon))
         caps = _lead_caps(view)
         submits: list[Submit] = []
         wake: float | None = None

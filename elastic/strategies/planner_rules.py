@@ -17,11 +17,26 @@ from elastic.allocations import Allocation
 from elastic.strategies import merge
 from elastic.strategies.base import Releasing, RunView, Shorten, StageView
 
-__all__ = ["SHORTEN_SLACK", "plan_segments", "stages_after"]
+__all__ = ["HORIZON", "SHORTEN_SLACK", "plan_segments", "stages_after", "window", "window_after"]
 
 SHORTEN_SLACK = 60.0
 """Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
 limits are whole minutes)."""
+
+HORIZON = 64
+"""Stages not complete each search of a decision plans at most, in plan order (``Planner(horizon=)``).
+
+Beyond them nothing would be requested yet: a stage 64 stages ahead is needed after 64 stages' work and
+waits, far past any lead the timing rule asks. Planning the whole remaining workflow made each decision
+cost as much as the stages left, and a run of ``n`` stages cost ``n`` squared (a 1,000-stage chain: 208 s
+of CPU; 5,000 stages: hours). A workflow with at most 64 stages left is planned whole, as before: every
+workflow published (Montage, BLAST, Statistics: under 20 stages) and the liveness scenarios (up to 50)
+decide exactly as without a horizon. Chosen above the liveness scenarios' 50 stages (a horizon of 32
+ran a 5,000-stage chain in 55 s rather than about 70, but changed those scenarios' decisions); checked on
+the 100-stage random DAG of ``benchmarks/bench_planner_cost.py --horizon-check`` (busy synthetic queue,
+64 cores, 3 runs: makespan and core-hours no worse, all complete; on a 200-stage DAG 2-3 % worse) and its
+5,000-stage chain (quiet queue): ``docs/results/performance.md``. Not checked yet on real traces' queues.
+"""
 
 
 def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> list[Shorten]:
@@ -85,14 +100,31 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
     that was just kept for the next stages is needed for them (:func:`release_idle`).
     """
     allocations = []
+    changed = False
     for a in view.allocations:
         if a.ended or kept.get(a.alloc_id) == a.labels:
             allocations.append(a)
-        elif a.alloc_id in kept:
+            continue
+        changed = True
+        if a.alloc_id in kept:
             allocations.append(dataclasses.replace(a, serves=kept[a.alloc_id]))
         else:
             allocations.append(dataclasses.replace(a, cancelled=True))
-    return dataclasses.replace(view, allocations=tuple(allocations))
+    # the same view where nothing changed: a new one indexes every stage and allocation again
+    return dataclasses.replace(view, allocations=tuple(allocations)) if changed else view
+
+
+def _done_dropped(view: RunView, labels: tuple[str, ...], horizon: int | None) -> tuple[str, ...]:
+    """Return ``labels`` (an allocation's) without its complete stages where they are more than ``horizon``.
+
+    An allocation held across a long chain is kept for every stage it ran, and every rule reads each label
+    of each allocation at each decision: the run cost the square of its stages. The latest stage is kept
+    if all are complete (:func:`~elastic.strategies.base.release_idle` then releases it as before). Never
+    on a workflow of at most ``horizon`` stages (None: never), whose decisions stay as they were.
+    """
+    if horizon is None or len(labels) <= horizon:
+        return labels
+    return tuple(x for x in labels if not (view.has_stage(x) and view.stage(x).complete)) or labels[-1:]
 
 
 def _subset_widths(widths: Sequence[int]) -> tuple[int, ...]:
@@ -174,15 +206,21 @@ def _follows_names(view: RunView, s: StageView, names: AbstractSet[str]) -> bool
     return all(d in names or (_known(view, d) and view.stage(d).complete) for d in s.depends_on)
 
 
-def stages_after(view: RunView, current: StageView, others: AbstractSet[str]) -> list[StageView]:
+def stages_after(
+    view: RunView,
+    current: StageView,
+    others: AbstractSet[str],
+    stages: Sequence[StageView] | None = None,
+) -> list[StageView]:
     """Return the stages after ``current`` a hold of its allocation is planned for (step 1), in plan order.
 
     Not complete, not in ``others`` (kept for another allocation), and on a branch that starts from
-    ``current``.
+    ``current``. ``stages``: the stages after ``current`` to choose from, in plan order (default every
+    stage after it; the planner passes those within its horizon, :func:`window_after`).
     """
     after: list[StageView] = []
     here = {current.name}
-    for s in view.stages[current.index + 1 :]:
+    for s in view.stages[current.index + 1 :] if stages is None else stages:
         # kept for another allocation, or on a branch that does not start from this stage: planned
         # on its own (and so is every stage after it on that branch, which then waits for a stage
         # neither done nor here); a later sibling of a stage here still joins (:func:`_follows`)
@@ -193,17 +231,20 @@ def stages_after(view: RunView, current: StageView, others: AbstractSet[str]) ->
     return after
 
 
-def plan_segments(view: RunView, covered: AbstractSet[str]) -> list[list[StageView]]:
+def plan_segments(
+    view: RunView, covered: AbstractSet[str], stages: Sequence[StageView] | None = None
+) -> list[list[StageView]]:
     """Return the stages to plan from their own need: not complete, not in ``covered``, in segments.
 
     Step 2 of :meth:`~elastic.strategies.planner.Planner.decide` plans each segment (in
     :func:`_dag_order`) from its first stage's need. ``covered``: the stages an allocation is kept for.
-    A segment may be empty.
+    ``stages``: the stages to plan, in plan order (default every stage; the planner passes those within
+    its horizon, :func:`window`). A segment may be empty.
     """
     segments: list[list[StageView]] = []
     names: dict[int, set[str]] = {}  # by id of a segment, its stages' names
     joinable: list[StageView] | None = None  # a stage without declared dependencies joins it
-    for s in view.stages:
+    for s in view.stages if stages is None else stages:
         if s.complete or s.name in covered:
             joinable = None
             continue
@@ -229,6 +270,33 @@ def plan_segments(view: RunView, covered: AbstractSet[str]) -> list[list[StageVi
             names[id(home)].add(s.name)
         joinable = home
     return segments
+
+
+def window(view: RunView, horizon: int | None) -> tuple[StageView, ...]:
+    """Return the stages step 2 plans: the first ``horizon`` stages not complete, and every ready one.
+
+    In plan order. None, or no more stages left than ``horizon``: every stage not complete (the plan over
+    the whole remaining workflow). A ready stage beyond the first ``horizon`` (a wide fan-out) is planned
+    too: it is needed now, and a stage nobody plans is never requested.
+    """
+    left = view.open_stages
+    if horizon is None or len(left) <= horizon:
+        return left
+    near = left[:horizon]
+    last = near[-1].index
+    return near + tuple(s for s in view.active_stages if s.index > last)
+
+
+def window_after(view: RunView, current: StageView, horizon: int | None) -> tuple[StageView, ...] | None:
+    """Return the stages after ``current`` step 1 chooses a hold from: the next ``horizon`` not complete.
+
+    In plan order; None (every stage after it) where ``horizon`` is None or no more are left.
+    """
+    left = view.open_stages
+    if horizon is None or len(left) <= horizon:
+        return None
+    start = bisect_right(left, current.index, key=lambda s: s.index)
+    return left[start : start + horizon]
 
 
 def _dag_order(chain: Sequence[StageView]) -> list[StageView]:

@@ -46,6 +46,7 @@ import numpy as np
 from elastic.allocations import Allocation
 from elastic.strategies import merge, timing
 from elastic.strategies.base import Releasing, RunView, StageView
+from elastic.strategies.planner_rules import window
 from elastic.strategies.search import WAVES, Waits
 
 __all__ = ["BIAS_FLOOR", "BIAS_PRIOR", "HEADROOM_SLACK", "QueueWaits", "estimate_bias"]
@@ -99,8 +100,17 @@ class QueueWaits:
         Scale the scheduler's estimate by its bias learned from this run's own requests.
     """
 
-    def __init__(self, *, run_waits: bool = True, estimates: bool = True, calibrate: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        run_waits: bool = True,
+        estimates: bool = True,
+        calibrate: bool = True,
+        horizon: int | None = None,
+    ) -> None:
         self.run_waits = bool(run_waits)
+        self.horizon = horizon
+        """The planner's horizon: the stages whose walltimes an estimate is asked with (:func:`window`)."""
         self.estimates = bool(estimates)
         self.calibrate = bool(calibrate)
         self.given: dict[tuple[float, str], float] = {}
@@ -128,10 +138,10 @@ class QueueWaits:
     def estimate(self, view: RunView, cores: int, releasing: Releasing = ()) -> float | None:
         """Return the scheduler's estimate of the wait of ``cores`` cores asked for now (None: none, or off).
 
-        Asked for the longest walltime a stage of that width still to run would request (of any stage
-        if none is of that width), since a job's walltime decides where it can backfill, with the
-        allocations in ``releasing`` ending when they are released; once per width and ``releasing`` per
-        decision.
+        Asked for the longest walltime a stage of that width still to run within the planner's horizon
+        (:attr:`horizon`) would request (of any stage if none is of that width), since a job's walltime
+        decides where it can backfill, with the allocations in ``releasing`` ending when they are
+        released; once per width and ``releasing`` per decision.
         """
         if not self.estimates or view.estimate is None:
             return None
@@ -142,7 +152,7 @@ class QueueWaits:
         key = (cores, releasing)
         if key not in answers:
             if cores not in self._walltimes:
-                left = [s for s in view.stages if not s.complete]
+                left = window(view, self.horizon)  # the stages left the planner plans
                 same = [s for s in left if s.width == cores] or left
                 self._walltimes[cores] = max((view.knowledge.walltime(s.name) for s in same), default=None)
             walltime = self._walltimes[cores]

@@ -69,7 +69,7 @@ def release_idle(view: RunView) -> list[Cancel]:
         if a.ended or not labels:
             continue
         known = [x for x in labels if _known(view, x)]
-        if all(view.label_done(x) for x in known):
+        if all(view.label_done(x) for x in reversed(known)):  # a long hold's open stages are its last
             what = "stage " + ", ".join(labels) + (" is" if len(labels) == 1 else " are")
             if a.pending:
                 out.append(Cancel(a.alloc_id, f"{what} done; not needed any more"))
