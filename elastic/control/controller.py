@@ -66,7 +66,7 @@ from elastic.control.scheduler import (
     widest_task,
 )
 from elastic.control.work import Demand, EventSink, MakesTasks
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
 from elastic.strategies.base import (
     Cancel,
@@ -133,6 +133,30 @@ class _Settled:
     until: float
     wake: WakeAt | None
     inputs: _Inputs
+
+
+class _Deferred:
+    """A ``with`` block that keeps an :class:`ElasticError` for later instead of stopping the caller.
+
+    For a loop that must finish (releasing every allocation) whatever one step raises; the first error
+    is raised by :meth:`raise_first` once the loop is done.
+    """
+
+    def __init__(self) -> None:
+        self.first: ElasticError | None = None
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> bool:
+        if isinstance(exc, ElasticError):
+            self.first = self.first or exc
+            return True
+        return False
+
+    def raise_first(self) -> None:
+        if self.first is not None:
+            raise self.first
 
 
 class AllocationController:
@@ -400,10 +424,16 @@ class AllocationController:
             Real seconds to wait for the backend to report the cancelled jobs ended (Slurm takes a few
             seconds to kill a job's processes); after that they are recorded as cancelled anyway.
         """
+        # Every allocation is released and recorded whatever happens on the way: the execution may raise
+        # for a task that this very release lost once too often (a retries-exhausted error), and stopping
+        # there left the other batch jobs queued or running after the run (the liveness benchmark found
+        # 14). The first such error is raised once everything is released.
+        errors = _Deferred()
         open_ = [a for a in self._allocs.values() if not a.ended]
         started = said = time.monotonic()
         for i, a in enumerate(open_):
-            self._cancel(Cancel(a.alloc_id, "run over"), now, kill=True)
+            with errors:
+                self._cancel(Cancel(a.alloc_id, "run over"), now, kill=True)
             said = self._releasing(started, said, f"{i + 1:,} of {len(open_):,} cancelled")
         deadline = time.monotonic() + settle
         for i, a in enumerate(list(self._allocs.values())):
@@ -411,7 +441,8 @@ class AllocationController:
             while not a.ended and time.monotonic() < deadline:
                 info = self.backend.state(self._job_ids[a.alloc_id])
                 if info.state.is_final:
-                    self._ended(a, AllocationState.from_job_state(info.state), now)
+                    with errors:
+                        self._ended(a, AllocationState.from_job_state(info.state), now)
                 else:
                     time.sleep(0.2)
                 a = self._allocs[a.alloc_id]
@@ -422,8 +453,11 @@ class AllocationController:
                     a.alloc_id,
                     a.backend_job_id,
                 )
-                self._ended(a, AllocationState.CANCELLED, now)
-        self._advance(now)
+                with errors:
+                    self._ended(a, AllocationState.CANCELLED, now)
+        with errors:
+            self._advance(now)
+        errors.raise_first()
 
     def take_events(self, at: float) -> None:
         """Hand the execution's task events up to ``at`` to the sink and the demand (no strategy step)."""
