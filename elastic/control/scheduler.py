@@ -313,4 +313,5 @@ def widest_task(task_cores: Mapping[str, int], action: Submit) -> int:
     labels = set(action.serves or (action.stage,))
     if TOTAL in labels:
         return max(task_cores.values(), default=1)
-    return max((c for name, c in task_cores.items() if name in labels), default=1)
+    # by the labels, not by every stage: a request serves a few stages of a workflow of thousands
+    return max((task_cores[name] for name in labels if name in task_cores), default=1)
