@@ -185,6 +185,7 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
     running = sum(a.cores for a in live if a.running)  # less those cancelled below (each runs)
     idle = [a for a in live if a.running and view.busy_cores(a.alloc_id) == 0]  # the only ones released
     out: list[Cancel] = []
+    gone: set[str] = set()  # of out
     for stage in view.active_stages:  # both tests need a stage ready and not complete
         if not (_waits_for_offers(stage) or _waits_for_cores(stage)):
             continue
@@ -195,7 +196,6 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
         wider = [c for c in (*widths.get(stage.name, ()), *widths.get(TOTAL, ())) if c >= stage.cores]
         if not wider or running + min(wider) <= max_cores:
             continue
-        gone = {c.alloc_id for c in out}
         for a in idle:
             labels = frozenset(serves.get(a.alloc_id, a.labels))
             if a.alloc_id in gone or a.cores >= stage.cores or not kept(labels) or _useful(view, a, labels):
