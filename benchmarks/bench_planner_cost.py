@@ -17,7 +17,10 @@ while nothing but the clock changed; not the same decisions). Imports are done b
 wait learner's first import of scipy took seconds and was charged to ``asa``'s first run).
 
     .venv/bin/python benchmarks/bench_planner_cost.py [--runs 3] [--seed 1] [--trace PATH] [--reuse]
-        [--profile]
+        [--pace S] [--profile]
+
+``--pace S`` measures ``asa`` with ``Planner(pace=S)`` (0: asked at every 30-s poll, as before paced
+decisions; default: the planner's own, :data:`~elastic.strategies.planner.PACE`).
 
 ``--profile`` prints the top of a cProfile of the 40-stage chain's run instead.
 
@@ -214,6 +217,7 @@ def main() -> int:
     parser.add_argument("--profile", action="store_true", help="cProfile the 40-stage chain's run")
     parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="asa with reuse=True (kept searches)")
+    parser.add_argument("--pace", type=float, default=None, help="asa with Planner(pace=S); 0: every poll")
     parser.add_argument("--scale", help="stage counts of whole large runs to time, e.g. 1000,2000,5000")
     parser.add_argument("--limit", type=float, default=120.0, help="--scale: seconds before a run is stopped")
     parser.add_argument("--horizon-check", action="store_true", help="asa with and without its horizon")
@@ -229,7 +233,9 @@ def main() -> int:
         return _scale([int(n) for n in args.scale.split(",")], args.limit, args.seed)
     import elastic.learners.ewma  # noqa: F401  (scipy: imported once, before any timing)
 
-    options = {"reuse": True} if args.reuse else None
+    options: dict[str, Any] = {"reuse": True} if args.reuse else {}
+    if args.pace is not None:
+        options["pace"] = args.pace
     background = default_background(64, seed=args.seed)
     chain = random_dag(40, seed=args.seed, chain=True)
     dag = random_dag(100, seed=args.seed)

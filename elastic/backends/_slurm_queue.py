@@ -23,6 +23,7 @@ __all__ = [
     "parse_allocated",
     "parse_dependencies",
     "parse_snapshot",
+    "queue_signature",
 ]
 
 SNAPSHOT_FORMAT = "%i|%T|%r|%C|%D|%l|%Q|%S|%h|%E|%N"
@@ -31,6 +32,40 @@ priority, start or begin time, oversubscribe, remaining dependencies, node list)
 
 SNAPSHOT_STATES = "PENDING,RUNNING,COMPLETING,CONFIGURING,SUSPENDED"
 """``squeue -t`` states a snapshot reads: jobs that wait or hold cores."""
+
+SIGNATURE_FORMAT = "%i|%T|%l|%r"
+"""``squeue -o`` format read by :func:`queue_signature` (id, state, time limit, reason)."""
+
+_HELD_REASONS = frozenset({"Dependency", "BeginTime", "JobHeldUser", "JobHeldAdmin"})
+
+
+def queue_signature(lines: Iterable[str]) -> str:
+    """Return a digest of a partition's queue that changes where the start estimate's input may have.
+
+    ``lines`` are ``squeue -h -p PART -t SNAPSHOT_STATES -o SIGNATURE_FORMAT``: a job submitted, started,
+    ended or cancelled, a time limit changed, or a job released from its hold (dependency, begin time,
+    user or admin hold) changes it, as the mock backend's ``queue_version``; priorities that age, and
+    pending reasons that move between ``Priority`` and ``Resources`` at every scheduler pass, do not.
+
+    Examples
+    --------
+    >>> a = queue_signature(["7|PENDING|10:00|Priority", "5|RUNNING|1:00:00|None"])
+    >>> a == queue_signature(["5|RUNNING|1:00:00|None", "7|PENDING|10:00|Resources"])
+    True
+    >>> a == queue_signature(["5|RUNNING|1:00:00|None"])
+    False
+    """
+    import hashlib
+
+    rows = []
+    for line in lines:
+        fields = line.strip().split("|")
+        if len(fields) < 4:
+            continue
+        job, state, limit, reason = fields[:4]
+        rows.append(f"{job}|{state}|{limit}|{'held' if reason in _HELD_REASONS else ''}")
+    return hashlib.blake2b("\n".join(sorted(rows)).encode(), digest_size=16).hexdigest()
+
 
 _DEPENDENCY = re.compile(r"(\w+):(\d+)(?:\+\d+)?\((\w+)\)")
 _RANGE = re.compile(r"([^,\[]*)(?:\[([^\]]*)\])?([^,]*)")

@@ -14,6 +14,10 @@ shorten, estimate, partition, the site check) over Slurm's commands. Apart from 
 (:mod:`~elastic.backends._slurm_commands`), the parsing of their output
 (:mod:`~elastic.backends._slurm_parse`) and of the queue snapshot its start estimate simulates
 (:mod:`~elastic.backends._slurm_queue`).
+
+Over 500 lines because each method of the contract wraps its Slurm command with that command's own
+failure handling (what may be retried, refused or read from the jobcomp file); the parsing they share is
+in the modules above.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from pathlib import Path
 
 import platformdirs
@@ -49,6 +53,10 @@ __all__ = ["SlurmBackend", "render_job_script"]
 logger = logging.getLogger(__name__)
 
 _JOB_ID = re.compile(r"\d+")
+
+QUEUE_VERSION_TTL = 5.0
+"""Seconds :meth:`SlurmBackend.queue_version` reuses its last ``squeue`` (one decision reads it several
+times; the run polls every 30 s)."""
 
 
 class SlurmBackend:
@@ -116,6 +124,7 @@ class SlurmBackend:
         self._jobcomp = Jobcomp(self._commands, Path(jobcomp_path) if jobcomp_path is not None else None)
         self._est_partition: PartitionInfo | None = None
         self._est_model: tuple[str, str] | None = None
+        self._queue_version: tuple[float, str] | None = None
 
     @property
     def command_timeout(self) -> float:
@@ -410,6 +419,30 @@ class SlurmBackend:
             logger.warning("slurm: %s failed (exit %s): %s", " ".join(args), proc.returncode, proc.stderr)
             return None
         return parse.parse_test_only(proc.stderr + "\n" + proc.stdout)
+
+    def queue_version(self) -> Hashable:
+        """Return a value that changes whenever :meth:`expected_start`'s queue snapshot may have changed.
+
+        A digest of the partition's queue as ``squeue`` shows every user's jobs
+        (:func:`~elastic.backends._slurm_queue.queue_signature`: jobs submitted, started, ended or
+        cancelled, time limits, holds released), read at most once per :data:`QUEUE_VERSION_TTL` seconds:
+        a strategy may keep what it derived from the estimate while it is the same, as on the mock backend
+        (:attr:`~elastic.strategies.base.RunView.queue_version`). Where ``squeue`` fails, a value equal to
+        no other (nothing is kept).
+        """
+        now = time.monotonic()
+        kept = self._queue_version
+        if kept is not None and 0.0 <= now - kept[0] < QUEUE_VERSION_TTL:
+            return kept[1]
+        args = ["squeue", "-h", "-p", self._estimate_partition().name, "-t", _queue.SNAPSHOT_STATES]
+        args += ["-o", _queue.SIGNATURE_FORMAT]
+        proc = self._commands.run(args, check=False)
+        if proc.returncode != 0:
+            logger.info("slurm: %s failed (exit %s): queue version unknown", " ".join(args), proc.returncode)
+            return object()
+        version = _queue.queue_signature(proc.stdout.splitlines())
+        self._queue_version = (now, version)
+        return version
 
     def _estimate_partition(self) -> PartitionInfo:
         """Return the partition the estimate simulates (read once)."""

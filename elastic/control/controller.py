@@ -71,6 +71,7 @@ from elastic.metrics import Event, EventKind
 from elastic.strategies.base import (
     Cancel,
     Decision,
+    Paced,
     RunView,
     Serve,
     Settles,
@@ -133,6 +134,9 @@ class _Settled:
     until: float
     wake: WakeAt | None
     inputs: _Inputs
+    paced: bool = False
+    """Kept by :class:`~elastic.strategies.base.Paced` for at most its pace, while its queue is the same
+    too (not a promise)."""
 
 
 class _Deferred:
@@ -249,6 +253,9 @@ class AllocationController:
         self._polled: Hashable | None = None
         """The backend's ``jobs_version()`` at the last poll that asked for every open job."""
         self._settles = isinstance(strategy, Settles)
+        self._reads_queue = isinstance(strategy, Paced)
+        self._pace = strategy.pace if isinstance(strategy, Paced) else None
+        """How long a decision of a :class:`~elastic.strategies.base.Paced` strategy is kept at most."""
         self._reports_changes = isinstance(backend, ReportsJobChanges)
         self.check_settled = False
         """Ask the strategy at every step all the same, and raise AssertionError where its decision is not
@@ -298,7 +305,15 @@ class AllocationController:
         self._settled = None
         if decision.actions or self.knowledge.predictions != predictions:
             return decision  # acted, or asked the learner (which may draw at random): ask again next time
-        if not self._settles or self._view is None or self._view[1] is not view:
+        if self._view is None or self._view[1] is not view:
+            return decision
+        if not self._settles:
+            pace = self._pace
+            if pace:
+                at = decision.wake_at
+                until = view.now + pace if at is None else min(view.now + pace, at)
+                if until - SETTLE_MARGIN > view.now:
+                    self._settled = _Settled(view.now, until, lambda _t: at, self._view[0], paced=True)
             return decision
         until, wake = self.strategy.settled_until(view)  # type: ignore[attr-defined]
         if until - SETTLE_MARGIN > view.now:
@@ -310,11 +325,12 @@ class AllocationController:
         settled = self._settled
         if settled is None or not settled.now <= now < settled.until - SETTLE_MARGIN:
             return None
-        if not self._inputs().same(settled.inputs, queue=False):  # a Settles strategy reads no estimate
+        # a Settles strategy reads no estimate; a Paced one does: asked again once its queue changed
+        if not self._inputs().same(settled.inputs, queue=settled.paced):
             self._settled = None
             return None
         decision = Decision((), None if settled.wake is None else settled.wake(now))
-        if self.check_settled:
+        if self.check_settled and not settled.paced:  # a Paced strategy promises nothing
             view = self.view(now)
             predictions = self.knowledge.predictions
             fresh = self.strategy.decide(view)
@@ -340,7 +356,9 @@ class AllocationController:
             indexes,
             busy,
             self.knowledge.version,
-            None if estimate is None else estimate.version(),
+            # only a strategy that reads the scheduler's estimate (Paced) sees the queue's version: on
+            # Slurm it is an squeue, and every other view is the same whatever the queue did
+            None if estimate is None or not self._reads_queue else estimate.version(),
         )
 
     def apply(self, decision: Decision, now: float) -> None:

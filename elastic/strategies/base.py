@@ -40,6 +40,7 @@ __all__ = [
     "Releasing",
     "RunView",
     "Serve",
+    "Paced",
     "Settles",
     "Shorten",
     "StageView",
@@ -97,6 +98,26 @@ class Settles(Protocol):
         changes nothing of the strategy's own state. ``T <= view.now``: no promise. Called only right
         after :meth:`decide` of this same ``view``.
         """
+        ...
+
+
+@runtime_checkable
+class Paced(Protocol):
+    """A strategy whose decision reads the scheduler's estimate and is asked again only when it may differ.
+
+    Run control keeps a decision of such a strategy that had no action and asked the wait learner for
+    nothing while every input of its view is the same, the scheduler's queue included
+    (:attr:`~elastic.strategies.base.RunView.queue_version`: on the mock its own record, on Slurm a
+    digest of ``squeue``), until the decision's own wake-up or :attr:`pace` backend seconds, whichever
+    comes first; then it asks again. Unlike :class:`Settles` this is not a promise that the decision
+    would be the same: a rule that reads the clock alone (how long a held allocation can be kept, a
+    request whose lead the clock reached without a wake-up) acts up to :attr:`pace` seconds later than
+    if asked at every poll.
+    """
+
+    @property
+    def pace(self) -> float | None:
+        """Backend seconds a decision is kept at most (None or 0: asked at every step)."""
         ...
 
 

@@ -13,7 +13,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
-from elastic.allocations import Allocation
+from elastic.allocations import Allocation, AllocationState
 from elastic.strategies import merge
 from elastic.strategies.base import Releasing, RunView, Shorten, StageView
 
@@ -54,6 +54,7 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
     """
     out: list[Shorten] = []
     order = {s.name: s.index for s in view.stages}
+    ran_out: dict[str, tuple[float, ...]] | None = None  # read once, where something may be lowered
     for a in view.allocations:
         if not a.pending or a.cancelled or a.reason != "initial":
             continue
@@ -62,7 +63,9 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
         )
         if not labels or not view.stage(labels[0]).ready:
             continue
-        needed = merge.group_walltime(view.knowledge, labels)
+        if ran_out is None:
+            ran_out = _ran_out(view)
+        needed = merge.group_walltime(view.knowledge, labels, ran_out.get(labels[0], ()))
         if a.walltime <= needed + SHORTEN_SLACK:
             continue  # nothing to lower: a piece's walltime is one wave or more (no estimate asked)
         if a.piece_of is not None:  # a piece keeps a second wave's walltime where it costs no wait
@@ -70,6 +73,25 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
         if a.walltime > needed + SHORTEN_SLACK:
             out.append(Shorten(a.alloc_id, math.ceil(needed), f"{labels[0]} is ready: no idling to cover"))
     return out
+
+
+def _ran_out(view: RunView) -> dict[str, tuple[float, ...]]:
+    """Per stage, the walltimes of this run's allocations for it that ran out (TIMEOUT), in request order.
+
+    They are the speculative sequence's ``previous``
+    (:meth:`~elastic.strategies.knowledge.Knowledge.walltime`): a stage whose task was lost to its
+    allocation's walltime is asked for more the next time, never the same again.
+
+    Found by the published suite (SRASearch at 56 cores, synthetic queue, run 3): the ``merge`` task ran
+    over 5 times its hint, and each new request for it asked the same 123-166 s, losing it 4 times (the
+    run failed with the documented lost-task error) where walltime follow-ups and the liveness rule
+    already grew theirs.
+    """
+    out: dict[str, list[float]] = {}
+    for a in view.allocations:
+        if a.state is AllocationState.TIMEOUT and a.stage is not None:
+            out.setdefault(a.stage, []).append(a.walltime)
+    return {stage: tuple(walltimes) for stage, walltimes in out.items()}
 
 
 def _lead_caps(view: RunView) -> dict[str, float]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from elastic.backends import slurm
 from elastic.backends.base import BatchBackend
 from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
@@ -134,6 +135,26 @@ def test_expected_start(backend: SlurmBackend) -> None:
     assert later is not None and abs(later - (started + 600)) <= 5
     with pytest.raises(GeometryError, match="17 cores but the partition has 16"):  # as on the mock
         backend.expected_start(JobSpec(cores=17, walltime=60))
+
+
+def test_queue_version_changes_with_the_queue_only(
+    backend: SlurmBackend, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(slurm, "QUEUE_VERSION_TTL", 0.0)  # read squeue at every call
+    whole = backend.submit(JobSpec(cores=16, walltime=600))
+    wait_for(backend, whole, running)
+    waiting = backend.submit(JobSpec(cores=4, walltime=600))
+    wait_for(backend, waiting, lambda i: i.reason is not PendingReason.NONE)
+    v1 = backend.queue_version()
+    time.sleep(2.5)  # scheduler passes, ageing priorities, pending reasons moving: the same queue
+    assert backend.queue_version() == v1
+    backend.cancel(waiting)
+    wait_for(backend, waiting, final)
+    v2 = backend.queue_version()
+    assert v2 != v1  # a job left the queue
+    backend.cancel(whole)
+    wait_for(backend, whole, final)
+    assert backend.queue_version() not in (v1, v2)
 
 
 def test_afterok_dependency_starts_after_its_parent(backend: SlurmBackend) -> None:

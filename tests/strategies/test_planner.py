@@ -767,3 +767,28 @@ def test_the_learned_bias_lies_between_one_and_the_ratios_seen(ratios: list[floa
         return
     bias = estimate_bias(ratios, prior)
     assert min([1.0, *ratios]) * (1 - 1e-9) <= bias <= max([1.0, *ratios]) * (1 + 1e-9)
+
+
+def _after_a_timeout(state: AllocationState) -> RunView:
+    """A one-task stage whose first allocation (166 s) ended in ``state`` while its task ran."""
+    wf = Workflow("ranout", (Stage("m", 1, 1, runtime=60.0),))
+    stages = (StageView("m", 0, 1, 1, (), ready_time=0.0, start_time=0.0),)
+    allocations, busy = split((alloc("a1", "m", 1, 166.0, state, 0.0, 0.0, 166.0),))
+    return RunView(200.0, wf, stages, allocations, Knowledge(wf), busy)
+
+
+def test_a_stage_whose_allocation_ran_out_is_asked_for_more_walltime() -> None:
+    # SRASearch 56, synthetic queue, run 3: the same 123-166 s was asked again after each timeout
+    again = [
+        a
+        for a in Planner().decide(_after_a_timeout(AllocationState.TIMEOUT)).actions
+        if isinstance(a, Submit)
+    ]
+    killed = [
+        a
+        for a in Planner().decide(_after_a_timeout(AllocationState.CANCELLED)).actions
+        if isinstance(a, Submit)
+    ]
+    assert again and killed
+    assert again[0].walltime > 166.0  # the speculative sequence's next value after the one that ran out
+    assert killed[0].walltime < 166.0  # cancelled from outside: not a walltime problem, the plain request
