@@ -249,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": jobs.minutes.tolist(),
         "sleep": jobs.sleep.tolist(),
         "k": jobs.k,
+        "log": str(root / "log"),  # Slurm's logs (benchmarks/slurm_pass_check.py reads them)
     }
     _mock_tables(args, jobs, slurm, cores, results)
     if args.json is not None:
