@@ -75,6 +75,7 @@ class Pass:
     at: float
     started: list[int] = dataclasses.field(default_factory=list)
     planned: dict[int, float] = dataclasses.field(default_factory=dict)
+    tested: list[int] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -113,6 +114,9 @@ def read_log(path: Path) -> Log:
                 cur.started.append(j)
             elif g[2]:
                 log.main.append(t)
+        elif g := re.search(r"_dump_job_test: Test JobId=(\d+) ", text):
+            if cur is not None and int(g[1]) not in cur.tested:
+                cur.tested.append(int(g[1]))
         elif g := re.search(r"_dump_job_sched: JobId=(\d+) to start at (\S+),", text):
             if cur is not None:
                 cur.planned[int(g[1])] = _epoch(g[2])
@@ -129,7 +133,8 @@ def plan_pass(
     """Run the planner once on Slurm's state at the beginning of pass ``p``; None when nothing pends.
 
     Job id ``i`` is the ``i``-th submitted job (``cores[i - 1]``); the planner's ``started`` attribute
-    lists what it started.
+    lists what it started. A pass Slurm cut short (it stops testing when the wall-clock second changes:
+    ``bf_max_time`` is ``bf_interval``, 1 s, counted in whole seconds) plans only the jobs it tested.
     """
     now = math.floor(p.at)  # slurmctld plans in whole seconds (time(NULL))
     running = sorted(
@@ -142,6 +147,8 @@ def plan_pass(
     )
     if not queue:
         return None
+    if p.tested and p.tested[-1] in queue:  # the jobs after the last one tested were not reached
+        queue = queue[: queue.index(p.tested[-1]) + 1]
     n = max(log.submit) + 1
     state = np.full(n, PENDING)
     policy = SlurmNodeBackfill(origin=0.0)  # times are Unix seconds: the wall clock itself
@@ -261,7 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if not log.passes:
         raise SystemExit(f"{folder}: no backfill pass logged (run the oracle with --debug-flags Backfill)")
     nodes = int(d["args"]["nodes"]) * int(d["args"]["cores_per_node"])
-    tested = starts_differ = planned = planned_same = 0
+    tested = starts_differ = planned = planned_same = cut = completing = 0
     for ps in log.passes:
         policy = plan_pass(log, ps, d["cores"], d["minutes"], nodes)
         if policy is None:
@@ -271,11 +278,18 @@ def main(argv: list[str] | None = None) -> int:
         both = [j for j in ps.planned if j in policy.reservations and j not in mine]
         planned += len(both)
         planned_same += sum(policy.reservations[j] == ps.planned[j] for j in both)
+        pending = [
+            j for j, t in log.submit.items() if t < ps.at and not (j in log.start and log.start[j] < ps.at)
+        ]
+        cut += bool(ps.tested) and len(ps.tested) < len(pending)
         if set(mine) != set(ps.started):
             starts_differ += 1
+            ended = [ps.at - t for t in log.end.values() if 0.0 <= ps.at - t < 1.0]
+            completing += bool(ended)
             if starts_differ <= args.show:
                 when = datetime.fromtimestamp(ps.at).time()
-                print(f"pass at {when}: Slurm started {sorted(ps.started)}, the planner {sorted(mine)}")
+                why = f" (a job ended {1000 * min(ended):.0f} ms before the pass)" if ended else ""
+                print(f"pass at {when}: Slurm started {sorted(ps.started)}, the planner {sorted(mine)}{why}")
                 for j in sorted(set(mine) ^ set(ps.started)):
                     slurm = (
                         "start"
@@ -291,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"  job {j} ({size}): Slurm {slurm}, planner {model}")
     print(
         f"{args.file.name}: {tested} passes with pending jobs; the planner starts other jobs than Slurm in "
-        f"{starts_differ}; planned starts equal to Slurm's in {planned_same} of {planned}"
+        f"{starts_differ} ({completing} of them less than 1 s after a job ended: its nodes still "
+        f"completing); planned starts equal to Slurm's in {planned_same} of {planned}; {cut} passes cut "
+        "at the wall-clock second (planned as far as Slurm tested)"
     )
     if args.timed:
         rows = compare(*timed_replay(d, log))
