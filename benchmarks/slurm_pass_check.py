@@ -177,6 +177,16 @@ def plan_pass(
     return policy
 
 
+def _reach(log: Log, p: Pass) -> int:
+    """How many pending jobs pass ``p`` tested when Slurm cut it short, else 0."""
+    pending = sorted(
+        j for j, t in log.submit.items() if t < p.at and not (j in log.start and log.start[j] < p.at)
+    )
+    if p.tested and p.tested[-1] in pending and p.tested[-1] != pending[-1]:
+        return pending.index(p.tested[-1]) + 1
+    return 0
+
+
 class AtPasses:
     """A policy run only at Slurm's logged times: backfill passes (``inner`` plans) and main-scheduler runs.
 
@@ -184,9 +194,9 @@ class AtPasses:
     while its first job fits, on the best-fit nodes, as ``schedule()`` in ``job_scheduler.c`` does.
     """
 
-    def __init__(self, inner: SlurmNodeBackfill, passes: list[float], main: list[float]) -> None:
+    def __init__(self, inner: SlurmNodeBackfill, passes: dict[float, int], main: list[float]) -> None:
         self.inner = inner
-        self.passes = frozenset(passes)
+        self.passes = passes  # pass time -> how many pending jobs Slurm tested (0: all of them)
         self.main = frozenset(main)
         self.name = inner.name
         self.reservations = inner.reservations
@@ -194,7 +204,12 @@ class AtPasses:
     def schedule(self, engine: Engine) -> None:
         """Plan only when ``engine.now`` is a logged time (the engine is woken at every one)."""
         if engine.now in self.passes:
+            reach = self.passes[engine.now]
+            rest = engine.queue[reach:] if reach else []
+            if rest:  # a pass cut at the wall-clock second: the jobs after those Slurm tested wait
+                del engine.queue[reach:]
             self.inner.schedule(engine)
+            engine.queue.extend(rest)
         elif engine.now in self.main:
             self.inner.schedule(engine)  # refresh the placement of finished jobs
             busy = 0
@@ -227,7 +242,9 @@ def timed_replay(
     ids = sorted(log.submit)
     base = math.floor(min(log.submit.values()))
     policy = AtPasses(
-        SlurmNodeBackfill(origin=float(base)), [p.at - base for p in log.passes], [t - base for t in log.main]
+        SlurmNodeBackfill(origin=float(base)),
+        {p.at - base: _reach(log, p) for p in log.passes},
+        [t - base for t in log.main],
     )
     eng = Engine(nodes=int(d["args"]["nodes"]), cores_per_node=1, policy=policy, priority="age")  # type: ignore[index]
     for t in [ps.at for ps in log.passes] + log.main:
