@@ -53,7 +53,7 @@ from elastic.simulator.conservative import SlurmBackfill
 from elastic.simulator.engine import Engine
 from elastic.simulator.slurm_nodes import SlurmNodeBackfill
 from elastic.simulator.slurm_nodes import lowest as _lowest
-from tests.fixtures.slurm_oracle import Replay, ScaledJobs, compare
+from tests.fixtures.slurm_oracle import Replay, ScaledJobs, compare, scale_workload
 
 
 def _count(mask: int) -> int:
@@ -111,21 +111,30 @@ def load(path: Path) -> tuple[ScaledJobs, Replay, int, bool]:
     return jobs, slurm, int(d["args"]["nodes"]) * int(d["args"]["cores_per_node"]), "t0" in s
 
 
-def replay(jobs: ScaledJobs, observed: Replay, policy: Any, cores: int) -> Replay:
-    """The jobs on the mock under ``policy``, submitted and running as on Slurm."""
+def replay(
+    jobs: ScaledJobs, observed: Replay, policy: Any, cores: int, submit: np.ndarray | None = None
+) -> Replay:
+    """The jobs on the mock under ``policy``, submitted and running as on Slurm.
+
+    ``submit``: submit the jobs at these times instead of Slurm's whole seconds (starts are then read
+    back in whole seconds, as Slurm records them).
+    """
     eng = Engine(nodes=cores, cores_per_node=1, policy=policy, priority="age")
     run = jobs.sleep.copy()
     ran = observed.end - observed.start
     ok = np.array([s == "COMPLETED" for s in observed.state]) & np.isfinite(ran)
     run[ok] = ran[ok]
     idx = np.empty(len(jobs), dtype=np.int64)
-    for i in np.argsort(observed.submit, kind="stable").tolist():
-        eng.run(until=float(observed.submit[i]))
+    at = observed.submit if submit is None else submit
+    for i in np.argsort(at, kind="stable").tolist():
+        eng.run(until=float(at[i]))
         idx[i] = eng.submit(
             cores=int(jobs.cores[i]), walltime=float(jobs.minutes[i] * 60), runtime=float(run[i])
         )
     eng.run()
     start = np.array([eng.jobs.start[j] for j in idx.tolist()], dtype=float)
+    if submit is not None:
+        start = np.floor(start)
     return Replay(observed.submit, start, start, jobs.cores.copy(), tuple("COMPLETED" for _ in start))
 
 
@@ -139,13 +148,38 @@ POLICIES: dict[str, Callable[[float], Any]] = {
 }
 
 
+def scaled_submits(path: Path) -> np.ndarray:
+    """The scaled submit times the harness submitted a recorded run's jobs at (seconds after its t0).
+
+    The workload is rebuilt from the arguments recorded in the file (a trace window needs
+    ``ELASTIC_TRACES``).
+    """
+    from slurm_oracle import _workload  # the oracle's own workload builder (a sibling script)
+
+    d = json.loads(path.read_text())
+    ns = argparse.Namespace(**d["args"])
+    cores = int(ns.nodes) * int(ns.cores_per_node)
+    jobs = scale_workload(_workload(ns, cores), float(d.get("k", 60.0)))
+    if len(jobs) != len(d["cores"]) or list(jobs.cores) != list(d["cores"]):
+        raise SystemExit(f"{path}: the rebuilt workload is not the recorded one")
+    return jobs.submit
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="slurm_oracle.py --json files (one-CPU nodes)")
     p.add_argument("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
+    p.add_argument(
+        "--scaled-submits",
+        type=float,
+        default=None,
+        metavar="LATENCY",
+        help="submit each job at its scaled time (as the harness did) plus LATENCY s, not at Slurm's second",
+    )
     args = p.parse_args(argv)
     for path in args.files:
         jobs, slurm, cores, has_t0 = load(path)
+        submit = None if args.scaled_submits is None else scaled_submits(path) + args.scaled_submits
         print(
             f"{path.name}: {len(jobs)} jobs, {cores} cores, "
             f"t0 {'recorded' if has_t0 else 'unknown: origins 0-29 s'}"
@@ -153,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.policies.split(","):
             make = POLICIES[name]
             origins = [slurm.t0] if has_t0 or name == "conservative" else [float(o) for o in range(30)]
-            rows = [compare(slurm, replay(jobs, slurm, make(o), cores)) for o in origins]
+            rows = [compare(slurm, replay(jobs, slurm, make(o), cores, submit)) for o in origins]
             rho = [r[0].spearman for r in rows]
             mid = rows[int(np.argsort(rho)[len(rho) // 2])]
             spread = f" (min {min(rho):.3f}, max {max(rho):.3f})" if len(rho) > 1 else ""
