@@ -9,8 +9,9 @@ running job in its will-run estimate. Slurm 22.05 plans nodes (``_attempt_backfi
 
 - a pending job may only use the nodes that no higher-priority job has reserved anywhere in its window
   ``[start_res, start_res + limit]`` (both ends included, as ``node_space`` is scanned);
-- its will-run test groups only the running jobs on those nodes (the barrier taken from the first of
-  them), and plans it at the end of the last job of the first group after which it fits;
+- its will-run test removes only the running jobs on those nodes, grouped as ``will_run_groups`` does
+  (the barrier taken from the first of them, a group closed by the next running job of *all*), and plans
+  it at the end of the last job of the first group after which it fits;
 - ``TRY_LATER``: if that start lies after ``later_start`` (the first time at which a node reserved in the
   window is released), the job is tested again from there on the nodes free then, and again when its
   chosen nodes overlap a reservation (``_test_resv_overlap``);
@@ -21,7 +22,11 @@ running job in its will-run estimate. Slurm 22.05 plans nodes (``_attempt_backfi
   idle node more than it needs (``busy+1``; seen in the backfill map of a replay: a 10-CPU job
   "to start at ... on nodes n[1-11]"). ``busy`` leaves that node out; ``index`` takes the lowest-index
   usable nodes (Slurm without ``bf_busy_nodes``), ``idle`` idle first;
-- a job that starts now takes Slurm's best fit of consecutive free nodes (``_eval_nodes``).
+- a job that starts now takes Slurm's best fit of consecutive free nodes (``_eval_nodes``);
+- the reservations are kept as Slurm's ``node_space`` records, one pair of equal neighbours merged
+  after each reservation (``add_reservation``), which decides where ``later_start`` falls.
+
+Every variant is the policy (``SlurmNodeBackfill``) with another choice of a reservation's nodes.
 
 ``python benchmarks/slurm_node_plan.py syn.json hpc2n.json blue.json`` compares, on each recorded
 schedule (``benchmarks/slurm_oracle.py --json``), the ``slurm`` and ``conservative`` policies with these
@@ -46,156 +51,37 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from elastic.simulator.conservative import SlurmBackfill
 from elastic.simulator.engine import Engine
-from elastic.simulator.jobs import PENDING
-from elastic.simulator.slurm_nodes import best_fit
+from elastic.simulator.slurm_nodes import SlurmNodeBackfill
 from elastic.simulator.slurm_nodes import lowest as _lowest
-from tests.fixtures.slurm_oracle import Replay, ScaledJobs, compare
+from tests.fixtures.slurm_oracle import Replay, ScaledJobs, compare, scale_workload
 
 
 def _count(mask: int) -> int:
     return mask.bit_count()
 
 
-class NodeBackfill:
-    """Slurm 22.05's backfill on one-CPU nodes: node-level reservations, grouped will-run, TRY_LATER.
+class NodeBackfill(SlurmNodeBackfill):
+    """The ``slurm-nodes`` policy with another choice of a reservation's nodes.
 
     ``choice`` is how a reservation picks its nodes: ``busy+1`` (``bf_busy_nodes`` as Slurm 22.05 does
-    it), ``busy`` (without its extra idle node), ``index`` (no ``bf_busy_nodes``) or ``idle``.
+    it: the policy itself), ``busy`` (without its extra idle node), ``index`` (no ``bf_busy_nodes``) or
+    ``idle``.
     """
-
-    name = "slurm-nodes"
 
     def __init__(self, window: float = 30.0, origin: float = 0.0, choice: str = "busy") -> None:
         if choice not in ("busy", "busy+1", "index", "idle"):
             raise ValueError(f"choice must be busy, busy+1, index or idle, got {choice!r}")
-        self.window = window
-        self.origin = origin % window
+        super().__init__(window=window, origin=origin)
         self.choice = choice
-        self.place: dict[int, int] = {}
-        self.reservations: dict[int, float] = {}
 
-    def _will_run(
-        self, avail: int, c: int, now: float, running: list[tuple[float, int]], busy: int
-    ) -> tuple[float | None, int, int]:
-        """Earliest start on the nodes ``avail``; the nodes free now and those freed by then."""
-        free_now = avail & ~busy
-        if _count(free_now) >= c:
-            return now, free_now, 0
-        items = [(e, self.place[j]) for e, j in running if self.place[j] & avail]
-        removed = 0
-        w = self.window
-        if not items:
-            return None, free_now, 0
-        barrier = items[0][0] + (w - (items[0][0] + self.origin) % w)
-        i, n = 0, len(items)
-        while i < n:
-            k = i
-            while True:
-                removed |= items[k][1] & avail
-                k += 1
-                if k >= n or items[k][0] > barrier + w:
-                    break
-            last = items[k - 1][0]
-            w *= 2
-            while k < n and items[k][0] > barrier + w:
-                w *= 2
-            i = k
-            if _count(free_now | removed) >= c:
-                return max(last, now), free_now, removed
-        return None, free_now, removed
-
-    def _nodes(self, free_now: int, removed: int, c: int) -> int:
+    def _reserve_nodes(self, free_now: int, removed: int, cores: int) -> int:
+        if self.choice == "busy+1":
+            return super()._reserve_nodes(free_now, removed, cores)
         if self.choice == "index":
-            return _lowest(free_now | removed, c)
-        first, then = (removed, free_now) if self.choice != "idle" else (free_now, removed)
-        m = _lowest(first, c)
-        if self.choice == "busy+1" and _count(m) >= c:
-            return m | _lowest(then, 1)  # _eval_nodes_busy's idle pass still takes one node
-        return m | _lowest(then, c - _count(m))
-
-    def schedule(self, engine: Engine) -> None:
-        """One backfill pass: every queued job in priority order starts now or gets a node reservation."""
-        q = engine.queue
-        if not q:
-            return
-        if engine.cluster.cores_per_node != 1:
-            raise ValueError("NodeBackfill models one-CPU nodes only")
-        now = engine.now
-        cores = engine.jobs.cores
-        wall = engine.jobs.walltime
-        nodes = engine.cluster.total
-        full = (1 << nodes) - 1
-        running = engine.running
-        live = {j for _, j in running}
-        self.place = {j: m for j, m in self.place.items() if j in live}
-        busy = 0
-        for m in self.place.values():
-            busy |= m
-        for _, j in running:  # started by someone else: lowest free nodes
-            if j not in self.place:
-                self.place[j] = _lowest(full & ~busy, int(cores[j]))
-                busy |= self.place[j]
-        resv: list[tuple[float, float, int]] = []
-        started = False
-        for j in list(q):
-            if busy == full:
-                break
-            c, limit = int(cores[j]), float(wall[j])
-            start_res = now
-            for _ in range(1000):
-                bounds = sorted({now} | {t for s, e, _ in resv for t in (s, e) if t > now})
-                recs = []
-                for bi, b in enumerate(bounds):
-                    taken = 0
-                    for s, e, m in resv:
-                        if s <= b < e:
-                            taken |= m
-                    recs.append((b, bounds[bi + 1] if bi + 1 < len(bounds) else math.inf, full & ~taken))
-                end_time = start_res + limit
-                avail, later = full, None
-                for ri, (b, e, free) in enumerate(recs):
-                    if (
-                        later is None
-                        and e > start_res
-                        and ri + 1 < len(recs)
-                        and recs[ri + 1][2] & ~(avail & free)
-                    ):
-                        later = e
-                    if e <= start_res:
-                        continue
-                    if b > end_time:
-                        break
-                    avail &= free
-                t = None
-                if _count(avail) >= c:
-                    t, free_now, removed = self._will_run(avail, c, now, running, busy)
-                if t is None:
-                    if later is None:
-                        break
-                    start_res = later
-                    continue
-                t = max(t, start_res)
-                if t <= now:
-                    m = best_fit(free_now, c, nodes)
-                    engine.start(j)
-                    started = True
-                    self.place[j] = m
-                    busy |= m
-                    self.reservations.setdefault(j, now)
-                    break
-                if later is not None and t > later:
-                    start_res = later
-                    continue
-                m = self._nodes(free_now, removed, c)
-                if t > start_res and any(s < t + limit and e > t and mm & m for s, e, mm in resv):
-                    start_res = t
-                    continue
-                resv.append((t, t + limit, m))
-                self.reservations.setdefault(j, t)
-                break
-        if started:
-            state = engine.jobs.state
-            q[:] = [j for j in q if state[j] == PENDING]
+            return _lowest(free_now | removed, cores)
+        first, then = (removed, free_now) if self.choice == "busy" else (free_now, removed)
+        m = _lowest(first, cores)
+        return m | _lowest(then, cores - _count(m))
 
 
 def load(path: Path) -> tuple[ScaledJobs, Replay, int, bool]:
@@ -225,21 +111,30 @@ def load(path: Path) -> tuple[ScaledJobs, Replay, int, bool]:
     return jobs, slurm, int(d["args"]["nodes"]) * int(d["args"]["cores_per_node"]), "t0" in s
 
 
-def replay(jobs: ScaledJobs, observed: Replay, policy: Any, cores: int) -> Replay:
-    """The jobs on the mock under ``policy``, submitted and running as on Slurm."""
+def replay(
+    jobs: ScaledJobs, observed: Replay, policy: Any, cores: int, submit: np.ndarray | None = None
+) -> Replay:
+    """The jobs on the mock under ``policy``, submitted and running as on Slurm.
+
+    ``submit``: submit the jobs at these times instead of Slurm's whole seconds (starts are then read
+    back in whole seconds, as Slurm records them).
+    """
     eng = Engine(nodes=cores, cores_per_node=1, policy=policy, priority="age")
     run = jobs.sleep.copy()
     ran = observed.end - observed.start
     ok = np.array([s == "COMPLETED" for s in observed.state]) & np.isfinite(ran)
     run[ok] = ran[ok]
     idx = np.empty(len(jobs), dtype=np.int64)
-    for i in np.argsort(observed.submit, kind="stable").tolist():
-        eng.run(until=float(observed.submit[i]))
+    at = observed.submit if submit is None else submit
+    for i in np.argsort(at, kind="stable").tolist():
+        eng.run(until=float(at[i]))
         idx[i] = eng.submit(
             cores=int(jobs.cores[i]), walltime=float(jobs.minutes[i] * 60), runtime=float(run[i])
         )
     eng.run()
     start = np.array([eng.jobs.start[j] for j in idx.tolist()], dtype=float)
+    if submit is not None:
+        start = np.floor(start)
     return Replay(observed.submit, start, start, jobs.cores.copy(), tuple("COMPLETED" for _ in start))
 
 
@@ -253,13 +148,38 @@ POLICIES: dict[str, Callable[[float], Any]] = {
 }
 
 
+def scaled_submits(path: Path) -> np.ndarray:
+    """The scaled submit times the harness submitted a recorded run's jobs at (seconds after its t0).
+
+    The workload is rebuilt from the arguments recorded in the file (a trace window needs
+    ``ELASTIC_TRACES``).
+    """
+    from slurm_oracle import _workload  # the oracle's own workload builder (a sibling script)
+
+    d = json.loads(path.read_text())
+    ns = argparse.Namespace(**d["args"])
+    cores = int(ns.nodes) * int(ns.cores_per_node)
+    jobs = scale_workload(_workload(ns, cores), float(d.get("k", 60.0)))
+    if len(jobs) != len(d["cores"]) or list(jobs.cores) != list(d["cores"]):
+        raise SystemExit(f"{path}: the rebuilt workload is not the recorded one")
+    return jobs.submit
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("files", nargs="+", type=Path, help="slurm_oracle.py --json files (one-CPU nodes)")
     p.add_argument("--policies", default=",".join(POLICIES), help=f"of {', '.join(POLICIES)}")
+    p.add_argument(
+        "--scaled-submits",
+        type=float,
+        default=None,
+        metavar="LATENCY",
+        help="submit each job at its scaled time (as the harness did) plus LATENCY s, not at Slurm's second",
+    )
     args = p.parse_args(argv)
     for path in args.files:
         jobs, slurm, cores, has_t0 = load(path)
+        submit = None if args.scaled_submits is None else scaled_submits(path) + args.scaled_submits
         print(
             f"{path.name}: {len(jobs)} jobs, {cores} cores, "
             f"t0 {'recorded' if has_t0 else 'unknown: origins 0-29 s'}"
@@ -267,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
         for name in args.policies.split(","):
             make = POLICIES[name]
             origins = [slurm.t0] if has_t0 or name == "conservative" else [float(o) for o in range(30)]
-            rows = [compare(slurm, replay(jobs, slurm, make(o), cores)) for o in origins]
+            rows = [compare(slurm, replay(jobs, slurm, make(o), cores, submit)) for o in origins]
             rho = [r[0].spearman for r in rows]
             mid = rows[int(np.argsort(rho)[len(rho) // 2])]
             spread = f" (min {min(rho):.3f}, max {max(rho):.3f})" if len(rho) > 1 else ""

@@ -21,6 +21,12 @@ job (``_add_reservation`` in ``src/plugins/sched/backfill/backfill.c`` works on 
 mock plans cores; one-CPU nodes make the two the same thing, so what is left is the scheduling itself.
 ``--nodes 4 --cores-per-node 32`` shows the effect of the node granularity.
 
+``--debug-flags Backfill,BackfillMap`` keeps ``slurmctld``'s log of every backfill pass (its directory is
+recorded in the ``--json`` file) and adds a second reference to the +-1 s ceiling: the Spearman that a
+model exact in every backfill rule reaches when, as here, it knows each submission only to the second
+(20 replays at Slurm's logged pass times; ``benchmarks/slurm_pass_check.py`` checks the rules pass by
+pass).
+
 ``--strategies bigjob,perstage,asa`` runs the second comparison instead (``_oracle_workflow.py``): a
 built-in workflow (``--workflow``, demo3 by default) with its runtimes divided by K, under each strategy,
 ``--reps`` times, on Slurm (real run driver, Slurm backend and agents in batch jobs) and on the mock, each
@@ -60,6 +66,7 @@ from _oracle_workflow import (
     stage_names,
 )
 from scipy.stats import spearmanr
+from slurm_pass_check import read_log, timed_replay
 
 from elastic.simulator.synthetic import synthetic_workload
 from elastic.simulator.trace import read_swf
@@ -249,11 +256,34 @@ def main(argv: list[str] | None = None) -> int:
         "minutes": jobs.minutes.tolist(),
         "sleep": jobs.sleep.tolist(),
         "k": jobs.k,
+        "log": str(root / "log"),  # Slurm's logs (benchmarks/slurm_pass_check.py reads them)
     }
     _mock_tables(args, jobs, slurm, cores, results)
+    if "Backfill" in args.debug_flags.split(",") and args.cores_per_node == 1:
+        results["timing_floor"] = _timing_floor(results, root / "log" / "slurmctld.log")
     if args.json is not None:
         args.json.write_text(json.dumps(results, indent=1, default=float))
     return 0
+
+
+def _timing_floor(results: dict[str, object], log_path: Path, draws: int = 20) -> dict[str, list[float]]:
+    """What a model exact in every backfill rule reaches when it knows submissions to the second only.
+
+    The logged run replayed on the mock at Slurm's own pass times, each submission at its logged whole
+    second plus a random fraction (``benchmarks/slurm_pass_check.py --timed --draws``): per size class,
+    the median, min and max Spearman of waits over ``draws`` replays. Unlike the +-1 s ceiling it
+    includes the cascades a one-second shift sets off.
+    """
+    log = read_log(log_path)
+    rng = np.random.default_rng(0)
+    runs = [compare(*timed_replay(results, log, rng)) for _ in range(draws)]
+    out: dict[str, list[float]] = {}
+    print(f"\nSpearman floor, submissions known to the second only ({draws} replays at Slurm's passes):")
+    for k, a in enumerate(runs[0]):
+        rho = np.array([r[k].spearman for r in runs])
+        out[a.label] = [float(np.median(rho)), float(rho.min()), float(rho.max())]
+    print("  " + ", ".join(f"{lab} {m:.3f} ({lo:.3f}-{hi:.3f})" for lab, (m, lo, hi) in out.items()))
+    return out
 
 
 def _from_json(args: argparse.Namespace) -> int:
