@@ -21,12 +21,11 @@ alone), so the 10,000 can be run in chunks on different days or machines and the
 Cost: the run steps every 30 virtual seconds (the controller's poll), so a scenario's CPU grows with its
 makespan (days of queue waits) times its allocations. Per-Stage, Big-Job and the paper's ASA variants
 are not asked again while their decision holds (``Settles``, ``docs/never-stall.md``), with the same
-decisions at the same polls; ``asa`` (the planner) is asked at every poll and dominates. On the 2-core
-development machine, shared, ``--scenarios 10000 --seed 1 --processes 1`` stopped with SIGTERM after 184
-scenarios: 0 stalls, 0 stranded, 0 leftovers, 3 failed with the documented lost-task error; 1,124 s of
-CPU (6.1 s per scenario, median 0.78 s, max 161 s; the 24 ``asa`` scenarios 948 s of it, the 160 others
-177 s). 10,000 scenarios at this cost: about 17 CPU-hours. The first 24 of seed 1 took 26 s of CPU
-(74 s before the decision reuse), with the same outcomes.
+decisions at the same polls; ``asa`` (the planner) is asked again only when something it reads changed,
+at its wake-up, or every 5 minutes (``Paced``). The first 100 scenarios of seed 1 (``--scenarios 100
+--processes 1``, load average about 5): 87 s of CPU, median 0.34 s, max 15.6 s; 0 stalls, 0 stranded, 0
+leftovers, 3 documented lost-task failures (490 s when ``asa`` was asked at every poll). Figures for
+longer runs: ``docs/results/performance.md``.
 
 Every failing scenario is printed in full, so it can be pasted into ``tests/control/test_liveness_random.py``.
 Ctrl-C or SIGTERM to the parent stops early and still prints the counts of the scenarios that ran.

@@ -17,7 +17,12 @@ while nothing but the clock changed; not the same decisions). Imports are done b
 wait learner's first import of scipy took seconds and was charged to ``asa``'s first run).
 
     .venv/bin/python benchmarks/bench_planner_cost.py [--runs 3] [--seed 1] [--trace PATH] [--reuse]
-        [--pace S] [--profile]
+        [--pace S] [--profile] [--pace-check [--workflows suite] [--queues Q] [--peaks 28,56]]
+
+``--pace-check`` prints instead what pacing (:class:`~elastic.strategies.base.Paced`) changes: per cell of
+the published suite and the paper's workflows (``--workflows``, default ``suite``) x ``--queues`` (default
+synthetic, replay, capacity: ``bench_planner_grid.py``'s) x ``--peaks`` (default 28,56), ``asa``'s mean
+makespan and core-hours over its completed runs and its CPU, asked at every poll and paced.
 
 ``--pace S`` measures ``asa`` with ``Planner(pace=S)`` (0: asked at every 30-s poll, as before paced
 decisions; default: the planner's own, :data:`~elastic.strategies.planner.PACE`).
@@ -170,6 +175,43 @@ def _horizon_check(runs: int, seed: int) -> int:
     return 0
 
 
+def _pace_check(workflows: str, queues: str, peaks: str, runs: int, seed: int) -> int:
+    """Print asa's mean makespan, core-hours and CPU per cell, asked at every poll and paced."""
+    from benchmarks.bench_planner_grid import queue_setting
+    from elastic.report.scaling import scale_workflow
+    from elastic.workflow import builtin_workflow, expand_workflow_names
+
+    print(
+        "| workflow | peak | queue | every poll: h / core-h / done / CPU | paced: h / core-h / done / CPU |"
+    )
+    print("|---|---:|---|---|---|")
+    for queue in queues.split(","):
+        for name in expand_workflow_names(workflows):
+            for peak in (int(p) for p in peaks.split(",")):
+                wf = scale_workflow(builtin_workflow(name), peak, scaling="weak")
+                background, mode, policy = queue_setting(queue, peak, seed)
+                cells = []
+                for pace in (0.0, None):  # 0: asked at every poll; None: the planner's default pace
+                    start = time.process_time()
+                    results = simulate_runs(
+                        wf,
+                        "asa",
+                        runs=runs,
+                        seed=seed,
+                        background=background,
+                        policy=policy,
+                        mode=mode,
+                        strategy_options={} if pace is None else {"pace": pace},
+                    )
+                    cpu = time.process_time() - start
+                    done = [r for r in results if r.status == "completed"]
+                    span = np.mean([r.metrics.makespan for r in done]) / 3600 if done else float("nan")
+                    core_h = np.mean([r.metrics.core_hours_charged for r in done]) if done else float("nan")
+                    cells.append(f"{span:.3f} / {core_h:.2f} / {len(done)} / {cpu:.2f}")
+                print(f"| {name} | {peak} | {queue} | " + " | ".join(cells) + " |", flush=True)
+    return 0
+
+
 def _scale(counts: list[int], limit: float, seed: int) -> int:
     """Time whole simulated runs of large declared workflows, each in its own process (``--scale``)."""
     import subprocess
@@ -221,6 +263,10 @@ def main() -> int:
     parser.add_argument("--scale", help="stage counts of whole large runs to time, e.g. 1000,2000,5000")
     parser.add_argument("--limit", type=float, default=120.0, help="--scale: seconds before a run is stopped")
     parser.add_argument("--horizon-check", action="store_true", help="asa with and without its horizon")
+    parser.add_argument("--pace-check", action="store_true", help="asa asked at every poll and paced")
+    parser.add_argument("--workflows", default="suite", help="--pace-check: workflows (names or groups)")
+    parser.add_argument("--queues", default="synthetic,replay,capacity", help="--pace-check: queues")
+    parser.add_argument("--peaks", default="28,56", help="--pace-check: peaks")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # kind n strategy queue: one --scale run
     args = parser.parse_args()
     if args.one:
@@ -229,6 +275,10 @@ def main() -> int:
         import elastic.learners.ewma  # scipy: imported once, before any timing
 
         return _horizon_check(args.runs, args.seed)
+    if args.pace_check:
+        import elastic.learners.ewma  # scipy: imported once, before any timing
+
+        return _pace_check(args.workflows, args.queues, args.peaks, args.runs, args.seed)
     if args.scale:
         return _scale([int(n) for n in args.scale.split(",")], args.limit, args.seed)
     import elastic.learners.ewma  # noqa: F401  (scipy: imported once, before any timing)

@@ -161,14 +161,17 @@ class Planner:
         (each decision then costs as much as the stages left; :data:`HORIZON`).
     pace : float or None, default PACE
         Backend seconds a decision with no action is kept at most while the run's stages, allocations,
-        busy cores and knowledge stay the same (:class:`~elastic.strategies.base.Paced`): the planner is
-        asked again at once when any of them changes, at its own wake-up (a request's planned time), and
-        otherwise every ``pace`` seconds, when it reads the scheduler's estimate again. None or 0: asked
-        at every poll (30 s), as before. Asked at every poll, 4,035 of the 4,408 decisions of a 40-stage
-        chain's run saw the same inputs and queue and acted on none (``docs/results/performance.md``).
-        Chosen on the published suite (synthetic queue, HPC2N replay and capacity, peaks 28 and 56) and
-        the 40-stage chain, where mean makespans and core-hours moved by under 1 %; on Slurm it also
-        spares ``slurmctld`` an ``sbatch --test-only`` per width every poll.
+        busy cores, knowledge and the scheduler's queue (its version) stay the same
+        (:class:`~elastic.strategies.base.Paced`): the planner is asked again at once when any of them
+        changes, at its own wake-up (a request's planned time), and otherwise every ``pace`` seconds.
+        None or 0: asked at every poll (30 s), as before. Asked at every poll, 4,035 of the 4,408
+        decisions of a 40-stage chain's run saw the same inputs and queue and acted on none.
+        Chosen on the published suite (synthetic queue, HPC2N replay and capacity, peaks 28 and 56, 10
+        runs) and the 40-stage chain: on the synthetic queue and the replay mean makespans moved by at
+        most 0.2 % and core-hours by at most 1.1 %; under capacity three small workflows' means moved
+        (BWA 28 13 % faster, SoyKB 28 6 % faster, BWA 56 0.3 core-hours more), at 3-5x less CPU
+        (``docs/results/strategies.md``, "Paced decisions"). On Slurm it also spares ``slurmctld`` the
+        estimate's ``squeue`` and ``sinfo`` at every poll while nothing changed.
     calibrate : bool, default True
         Scale the scheduler's estimate by its bias learned from this run's own requests: each request
         made on an estimate (not chained by a dependency) is paired with the wait that followed (until
