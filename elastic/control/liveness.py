@@ -104,15 +104,16 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able = _Able()
+    # of those, the ones that will offer cores: (stages kept for, pending, free cores now); read only for
+    # a stage waiting for offers (none in a declared workflow, whose thousands of allocations are skipped)
+    offers = any(_waits_for_offers(s) for s in view.active_stages)
+    offering: list[tuple[frozenset[str], bool, int]] = []
     for a in view.live_allocations:
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled:
-            able.add(serves.get(a.alloc_id, a.labels), a.cores)
-    # of those, the ones that will offer cores: (stages kept for, pending, free cores now)
-    offering: list[tuple[frozenset[str], bool, int]] = [
-        (frozenset(serves.get(a.alloc_id, a.labels)), a.pending, _free(view, a))
-        for a in view.live_allocations
-        if not a.ended and not a.cancelled and a.alloc_id not in cancelled
-    ]
+            labels = serves.get(a.alloc_id, a.labels)
+            able.add(labels, a.cores)
+            if offers:
+                offering.append((frozenset(labels), a.pending, _free(view, a)))
     for s in decision.actions:
         if isinstance(s, Submit):
             able.add(s.serves or (s.stage,), _capped(s.cores, max_cores))
@@ -183,7 +184,12 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
             for label in serves.get(a.alloc_id, a.labels):
                 widths.setdefault(label, []).append(a.cores)
     running = sum(a.cores for a in live if a.running)  # less those cancelled below (each runs)
-    idle = [a for a in live if a.running and view.busy_cores(a.alloc_id) == 0]  # the only ones released
+    # the only ones released, each with the stages it is kept for (found once, not once per stage)
+    idle = [
+        (a, frozenset(serves.get(a.alloc_id, a.labels)))
+        for a in live
+        if a.running and view.busy_cores(a.alloc_id) == 0
+    ]
     out: list[Cancel] = []
     gone: set[str] = set()  # of out
     for stage in view.active_stages:  # both tests need a stage ready and not complete
@@ -196,8 +202,7 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
         wider = [c for c in (*widths.get(stage.name, ()), *widths.get(TOTAL, ())) if c >= stage.cores]
         if not wider or running + min(wider) <= max_cores:
             continue
-        for a in idle:
-            labels = frozenset(serves.get(a.alloc_id, a.labels))
+        for a, labels in idle:
             if a.alloc_id in gone or a.cores >= stage.cores or not kept(labels) or _useful(view, a, labels):
                 continue
             logger.info(

@@ -36,7 +36,7 @@ from elastic.allocations import AllocationState
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.pool.placement import Offer, estimate_after_loss, has_room, plan_placement, usable
+from elastic.pool.placement import Offer, Room, estimate_after_loss, plan_placement, usable
 
 if TYPE_CHECKING:
     pass
@@ -137,6 +137,10 @@ class SimExecution:
         self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
+        self._quiet: float | None = None
+        """The time of the last placement pass that placed nothing, while nothing it read changed since
+        (the queue, the allocations and their free cores, the held tasks): a pass at that same time
+        would place nothing again. A step passes over the queue several times at one time."""
         self.tasks_ended = 0
 
     @property
@@ -150,6 +154,7 @@ class SimExecution:
         """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
         self._requested.pop(alloc_id, None)
         stage = self._stages.pop(alloc_id, None)
+        self._quiet = None
         self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, stage, ready=at + self.startup)
         self._run_until(at)
         self._dispatch(max(at, self._now))
@@ -166,6 +171,7 @@ class SimExecution:
         ``start`` (the start learned with the end) changes nothing here: no task was dispatched to it.
         """
         self._run_until(at)
+        self._quiet = None
         self._requested.pop(alloc_id, None)
         self._stages.pop(alloc_id, None)
         live = self._live.pop(alloc_id, None)
@@ -189,6 +195,7 @@ class SimExecution:
         """Note the requested allocation (for walltime-aware placement)."""
         self._requested[alloc_id] = (cores, walltime)
         self._stages[alloc_id] = stage
+        self._quiet = None
 
     def submitted(self, alloc_id: str, job_id: str) -> None:
         """Nothing to do: simulated tasks need no batch job id."""
@@ -206,6 +213,7 @@ class SimExecution:
         """
         if self._held:
             self._held.clear()
+            self._quiet = None
             self._dispatch(self._now)
 
     def release(self, alloc_id: str) -> None:
@@ -214,6 +222,7 @@ class SimExecution:
     def submit(self, task: TaskSpec) -> None:
         """Queue ``task`` (placed at the next :meth:`advance`)."""
         bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
+        self._quiet = None
 
     def advance(self, now: float) -> list[Event]:
         """Complete tasks ending up to ``now`` (placing queued ones as cores free up); return the events."""
@@ -259,6 +268,7 @@ class SimExecution:
                 continue  # lost when its allocation ended
             _, task = live.running.pop(task_id)
             live.free += task.cores
+            self._quiet = None
             self._now = max(self._now, end)
             self._pending.append(_event(EventKind.TASK_END, end, alloc_id, task_id, task))
             self.tasks_ended += 1
@@ -266,7 +276,7 @@ class SimExecution:
         self._now = max(self._now, t)
 
     def _dispatch(self, t: float) -> None:
-        if not self._queue or not self._live:
+        if not self._queue or not self._live or t == self._quiet:
             return
         offers = [
             Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t, a.stage)
@@ -274,16 +284,21 @@ class SimExecution:
             if a.free > 0 and a.ready <= t and usable(a.walltime_end - t, self.drain_margin)
         ]
         if not offers:
+            self._quiet = t
             return
         # what other allocations have (cores, walltime left) is the same for every task of this pass:
         # found once, not per queued task (hundreds queued on a wide DAG made it most of a run's cost)
-        capacities = self._capacities(t)
+        room = Room(self._capacities(t))
+        held = self._held
         placed = plan_placement(
             (item[2] for item in self._queue),
             offers,
-            lambda task: task.task_id in self._held or has_room(task, capacities),
-            lambda task, need: has_room(task, capacities, need),
+            lambda task: task.task_id in held or room.has(task),
+            room.has,
         )
+        if not placed:
+            self._quiet = t
+            return
         started = {task.task_id for task, _ in placed}
         self._queue = [item for item in self._queue if item[2].task_id not in started]
         for task, offer in placed:

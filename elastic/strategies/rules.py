@@ -245,12 +245,10 @@ def walltime_follow_ups(
         if label != TOTAL and not view.stage(label).ready:
             continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready
         mine = view.allocations_serving(label)  # after the cheap tests: a long chain has few stages open
-        if not mine:
+        if not mine or any(a.pending for a in mine):  # most stages of a wide DAG wait for their first one
             continue
         previous = [a.walltime for a in mine if a.stage == label]  # the label's own sequence
         cores = view.width_left(label)
-        if any(a.pending for a in mine):
-            continue
         running = [a for a in mine if a.running]
         if not running:
             last = mine[-1]
