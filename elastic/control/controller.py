@@ -298,7 +298,7 @@ class AllocationController:
                 return now + self.poll_interval
             decision = self._decide(view)
             if view.stages is not self._task_cores_of:
-                self._task_cores = dict(zip(map(_NAME, view.stages), map(_CORES, view.stages)))
+                self._task_cores = dict(zip(map(_NAME, view.stages), map(_CORES, view.stages), strict=True))
                 self._task_cores_of = view.stages
             self.apply(decision, now)
         self.execution.decided()
@@ -522,7 +522,7 @@ class AllocationController:
                     self._put(dataclasses.replace(a, eligible_time=since))
 
     def _poll_jobs(self, now: float, only: frozenset[str] | None = None) -> None:
-        """Read the state of every open job (``only``: of those ids); record the starts and ends, in time order."""
+        """Read the state of every open job (``only``: those ids); record starts and ends in time order."""
         changes: list[tuple[float, int, str, JobInfo]] = []
         for a in self._index.snapshot().live:
             if a.ended or (only is not None and self._job_ids[a.alloc_id] not in only):

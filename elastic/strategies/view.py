@@ -33,7 +33,7 @@ def _positions(names: tuple[str, ...]) -> Mapping[str, int]:
     the index is built once per list of names, not per view (a dict of 5,000 stages built for each of a
     long run's thousands of views was a tenth of its cost).
     """
-    return dict(zip(reversed(names), range(len(names) - 1, -1, -1)))
+    return dict(zip(reversed(names), range(len(names) - 1, -1, -1), strict=True))
 
 
 @dataclass(frozen=True, slots=True)
