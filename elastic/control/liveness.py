@@ -184,26 +184,30 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
             for label in serves.get(a.alloc_id, a.labels):
                 widths.setdefault(label, []).append(a.cores)
     running = sum(a.cores for a in live if a.running)  # less those cancelled below (each runs)
-    # the only ones released, each with the stages it is kept for (found once, not once per stage)
+    # the only ones released, each with the stages it is kept for, and where each is by label (found once,
+    # not once per stage: a wide DAG has hundreds of stages waiting and as many idle allocations)
     idle = [
         (a, frozenset(serves.get(a.alloc_id, a.labels)))
         for a in live
         if a.running and view.busy_cores(a.alloc_id) == 0
     ]
+    idle_for: dict[str, list[int]] = {}
+    for i, (_, labels) in enumerate(idle):
+        for label in labels:
+            idle_for.setdefault(label, []).append(i)
     out: list[Cancel] = []
     gone: set[str] = set()  # of out
     for stage in view.active_stages:  # both tests need a stage ready and not complete
         if not (_waits_for_offers(stage) or _waits_for_cores(stage)):
             continue
-
-        def kept(labels: frozenset[str], name: str = stage.name) -> bool:
-            return name in labels or TOTAL in labels
-
         wider = [c for c in (*widths.get(stage.name, ()), *widths.get(TOTAL, ())) if c >= stage.cores]
         if not wider or running + min(wider) <= max_cores:
             continue
-        for a, labels in idle:
-            if a.alloc_id in gone or a.cores >= stage.cores or not kept(labels) or _useful(view, a, labels):
+        # the idle ones kept for this stage or for the whole run, in their order
+        mine, everything = idle_for.get(stage.name, []), idle_for.get(TOTAL, [])
+        for i in sorted({*mine, *everything}) if mine and everything else mine or everything:
+            a, labels = idle[i]
+            if a.alloc_id in gone or a.cores >= stage.cores or _useful(view, a, labels):
                 continue
             logger.info(
                 "liveness: allocation %s (%d core(s), idle) is too narrow for stage %s's %d-core tasks and "

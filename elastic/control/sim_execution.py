@@ -295,6 +295,7 @@ class SimExecution:
             offers,
             lambda task: task.task_id in held or room.has(task),
             room.has,
+            kind=lambda task: task.task_id in held,  # all either answer reads besides cores and estimate
         )
         if not placed:
             self._quiet = t

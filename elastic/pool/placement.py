@@ -21,7 +21,7 @@ their drain margin of the walltime end (:func:`usable`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, TypeVar
 
@@ -190,6 +190,7 @@ def plan_placement(
     offers: Sequence[Offer],
     can_wait: Callable[[T], bool],
     waits_longer: Callable[[T, float], bool] | None = None,
+    kind: Callable[[T], Hashable] | None = None,
 ) -> list[tuple[T, Offer]]:
     """Decide which queued tasks start now, and where; the placement rule as a pure function.
 
@@ -217,6 +218,12 @@ def plan_placement(
     waits_longer : callable or None, default None
         ``waits_longer(task, seconds)``: whether another allocation (live or requested) has the task's
         cores and at least ``seconds`` left; None: a task no allocation has the time for is not held back.
+    kind : callable or None, default None
+        ``kind(task)``: a value equal for tasks that ``can_wait`` and ``waits_longer`` answer alike when
+        they have the same cores and estimate and name no agent. A task of the cores, estimate, agent
+        and kind of one that did not start since the last placement does not start either, and is passed
+        over without asking (a simulated wide DAG queues thousands of tasks of a few kinds, and this runs
+        at every task's end). None: every task is asked about.
 
     Returns
     -------
@@ -240,33 +247,37 @@ def plan_placement(
     # estimate only, until a placement takes cores: found once per such kind of task in between (a wide
     # DAG queues thousands of tasks of a few kinds)
     kinds: dict[tuple[int, str | None, float], tuple[list[Offer], list[Offer]]] = {}
+    passed: set[tuple[int, str | None, float, Hashable]] = set()  # kinds not started since the last placement
     for task in tasks:
         need = task.estimate or 0.0
-        kind = (task.cores, getattr(task, "agent", None), need)
-        found = kinds.get(kind)
+        agent = getattr(task, "agent", None)
+        shape = (task.cores, agent, need)
+        if kind is not None:
+            key = (*shape, kind(task))
+            if key in passed:
+                continue
+            passed.add(key)  # taken out again below if it starts
+        found = kinds.get(shape)
         if found is None:
             fits = [o for o in offers if free[o.agent] >= task.cores and admits(task, o.agent)]
-            found = kinds[kind] = (fits, [o for o in fits if o.remaining >= need])
+            found = kinds[shape] = (fits, [o for o in fits if o.remaining >= need])
         fits, in_time = found
         if not fits:
             continue
         if in_time:
             offer = min(in_time, key=lambda o: (not requested_for(task, o), o.remaining, -free[o.agent]))
-        elif getattr(task, "agent", None) is None and can_wait(task):
+        elif agent is None and can_wait(task):
             continue
         else:
             offer = max(fits, key=lambda o: o.remaining)
             longer = max(math.nextafter(offer.remaining, math.inf), need / 2)
-            if (
-                getattr(task, "agent", None) is None
-                and waits_longer is not None
-                and waits_longer(task, longer)
-            ):
+            if agent is None and waits_longer is not None and waits_longer(task, longer):
                 continue
         free[offer.agent] -= task.cores
         left -= task.cores
         plan.append((task, offer))
         kinds.clear()
+        passed.clear()
         if left == 0:
             break
     return plan
