@@ -54,7 +54,7 @@ from operator import attrgetter
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend, NamesJobChanges, ReportsJobChanges, ShortensWalltime
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
-from elastic.control.execution import Execution
+from elastic.control.execution import Execution, ReportsBusyChanges
 from elastic.control.history import learn_runtimes
 from elastic.control.liveness import unserved
 from elastic.control.rate import SubmissionRate
@@ -272,6 +272,10 @@ class AllocationController:
         self._settles = isinstance(strategy, Settles)
         self._reports_changes = isinstance(backend, ReportsJobChanges)
         self._names_changes = isinstance(backend, NamesJobChanges)
+        self._busy_versioned = isinstance(execution, ReportsBusyChanges)
+        self._busy: tuple[AllocationIndexes, int, dict[str, int]] | None = None
+        """The busy cores last read, with the indexes and the execution's ``busy_version()`` they were read
+        at (read again only when either changed)."""
         self.check_settled = False
         """Ask the strategy at every step all the same, and raise AssertionError where its decision is not
         the one reused (for tests: :class:`~elastic.strategies.base.Settles` promises it is)."""
@@ -352,8 +356,15 @@ class AllocationController:
     def _inputs(self) -> _Inputs:
         """Return what a view made now would be made of."""
         indexes = self._index.snapshot()
-        busy_cores = self.execution.busy_cores
-        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in indexes.live if a.state.is_live}
+        version = self.execution.busy_version() if self._busy_versioned else None  # type: ignore[attr-defined]
+        last = self._busy
+        if version is not None and last is not None and last[0] is indexes and last[1] == version:
+            busy = last[2]
+        else:
+            busy_cores = self.execution.busy_cores
+            busy = {a.alloc_id: busy_cores(a.alloc_id) for a in indexes.live if a.state.is_live}
+            if version is not None:
+                self._busy = (indexes, version, busy)
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
         return _Inputs(
             self.demand.plan,

@@ -120,7 +120,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
     out: list[Submit] = []
     for stage in view.active_stages:  # both tests below need a stage ready and not complete
-        if _waits_for_offers(stage):
+        if offers and _waits_for_offers(stage):
             if max_cores is not None and stage.cores > max_cores:
                 continue
             want = stage.awaiting_offers * stage.cores
@@ -154,10 +154,12 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         offering.append((frozenset({stage.name}), True, 0))
     if max_cores is None:
         return Decision(tuple(out))
-    return Decision((*out, *_make_room(view, decision, out, max_cores)))
+    return Decision((*out, *_make_room(view, decision, out, max_cores, offers=offers)))
 
 
-def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores: int) -> list[Cancel]:
+def _make_room(
+    view: RunView, decision: Decision, added: list[Submit], max_cores: int, *, offers: bool = True
+) -> list[Cancel]:
     """Release idle allocations too narrow for a waiting stage whose wider one cannot start beside them.
 
     For every stage waiting for cores (queued, or announced ready and waiting for offers) with a wider
@@ -166,7 +168,7 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
     (or for the whole run) that runs no task and is narrower than the stage's tasks is cancelled, unless a
     stage it is kept for has waiting tasks it could run. Such an allocation can run none of the stage's
     tasks (on a 2-core machine a framework's declined 1-core allocation would keep its 2-core one from
-    ever starting); its stages get the wider one.
+    ever starting); its stages get the wider one. ``offers=False``: no stage waits for offers.
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
@@ -197,10 +199,13 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
             idle_for.setdefault(label, []).append(i)
     out: list[Cancel] = []
     gone: set[str] = set()  # of out
+    everyone = widths.get(TOTAL, ())
     for stage in view.active_stages:  # both tests need a stage ready and not complete
-        if not (_waits_for_offers(stage) or _waits_for_cores(stage)):
+        if not (stage.name in widths or everyone):  # no wider one (tested first: the cheapest)
             continue
-        wider = [c for c in (*widths.get(stage.name, ()), *widths.get(TOTAL, ())) if c >= stage.cores]
+        if not ((offers and _waits_for_offers(stage)) or _waits_for_cores(stage)):
+            continue
+        wider = [c for c in (*widths.get(stage.name, ()), *everyone) if c >= stage.cores]
         if not wider or running + min(wider) <= max_cores:
             continue
         # the idle ones kept for this stage or for the whole run, in their order

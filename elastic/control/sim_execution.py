@@ -137,6 +137,8 @@ class SimExecution:
         self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
+        self._busy_changes = 0
+        """Counts the changes of any allocation's busy cores (:meth:`busy_version`)."""
         self._quiet: float | None = None
         """The time of the last placement pass that placed nothing, while nothing it read changed since
         (the queue, the allocations and their free cores, the held tasks): a pass at that same time
@@ -155,6 +157,7 @@ class SimExecution:
         self._requested.pop(alloc_id, None)
         stage = self._stages.pop(alloc_id, None)
         self._quiet = None
+        self._busy_changes += 1
         self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, stage, ready=at + self.startup)
         self._run_until(at)
         self._dispatch(max(at, self._now))
@@ -172,6 +175,7 @@ class SimExecution:
         """
         self._run_until(at)
         self._quiet = None
+        self._busy_changes += 1
         self._requested.pop(alloc_id, None)
         self._stages.pop(alloc_id, None)
         live = self._live.pop(alloc_id, None)
@@ -241,6 +245,13 @@ class SimExecution:
         live = self._live.get(alloc_id)
         return 0 if live is None else live.cores - live.free
 
+    def busy_version(self) -> int:
+        """Return a number that changes whenever :meth:`busy_cores` of any allocation may have changed.
+
+        (:class:`~elastic.control.execution.ReportsBusyChanges`.)
+        """
+        return self._busy_changes
+
     def close(self) -> None:
         """Nothing to release."""
 
@@ -269,6 +280,7 @@ class SimExecution:
             _, task = live.running.pop(task_id)
             live.free += task.cores
             self._quiet = None
+            self._busy_changes += 1
             self._now = max(self._now, end)
             self._pending.append(_event(EventKind.TASK_END, end, alloc_id, task_id, task))
             self.tasks_ended += 1
@@ -300,6 +312,7 @@ class SimExecution:
         if not placed:
             self._quiet = t
             return
+        self._busy_changes += 1
         started = {task.task_id for task, _ in placed}
         self._queue = [item for item in self._queue if item[2].task_id not in started]
         for task, offer in placed:
