@@ -10,7 +10,7 @@ import functools
 from collections.abc import Hashable, Mapping
 from dataclasses import InitVar, dataclass, field
 from itertools import compress, repeat
-from operator import attrgetter, is_, is_not
+from operator import attrgetter, is_, is_not, mul
 from typing import Protocol
 
 from elastic.allocations import Allocation
@@ -23,6 +23,8 @@ __all__ = ["AllocationIndex", "AllocationIndexes", "Estimate", "Releasing", "Run
 _NAME = attrgetter("name")
 _END = attrgetter("end_time")
 _READY = attrgetter("ready_time")
+_TASKS = attrgetter("tasks")
+_CORES = attrgetter("cores")
 
 
 @functools.lru_cache(maxsize=8)
@@ -359,11 +361,13 @@ class RunView:
 
     def allocations_for(self, label: str, *, live_only: bool = False) -> list[Allocation]:
         """Allocations requested for ``label``, in submission order (``live_only``: not ended)."""
-        return [a for a in self._indexes.by_stage.get(label, ()) if not (live_only and a.ended)]
+        found = self._indexes.by_stage.get(label, ())
+        return [a for a in found if not a.ended] if live_only else list(found)
 
     def allocations_serving(self, label: str, *, live_only: bool = False) -> list[Allocation]:
         """Allocations kept for ``label`` (:attr:`Allocation.labels`), in submission order."""
-        return [a for a in self._indexes.by_label.get(label, ()) if not (live_only and a.ended)]
+        found = self._indexes.by_label.get(label, ())
+        return [a for a in found if not a.ended] if live_only else list(found)
 
     def latest_wait(self, cores: int | None = None) -> float | None:
         """Return the queue wait of this run's allocation that started last (None: none has started).
@@ -397,9 +401,15 @@ class RunView:
         """
         if label == TOTAL and self._width_left is not None:
             return self._width_left  # asked at every decision of a whole-run allocation: found once a view
-        stages = self.open_stages if label == TOTAL else (self.stage(label),)
-        need = [min(s.width, (s.tasks - s.done) * s.cores) if s.ready else s.width for s in stages]
-        width = max(1, *need) if need else 1
-        if label == TOTAL:
-            object.__setattr__(self, "_width_left", width)
+        if label != TOTAL:
+            s = self.stage(label)
+            return max(1, min(s.width, (s.tasks - s.done) * s.cores) if s.ready else s.width)
+        # the stages not ready, nearly all of a long workflow's, multiplied out in C; the ready in Python
+        left = self.open_stages
+        waiting = tuple(compress(left, map(is_, map(_READY, left), repeat(None))))
+        width = max(map(mul, map(_TASKS, waiting), map(_CORES, waiting)), default=1)
+        for s in self.active_stages:
+            width = max(width, min(s.width, (s.tasks - s.done) * s.cores))
+        width = max(1, width)
+        object.__setattr__(self, "_width_left", width)
         return width
