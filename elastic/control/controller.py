@@ -49,7 +49,6 @@ import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
 from itertools import compress
-from operator import attrgetter
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend, NamesJobChanges, ReportsJobChanges, ShortensWalltime
@@ -92,8 +91,6 @@ __all__ = ["RELEASE_PROGRESS", "AllocationController", "Demand", "EventSink", "M
 
 logger = logging.getLogger(__name__)
 
-_NAME = attrgetter("name")
-_CORES = attrgetter("cores")
 
 RELEASE_PROGRESS = 5.0
 """Real seconds between two lines saying how far the release of every allocation at a run's end is."""
@@ -147,7 +144,7 @@ def _of_plan(plan: tuple[str, ...], stages: tuple[StageView, ...]) -> tuple[Stag
     found by comparing the names in C rather than testing each stage's name in Python (a long plan's
     stages are shown again at each change).
     """
-    names = tuple(map(_NAME, stages))
+    names = tuple([s.name for s in stages])
     if names == plan:
         return stages
     known = set(plan)
@@ -302,7 +299,7 @@ class AllocationController:
                 return now + self.poll_interval
             decision = self._decide(view)
             if view.stages is not self._task_cores_of:
-                self._task_cores = dict(zip(map(_NAME, view.stages), map(_CORES, view.stages), strict=True))
+                self._task_cores = {st.name: st.cores for st in view.stages}
                 self._task_cores_of = view.stages
             self.apply(decision, now)
         self.execution.decided()

@@ -324,8 +324,17 @@ class SimExecution:
             self._quiet = t
             return
         self._busy_changes += 1
-        started = {task.task_id for task, _ in placed}
-        self._queue = [item for item in self._queue if item[2].task_id not in started]
+        # the placed tasks come in queue order: found by walking the queue up to the last one only
+        queue = self._queue
+        positions: list[int] = []
+        at = 0
+        for task, _ in placed:
+            while queue[at][2] is not task:
+                at += 1
+            positions.append(at)
+            at += 1
+        for at in reversed(positions):
+            del queue[at]
         for task, offer in placed:
             target = self._live[offer.alloc_id]
             target.free -= task.cores

@@ -248,7 +248,10 @@ def plan_placement(
     # DAG queues thousands of tasks of a few kinds)
     kinds: dict[tuple[int, str | None, float], tuple[list[Offer], list[Offer]]] = {}
     passed: set[tuple[int, str | None, float, Hashable]] = set()  # kinds not started since the last placement
+    widest = max(free.values())  # a task wider than every offer's free cores fits none (the common case)
     for task in tasks:
+        if task.cores > widest:
+            continue
         need = task.estimate or 0.0
         agent = getattr(task, "agent", None)
         shape = (task.cores, agent, need)
@@ -278,6 +281,7 @@ def plan_placement(
         plan.append((task, offer))
         kinds.clear()
         passed.clear()
+        widest = max(free.values())
         if left == 0:
             break
     return plan

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from functools import reduce
-from itertools import compress, repeat
-from operator import add, attrgetter, is_, is_not
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.strategies.actions import Action, Cancel, Decision, Submit
@@ -22,44 +19,21 @@ from elastic.strategies.view import RunView, StageView
 __all__ = ["cores_waited_for", "needs_allocation", "release_idle", "remaining_work", "walltime_follow_ups"]
 
 
-_NAME = attrgetter("name")
-_START = attrgetter("start_time")
-
-
 def remaining_work(view: RunView, label: str) -> float:
     """Return the expected seconds of work left for ``label`` (a stage, or ``"*"``: all stages)."""
-    terms, _ = _work_terms(view, _not_complete(view, label))
-    return reduce(add, terms, 0.0)  # added in plan order, one by one, as a loop would: the same float
-
-
-def _not_complete(view: RunView, label: str) -> tuple[StageView, ...]:
-    """Return the stages of ``label`` not complete (``"*"``: every stage left), in plan order."""
-    if label == TOTAL:
-        return view.open_stages
-    s = view.stage(label)
-    return () if s.complete else (s,)
-
-
-def _work_terms(view: RunView, stages: tuple[StageView, ...]) -> tuple[list[float], list[int]]:
-    """Return the expected seconds of work left of each of ``stages`` (none complete), and which started.
-
-    A stage not started: its expected duration (the knowledge's remembered one,
-    :meth:`~elastic.strategies.knowledge.Knowledge.unstarted_durations`, else asked); a started one: its
-    expected duration at its progress less that progress, at least 0. The positions of the started ones
-    come second, in order. Nearly every stage of a long workflow is not started: those are looked up in
-    C, not one by one (every stage left is summed at each decision of a whole-run allocation).
-    """
     k = view.knowledge
-    terms: list[float | None] = list(map(k.unstarted_durations().get, map(_NAME, stages)))
-    started = list(compress(range(len(stages)), map(is_not, map(_START, stages), repeat(None))))
-    for i in started:
-        s = stages[i]
-        assert s.start_time is not None
-        elapsed = view.now - s.start_time
-        terms[i] = max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
-    for i in compress(range(len(terms)), map(is_, terms, repeat(None))):  # not remembered yet: asked
-        terms[i] = k.expected_duration(stages[i].name)
-    return terms, started  # type: ignore[return-value]  # no None is left
+    unstarted = k.unstarted_durations()  # a dict lookup for each stage not started, in the same order
+    total = 0.0
+    for s in view.open_stages if label == TOTAL else (view.stage(label),):
+        if s.complete:
+            continue
+        if s.start_time is None:
+            expected = unstarted.get(s.name)
+            total += k.expected_duration(s.name) if expected is None else expected
+        else:
+            elapsed = view.now - s.start_time
+            total += max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
+    return total
 
 
 def needs_allocation(view: RunView, label: str) -> bool:

@@ -28,12 +28,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import reduce
-from operator import add
 
 from elastic.allocations import Allocation
 from elastic.strategies.knowledge import OUTLIVED, TOTAL
-from elastic.strategies.rules import _all_done, _known, _may_follow_up, _not_complete, _work_terms
+from elastic.strategies.rules import _all_done, _known, _may_follow_up
 from elastic.strategies.view import RunView
 
 __all__ = ["SETTLE_MARGIN", "follow_ups_until", "release_idle_until", "work_fits_until"]
@@ -125,18 +123,21 @@ def work_fits_until(view: RunView, label: str, end: float) -> float:
     """
     k = view.knowledge
     now = view.now
-    stages = _not_complete(view, label)
-    terms, started = _work_terms(view, stages)
-    # expected work left minus walltime left, added in plan order as remaining_work adds it (<= 0: fits)
-    gap = reduce(add, terms, now - end)
+    gap = now - end  # expected work left minus walltime left, summed below (<= 0: it fits)
     slope = 1.0  # of gap per second of clock: the walltime left falls by one a second
     stretch = math.inf  # the first time a stage's expected duration or the slope changes
-    for i in started:  # in plan order
-        s = stages[i]
+    unstarted = k.unstarted_durations()  # a dict lookup for each stage not started, in the same order
+    for s in view.open_stages if label == TOTAL else (view.stage(label),):
         name = s.name
-        assert s.start_time is not None
+        if s.complete:
+            continue
+        if s.start_time is None:
+            expected0 = unstarted.get(name)
+            gap += k.expected_duration(name) if expected0 is None else expected0
+            continue
         elapsed = now - s.start_time
         expected = k.expected_duration(name, elapsed)
+        gap += max(0.0, expected - elapsed)
         steady = k.expected_duration_until(name, elapsed)
         if steady is None:  # outlived every estimate: expected OUTLIVED x elapsed, its work left grows
             slope += OUTLIVED - 1.0

@@ -9,8 +9,6 @@ import bisect
 import functools
 from collections.abc import Hashable, Mapping
 from dataclasses import InitVar, dataclass, field
-from itertools import compress, repeat
-from operator import attrgetter, is_, is_not, mul
 from typing import Protocol
 
 from elastic.allocations import Allocation
@@ -19,12 +17,6 @@ from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.workflow import Workflow
 
 __all__ = ["AllocationIndex", "AllocationIndexes", "Estimate", "Releasing", "RunView", "StageView"]
-
-_NAME = attrgetter("name")
-_END = attrgetter("end_time")
-_READY = attrgetter("ready_time")
-_TASKS = attrgetter("tasks")
-_CORES = attrgetter("cores")
 
 
 @functools.lru_cache(maxsize=8)
@@ -297,7 +289,7 @@ class RunView:
         # indexes built once per view: a strategy asks for stages and their allocations by name many times
         # per decision (a linear scan each was most of a long simulated run's decision cost); the stages'
         # positions by name once per list of names (:func:`_positions`)
-        object.__setattr__(self, "_positions", _positions(tuple(map(_NAME, self.stages))))
+        object.__setattr__(self, "_positions", _positions(tuple([s.name for s in self.stages])))
         # not a stored field: dataclasses.replace(view, allocations=...) must index the new allocations
         object.__setattr__(
             self, "_indexes", AllocationIndexes.of(self.allocations) if indexes is None else indexes
@@ -331,10 +323,8 @@ class RunView:
 
     def _partition(self) -> tuple[tuple[StageView, ...], tuple[StageView, ...]]:
         if self._open is None:
-            # s.end_time is None, then s.ready_time is not None, tested in C (thousands of stages a view)
-            left = tuple(compress(self.stages, map(is_, map(_END, self.stages), repeat(None))))
-            active = tuple(compress(left, map(is_not, map(_READY, left), repeat(None))))
-            object.__setattr__(self, "_open", (left, active))
+            left = tuple(s for s in self.stages if s.end_time is None)
+            object.__setattr__(self, "_open", (left, tuple(s for s in left if s.ready_time is not None)))
         assert self._open is not None
         return self._open
 
@@ -401,15 +391,9 @@ class RunView:
         """
         if label == TOTAL and self._width_left is not None:
             return self._width_left  # asked at every decision of a whole-run allocation: found once a view
-        if label != TOTAL:
-            s = self.stage(label)
-            return max(1, min(s.width, (s.tasks - s.done) * s.cores) if s.ready else s.width)
-        # the stages not ready, nearly all of a long workflow's, multiplied out in C; the ready in Python
-        left = self.open_stages
-        waiting = tuple(compress(left, map(is_, map(_READY, left), repeat(None))))
-        width = max(map(mul, map(_TASKS, waiting), map(_CORES, waiting)), default=1)
-        for s in self.active_stages:
-            width = max(width, min(s.width, (s.tasks - s.done) * s.cores))
-        width = max(1, width)
-        object.__setattr__(self, "_width_left", width)
+        stages = self.open_stages if label == TOTAL else (self.stage(label),)
+        need = [min(s.width, (s.tasks - s.done) * s.cores) if s.ready else s.width for s in stages]
+        width = max(1, *need) if need else 1
+        if label == TOTAL:
+            object.__setattr__(self, "_width_left", width)
         return width
