@@ -144,3 +144,20 @@ class ReportsJobChanges(Protocol):
         changes it too. Background jobs do not count.
         """
         ...
+
+
+@runtime_checkable
+class NamesJobChanges(ReportsJobChanges, Protocol):
+    """A :class:`ReportsJobChanges` backend that also says which jobs may have changed (the mock).
+
+    A run of a wide workflow has thousands of open jobs, most of them pending for hours: when any one
+    changed, run control reads the state of those named here only, not of every open job.
+    """
+
+    def jobs_changed_since(self, version: int) -> frozenset[str]:
+        """Return the ids of the jobs that may have changed since :meth:`jobs_version` returned ``version``.
+
+        Every job whose state, start, end or time limit changed, or that was submitted, after that call
+        (as of the last :meth:`jobs_version`).
+        """
+        ...

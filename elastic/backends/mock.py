@@ -201,6 +201,8 @@ class MockBackend:
         self._watched: dict[int, tuple[int, float, float, float]] = {}
         """Submitted jobs not seen final yet, with what :meth:`state` reported of them when last looked at."""
         self._job_changes = 0
+        self._change_log: list[int] = []
+        """The job of each change counted in :attr:`_job_changes`, in order (``jobs_changed_since``)."""
         if start:
             self._engine.run(until=float(start))
         self._clock: VirtualClock | ScaledClock
@@ -294,6 +296,7 @@ class MockBackend:
             )
             self._watched[j] = self._signature(j)
             self._job_changes += 1
+            self._change_log.append(j)
             return _job_id(j)
 
     def _check_spec(self, spec: JobSpec, *, run: bool = True) -> None:
@@ -361,11 +364,20 @@ class MockBackend:
                 now = self._signature(j)
                 if now != signature:
                     self._job_changes += 1
+                    self._change_log.append(j)
                     if STATES[now[0]].is_final:
                         del watched[j]  # a final job changes no more
                     else:
                         watched[j] = now
             return self._job_changes
+
+    def jobs_changed_since(self, version: int) -> frozenset[str]:
+        """Return the ids of the jobs submitted here that changed since ``jobs_version()`` gave ``version``.
+
+        As of the last :meth:`jobs_version` (:class:`~elastic.backends.base.NamesJobChanges`).
+        """
+        with self._lock:
+            return frozenset(_job_id(j) for j in self._change_log[version:])
 
     def _signature(self, j: int) -> tuple[int, float, float, float]:
         jobs = self._engine.jobs

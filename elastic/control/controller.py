@@ -48,11 +48,12 @@ import logging
 import time
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
+from itertools import compress
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend, ReportsJobChanges, ShortensWalltime
+from elastic.backends.base import BatchBackend, NamesJobChanges, ReportsJobChanges, ShortensWalltime
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
-from elastic.control.execution import Execution
+from elastic.control.execution import Execution, ReportsBusyChanges
 from elastic.control.history import learn_runtimes
 from elastic.control.liveness import unserved
 from elastic.control.rate import SubmissionRate
@@ -90,6 +91,7 @@ from elastic.workflow import Workflow
 __all__ = ["RELEASE_PROGRESS", "AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
 
 logger = logging.getLogger(__name__)
+
 
 RELEASE_PROGRESS = 5.0
 """Real seconds between two lines saying how far the release of every allocation at a run's end is."""
@@ -137,6 +139,20 @@ class _Settled:
     paced: bool = False
     """Kept by :class:`~elastic.strategies.base.Paced` for at most its pace, while its queue is the same
     too (not a promise)."""
+
+
+def _of_plan(plan: tuple[str, ...], stages: tuple[StageView, ...]) -> tuple[StageView, ...]:
+    """Return ``stages`` less those whose name is not in ``plan`` (a plan's stage names), in their order.
+
+    ``stages`` itself where they are the plan's stages, in its order (a declared workflow's always are),
+    found by comparing the names in C rather than testing each stage's name in Python (a long plan's
+    stages are shown again at each change).
+    """
+    names = tuple([s.name for s in stages])
+    if names == plan:
+        return stages
+    known = set(plan)
+    return tuple(compress(stages, map(known.__contains__, names)))
 
 
 class _Deferred:
@@ -245,6 +261,8 @@ class AllocationController:
         self._shown: tuple[Workflow, tuple[StageView, ...], tuple[StageView, ...]] | None = None
         """The last (plan, the demand's stages, the stages of the view): a long plan's stages are
         filtered again only when the plan or the stages changed."""
+        self._plan_names: tuple[Workflow, tuple[str, ...]] | None = None
+        """The last plan shown, with its stage names (read once per plan)."""
         self.rate = SubmissionRate()  # the cap every batch job passes (control/rate.py); replaceable
         self._settled: _Settled | None = None
         """The last decision, while it holds (:class:`~elastic.strategies.base.Settles`)."""
@@ -257,6 +275,11 @@ class AllocationController:
         self._pace = strategy.pace if isinstance(strategy, Paced) else None
         """How long a decision of a :class:`~elastic.strategies.base.Paced` strategy is kept at most."""
         self._reports_changes = isinstance(backend, ReportsJobChanges)
+        self._names_changes = isinstance(backend, NamesJobChanges)
+        self._busy_versioned = isinstance(execution, ReportsBusyChanges)
+        self._busy: tuple[AllocationIndexes, int, dict[str, int]] | None = None
+        """The busy cores last read, with the indexes and the execution's ``busy_version()`` they were read
+        at (read again only when either changed)."""
         self.check_settled = False
         """Ask the strategy at every step all the same, and raise AssertionError where its decision is not
         the one reused (for tests: :class:`~elastic.strategies.base.Settles` promises it is)."""
@@ -346,8 +369,15 @@ class AllocationController:
     def _inputs(self) -> _Inputs:
         """Return what a view made now would be made of."""
         indexes = self._index.snapshot()
-        busy_cores = self.execution.busy_cores
-        busy = {a.alloc_id: busy_cores(a.alloc_id) for a in indexes.live if a.state.is_live}
+        version = self.execution.busy_version() if self._busy_versioned else None  # type: ignore[attr-defined]
+        last = self._busy
+        if version is not None and last is not None and last[0] is indexes and last[1] == version:
+            busy = last[2]
+        else:
+            busy_cores = self.execution.busy_cores
+            busy = {a.alloc_id: busy_cores(a.alloc_id) for a in indexes.live if a.state.is_live}
+            if version is not None:
+                self._busy = (indexes, version, busy)
         estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
         return _Inputs(
             self.demand.plan,
@@ -391,8 +421,9 @@ class AllocationController:
             if shown is not None and shown[0] is plan and shown[1] is inputs.stages:
                 stages = shown[2]
             else:
-                known = {s.name for s in plan.stages}
-                stages = tuple(s for s in inputs.stages if s.name in known)
+                if self._plan_names is None or self._plan_names[0] is not plan:
+                    self._plan_names = (plan, plan.names)
+                stages = _of_plan(self._plan_names[1], inputs.stages)
                 self._shown = (plan, inputs.stages, stages)
             estimate = None if getattr(self.backend, "estimates_see_ahead", False) else self._estimate
             view = RunView(
@@ -499,8 +530,15 @@ class AllocationController:
         if self._reports_changes:
             version = self.backend.jobs_version()  # type: ignore[attr-defined]
             if version != self._polled:
+                # only the jobs that changed since the last poll, where the backend names them: every
+                # other open job was recorded as it is at that poll (a wide run has thousands pending)
+                changed = (
+                    self.backend.jobs_changed_since(self._polled)  # type: ignore[attr-defined]
+                    if self._names_changes and isinstance(self._polled, int)
+                    else None
+                )
                 self._polled = version
-                self._poll_jobs(now)
+                self._poll_jobs(now, changed)
         else:
             self._poll_jobs(now)
         for a in self._index.snapshot().live:  # pending ones are live; a tuple: _put may run below
@@ -509,11 +547,11 @@ class AllocationController:
                 if since is not None:
                     self._put(dataclasses.replace(a, eligible_time=since))
 
-    def _poll_jobs(self, now: float) -> None:
-        """Read the state of every open job; record the starts and ends, in time order."""
+    def _poll_jobs(self, now: float, only: frozenset[str] | None = None) -> None:
+        """Read the state of every open job (``only``: those ids); record starts and ends in time order."""
         changes: list[tuple[float, int, str, JobInfo]] = []
         for a in self._index.snapshot().live:
-            if a.ended:
+            if a.ended or (only is not None and self._job_ids[a.alloc_id] not in only):
                 continue
             # one state() per open allocation (a few at a time) rather than queue(), which lists every
             # job of the partition (hundreds of background jobs on the mock backend)

@@ -8,13 +8,13 @@ runs them on the real pool. The driver (:class:`~elastic.control.runner.Runner`)
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from elastic.allocations import AllocationState
 from elastic.errors import ElasticError
 from elastic.metrics import Event, RunMetrics
 
-__all__ = ["Execution", "RunResult", "TaskFailedError", "TaskSpec"]
+__all__ = ["Execution", "ReportsBusyChanges", "RunResult", "TaskFailedError", "TaskSpec"]
 
 
 class TaskFailedError(ElasticError, RuntimeError):
@@ -141,6 +141,19 @@ class Execution(Protocol):
 
     def close(self) -> None:
         """Release resources (threads, sockets)."""
+        ...
+
+
+@runtime_checkable
+class ReportsBusyChanges(Protocol):
+    """An execution that can say cheaply whether any allocation's busy cores may have changed (simulated).
+
+    Run control reads every running allocation's busy cores at every step (twice, with a live view of
+    the run); where the execution gives this, it reads them again only when the value changed.
+    """
+
+    def busy_version(self) -> int:
+        """Return a value that changes whenever :meth:`Execution.busy_cores` of any allocation may have."""
         ...
 
 

@@ -104,22 +104,23 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able = _Able()
+    # of those, the ones that will offer cores: (stages kept for, pending, free cores now); read only for
+    # a stage waiting for offers (none in a declared workflow, whose thousands of allocations are skipped)
+    offers = any(_waits_for_offers(s) for s in view.active_stages)
+    offering: list[tuple[frozenset[str], bool, int]] = []
     for a in view.live_allocations:
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled:
-            able.add(serves.get(a.alloc_id, a.labels), a.cores)
-    # of those, the ones that will offer cores: (stages kept for, pending, free cores now)
-    offering: list[tuple[frozenset[str], bool, int]] = [
-        (frozenset(serves.get(a.alloc_id, a.labels)), a.pending, _free(view, a))
-        for a in view.live_allocations
-        if not a.ended and not a.cancelled and a.alloc_id not in cancelled
-    ]
+            labels = serves.get(a.alloc_id, a.labels)
+            able.add(labels, a.cores)
+            if offers:
+                offering.append((frozenset(labels), a.pending, _free(view, a)))
     for s in decision.actions:
         if isinstance(s, Submit):
             able.add(s.serves or (s.stage,), _capped(s.cores, max_cores))
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
     out: list[Submit] = []
     for stage in view.active_stages:  # both tests below need a stage ready and not complete
-        if _waits_for_offers(stage):
+        if offers and _waits_for_offers(stage):
             if max_cores is not None and stage.cores > max_cores:
                 continue
             want = stage.awaiting_offers * stage.cores
@@ -153,10 +154,12 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         offering.append((frozenset({stage.name}), True, 0))
     if max_cores is None:
         return Decision(tuple(out))
-    return Decision((*out, *_make_room(view, decision, out, max_cores)))
+    return Decision((*out, *_make_room(view, decision, out, max_cores, offers=offers)))
 
 
-def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores: int) -> list[Cancel]:
+def _make_room(
+    view: RunView, decision: Decision, added: list[Submit], max_cores: int, *, offers: bool = True
+) -> list[Cancel]:
     """Release idle allocations too narrow for a waiting stage whose wider one cannot start beside them.
 
     For every stage waiting for cores (queued, or announced ready and waiting for offers) with a wider
@@ -165,7 +168,7 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
     (or for the whole run) that runs no task and is narrower than the stage's tasks is cancelled, unless a
     stage it is kept for has waiting tasks it could run. Such an allocation can run none of the stage's
     tasks (on a 2-core machine a framework's declined 1-core allocation would keep its 2-core one from
-    ever starting); its stages get the wider one.
+    ever starting); its stages get the wider one. ``offers=False``: no stage waits for offers.
     """
     cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
@@ -183,22 +186,33 @@ def _make_room(view: RunView, decision: Decision, added: list[Submit], max_cores
             for label in serves.get(a.alloc_id, a.labels):
                 widths.setdefault(label, []).append(a.cores)
     running = sum(a.cores for a in live if a.running)  # less those cancelled below (each runs)
-    idle = [a for a in live if a.running and view.busy_cores(a.alloc_id) == 0]  # the only ones released
+    # the only ones released, each with the stages it is kept for, and where each is by label (found once,
+    # not once per stage: a wide DAG has hundreds of stages waiting and as many idle allocations)
+    idle = [
+        (a, frozenset(serves.get(a.alloc_id, a.labels)))
+        for a in live
+        if a.running and view.busy_cores(a.alloc_id) == 0
+    ]
+    idle_for: dict[str, list[int]] = {}
+    for i, (_, labels) in enumerate(idle):
+        for label in labels:
+            idle_for.setdefault(label, []).append(i)
     out: list[Cancel] = []
     gone: set[str] = set()  # of out
+    everyone = widths.get(TOTAL, ())
     for stage in view.active_stages:  # both tests need a stage ready and not complete
-        if not (_waits_for_offers(stage) or _waits_for_cores(stage)):
+        if not (stage.name in widths or everyone):  # no wider one (tested first: the cheapest)
             continue
-
-        def kept(labels: frozenset[str], name: str = stage.name) -> bool:
-            return name in labels or TOTAL in labels
-
-        wider = [c for c in (*widths.get(stage.name, ()), *widths.get(TOTAL, ())) if c >= stage.cores]
+        if not ((offers and _waits_for_offers(stage)) or _waits_for_cores(stage)):
+            continue
+        wider = [c for c in (*widths.get(stage.name, ()), *everyone) if c >= stage.cores]
         if not wider or running + min(wider) <= max_cores:
             continue
-        for a in idle:
-            labels = frozenset(serves.get(a.alloc_id, a.labels))
-            if a.alloc_id in gone or a.cores >= stage.cores or not kept(labels) or _useful(view, a, labels):
+        # the idle ones kept for this stage or for the whole run, in their order
+        mine, everything = idle_for.get(stage.name, []), idle_for.get(TOTAL, [])
+        for i in sorted({*mine, *everything}) if mine and everything else mine or everything:
+            a, labels = idle[i]
+            if a.alloc_id in gone or a.cores >= stage.cores or _useful(view, a, labels):
                 continue
             logger.info(
                 "liveness: allocation %s (%d core(s), idle) is too narrow for stage %s's %d-core tasks and "

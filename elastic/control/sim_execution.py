@@ -36,7 +36,7 @@ from elastic.allocations import AllocationState
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.pool.placement import Offer, estimate_after_loss, has_room, plan_placement, usable
+from elastic.pool.placement import Offer, Room, estimate_after_loss, plan_placement, usable
 
 if TYPE_CHECKING:
     pass
@@ -137,6 +137,15 @@ class SimExecution:
         self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
+        self._busy_changes = 0
+        """Counts the changes of any allocation's busy cores (:meth:`busy_version`)."""
+        self._quiet: float | None = None
+        """The time of the last placement pass that placed nothing, while nothing it read changed since
+        (the queue, the allocations and their free cores, the held tasks): a pass at that same time
+        would place nothing again. A step passes over the queue several times at one time."""
+        self._quiet_until: float | None = None
+        """Found at the first pass after :attr:`_quiet` (:meth:`_placement_holds_until`): every pass
+        before it places nothing either, while nothing changed. A run of days polls every 30 s."""
         self.tasks_ended = 0
 
     @property
@@ -150,6 +159,8 @@ class SimExecution:
         """Allocation ``alloc_id`` started at ``at``; tasks may be placed on it from then on."""
         self._requested.pop(alloc_id, None)
         stage = self._stages.pop(alloc_id, None)
+        self._quiet = self._quiet_until = None
+        self._busy_changes += 1
         self._live[alloc_id] = _Live(alloc_id, cores, walltime_end, cores, stage, ready=at + self.startup)
         self._run_until(at)
         self._dispatch(max(at, self._now))
@@ -166,6 +177,8 @@ class SimExecution:
         ``start`` (the start learned with the end) changes nothing here: no task was dispatched to it.
         """
         self._run_until(at)
+        self._quiet = self._quiet_until = None
+        self._busy_changes += 1
         self._requested.pop(alloc_id, None)
         self._stages.pop(alloc_id, None)
         live = self._live.pop(alloc_id, None)
@@ -189,6 +202,7 @@ class SimExecution:
         """Note the requested allocation (for walltime-aware placement)."""
         self._requested[alloc_id] = (cores, walltime)
         self._stages[alloc_id] = stage
+        self._quiet = self._quiet_until = None
 
     def submitted(self, alloc_id: str, job_id: str) -> None:
         """Nothing to do: simulated tasks need no batch job id."""
@@ -206,6 +220,7 @@ class SimExecution:
         """
         if self._held:
             self._held.clear()
+            self._quiet = self._quiet_until = None
             self._dispatch(self._now)
 
     def release(self, alloc_id: str) -> None:
@@ -214,6 +229,7 @@ class SimExecution:
     def submit(self, task: TaskSpec) -> None:
         """Queue ``task`` (placed at the next :meth:`advance`)."""
         bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
+        self._quiet = self._quiet_until = None
 
     def advance(self, now: float) -> list[Event]:
         """Complete tasks ending up to ``now`` (placing queued ones as cores free up); return the events."""
@@ -231,6 +247,13 @@ class SimExecution:
         """Cores of ``alloc_id`` running tasks."""
         live = self._live.get(alloc_id)
         return 0 if live is None else live.cores - live.free
+
+    def busy_version(self) -> int:
+        """Return a number that changes whenever :meth:`busy_cores` of any allocation may have changed.
+
+        (:class:`~elastic.control.execution.ReportsBusyChanges`.)
+        """
+        return self._busy_changes
 
     def close(self) -> None:
         """Nothing to release."""
@@ -259,6 +282,8 @@ class SimExecution:
                 continue  # lost when its allocation ended
             _, task = live.running.pop(task_id)
             live.free += task.cores
+            self._quiet = self._quiet_until = None
+            self._busy_changes += 1
             self._now = max(self._now, end)
             self._pending.append(_event(EventKind.TASK_END, end, alloc_id, task_id, task))
             self.tasks_ended += 1
@@ -268,24 +293,48 @@ class SimExecution:
     def _dispatch(self, t: float) -> None:
         if not self._queue or not self._live:
             return
+        quiet = self._quiet
+        if quiet is not None and t >= quiet:
+            if t == quiet:
+                return
+            if self._quiet_until is None:
+                self._quiet_until = self._placement_holds_until(quiet)
+            if t < self._quiet_until:
+                return
         offers = [
             Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t, a.stage)
             for a in self._live.values()
             if a.free > 0 and a.ready <= t and usable(a.walltime_end - t, self.drain_margin)
         ]
         if not offers:
+            self._quiet = t
             return
         # what other allocations have (cores, walltime left) is the same for every task of this pass:
         # found once, not per queued task (hundreds queued on a wide DAG made it most of a run's cost)
-        capacities = self._capacities(t)
+        room = Room(self._capacities(t))
+        held = self._held
         placed = plan_placement(
             (item[2] for item in self._queue),
             offers,
-            lambda task: task.task_id in self._held or has_room(task, capacities),
-            lambda task, need: has_room(task, capacities, need),
+            lambda task: task.task_id in held or room.has(task),
+            room.has,
+            kind=lambda task: task.task_id in held,  # all either answer reads besides cores and estimate
         )
-        started = {task.task_id for task, _ in placed}
-        self._queue = [item for item in self._queue if item[2].task_id not in started]
+        if not placed:
+            self._quiet = t
+            return
+        self._busy_changes += 1
+        # the placed tasks come in queue order: found by walking the queue up to the last one only
+        queue = self._queue
+        positions: list[int] = []
+        at = 0
+        for task, _ in placed:
+            while queue[at][2] is not task:
+                at += 1
+            positions.append(at)
+            at += 1
+        for at in reversed(positions):
+            del queue[at]
         for task, offer in placed:
             target = self._live[offer.alloc_id]
             target.free -= task.cores
@@ -293,6 +342,34 @@ class SimExecution:
             end = t + task.duration + self.task_overhead
             heapq.heappush(self._heap, (end, next(self._seq), target.alloc_id, task.task_id))
             self._pending.append(_event(EventKind.TASK_START, t, target.alloc_id, task.task_id, task))
+
+    def _placement_holds_until(self, t: float) -> float:
+        """Return a time before which a pass places nothing, as the pass at ``t`` did (nothing changed since).
+
+        Between changes of state, a pass reads the clock only in comparisons of an allocation's walltime
+        left (``walltime_end - t``) with the drain margin, with a queued task's estimate (or half of it),
+        with another's walltime left (which keeps its order) and of a requested allocation's walltime
+        with an offer's walltime left; and in the start of an allocation's first task (``startup``). Each
+        can change its answer only once its time comes, so the soonest of those times, less a margin for
+        rounding, bounds the passes that place nothing. ``t`` itself (no promise) where two allocations
+        end within that margin of each other, or where finding the times would cost more than the pass.
+        """
+        live = list(self._live.values())
+        needs = {item[2].estimate or 0.0 for item in self._queue}
+        if len(live) * (len(needs) + len(self._requested)) > _MOST_TIMES:
+            return t
+        ends = sorted(a.walltime_end for a in live)
+        if any(0.0 < b - a <= _ROUNDING for a, b in itertools.pairwise(ends)):
+            return t
+        times = [a.ready for a in live if a.ready > t]
+        walltimes = [walltime for _, walltime in self._requested.values()]
+        for end in ends:
+            times.append(end - self.drain_margin)
+            times.extend(end - walltime for walltime in walltimes)
+            for need in needs:
+                times += (end - need, end - need / 2)
+        soonest = min((x for x in times if x > t - 1.0), default=math.inf)  # those long past have flipped
+        return max(t, soonest - _ROUNDING)
 
     def _capacities(self, t: float) -> list[tuple[int, float]]:
         """``(cores, walltime left)`` of every allocation live (not draining) or requested, at ``t``.
@@ -303,6 +380,13 @@ class SimExecution:
         return [(c, left) for c, left in live if usable(left, self.drain_margin)] + list(
             self._requested.values()
         )
+
+
+_ROUNDING = 1e-3
+"""Backend seconds of margin on a time found from a walltime end (``SimExecution._placement_holds_until``)."""
+
+_MOST_TIMES = 4096
+"""Most (allocations x (kinds of queued task + requested allocations)) for which those times are found."""
 
 
 def _queue_key(item: tuple[int, int, TaskSpec]) -> tuple[int, int]:

@@ -309,7 +309,14 @@ class ASA:
                 wake = at if wake is None else min(wake, at)
             return wake
 
-        return until, (wake_at if waiting else None)
+        if not waiting:
+            return until, None
+        if all(dep in fixed for deps, _ in waiting for dep in deps):
+            # every end it reads holds as it is: the same wake-up at every clock, computed once (it is
+            # asked at every poll while the decision holds)
+            wake = wake_at(now)
+            return until, lambda t: wake
+        return until, wake_at
 
     def _course(self, view: RunView, name: str, memo: dict[str, _Course | None]) -> _Course | None:
         """Return how :meth:`predicted_end` of ``name`` moves with the clock (None: unknown, as it is).

@@ -68,8 +68,7 @@ def release_idle(view: RunView) -> list[Cancel]:
         labels = a.labels
         if a.ended or not labels:
             continue
-        known = [x for x in labels if _known(view, x)]
-        if all(view.label_done(x) for x in reversed(known)):  # a long hold's open stages are its last
+        if _all_done(view, labels):
             what = "stage " + ", ".join(labels) + (" is" if len(labels) == 1 else " are")
             if a.pending:
                 out.append(Cancel(a.alloc_id, f"{what} done; not needed any more"))
@@ -83,6 +82,7 @@ def release_idle(view: RunView) -> list[Cancel]:
             continue
         if a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
             continue
+        known = [x for x in labels if _known(view, x)]
         if _replaced(view, a, known):
             released.add(a.alloc_id)
             out.append(
@@ -126,6 +126,33 @@ def _may_run_again(view: RunView, label: str) -> bool:
     """
     stages = view.open_stages if label == TOTAL else (view.stage(label),)
     return not stages or any(s.outstanding is None or s.outstanding > 0 for s in stages)
+
+
+def _all_done(view: RunView, labels: Sequence[str]) -> bool:
+    """Whether every label of ``labels`` the view knows is done (``"*"``: every stage), last ones first.
+
+    A long hold's open stages are its last. One look-up per label: asked of every live allocation at
+    every decision.
+    """
+    for x in reversed(labels):
+        if x == TOTAL:
+            if not view.done:
+                return False
+        elif view.has_stage(x) and not view.stage(x).complete:
+            return False
+    return True
+
+
+def _may_follow_up(view: RunView, label: str) -> bool:
+    """Whether ``label`` is not done, a task of it may still run and (a stage) it is ready.
+
+    What :func:`walltime_follow_ups` tests first of each label, with one look-up of the stage (it is
+    asked for every stage ready on a wide DAG, at every decision).
+    """
+    if label == TOTAL:
+        return not view.done and _may_run_again(view, TOTAL)
+    s = view.stage(label)
+    return not s.complete and (s.outstanding is None or s.outstanding > 0) and s.ready
 
 
 _FOLLOW_UPS = frozenset({"walltime", "lost"})
@@ -240,17 +267,14 @@ def walltime_follow_ups(
     wake: float | None = None
     k = view.knowledge
     for label in labels:
-        if view.label_done(label) or not _may_run_again(view, label):
+        # not ready: nothing to lose yet (the strategy's own rule (re)submits for stages not ready)
+        if not _may_follow_up(view, label):
             continue
-        if label != TOTAL and not view.stage(label).ready:
-            continue  # nothing to lose yet: the strategy's own rule (re)submits for stages not ready
         mine = view.allocations_serving(label)  # after the cheap tests: a long chain has few stages open
-        if not mine:
+        if not mine or any(a.pending for a in mine):  # most stages of a wide DAG wait for their first one
             continue
         previous = [a.walltime for a in mine if a.stage == label]  # the label's own sequence
         cores = view.width_left(label)
-        if any(a.pending for a in mine):
-            continue
         running = [a for a in mine if a.running]
         if not running:
             last = mine[-1]

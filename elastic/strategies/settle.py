@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from elastic.allocations import Allocation
 from elastic.strategies.knowledge import OUTLIVED, TOTAL
-from elastic.strategies.rules import _known, _may_run_again
+from elastic.strategies.rules import _all_done, _known, _may_follow_up
 from elastic.strategies.view import RunView
 
 __all__ = ["SETTLE_MARGIN", "follow_ups_until", "release_idle_until", "work_fits_until"]
@@ -51,13 +51,13 @@ def release_idle_until(view: RunView) -> float:
         labels = a.labels
         if a.ended or not labels:
             continue
-        known = [x for x in labels if _known(view, x)]
-        if all(view.label_done(x) for x in known):
+        if _all_done(view, labels):
             if a.pending or view.busy_cores(a.alloc_id) == 0:
                 return view.now
             continue  # a busy job of done stages: drained or not by the queue's state, not by the clock
         if a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
             continue
+        known = [x for x in labels if _known(view, x)]
         until = min(until, _replaced_until(view, a, known))
     return until
 
@@ -92,9 +92,7 @@ def follow_ups_until(view: RunView, labels: Sequence[str]) -> float:
     """
     until = math.inf
     for label in labels:
-        if view.label_done(label) or not _may_run_again(view, label):
-            continue
-        if label != TOTAL and not view.stage(label).ready:
+        if not _may_follow_up(view, label):
             continue
         mine = view.allocations_serving(label)
         if not mine or any(a.pending for a in mine):

@@ -7,7 +7,7 @@ from collections import Counter
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elastic.pool.placement import Offer, estimate_after_loss, plan_placement
+from elastic.pool.placement import Offer, Room, estimate_after_loss, has_room, plan_placement
 from elastic.pool.tasks import Task
 
 tasks_st = st.lists(
@@ -131,3 +131,36 @@ def test_a_lost_task_is_not_rerun_where_it_has_no_more_time_than_it_ran() -> Non
     offers = [Offer(b"x", "short", 1, 300.0, "s")]
     follow_up["follow"] = 900.0
     assert [o.alloc_id for _, o in plan_placement([task], offers, lambda t: False, longer)] == ["short"]
+
+
+capacities_st = st.lists(st.tuples(st.integers(1, 16), st.floats(-100, 1000)), max_size=8)
+
+
+@given(tasks_st, capacities_st, st.none() | st.floats(0, 1000))
+def test_room_answers_as_has_room(
+    tasks: list[Task], capacities: list[tuple[int, float]], need: float | None
+) -> None:
+    room = Room(capacities)
+    for task in tasks:
+        assert room.has(task, need) == has_room(task, capacities, need)
+
+
+@given(tasks_st, offers_st, capacities_st, st.sets(st.integers(0, 10**6)))
+def test_passing_over_a_kind_places_as_asking_every_task(
+    tasks: list[Task], offers: list[Offer], capacities: list[tuple[int, float]], held: set[int]
+) -> None:
+    # the simulated execution's callables: a held task may wait; else it waits where another has room
+    held_ids = {f"t{i}" for i in held} | {t.task_id for t in tasks[::3]}
+
+    def can_wait(task: Task) -> bool:
+        return task.task_id in held_ids or has_room(task, capacities)
+
+    def waits_longer(task: Task, need: float) -> bool:
+        return has_room(task, capacities, need)
+
+    def ids(plan: list[tuple[Task, Offer]]) -> list[tuple[str, bytes]]:
+        return [(t.task_id, o.agent) for t, o in plan]
+
+    asked = plan_placement(tasks, offers, can_wait, waits_longer)
+    passed = plan_placement(tasks, offers, can_wait, waits_longer, kind=lambda t: t.task_id in held_ids)
+    assert ids(passed) == ids(asked)

@@ -84,3 +84,17 @@ def test_mock_jobs_version_changes_when_a_submitted_job_does() -> None:
     assert backend.jobs_version() == v1  # running, nothing changed
     backend.sleep(60.0)
     assert backend.jobs_version() != v1  # it ended
+
+
+def test_mock_names_the_jobs_that_changed_since_a_version() -> None:
+    backend = MockBackend(nodes=2)
+    v0 = backend.jobs_version()
+    first = backend.submit(JobSpec(cores=1, walltime=100.0, runtime=50.0))
+    v1 = backend.jobs_version()
+    assert backend.jobs_changed_since(v0) == {first}  # submitted
+    second = backend.submit(JobSpec(cores=1, walltime=1000.0, runtime=500.0))
+    backend.sleep(60.0)  # the first ended, the second runs
+    v2 = backend.jobs_version()
+    assert backend.jobs_changed_since(v1) == {first, second}
+    backend.sleep(10.0)
+    assert backend.jobs_version() == v2 and backend.jobs_changed_since(v2) == frozenset()
