@@ -28,7 +28,10 @@ Where the strategy can say until when its decision holds while only the clock mo
 for nothing, that decision is carried out again at those steps instead of asking (the same decision,
 so the same run); the backend is only asked for the state of each open job where it says some job may
 have changed (:meth:`~elastic.backends.base.ReportsJobChanges.jobs_version`). On the mock backend's
-virtual clock that is most of a simulated run's cost.
+virtual clock that is most of a simulated run's cost. A strategy whose decision reads the scheduler's
+estimate (:class:`~elastic.strategies.base.Paced`: the planner) is not asked again while nothing it
+reads changed, the queue's version included, until its own wake-up or its pace: not the same decision
+at every poll, so its runs were checked on outcomes (``docs/results/strategies.md``).
 
 Over 500 lines because the one code path that requests, watches and releases allocations, and the
 reuse of its decisions (which must see every input the decision read), are kept in one class.
