@@ -434,9 +434,13 @@ class SlurmBackend:
         kept = self._queue_version
         if kept is not None and 0.0 <= now - kept[0] < QUEUE_VERSION_TTL:
             return kept[1]
-        args = ["squeue", "-h", "-p", self._estimate_partition().name, "-t", _queue.SNAPSHOT_STATES]
-        args += ["-o", _queue.SIGNATURE_FORMAT]
-        proc = self._commands.run(args, check=False)
+        try:  # a version is a hint: a Slurm that does not answer now must not stop the decision reading it
+            args = ["squeue", "-h", "-p", self._estimate_partition().name, "-t", _queue.SNAPSHOT_STATES]
+            args += ["-o", _queue.SIGNATURE_FORMAT]
+            proc = self._commands.run(args, check=False)
+        except BackendError as exc:
+            logger.info("slurm: queue version unknown: %s", exc)
+            return object()
         if proc.returncode != 0:
             logger.info("slurm: %s failed (exit %s): queue version unknown", " ".join(args), proc.returncode)
             return object()

@@ -131,3 +131,30 @@ def test_no_job_ends_before_its_time_limit_in_the_estimate(
             break
         free, bound = free + c, end
     assert start is not None and start >= bound
+
+
+def test_slurm_queue_version_follows_squeue_and_survives_a_silent_controller(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from elastic.backends import slurm
+    from elastic.errors import BackendUnavailableError
+
+    monkeypatch.setattr(slurm, "QUEUE_VERSION_TTL", 0.0)  # read squeue at every call
+    state = {"squeue": "5|RUNNING|1:00:00|None\n7|PENDING|10:00|Priority\n", "down": False}
+
+    def run(self: SlurmCommands, args: list[str], **_: object) -> subprocess.CompletedProcess[str]:
+        if state["down"]:
+            raise BackendUnavailableError("squeue: timed out (slurmctld may be overloaded or unreachable)")
+        out = "PartitionName=debug TotalNodes=64 TotalCPUs=64 MaxTime=UNLIMITED\n"
+        return subprocess.CompletedProcess(args, 0, out if args[0] == "scontrol" else state["squeue"], "")
+
+    monkeypatch.setattr(SlurmCommands, "run", run)
+    backend = SlurmBackend(partition="debug", env={})
+    first = backend.queue_version()
+    state["squeue"] = "7|PENDING|10:00|Resources\n5|RUNNING|1:00:00|None\n"  # a scheduler pass: same queue
+    assert backend.queue_version() == first
+    state["squeue"] = "5|RUNNING|1:00:00|None\n"  # job 7 left
+    second = backend.queue_version()
+    assert second != first
+    state["down"] = True  # no answer: a version equal to no other, never an exception in the control loop
+    assert backend.queue_version() not in (first, second)
