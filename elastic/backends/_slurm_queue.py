@@ -7,6 +7,7 @@ SNAPSHOT_FORMAT`` for every user's jobs, into its input. Pure functions, tested 
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Iterable
@@ -55,8 +56,6 @@ def queue_signature(lines: Iterable[str]) -> str:
     >>> a == queue_signature(["5|RUNNING|1:00:00|None"])
     False
     """
-    import hashlib
-
     rows = []
     for line in lines:
         fields = line.strip().split("|")

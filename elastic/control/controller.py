@@ -95,7 +95,6 @@ __all__ = ["RELEASE_PROGRESS", "AllocationController", "Demand", "EventSink", "M
 
 logger = logging.getLogger(__name__)
 
-
 RELEASE_PROGRESS = 5.0
 """Real seconds between two lines saying how far the release of every allocation at a run's end is."""
 
