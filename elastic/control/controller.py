@@ -416,8 +416,9 @@ class AllocationController:
         # and let the knowledge estimate from that same plan.
         plan = inputs.plan
         self.knowledge.workflow = plan
+        submittable = self.rate.takes(now)
         if self._view is not None and self._view[0].same(inputs):  # only the clock moved
-            view = self._view[1].at(now)
+            view = self._view[1].at(now, submittable)
         else:
             shown = self._shown
             if shown is not None and shown[0] is plan and shown[1] is inputs.stages:
@@ -439,6 +440,7 @@ class AllocationController:
                 estimate,
                 inputs.queue,
                 inputs.indexes,
+                submittable,
             )
         self._view = (inputs, view)
         return view

@@ -45,6 +45,11 @@ allocation ... is too narrow``). Without that, a Mesos framework whose tasks wer
 waited for ever on a 2-core machine: its declined 1-core allocation idled, and its 2-core one could not
 start beside it. An allocation the rule requests is kept for its stage and released by
 :func:`~elastic.strategies.base.release_idle` like any other once the stage is done.
+
+The rule adds no more requests than the run's submission-rate cap lets through at this step
+(:attr:`~elastic.strategies.base.RunView.submittable`, the decision's own counted first; one at least):
+the cap would hold the rest back, and the rule is applied again at the step the cap refills at (a strategy
+that stops planning there, as the planner does, leaves the stages after them to that step).
 """
 
 from __future__ import annotations
@@ -119,7 +124,13 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             able.add(s.serves or (s.stage,), _capped(s.cores, max_cores))
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
     out: list[Submit] = []
+    # every job after the cap's budget is held back (each request is one job at least); one is asked all
+    # the same, so that the cap names the step it refills at
+    room = None if view.submittable is None else max(view.submittable, 1)
+    room = None if room is None else room - sum(1 for a in decision.actions if isinstance(a, Submit))
     for stage in view.active_stages:  # both tests below need a stage ready and not complete
+        if room is not None and len(out) >= room:
+            break
         if offers and _waits_for_offers(stage):
             if max_cores is not None and stage.cores > max_cores:
                 continue

@@ -381,6 +381,33 @@ class SubmissionRate:
         self.held += 1
         return False
 
+    def takes(self, now: float) -> int:
+        """Return at most how many one-job requests :meth:`allow` would let through at ``now``, one by one.
+
+        An upper bound, one more than that at most (never fewer): 0 while a request held back waits or the
+        back-off after failures holds, else the whole tokens in the bucket at ``now`` (at most one while
+        the back-off spaces jobs out), plus one. A strategy
+        whose requests are costly to plan (the planner, :attr:`~elastic.strategies.base.RunView.submittable`)
+        plans no more than these in full; the rest would be held back all the same. Changes nothing.
+
+        Examples
+        --------
+        >>> rate = SubmissionRate(per_minute=6, burst=2)
+        >>> rate.takes(0.0), rate.allow(0.0), rate.allow(0.0), rate.takes(0.0)
+        (3, True, True, 1)
+        >>> rate.allow(0.0), rate.takes(0.0), rate.takes(10.0)  # held back until t=10
+        (False, 0, 2)
+        """
+        if (self.retry_at is not None and now < self.retry_at) or now < self._not_before():
+            return 0
+        tokens = self._tokens
+        if self._refilled is not None and now > self._refilled:
+            tokens = min(float(self.burst), tokens + (now - self._refilled) * self.per_minute / 60.0)
+        whole = max(0, math.floor(tokens + _ROUNDING_S * self.per_minute / 60.0))
+        if self.failure_delays[min(self.failures, len(self.failure_delays) - 1)] > 0.0:
+            whole = min(whole, 1)  # after failures each job waits the delay after the one before it
+        return whole + 1
+
     def pending(self, now: float) -> float | None:
         """Return when a request held back may go, if one is held and that time is after ``now``.
 

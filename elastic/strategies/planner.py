@@ -438,7 +438,17 @@ class Planner:
         wake: float | None = None
         follow_up = bool(view.allocations)
         ran_out = _ran_out(view)  # a stage whose allocation ran out is asked for more (speculative sequence)
+        # The submission-rate cap takes at most ``budget`` more jobs now and holds every request after them
+        # back (first come, first served), to be asked again at a later step: those are planned in full;
+        # the first one after them is requested as planned but without the walltime headroom (which asks
+        # the scheduler's estimate: the costly part), so the cap holds it back and steps again when it
+        # refills, and planning stops there. A 5,000-stage random DAG has 522 stages ready at once, and the
+        # cap lets one job through every 2 s: planning all 522 at each of those steps was most of the run.
+        budget = math.inf if view.submittable is None else view.submittable
+        jobs = 0
         for segment in (seg for seg in segments if seg):
+            if jobs > budget:
+                break
             segment = _dag_order(segment)
             first = segment[0]
             need = timeline.need(first)
@@ -515,11 +525,17 @@ class Planner:
                     idling = min(early, walltime) if guessed else early
                     pieces = min(self.pieces, g.cores)
                     own = walltime + idling
-                    if pieces > 1:  # the widest piece's
+                    if pieces > 1 and jobs < budget:  # the widest piece's
                         own = self.queue.waves_walltime(
                             view, -(-g.cores // pieces), walltime, idling, released
                         )
-                    asked = self.queue.headroom(view, g, own, released)
+                    if jobs < budget:
+                        asked = self.queue.headroom(view, g, own, released)
+                    else:
+                        asked = walltime + idling  # held back by the cap (above)
+                    jobs += (
+                        1  # at least one job: never more than the cap takes (under max_cores, fewer pieces)
+                    )
                     given = None if chain else self.queue.estimate(view, g.cores, released)
                     if self.calibrate and given is not None:
                         self.queue.given[(view.now, g.stages[0])] = given

@@ -38,6 +38,7 @@ it saw, :class:`~elastic.learners.ewma.LogEWMA`; the spread stays.) Issue 9's gr
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 
@@ -45,7 +46,7 @@ import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.strategies import merge, timing
-from elastic.strategies.base import Releasing, RunView, StageView
+from elastic.strategies.base import Releasing, RunView
 from elastic.strategies.planner_rules import window
 from elastic.strategies.search import WAVES, Waits
 
@@ -118,6 +119,7 @@ class QueueWaits:
         self._bias: tuple[float | None, float] = (None, 1.0)
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         self._walltimes: dict[int, float | None] = {}  # per width, the walltime asked (with _asked)
+        self._left: _WalltimesLeft | None = None  # the walltimes of the stages left, for headroom
 
     def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
@@ -255,31 +257,90 @@ class QueueWaits:
         """
         if not self.estimates or view.estimate is None:
             return walltime
-        order = [s.name for s in view.stages]
-        last = max(order.index(x) for x in g.stages)
-        rest = [s for s in view.stages[last + 1 :] if not s.complete and s.name not in g.stages]
-        wide = [i for i, s in enumerate(rest) if s.width >= g.cores]
+        left = self._walltimes_left(view)
+        last = max(left.position(x) for x in g.stages)
         k = view.knowledge
         cap = math.inf if k.max_walltime is None else max(k.max_walltime, walltime)
-
-        def covering(stages: Sequence[StageView]) -> float:
-            return min(walltime + sum(k.walltime(s.name) for s in stages), cap)
-
         short_wait = view.estimate(g.cores, walltime, releasing)
         if short_wait is None:
             return walltime
         asked = walltime
-        everything = covering(rest)
+        # every stage left after g's (g's own all lie at or before ``last``)
+        everything = min(walltime + left.between(last + 1, None), cap)
         if everything > walltime and short_wait <= HEADROOM_SLACK:
             long_wait = view.estimate(g.cores, everything, releasing)
             if long_wait is not None and long_wait <= HEADROOM_SLACK:
                 return everything
-        if wide:
-            for_holds = covering(rest[: wide[-1] + 1])
+        widest = left.last_at_least(g.cores)  # the last stage left at least as wide as g
+        if widest > last:
+            for_holds = min(walltime + left.between(last + 1, widest + 1), cap)
             long_wait = view.estimate(g.cores, for_holds, releasing) if for_holds > walltime else None
             if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK:
                 asked = for_holds
         return asked
+
+    def _walltimes_left(self, view: RunView) -> _WalltimesLeft:
+        """Return the walltimes of ``view``'s stages left, built once per list of stages and knowledge."""
+        k = view.knowledge
+        key = (k.version, k.workflow, k.max_walltime, k.min_history, k.default_runtime, k.slack, k.overhead)
+        left = self._left
+        if left is None or left.stages is not view.stages or left.key != key:
+            left = self._left = _WalltimesLeft(view, key)
+        return left
+
+
+class _WalltimesLeft:
+    """The walltimes the stages left of one view would request, summed over runs of consecutive stages.
+
+    :meth:`QueueWaits.headroom` asks, for each group a decision requests, the walltime of every stage left
+    after it and of those up to the last one as wide. Summed afresh each time, that was a scan of every
+    stage per request: a 5,000-stage random DAG, whose first decisions request hundreds of ready stages,
+    spent 15 s of CPU per decision there. Prefix sums answer each in constant time. They are the same
+    sums: every walltime :meth:`~elastic.strategies.knowledge.Knowledge.walltime` gives is a whole
+    number of seconds (or the partition's limit), whose float sums are exact in any order; where one is
+    not whole, each sum is taken stage by stage as before.
+    """
+
+    __slots__ = ("_exact", "_prefix", "_view", "_widest", "key", "stages")
+
+    def __init__(self, view: RunView, key: tuple[object, ...]) -> None:
+        self.stages = view.stages
+        self.key = key
+        self._view = view
+        k = view.knowledge
+        walltimes = [0.0 if s.complete else k.walltime(s.name) for s in view.stages]
+        self._exact = all(w.is_integer() for w in walltimes)
+        self._prefix = [0.0, *itertools.accumulate(walltimes)]
+        self._widest: dict[int, int] = {}
+
+    def position(self, name: str) -> int:
+        """Where stage ``name`` comes in the plan."""
+        return self._view.stage_position(name)
+
+    def between(self, start: int, stop: int | None) -> float:
+        """Return the sum of the walltimes of the stages left at positions ``start`` to ``stop`` - 1."""
+        stop = len(self.stages) if stop is None else stop
+        if start >= stop:
+            return 0
+        if self._exact:
+            return self._prefix[stop] - self._prefix[start]
+        k = self._view.knowledge
+        return sum(k.walltime(s.name) for s in self.stages[start:stop] if not s.complete)
+
+    def last_at_least(self, cores: int) -> int:
+        """Return the position of the last stage left at least ``cores`` wide (-1: none)."""
+        found = self._widest.get(cores)
+        if found is None:
+            found = next(
+                (
+                    i
+                    for i in range(len(self.stages) - 1, -1, -1)
+                    if not self.stages[i].complete and self.stages[i].width >= cores
+                ),
+                -1,
+            )
+            self._widest[cores] = found
+        return found
 
 
 def _made_at(jobs: Sequence[Allocation], t: float) -> bool:

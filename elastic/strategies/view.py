@@ -266,6 +266,12 @@ class RunView:
         The ``allocations`` by stage, by label and live, when the caller keeps them up to date
         (:class:`AllocationIndex`: run control); None: built from ``allocations``. They must index exactly
         ``allocations``. Given at construction only (``dataclasses.replace`` builds them again).
+    submittable : int or None, default None
+        At most how many batch jobs the run's submission-rate cap lets through at this step
+        (:meth:`~elastic.control.rate.SubmissionRate.takes`; it may be one more than it takes). A request
+        beyond them is held back by the cap and asked again at a later step, so a strategy whose requests
+        are costly to plan may stop planning them there (:class:`~elastic.strategies.planner.Planner`).
+        None: no cap known.
     """
 
     now: float
@@ -278,6 +284,7 @@ class RunView:
     estimate: Estimate | None = None
     queue_version: Hashable | None = None
     indexes: InitVar[AllocationIndexes | None] = None
+    submittable: int | None = None
     _positions: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _indexes: AllocationIndexes = field(init=False, repr=False, compare=False)
     _open: tuple[tuple[StageView, ...], tuple[StageView, ...]] | None = field(
@@ -295,15 +302,17 @@ class RunView:
             self, "_indexes", AllocationIndexes.of(self.allocations) if indexes is None else indexes
         )
 
-    def at(self, now: float) -> RunView:
+    def at(self, now: float, submittable: int | None = None) -> RunView:
         """Return this view at ``now``: the same stages, allocations and all, at another clock.
 
         Its indexes are shared, not built again (run control's view of a step where only the clock moved).
+        ``submittable``: the cap's budget at ``now`` (:attr:`submittable`).
         """
         view = object.__new__(RunView)
         for name in RunView.__slots__:
             object.__setattr__(view, name, getattr(self, name))
         object.__setattr__(view, "now", now)
+        object.__setattr__(view, "submittable", submittable)
         return view
 
     @property
@@ -339,6 +348,13 @@ class RunView:
         if i is not None:
             return self.stages[i]
         raise UnknownNameError("stage", name, [s.name for s in self.stages])
+
+    def stage_position(self, name: str) -> int:
+        """Return where the stage called ``name`` comes in :attr:`stages`; raise UnknownNameError."""
+        i = self._positions.get(name)
+        if i is None:
+            raise UnknownNameError("stage", name, [s.name for s in self.stages])
+        return i
 
     def has_stage(self, name: str) -> bool:
         """Whether the plan has a stage called ``name``."""
