@@ -152,6 +152,10 @@ class Engine:
         self.running: list[tuple[float, int]] = []
         self.held: set[int] = set()
         self.release_count = 0
+        #: Changes whenever the queue, the running jobs or a job's limits may have changed (every public
+        #: change and every batch of events): what read the engine at one version and time holds for it
+        #: (the mock's queue snapshot for estimates, :func:`~elastic.simulator.expected.expected_start`).
+        self.version = 0
         self.replans = 0
         self.kill_invalid_dep = kill_invalid_dep
         self.observer = observer
@@ -213,6 +217,7 @@ class Engine:
             A job is larger than the partition.
         """
         at = check_pins(self.policy, workload, start, self._now, self.cluster.total)
+        self.version += 1
         n = len(workload)
         first = len(self.jobs)
         self.jobs.load(workload)
@@ -320,6 +325,7 @@ class Engine:
         cores, whole = self.check_geometry(cores, nodes)
         jobs = self.jobs
         _deps.check_parents(jobs, dependencies)
+        self.version += 1
         now = self._now
         j = jobs.append(
             job_id=len(jobs) if job_id is None else job_id,
@@ -397,6 +403,7 @@ class Engine:
             if t > until or t == _INF:
                 break
             self._now = t
+            self.version += 1
             while heap and heap[0][0] <= t:
                 _, kind, _, j = heappop(heap)
                 if kind == _END:
@@ -517,6 +524,7 @@ class Engine:
         """
         jobs = self.jobs
         t = self._now
+        self.version += 1
         cl = self.cluster
         if cl.per_node:
             cl.allocate(j, jobs.cores[j], jobs.whole[j])
@@ -590,6 +598,7 @@ class Engine:
         jobs = self.jobs
         if jobs.state[j] != RUNNING:
             return
+        self.version += 1
         self._release(j)
         jobs.state[j] = COMPLETED if exit_code == 0 else FAILED
         jobs.exit_code[j] = exit_code
@@ -604,6 +613,7 @@ class Engine:
         """Cancel job ``j`` (pending or running) now; cancelling an ended job does nothing."""
         jobs = self.jobs
         st = jobs.state[j]
+        self.version += 1
         if st == RUNNING:
             self._release(j)
             jobs.state[j] = CANCELLED
@@ -630,6 +640,7 @@ class Engine:
         if jobs.state[j] != PENDING or not 0 < walltime < jobs.walltime[j]:
             return False
         jobs.walltime[j] = float(walltime)
+        self.version += 1
         self.release_count += 1
         self.replans += 1
         self._schedule()

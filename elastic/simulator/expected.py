@@ -16,17 +16,39 @@ give that answer, and the run controller does not show it to strategies
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from elastic.batch import DependencyKind
 from elastic.simulator.jobs import DepRecord
-from elastic.simulator.snapshot import estimate_start, snapshot_of
+from elastic.simulator.snapshot import QueueSnapshot, estimate_start, snapshot_of
 
 if TYPE_CHECKING:
     from elastic.simulator.engine import Engine
 
 __all__ = ["expected_start"]
+
+_SNAPSHOTS: weakref.WeakKeyDictionary[Engine, tuple[tuple[int, float], QueueSnapshot]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _snapshot(engine: Engine) -> QueueSnapshot:
+    """Return :func:`snapshot_of` ``engine``, taken once per engine version and time.
+
+    A decision asks the estimate for many geometries of one queue; building the snapshot of a queue of
+    hundreds of jobs for each was most of what an estimate cost once each answer was read off one
+    simulation per snapshot (``snapshot._Trajectory``). :attr:`Engine.version` changes with every
+    change of the engine's jobs.
+    """
+    key = (engine.version, engine._now)
+    cached = _SNAPSHOTS.get(engine)
+    if cached is not None and cached[0] == key:
+        return cached[1]
+    snap = snapshot_of(engine)
+    _SNAPSHOTS[engine] = (key, snap)
+    return snap
 
 
 def expected_start(
@@ -61,7 +83,7 @@ def expected_start(
     if getattr(engine.policy, "plans_pins", False) and callable(probe_plan):
         answer: float | None = probe_plan(engine, cores, walltime, begin=begin, dependencies=dependencies)
         return answer
-    snap = snapshot_of(engine)
+    snap = _snapshot(engine)
     held = {p.job_id for p in snap.pending} | {r.job_id for r in snap.running}
     jobs = engine.jobs
     after: list[tuple[DependencyKind, str]] = []

@@ -1,0 +1,148 @@
+"""The EASY estimate read off one simulation of a snapshot's queue: the same as simulating each probe.
+
+:func:`~elastic.simulator.snapshot.estimate_start` under ``easy`` answers from the passes of one
+simulation of the queue without a probe (``_Trajectory``), cached per snapshot; every answer must be the
+one the simulation with the probe in it gives, on any queue and any probe.
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from elastic.errors import GeometryError
+from elastic.simulator.snapshot import (
+    PendingJob,
+    QueueSnapshot,
+    RunningJob,
+    _easy_trajectory,
+    _simulated_start,
+    estimate_start,
+)
+
+NOW = 1000.0
+
+
+@st.composite
+def snapshots(draw: st.DrawFn) -> QueueSnapshot:
+    nodes = draw(st.integers(1, 6))
+    cpn = draw(st.sampled_from([1, 1, 4]))
+    total = nodes * cpn
+    running: list[RunningJob] = []
+    held = 0
+    for i in range(draw(st.integers(0, 6))):
+        cores = draw(st.integers(1, total))
+        if held + cores > total:
+            break
+        held += cores
+        end = NOW + draw(st.sampled_from([0.0, 30.0, 60.0, 90.0, 300.0, 1200.0, 3600.0]))
+        running.append(RunningJob(f"r{i}", cores, end))
+    pending: list[PendingJob] = []
+    for i in range(draw(st.integers(0, 12))):
+        whole = draw(st.integers(1, nodes)) if cpn > 1 and draw(st.booleans()) else 0
+        cores = whole * cpn if whole else draw(st.integers(1, total))
+        walltime = draw(st.sampled_from([30.0, 60.0, 120.0, 600.0, 1800.0, 7200.0]))
+        pending.append(PendingJob(f"p{i}", cores, walltime, whole))
+    return QueueSnapshot(NOW, nodes, cpn, tuple(running), tuple(pending))
+
+
+@settings(max_examples=300, deadline=None)
+@given(snapshots(), st.data())
+def test_every_probe_starts_when_the_simulation_with_it_says(
+    snapshot: QueueSnapshot, data: st.DataObject
+) -> None:
+    assert _easy_trajectory(snapshot, "basic") is not None  # nothing held: read off the trajectory
+    total = snapshot.nodes * snapshot.cores_per_node
+    for _ in range(6):
+        nodes = (
+            data.draw(st.integers(1, snapshot.nodes))
+            if snapshot.cores_per_node > 1 and data.draw(st.booleans())
+            else None
+        )
+        cores = nodes * snapshot.cores_per_node if nodes else data.draw(st.integers(1, total))
+        walltime = data.draw(st.sampled_from([1.0, 30.0, 60.0, 89.0, 90.0, 600.0, 3000.0, 10_000.0]))
+        got = estimate_start(snapshot, cores=cores, walltime=walltime, nodes=nodes)
+        want = _simulated_start(
+            snapshot,
+            cores=cores,
+            walltime=walltime,
+            nodes=nodes,
+            begin=None,
+            after=(),
+            policy="easy",
+            priority="basic",
+        )
+        assert got == want, (cores, nodes, walltime)
+
+
+def test_a_queue_with_a_held_job_is_simulated_with_the_probe() -> None:
+    # a job held by its begin time joins the queue later, maybe behind the probe: no trajectory
+    held = QueueSnapshot(
+        NOW, 4, 1, (RunningJob("r", 4, NOW + 60.0),), (PendingJob("p", 2, 600.0, begin=NOW + 30.0),)
+    )
+    assert _easy_trajectory(held, "age") is None
+    assert estimate_start(held, cores=2, walltime=60.0, priority="age") == _simulated_start(
+        held, cores=2, walltime=60.0, nodes=None, begin=None, after=(), policy="easy", priority="age"
+    )
+
+
+def test_a_probe_the_partition_cannot_hold_is_refused_as_before() -> None:
+    snapshot = QueueSnapshot(NOW, 2, 1, (), ())
+    with pytest.raises(GeometryError):
+        estimate_start(snapshot, cores=3, walltime=60.0)
+
+
+def test_a_backfill_that_ends_by_the_shadow_starts_now_and_one_that_does_not_waits() -> None:
+    # 4 cores; 3 busy for 100 s; a 4-core job waits at the head (shadow at 100 s): a 1-core probe of
+    # 100 s backfills now, one of 101 s starts after the head (at 100 s the head takes every core)
+    snapshot = QueueSnapshot(NOW, 4, 1, (RunningJob("r", 3, NOW + 100.0),), (PendingJob("h", 4, 50.0),))
+    assert estimate_start(snapshot, cores=1, walltime=100.0) == NOW
+    assert estimate_start(snapshot, cores=1, walltime=101.0) == NOW + 150.0
+
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["submit", "cancel", "shorten", "run", "probe"]),
+        st.integers(1, 8),
+        st.sampled_from([30.0, 60.0, 300.0, 1200.0]),
+    ),
+    max_size=40,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops, st.sampled_from([(8, 1), (2, 4)]))
+def test_the_mock_estimate_follows_every_change_of_the_engine(
+    steps: list[tuple[str, int, float]], shape: tuple[int, int]
+) -> None:
+    from elastic.simulator.engine import Engine
+    from elastic.simulator.expected import expected_start
+    from elastic.simulator.snapshot import snapshot_of
+
+    nodes, cpn = shape
+    engine = Engine(nodes=nodes, cores_per_node=cpn)
+    total = nodes * cpn
+    jobs: list[int] = []
+    for op, n, seconds in steps:
+        if op == "submit":
+            jobs.append(engine.submit(cores=min(n, total), walltime=seconds, runtime=seconds / 2))
+        elif op == "cancel" and jobs:
+            engine.cancel(jobs[n % len(jobs)])
+        elif op == "shorten" and jobs:
+            engine.shorten(jobs[n % len(jobs)], seconds / 4)
+        elif op == "run":
+            engine.run(until=engine.now + seconds)
+        cores = min(n, total)
+        got = expected_start(engine, cores=cores, walltime=seconds)  # cached per engine version and time
+        fresh = _simulated_start(
+            snapshot_of(engine),
+            cores=cores,
+            walltime=seconds,
+            nodes=None,
+            begin=None,
+            after=(),
+            policy="easy",
+            priority=engine.ranking.name,
+        )
+        assert got == fresh, (op, n, seconds)
