@@ -24,6 +24,22 @@ from elastic.simulator.snapshot import (
 NOW = 1000.0
 
 
+def _simulated(
+    snapshot: QueueSnapshot, cores: int, walltime: float, nodes: int | None = None, priority: str = "basic"
+) -> float | None:
+    """The estimate by simulating the queue with the probe in it (as before the trajectory)."""
+    return _simulated_start(
+        snapshot,
+        cores=cores,
+        walltime=walltime,
+        nodes=nodes,
+        begin=None,
+        after=(),
+        policy="easy",
+        priority=priority,
+    )
+
+
 @st.composite
 def snapshots(draw: st.DrawFn) -> QueueSnapshot:
     nodes = draw(st.integers(1, 6))
@@ -63,17 +79,7 @@ def test_every_probe_starts_when_the_simulation_with_it_says(
         cores = nodes * snapshot.cores_per_node if nodes else data.draw(st.integers(1, total))
         walltime = data.draw(st.sampled_from([1.0, 30.0, 60.0, 89.0, 90.0, 600.0, 3000.0, 10_000.0]))
         got = estimate_start(snapshot, cores=cores, walltime=walltime, nodes=nodes)
-        want = _simulated_start(
-            snapshot,
-            cores=cores,
-            walltime=walltime,
-            nodes=nodes,
-            begin=None,
-            after=(),
-            policy="easy",
-            priority="basic",
-        )
-        assert got == want, (cores, nodes, walltime)
+        assert got == _simulated(snapshot, cores, walltime, nodes), (cores, nodes, walltime)
 
 
 def test_a_queue_with_a_held_job_is_simulated_with_the_probe() -> None:
@@ -82,8 +88,8 @@ def test_a_queue_with_a_held_job_is_simulated_with_the_probe() -> None:
         NOW, 4, 1, (RunningJob("r", 4, NOW + 60.0),), (PendingJob("p", 2, 600.0, begin=NOW + 30.0),)
     )
     assert _easy_trajectory(held, "age") is None
-    assert estimate_start(held, cores=2, walltime=60.0, priority="age") == _simulated_start(
-        held, cores=2, walltime=60.0, nodes=None, begin=None, after=(), policy="easy", priority="age"
+    assert estimate_start(held, cores=2, walltime=60.0, priority="age") == _simulated(
+        held, 2, 60.0, priority="age"
     )
 
 
@@ -135,14 +141,8 @@ def test_the_mock_estimate_follows_every_change_of_the_engine(
             engine.run(until=engine.now + seconds)
         cores = min(n, total)
         got = expected_start(engine, cores=cores, walltime=seconds)  # cached per engine version and time
-        fresh = _simulated_start(
-            snapshot_of(engine),
-            cores=cores,
-            walltime=seconds,
-            nodes=None,
-            begin=None,
-            after=(),
-            policy="easy",
-            priority=engine.ranking.name,
+        assert got == _simulated(snapshot_of(engine), cores, seconds, priority=engine.ranking.name), (
+            op,
+            n,
+            seconds,
         )
-        assert got == fresh, (op, n, seconds)
