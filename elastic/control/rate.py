@@ -301,6 +301,8 @@ class SubmissionRate:
         """Requests held back so far."""
         self.retry_at: float | None = None
         """When a held-back request may go (backend seconds); None when nothing is held back."""
+        self._refilled_for_held = -math.inf
+        """When the bucket holds the tokens of the request held back (its wait without the back-off)."""
 
     def _refill(self, now: float) -> None:
         if self._refilled is not None and now > self._refilled:
@@ -366,6 +368,8 @@ class SubmissionRate:
             self.retry_at = None
             return True
         retry = max(now + short, not_before)
+        if queue_free:
+            self._refilled_for_held = now + short  # the bucket's part of the wait (the back-off may end)
         if self.retry_at is None:
             logger.info(
                 "submission-rate cap: holding a request of %d job(s) until t=%.0f s (%g jobs a minute, "
@@ -441,4 +445,9 @@ class SubmissionRate:
                 )
         elif ran:
             self.failures = 0
-            self.retry_at = None  # a request held by the back-off may go now: the next ask says
+            if self.retry_at is not None:
+                # the back-off ends, but not the bucket's wait: a request held for tokens is still held
+                # until they are there (cleared here, the step that refills them was never made: a
+                # liveness scenario's liveness requests waited for the next poll instead)
+                held_for = self._refilled_for_held
+                self.retry_at = held_for if held_for > now else None

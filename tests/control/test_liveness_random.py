@@ -109,3 +109,12 @@ def test_a_seeded_batch_of_the_benchmark_generator() -> None:
         if out.violations:
             failures.append((scenario, out.violations[:3]))
     assert failures == []
+
+
+def test_a_request_held_for_tokens_outlives_an_allocation_ending_in_the_same_step() -> None:
+    # benchmarks/bench_liveness.py, seed 1, index 4290 (asa, 50 stages, job_cores=1; about 8 s of CPU):
+    # the cap held a request back for tokens, then the liveness rule released two idle allocations in
+    # the same step, and their end cleared the hold (as if only the back-off after failures had held
+    # it): no step was made when the tokens were there, and three ready stages waited for the next poll
+    out = run_scenario(random_scenario(np.random.default_rng([1, 4290]), max_stages=50))
+    assert out.violations == [] and out.status == "completed"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import math
 
 import pytest
@@ -143,3 +144,45 @@ def test_a_token_short_only_by_float_rounding_is_there() -> None:
     assert rate.allow(68.69733531049509 + 60.0)
     assert not rate.allow(68.69733531049509 + 61.0)
     assert rate.retry_at is not None and rate.retry_at > 68.69733531049509 + 61.0
+
+
+def test_an_allocation_that_ends_does_not_forget_a_request_held_for_tokens() -> None:
+    rate = SubmissionRate(per_minute=6, burst=2)  # one token every 10 s
+    assert rate.allow(0.0) and rate.allow(0.0) and not rate.allow(0.0)
+    assert rate.retry_at == 10.0
+    rate.ended(5.0, failed=False, ran=True)  # ends the back-off after failures, not the bucket's wait
+    assert rate.retry_at == 10.0 and rate.pending(5.0) == 10.0
+    # held by the back-off alone: an allocation that ran lets it go at once
+    backed = SubmissionRate(per_minute=60, burst=4)
+    assert backed.allow(0.0)
+    backed.ended(1.0, failed=True, ran=True)  # 30 s between submissions now
+    assert not backed.allow(2.0) and backed.retry_at == 31.0
+    backed.ended(3.0, failed=False, ran=True)
+    assert backed.retry_at is None and backed.allow(3.0)
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0.0, 20.0, allow_nan=False), st.integers(1, 5), st.booleans()),
+        max_size=40,
+    ),
+    st.floats(1.0, 120.0),
+    st.integers(1, 8),
+)
+def test_a_held_request_is_told_when_it_may_go(
+    moves: list[tuple[float, int, bool]], per_minute: float, burst: int
+) -> None:
+    # whenever a request is held back and the cap names no time for it, it may go now (allocations
+    # that ran end in between; after a failure the back-off grows, and the next ask names a new time)
+    rate, now, held = SubmissionRate(per_minute=per_minute, burst=burst), 0.0, 0
+    for gap, jobs, ended in moves:
+        now += gap
+        if ended:
+            rate.ended(now, failed=False, ran=True)
+        if held and rate.pending(now) is None:
+            probe = copy.deepcopy(rate)
+            assert probe.allow(now, held), (now, held)
+        if rate.allow(now, jobs):
+            held = 0
+        elif not held:
+            held = jobs
