@@ -533,9 +533,9 @@ class Planner:
                         asked = self.queue.headroom(view, g, own, released)
                     else:
                         asked = walltime + idling  # held back by the cap (above)
-                    jobs += (
-                        1  # at least one job: never more than the cap takes (under max_cores, fewer pieces)
-                    )
+                    # one job at least (under max_cores, fewer than its pieces): counted so, the requests
+                    # planned in full are never fewer than the cap takes
+                    jobs += 1
                     given = None if chain else self.queue.estimate(view, g.cores, released)
                     if self.calibrate and given is not None:
                         self.queue.given[(view.now, g.stages[0])] = given
