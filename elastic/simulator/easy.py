@@ -158,6 +158,10 @@ class EasyBackfill:
             i += 1
         return extra
 
+    def backfill_window(self) -> tuple[float, int]:
+        """Return the blocked head's shadow time and the extra cores left after the last pass."""
+        return self._shadow, self._extra
+
     def blocked_head(self) -> int:
         """Return the head job blocked after the last pass, or -1."""
         return self._blocked

@@ -318,19 +318,10 @@ def _easy_trajectory(snapshot: QueueSnapshot, priority: str) -> _Trajectory | No
 
     def after_pass() -> None:
         if queue:
-            passes.append(
-                (
-                    copy._now,
-                    False,
-                    cl.free,
-                    cl.idle_nodes,
-                    policy._shadow,
-                    policy._extra,
-                    whole[queue[0]] != 0,
-                )
-            )
+            shadow, extra = policy.backfill_window()
+            passes.append((copy.now, False, cl.free, cl.idle_nodes, shadow, extra, whole[queue[0]] != 0))
         else:
-            passes.append((copy._now, True, cl.free, cl.idle_nodes, math.inf, 0, False))
+            passes.append((copy.now, True, cl.free, cl.idle_nodes, math.inf, 0, False))
 
     copy._schedule()  # the pass a probe's submission makes
     after_pass()
