@@ -126,8 +126,9 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     out: list[Submit] = []
     # every job after the cap's budget is held back (each request is one job at least); one is asked all
     # the same, so that the cap names the step it refills at
-    room = None if view.submittable is None else max(view.submittable, 1)
-    room = None if room is None else room - sum(1 for a in decision.actions if isinstance(a, Submit))
+    room = None
+    if view.submittable is not None:
+        room = max(view.submittable, 1) - sum(1 for a in decision.actions if isinstance(a, Submit))
     for stage in view.active_stages:  # both tests below need a stage ready and not complete
         if room is not None and len(out) >= room:
             break

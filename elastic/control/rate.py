@@ -304,17 +304,24 @@ class SubmissionRate:
         self._refilled_for_held = -math.inf
         """When the bucket holds the tokens of the request held back (its wait without the back-off)."""
 
-    def _refill(self, now: float) -> None:
+    def _tokens_at(self, now: float) -> float:
+        """Return the tokens in the bucket at ``now`` (refilled since the last count; changes nothing)."""
         if self._refilled is not None and now > self._refilled:
-            self._tokens = min(
-                float(self.burst), self._tokens + (now - self._refilled) * self.per_minute / 60.0
-            )
+            return min(float(self.burst), self._tokens + (now - self._refilled) * self.per_minute / 60.0)
+        return self._tokens
+
+    def _refill(self, now: float) -> None:
+        self._tokens = self._tokens_at(now)
         if self._refilled is None or now > self._refilled:
             self._refilled = now
 
+    def _delay(self) -> float:
+        """Return the seconds the back-off after failures puts between two jobs now (0: none)."""
+        return self.failure_delays[min(self.failures, len(self.failure_delays) - 1)]
+
     def _not_before(self) -> float:
         """When the back-off after failures lets the next job go (``-inf``: it does not hold any)."""
-        delay = self.failure_delays[min(self.failures, len(self.failure_delays) - 1)]
+        delay = self._delay()
         return -math.inf if delay == 0.0 or self._last is None else self._last + delay
 
     def allow(self, now: float, jobs: int = 1) -> bool:
@@ -404,11 +411,8 @@ class SubmissionRate:
         """
         if (self.retry_at is not None and now < self.retry_at) or now < self._not_before():
             return 0
-        tokens = self._tokens
-        if self._refilled is not None and now > self._refilled:
-            tokens = min(float(self.burst), tokens + (now - self._refilled) * self.per_minute / 60.0)
-        whole = max(0, math.floor(tokens + _ROUNDING_S * self.per_minute / 60.0))
-        if self.failure_delays[min(self.failures, len(self.failure_delays) - 1)] > 0.0:
+        whole = max(0, math.floor(self._tokens_at(now) + _ROUNDING_S * self.per_minute / 60.0))
+        if self._delay() > 0.0:
             whole = min(whole, 1)  # after failures each job waits the delay after the one before it
         return whole + 1
 
