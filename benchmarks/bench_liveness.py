@@ -2,7 +2,9 @@
 
 Each scenario (``tests/control/scenarios.py``: a random DAG of 1 to ``--max-stages`` stages, task widths
 up to the partition, runtimes up to 3x longer or shorter than their hints, lognormal spread, outside kills
-of running allocations, a random strategy and batch-job shape, one run of history or none) runs through
+of running allocations, a random strategy and batch-job shape, one run of history or none: of the same
+workflow, or of the same name with other stages or its first stage alone, a remembered plan that disagrees
+with the tasks) runs through
 the real Runner and AllocationController on the mock backend's virtual clock. Counted:
 
 - **stalls**: the run did not complete (or fail with the documented error of a task lost more often than

@@ -19,7 +19,7 @@ A scenario is a plain frozen dataclass so hypothesis can shrink it and a failure
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -65,6 +65,10 @@ class Scenario:
     seed: int = 0
     history: int = 0
     """Runs of the same workflow before this one (they teach runtimes and waits)."""
+    remembered: str = "same"
+    """What those earlier runs ran under the same workflow name: ``same`` (this workflow), ``other`` (every
+    stage named otherwise, as after renaming a script's apps) or ``first`` (its first stage alone, as a
+    first attempt that stopped early): a remembered plan that disagrees with the tasks (issue 26)."""
 
     def workflow(self, name: str = "random") -> Workflow:
         """Return the scenario's workflow (stage ``i`` is ``s{i}``; ``after`` indexes earlier stages)."""
@@ -80,6 +84,31 @@ class Scenario:
             for i, spec in enumerate(self.stages)
         )
         return Workflow(name, stages)
+
+    def past_workflow(self, name: str = "random") -> Workflow:
+        """Return what the earlier runs (:attr:`history`) ran under the same name (:attr:`remembered`)."""
+        workflow = self.workflow(name)
+        if self.remembered == "same":
+            return workflow
+        if self.remembered == "first":
+            return Workflow(name, workflow.stages[:1])
+        if self.remembered == "other":
+            renamed = {s.name: f"old_{s.name}" for s in workflow.stages}
+            return Workflow(
+                name,
+                tuple(
+                    Stage(
+                        renamed[s.name],
+                        s.tasks,
+                        s.cores,
+                        runtime=s.runtime,
+                        runtime_cv=s.runtime_cv,
+                        depends_on=None if s.depends_on is None else tuple(renamed[d] for d in s.depends_on),
+                    )
+                    for s in workflow.stages
+                ),
+            )
+        raise ValueError(f"remembered must be 'same', 'other' or 'first', got {self.remembered!r}")
 
 
 @dataclass
@@ -117,7 +146,7 @@ def random_scenario(rng: np.random.Generator, *, max_stages: int = 50) -> Scenar
 
     job_cores = None if rng.random() < 0.5 else int(rng.integers(1, nodes + 1))
     kills = tuple(sorted(float(t) for t in rng.uniform(0, 20_000, size=int(rng.integers(0, 3)))))
-    return Scenario(
+    scenario = Scenario(
         tuple(stages),
         nodes=nodes,
         strategy=str(rng.choice(STRATEGY_NAMES)),
@@ -126,6 +155,9 @@ def random_scenario(rng: np.random.Generator, *, max_stages: int = 50) -> Scenar
         seed=int(rng.integers(0, 2**31)),
         history=int(rng.integers(0, 2)),
     )
+    if scenario.history:  # drawn last: every draw before it, so every scenario without history, is as it was
+        scenario = replace(scenario, remembered=str(rng.choice(["same", "other", "first"])))
+    return scenario
 
 
 def _able(a: Allocation, stage: str, cores: int) -> bool:
@@ -145,9 +177,11 @@ def run_scenario(scenario: Scenario, *, check_settled: bool = False) -> Outcome:
     waits = make_wait_learner(strategy_learner(scenario.strategy), seed=scenario.seed)
     outcome = Outcome("none", math.nan, 0)
     for run in range(scenario.history + 1):
-        kills = list(scenario.kills) if run == scenario.history else []
-        knowledge = Knowledge(workflow, waits=waits, history=history)
-        outcome = _run_once(scenario, workflow, knowledge, run, kills, check_settled)
+        last = run == scenario.history
+        kills = list(scenario.kills) if last else []
+        ran = workflow if last else scenario.past_workflow()
+        knowledge = Knowledge(ran, waits=waits, history=history)
+        outcome = _run_once(scenario, ran, knowledge, run, kills, check_settled)
     return outcome
 
 

@@ -79,6 +79,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         job_cores=draw(st.one_of(st.none(), st.integers(1, nodes))),
         kills=tuple(sorted(draw(st.lists(st.floats(0, 5000), max_size=1)))),
         seed=draw(st.integers(0, 1000)),
+        history=draw(st.integers(0, 1)),
+        remembered=draw(st.sampled_from(["same", "other", "first"])),
     )
 
 
@@ -119,3 +121,21 @@ def test_a_request_held_for_tokens_outlives_an_allocation_ending_in_the_same_ste
     # it): no step was made when the tokens were there, and three ready stages waited for the next poll
     out = run_scenario(random_scenario(np.random.default_rng([1, 4290]), max_stages=50))
     assert out.violations == [] and out.status == "completed"
+
+
+@pytest.mark.parametrize("remembered", ["other", "first"])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_a_remembered_plan_that_disagrees_with_the_tasks_is_overruled(strategy: str, remembered: str) -> None:
+    # the reproduction as a scenario: the store remembers a run of the same workflow name with
+    # other stages (a renamed app) or with its first stage alone; the new run's stages still get cores
+    scenario = Scenario(
+        (StageSpec(tasks=2, cores=1, runtime=60.0), StageSpec(tasks=1, cores=2, runtime=30.0, after=(0,))),
+        nodes=4,
+        strategy=strategy,
+        history=1,
+        remembered=remembered,
+    )
+    assert scenario.past_workflow().name == scenario.workflow().name
+    assert {s.name for s in scenario.past_workflow().stages} != {s.name for s in scenario.workflow().stages}
+    out = run_scenario(scenario)
+    assert out.violations == [] and out.status == "completed", out
