@@ -97,12 +97,9 @@ class Scenario:
             return Workflow(
                 name,
                 tuple(
-                    Stage(
-                        renamed[s.name],
-                        s.tasks,
-                        s.cores,
-                        runtime=s.runtime,
-                        runtime_cv=s.runtime_cv,
+                    replace(
+                        s,
+                        name=renamed[s.name],
                         depends_on=None if s.depends_on is None else tuple(renamed[d] for d in s.depends_on),
                     )
                     for s in workflow.stages
