@@ -18,22 +18,33 @@ A scenario is a plain frozen dataclass so hypothesis can shrink it and a failure
 
 from __future__ import annotations
 
+import concurrent.futures
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.backends.mock import MockBackend
+from elastic.control.controller import AllocationController
+from elastic.control.execution import RunResult
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.learners.choice import make_wait_learner
 from elastic.metrics import EventKind
+from elastic.pool.tasks import Task
+from elastic.store import Store
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy, strategy_learner
 from elastic.strategies.knowledge import TOTAL
 from elastic.workflow import Stage, Workflow
+from tests.control.live_front import VirtualFrontDoor
 
-__all__ = ["MAX_DURATION", "Outcome", "Scenario", "StageSpec", "random_scenario", "run_scenario"]
+__all__ = ["FRONTS", "MAX_DURATION", "Outcome", "Scenario", "StageSpec", "random_scenario", "run_scenario"]
+
+FRONTS = ("runner", "runner", "futures", "announce", "loop")
+"""How :func:`random_scenario` draws :attr:`Scenario.front` (half declared to the driver, half user code)."""
 
 MAX_DURATION = 60 * 86400.0
 """Virtual seconds after which a run that has not completed counts as stalled."""
@@ -69,6 +80,17 @@ class Scenario:
     """What those earlier runs ran under the same workflow name: ``same`` (this workflow), ``other`` (every
     stage named otherwise, as after renaming a script's apps) or ``first`` (its first stage alone, as a
     first attempt that stopped early): a remembered plan that disagrees with the tasks (issue 26)."""
+
+    front: str = "runner"
+    """How the workflow reaches control: ``runner`` (declared, the driver makes its tasks: ``elastic run``),
+    or user code on the front door (:class:`~tests.control.live_front.VirtualFrontDoor`, undeclared unless
+    :attr:`declares`): ``futures`` (every task submitted at once, each after the futures of its inputs'
+    tasks: ``Elastic.submit`` with futures as arguments), ``announce`` (held tasks announced with their
+    counts, cores and runtimes and submitted once their inputs are done: the Parsl executor and the
+    Prefect runner) or ``loop`` (a stage submitted once its inputs are done, nothing announced, no runtime
+    given: a plain script)."""
+    declares: bool = False
+    """On the front door: the workflow is declared (``Elastic(workflow=...)``, runtimes as hinted)."""
 
     def workflow(self, name: str = "random") -> Workflow:
         """Return the scenario's workflow (stage ``i`` is ``s{i}``; ``after`` indexes earlier stages)."""
@@ -154,6 +176,9 @@ def random_scenario(rng: np.random.Generator, *, max_stages: int = 50) -> Scenar
     )
     if scenario.history:  # drawn last: every draw before it, so every scenario without history, is as it was
         scenario = replace(scenario, remembered=str(rng.choice(["same", "other", "first"])))
+    front = str(rng.choice(FRONTS))  # drawn after all the above, which are as they were before it existed
+    if front != "runner":
+        scenario = replace(scenario, front=front, declares=bool(rng.random() < 0.3))
     return scenario
 
 
@@ -168,8 +193,11 @@ def run_scenario(scenario: Scenario, *, check_settled: bool = False) -> Outcome:
     ``check_settled``: ask the strategy at every step even where its last decision holds, and fail where
     it decides otherwise (:attr:`~elastic.control.controller.AllocationController.check_settled`).
     """
+    if scenario.front not in ("runner", "futures", "announce", "loop"):
+        raise ValueError(f"front must be 'runner', 'futures', 'announce' or 'loop', got {scenario.front!r}")
     workflow = scenario.workflow()
     history = MemoryHistory()
+    store = None if scenario.front == "runner" else Store("sqlite://")  # one thread: one database
     # seeded: a failing scenario, printed, replays the same run (the paper's learner samples)
     waits = make_wait_learner(strategy_learner(scenario.strategy), seed=scenario.seed)
     outcome = Outcome("none", math.nan, 0)
@@ -177,30 +205,35 @@ def run_scenario(scenario: Scenario, *, check_settled: bool = False) -> Outcome:
         last = run == scenario.history
         kills = list(scenario.kills) if last else []
         ran = workflow if last else scenario.past_workflow()
-        knowledge = Knowledge(ran, waits=waits, history=history)
-        outcome = _run_once(scenario, ran, knowledge, run, kills, check_settled)
+        if store is None:
+            knowledge = Knowledge(ran, waits=waits, history=history)
+            outcome = _run_once(scenario, ran, knowledge, run, kills, check_settled)
+        else:
+            outcome = _run_live(scenario, ran, store, waits, run, kills, check_settled)
+    if store is not None:
+        store.close()
     return outcome
 
 
-def _run_once(
-    scenario: Scenario,
-    workflow: Workflow,
-    knowledge: Knowledge,
-    run: int,
-    kills: list[float],
-    check_settled: bool = False,
-) -> Outcome:
-    backend = MockBackend(nodes=scenario.nodes)
-    violations: list[str] = []
-    last: list[object] = [None, None, ()]  # the stages and allocations checked last, the stages stranded
+class _Checks:
+    """The invariants checked after every step of a run, and the outside kills made meanwhile."""
 
-    def check(view: RunView) -> None:
+    def __init__(self, backend: MockBackend, kills: list[float]) -> None:
+        self.backend = backend
+        self.kills = kills
+        self.violations: list[str] = []
+        self.controller: AllocationController | None = None
+        self._last: list[object] = [None, None, ()]  # the stages and allocations checked last, those stranded
+
+    def __call__(self, view: RunView) -> None:
+        kills, backend, last = self.kills, self.backend, self._last
         while kills and view.now >= kills[0]:
             kills.pop(0)
             live = [a for a in view.allocations if a.running and a.backend_job_id]
             if live:
                 backend.cancel(live[0].backend_job_id or "")
-        retry_at = runner.controller.rate.retry_at
+        assert self.controller is not None
+        retry_at = self.controller.rate.retry_at
         if retry_at is not None and retry_at > view.now:
             return  # the submission-rate cap holds requests back until then (documented, issue 31)
         if last[0] is not view.stages or last[1] is not view.allocations:  # else only the clock moved
@@ -213,13 +246,39 @@ def _run_once(
                     for s in view.stages
                     if s.ready
                     and not s.complete
-                    and s.tasks - s.done - s.running > 0
+                    and (s.queued if s.queued is not None else s.tasks - s.done - s.running) > 0
                     and not any(_able(a, s.name, s.cores) for a in open_)
                 ),
             ]
         for name in last[2]:  # type: ignore[attr-defined]
-            violations.append(f"t={view.now:.0f}: stage {name} waits with no allocation for it")
+            self.violations.append(f"t={view.now:.0f}: stage {name} waits with no allocation for it")
 
+    def after(self, result: RunResult, expected: int, ends: list[str]) -> None:
+        """Check how the run ended, and that none of its batch jobs is left."""
+        violations = self.violations
+        if result.status == "failed" and "was lost" in result.detail:
+            pass  # documented: TaskLostError, retries exhausted (the invariant allows it)
+        elif result.status != "completed":
+            violations.append(f"run {result.status} after {result.metrics.makespan:.0f} s: {result.detail}")
+        elif len(ends) != expected or len(set(ends)) != expected:
+            violations.append(f"{len(ends)} task ends ({len(set(ends))} distinct) for {expected} tasks")
+        assert self.controller is not None
+        mine = {a.backend_job_id for a in self.controller.allocations}
+        left = [j.job_id for j in self.backend.queue() if j.job_id in mine and not j.state.is_final]
+        if left:
+            violations.append(f"{len(left)} batch jobs left after the run: {left}")
+
+
+def _run_once(
+    scenario: Scenario,
+    workflow: Workflow,
+    knowledge: Knowledge,
+    run: int,
+    kills: list[float],
+    check_settled: bool = False,
+) -> Outcome:
+    backend = MockBackend(nodes=scenario.nodes)
+    checks = _Checks(backend, kills)
     runner = Runner(
         workflow,
         make_strategy(scenario.strategy),
@@ -228,22 +287,145 @@ def _run_once(
         knowledge,
         seed=scenario.seed + run,
         max_duration=MAX_DURATION,
-        on_iteration=check,
+        on_iteration=checks,
         job_cores=scenario.job_cores,
     )
+    checks.controller = runner.controller
     runner.controller.check_settled = check_settled
     result = runner.run()
-    ends = [e.task for e in result.events if e.kind is EventKind.TASK_END]
-    expected = sum(s.tasks for s in workflow.stages)
-    if result.status == "failed" and "was lost" in result.detail:
-        pass  # documented: TaskLostError, retries exhausted (the invariant allows it)
-    elif result.status != "completed":
-        violations.append(f"run {result.status} after {result.metrics.makespan:.0f} s: {result.detail}")
-    elif len(ends) != expected or len(set(ends)) != expected:
-        violations.append(f"{len(ends)} task ends ({len(set(ends))} distinct) for {expected} tasks")
-    mine = {a.backend_job_id for a in runner.controller.allocations}
-    left = [j.job_id for j in backend.queue() if j.job_id in mine and not j.state.is_final]
-    if left:
-        violations.append(f"{len(left)} batch jobs left after the run: {left}")
+    ends = [e.task for e in result.events if e.kind is EventKind.TASK_END and e.task is not None]
+    checks.after(result, sum(s.tasks for s in workflow.stages), ends)
     count = len(runner.controller.allocations)
-    return Outcome(result.status, result.metrics.makespan, count, violations, result.detail)
+    return Outcome(result.status, result.metrics.makespan, count, checks.violations, result.detail)
+
+
+def _run_live(
+    scenario: Scenario,
+    workflow: Workflow,
+    store: Store,
+    waits: object,
+    run: int,
+    kills: list[float],
+    check_settled: bool = False,
+) -> Outcome:
+    """Run ``workflow`` as user code on the front door (:attr:`Scenario.front`) and check the invariants.
+
+    Also checked: the store's row of the run says how it ended (``completed``, or ``failed`` with the
+    documented lost-task error), never ``running``.
+    """
+    backend = MockBackend(nodes=scenario.nodes)
+    checks = _Checks(backend, kills)
+    door = VirtualFrontDoor(
+        workflow.name,
+        scenario.strategy,
+        backend,
+        store,
+        waits,
+        plan=workflow if scenario.declares else None,
+        job_cores=scenario.job_cores,
+    )
+    checks.controller = door.controller
+    door.controller.check_settled = check_settled
+    rng = np.random.default_rng([scenario.seed, run])
+    program = UserProgram(scenario, workflow, rng)
+    result = door.run(program, max_duration=MAX_DURATION, on_iteration=checks)
+    checks.after(result, sum(s.tasks for s in workflow.stages), door.task_ends)
+    runs = store.runs(workflow=workflow.name)
+    if runs.empty or str(runs["status"].iloc[-1]) != result.status:
+        stored = None if runs.empty else runs["status"].iloc[-1]
+        checks.violations.append(f"the store keeps the run as {stored!r}, not {result.status!r}")
+    count = len(door.controller.allocations)
+    return Outcome(result.status, result.metrics.makespan, count, checks.violations, result.detail)
+
+
+class Front(Protocol):
+    """What a user's program calls: :class:`elastic.Elastic`'s methods, and a maker of timed tasks."""
+
+    def task(self, stage: str, cores: int, estimate: float | None, duration: float) -> Task:
+        """Make a task of ``stage`` that takes ``duration`` seconds."""
+        ...
+
+    def submit_task(
+        self, task: Task, *, after: Iterable[concurrent.futures.Future[Any]] = ()
+    ) -> concurrent.futures.Future[Any]:
+        """Run ``task`` after the futures ``after``."""
+        ...
+
+    def expect(
+        self,
+        stage: str,
+        tasks: int,
+        *,
+        cores: int = 1,
+        after: Sequence[str] = (),
+        ready: bool = False,
+        runtime: float | None = None,
+    ) -> None:
+        """Announce tasks not submitted yet."""
+        ...
+
+
+class UserProgram:
+    """A user's program that runs ``workflow`` on the front door, as :attr:`Scenario.front` says.
+
+    Task ``k`` of stage ``s{i}`` runs a duration drawn from the stage's true runtime
+    (:attr:`StageSpec.runtime`, spread :attr:`StageSpec.cv`); the runtime given with it, where the program
+    gives one, is the hinted one (the workflow's). A task of a stage runs after every task of the stages
+    that stage depends on.
+    """
+
+    def __init__(self, scenario: Scenario, workflow: Workflow, rng: np.random.Generator) -> None:
+        self.style = scenario.front
+        self.workflow = workflow
+        specs = {f"s{i}": spec for i, spec in enumerate(scenario.stages)}  # a renamed stage is "old_s{i}"
+        self._durations = {
+            s.name: Stage(
+                s.name,
+                s.tasks,
+                s.cores,
+                runtime=specs[s.name.removeprefix("old_")].runtime,
+                runtime_cv=s.runtime_cv,
+            ).sample_runtimes(rng)
+            for s in workflow.stages
+        }
+        self.futures: dict[str, list[concurrent.futures.Future[object]]] = {}
+        self._announced = False
+
+    @property
+    def finished(self) -> bool:
+        """Every stage submitted and every one of its futures done."""
+        return len(self.futures) == len(self.workflow.stages) and all(
+            f.done() for fs in self.futures.values() for f in fs
+        )
+
+    def act(self, door: Front) -> None:
+        """Submit what is ready (``futures``: everything at once), announcing held stages (``announce``)."""
+        for stage in self.workflow.stages:
+            if stage.name in self.futures:
+                continue
+            deps = stage.depends_on or ()
+            inputs = [f for d in deps for f in self.futures.get(d, ())]
+            if self.style != "futures" and not (
+                all(d in self.futures for d in deps) and all(f.done() for f in inputs)
+            ):
+                continue
+            estimate = None if self.style == "loop" else stage.runtime
+            futures = []
+            for duration in self._durations[stage.name]:
+                task = door.task(stage.name, stage.cores, estimate, float(duration))
+                future = door.submit_task(task, after=inputs if self.style == "futures" else ())
+                futures.append(future)
+            self.futures[stage.name] = futures
+            if self.style == "announce" and self._announced:
+                door.expect(stage.name, 0, cores=stage.cores)
+        if self.style == "announce" and not self._announced:
+            self._announced = True
+            for stage in self.workflow.stages:
+                if stage.name not in self.futures:
+                    door.expect(
+                        stage.name,
+                        stage.tasks,
+                        cores=stage.cores,
+                        after=tuple(stage.depends_on or ()),
+                        runtime=stage.runtime,
+                    )

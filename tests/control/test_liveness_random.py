@@ -1,9 +1,10 @@
 """Random scenarios through the real control loop (tests/control/scenarios.py): no stall, no stranded task.
 
 Hypothesis draws small DAG workflows, task widths up to the partition, runtimes longer or shorter than
-their hints, outside kills, every strategy and batch-job shape, and shrinks any failure to a small
-scenario (paste it into ``REGRESSIONS``). A seeded batch from the benchmark's own generator runs too;
-``benchmarks/bench_liveness.py`` runs thousands.
+their hints, outside kills, every strategy and batch-job shape, declared to the driver or submitted by
+user code on the front door (undeclared or declared, all at once or stage by stage, announced or not),
+and shrinks any failure to a small scenario (paste it into ``REGRESSIONS``). A seeded batch from the
+benchmark's own generator runs too; ``benchmarks/bench_liveness.py`` runs thousands.
 """
 
 from __future__ import annotations
@@ -81,6 +82,8 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         seed=draw(st.integers(0, 1000)),
         history=draw(st.integers(0, 1)),
         remembered=draw(st.sampled_from(["same", "other", "first"])),
+        front=draw(st.sampled_from(["runner", "futures", "announce", "loop"])),
+        declares=draw(st.booleans()),
     )
 
 
@@ -137,5 +140,45 @@ def test_a_remembered_plan_that_disagrees_with_the_tasks_is_overruled(strategy: 
     )
     assert scenario.past_workflow().name == scenario.workflow().name
     assert {s.name for s in scenario.past_workflow().stages} != {s.name for s in scenario.workflow().stages}
+    out = run_scenario(scenario)
+    assert out.violations == [] and out.status == "completed", out
+
+
+@pytest.mark.parametrize("front", ["futures", "announce", "loop"])
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_an_undeclared_dag_submitted_by_user_code_completes(strategy: str, front: str) -> None:
+    # the front door with no plan: a diamond whose stages it learns from the tasks (and announcements),
+    # a 4-core join after two branches; every task ends once, nothing is left, the store says completed
+    scenario = Scenario(
+        (
+            StageSpec(tasks=3, cores=1, runtime=120.0),
+            StageSpec(tasks=2, cores=2, runtime=600.0, after=(0,)),
+            StageSpec(tasks=4, cores=1, runtime=60.0, after=(0,)),
+            StageSpec(tasks=1, cores=4, runtime=300.0, after=(1, 2)),
+        ),
+        nodes=16,
+        strategy=strategy,
+        front=front,
+    )
+    out = run_scenario(scenario)
+    assert out.violations == [] and out.status == "completed", out
+    assert out.makespan >= 120.0 + 600.0 + 300.0
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_a_wider_stage_a_plain_loop_submits_late_gets_cores(strategy: str) -> None:
+    # a script that submits each stage once the one before is done, announcing nothing: the 4-core task
+    # of the last stage is wider than anything the strategy had seen (Big-Job's allocation is 6 cores of
+    # 2-core tasks, then released); without the liveness rule it waits for ever
+    scenario = Scenario(
+        (
+            StageSpec(tasks=2, cores=1, runtime=60.0),
+            StageSpec(tasks=3, cores=2, runtime=600.0, after=(0,)),
+            StageSpec(tasks=1, cores=4, runtime=60.0, after=(1,)),
+        ),
+        nodes=16,
+        strategy=strategy,
+        front="loop",
+    )
     out = run_scenario(scenario)
     assert out.violations == [] and out.status == "completed", out
