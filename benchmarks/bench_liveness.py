@@ -1,11 +1,21 @@
 """Random scenarios through the real control loop: stalls, stranded tasks and leftovers, with the time taken.
 
 Each scenario (``tests/control/scenarios.py``: a random DAG of 1 to ``--max-stages`` stages, task widths
-up to the partition, runtimes up to 3x longer or shorter than their hints, lognormal spread, outside kills
-of running allocations, a random strategy and batch-job shape, one run of history or none: of the same
-workflow, or of the same name with other stages or its first stage alone, a remembered plan that disagrees
-with the tasks) runs through
-the real Runner and AllocationController on the mock backend's virtual clock. Counted:
+up to the partition, lognormal spread, outside kills of running allocations, a random strategy and
+batch-job shape, one run of history or none: of the same workflow, or of the same name with other stages
+or its first stage alone, a remembered plan that disagrees with the tasks) runs on the mock backend's
+virtual clock, in one of two ways:
+
+- declared to the real Runner (``elastic run``), which makes the tasks from the declared runtimes;
+- submitted by a user's program to the front door's real intake, live demand, store record and
+  AllocationController, with the pool simulated (``tests/control/live_front.py``): undeclared or declared
+  (``Elastic(workflow=...)``), every task at once after the futures of its inputs, stage by stage with
+  the held stages announced with their runtimes (as the Parsl executor and the Prefect runner do), or stage
+  by stage with nothing announced and no runtime given (a plain script). Its tasks take their stage's true
+  runtime, up to 3x longer or shorter than the runtime the program gives (on the Runner, the declared
+  runtime is what the tasks take).
+
+Counted:
 
 - **stalls**: the run did not complete (or fail with the documented error of a task lost more often than
   its retries allow) within 60 virtual days;
@@ -16,6 +26,12 @@ the real Runner and AllocationController on the mock backend's virtual clock. Co
 
     .venv/bin/python benchmarks/bench_liveness.py [--scenarios 10000] [--max-stages 50] [--seed 1]
         [--first 0] [--processes 2] [--csv out.csv]
+    .venv/bin/python benchmarks/bench_liveness.py --slurm 30 [--seed 1]
+
+``--slurm N``: instead, N small scenarios (``tests/front/real_scenarios.py``: 1-3 stages of tasks that
+sleep 1-4 s) through the real front door, with real agents in real jobs on a local Slurm cluster it starts
+(the Debian packages of ``scripts/bootstrap.sh``): every task ends, ``squeue`` is empty within 10 s of the
+end, the store keeps each run as completed.
 
 ``--first N`` starts at scenario ``N`` of the seed's sequence (scenario ``i`` is drawn from ``(seed, i)``
 alone), so the 10,000 can be run in chunks on different days or machines and their CSVs joined.
@@ -82,6 +98,9 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
         "strategy": scenario.strategy,
         "stages": len(scenario.stages),
         "job_cores": scenario.job_cores,
+        "front": scenario.front,
+        "declares": scenario.declares,
+        "remembered": scenario.remembered if scenario.history else "",
         "status": status,
         "lost": status == "failed" and "was lost" in detail,
         "stall": kinds["stall"] > 0,
@@ -102,6 +121,11 @@ def _summary(rows: list[dict[str, object]], what: str) -> int:
         f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
         f"{count['lost']} failed with the documented lost-task error; "
         f"CPU {sum(cpu):.0f} s in all, per scenario median {cpu[len(cpu) // 2]:.2f} s, max {cpu[-1]:.1f} s"
+    )
+    fronts = collections.Counter(str(r.get("front", "runner")) for r in rows)
+    lost = collections.Counter(str(r.get("front", "runner")) for r in rows if _true(r["lost"]))
+    print(
+        "  lost-task failures by front: " + ", ".join(f"{f} {lost[f]}/{n}" for f, n in sorted(fronts.items()))
     )
     return 1 if count["stall"] or count["stranded"] or count["leftover"] else 0
 
@@ -127,6 +151,46 @@ def _join(paths: list[Path]) -> int:
     return _summary(list(rows.values()), what + (f", {gaps} missing)" if gaps else ")"))
 
 
+def _slurm(count: int, seed: int, first: int) -> int:
+    """Run ``count`` scenarios of ``tests/front/real_scenarios.py`` on a local Slurm cluster started here."""
+    import tempfile
+
+    from elastic.backends.slurm import SlurmBackend
+    from tests.fixtures.slurm_cluster import LocalSlurmCluster
+    from tests.front.real_scenarios import random_real_scenario, run_real
+
+    logging.disable(logging.WARNING)
+    bad = 0
+    fronts: collections.Counter[str] = collections.Counter()
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory() as tmp, LocalSlurmCluster(Path(tmp) / "slurm") as cluster:
+        for index in range(first, first + count):
+            scenario = random_real_scenario(np.random.default_rng([seed, index]))
+            work = Path(tmp) / f"s{index}"
+            work.mkdir()
+            backend = SlurmBackend(partition="debug", env=cluster.env, workdir=work, command_timeout=20)
+            began = time.monotonic()
+            out = run_real(scenario, backend, f"sqlite:///{work / 'store.db'}", leftovers=cluster.queue)
+            fronts[scenario.front] += 1
+            took = time.monotonic() - began
+            if out.violations:
+                bad += 1
+                print(f"FAIL {index} {'; '.join(out.violations[:3])}\n  {scenario!r}", flush=True)
+            else:
+                print(
+                    f"{index}: {scenario.strategy}, {scenario.front}, {len(scenario.stages)} stages, "
+                    f"history {scenario.history}: {out.status} in {took:.0f} s",
+                    flush=True,
+                )
+            cluster.cancel_all()
+    wall = time.monotonic() - start
+    print(
+        f"{count} scenarios on the local Slurm cluster (seed {seed}, from {first}; {dict(fronts)}): "
+        f"{bad} with a stall, a failed task, a leftover job or a run not kept as completed; {wall:.0f} s wall"
+    )
+    return 1 if bad else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -138,9 +202,17 @@ def main() -> int:
     parser.add_argument("--processes", type=int, default=2)
     parser.add_argument("--csv", type=Path, help="one row per scenario, written as each one ends")
     parser.add_argument("--join", type=Path, nargs="+", help="only print the summary of these --csv files")
+    parser.add_argument(
+        "--slurm",
+        type=int,
+        metavar="N",
+        help="instead: N small scenarios through the real front door on Slurm",
+    )
     args = parser.parse_args()
     if args.join:
         return _join(args.join)
+    if args.slurm is not None:
+        return _slurm(args.slurm, args.seed, args.first)
     if args.first < 0 or args.scenarios < 1:
         parser.error("--first must be >= 0 and --scenarios >= 1")
     # SIGTERM (and SIGINT where a background shell ignores it) stops early as Ctrl-C does
