@@ -34,7 +34,9 @@ sleep 1-4 s) through the real front door, with real agents in real jobs on a loc
 end, the store keeps each run as completed.
 
 ``--first N`` starts at scenario ``N`` of the seed's sequence (scenario ``i`` is drawn from ``(seed, i)``
-alone), so the 10,000 can be run in chunks on different days or machines and their CSVs joined.
+alone), so the 10,000 can be run in chunks on different days or machines and their CSVs joined
+(``--join``). ``--resume`` goes on with a run that was stopped (Ctrl-C, SIGTERM): the scenarios already in
+its ``--csv`` file are skipped and the others appended to it; run it on the same version of the code.
 
 Cost: the run steps every 30 virtual seconds (the controller's poll), so a scenario's CPU grows with its
 makespan (days of queue waits) times its allocations. Per-Stage, Big-Job and the paper's ASA variants
@@ -134,6 +136,18 @@ def _true(value: object) -> bool:
     return value is True or value == "True"  # a row read back from a CSV holds strings
 
 
+def _done(path: Path, seed: int, max_stages: int) -> set[int]:
+    """Return the indices of the scenarios of ``seed``, ``max_stages`` already in ``path`` (none: no file)."""
+    if not path.exists():
+        return set()
+    with path.open(newline="") as f:
+        return {
+            int(r["index"])
+            for r in csv.DictReader(f)
+            if r["seed"] == str(seed) and r["max_stages"] == str(max_stages)
+        }
+
+
 def _join(paths: list[Path]) -> int:
     """Print the summary of chunks run apart (``--csv`` files of one seed), each scenario counted once."""
     rows: dict[tuple[str, str, str], dict[str, object]] = {}
@@ -203,6 +217,11 @@ def main() -> int:
     parser.add_argument("--csv", type=Path, help="one row per scenario, written as each one ends")
     parser.add_argument("--join", type=Path, nargs="+", help="only print the summary of these --csv files")
     parser.add_argument(
+        "--resume",
+        action="store_true",
+        help="go on with a stopped run: skip the scenarios already in the --csv file, append the others",
+    )
+    parser.add_argument(
         "--slurm",
         type=int,
         metavar="N",
@@ -219,10 +238,19 @@ def main() -> int:
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     start = time.monotonic()
-    jobs = [(args.seed, i, args.max_stages) for i in range(args.first, args.first + args.scenarios)]
+    done: set[int] = set()
+    if args.resume:
+        if args.csv is None:
+            parser.error("--resume needs --csv (the file of the run to go on with)")
+        done = _done(args.csv, args.seed, args.max_stages)
+    jobs = [
+        (args.seed, i, args.max_stages)
+        for i in range(args.first, args.first + args.scenarios)
+        if i not in done
+    ]
     rows = []
     stopped = ""
-    out = None if args.csv is None else args.csv.open("w", newline="")
+    out = None if args.csv is None else args.csv.open("a" if done else "w", newline="")
     writer: csv.DictWriter[str] | None = None
     with multiprocessing.Pool(args.processes, initializer=_worker_signals) as pool:
         try:
@@ -231,7 +259,8 @@ def main() -> int:
                 if out is not None:  # as it ends: a chunk stopped by anything keeps what ran
                     if writer is None:
                         writer = csv.DictWriter(out, fieldnames=list(row))
-                        writer.writeheader()
+                        if not done:
+                            writer.writeheader()
                     writer.writerow(row)
                     out.flush()
                 if row["scenario"]:
