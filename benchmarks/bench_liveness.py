@@ -22,6 +22,9 @@ Counted:
 - **stranded**: after some decision, a ready stage with queued tasks had no allocation kept for it at least
   as wide as its widest task;
 - **leftovers**: batch jobs of the run still queued or running after it ended;
+- **idle**: an allocation still pending, or running no task, more than 60 s after every stage it is kept
+  for completed (the release rule cancels it at the next decision; not checked for ``asa``, whose planner
+  keeps an idle allocation for a stage it plans to run there);
 - **lost**: runs that failed with the documented retries-exhausted error (allowed, reported).
 
     .venv/bin/python benchmarks/bench_liveness.py [--scenarios 10000] [--max-stages 50] [--seed 1]
@@ -90,7 +93,13 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
     except Exception as exc:  # a crash is a finding too
         violations, status, detail = [f"exception: {exc!r}"], "exception", repr(exc)
     kinds = collections.Counter(
-        "leftover" if "left after" in v else "stranded" if "waits with no allocation" in v else "stall"
+        "leftover"
+        if "left after" in v
+        else "stranded"
+        if "waits with no allocation" in v
+        else "idle"
+        if "after its stages completed" in v
+        else "stall"
         for v in violations
     )
     return {
@@ -108,6 +117,7 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
         "stall": kinds["stall"] > 0,
         "stranded": kinds["stranded"] > 0,
         "leftover": kinds["leftover"] > 0,
+        "idle": kinds["idle"] > 0,
         "cpu_s": round(time.process_time() - start, 3),
         "scenario": repr(scenario) if violations else "",
         "violations": "; ".join(violations[:3]),
@@ -116,11 +126,15 @@ def _one(args: tuple[int, int, int]) -> dict[str, object]:
 
 def _summary(rows: list[dict[str, object]], what: str) -> int:
     """Print the counts and CPU of ``rows``; return the exit status (1: an invariant broke)."""
-    count = {k: sum(_true(r[k]) for r in rows) for k in ("stall", "stranded", "leftover", "lost")}
+    count = {
+        k: sum(_true(r.get(k, False)) for r in rows)
+        for k in ("stall", "stranded", "leftover", "idle", "lost")
+    }
     cpu = sorted(float(r["cpu_s"]) for r in rows)  # type: ignore[arg-type]
     print(
         f"{len(rows)} scenarios{what}: "
-        f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers; "
+        f"{count['stall']} stalls, {count['stranded']} stranded, {count['leftover']} leftovers, "
+        f"{count['idle']} idle past the release rule; "
         f"{count['lost']} failed with the documented lost-task error; "
         f"CPU {sum(cpu):.0f} s in all, per scenario median {cpu[len(cpu) // 2]:.2f} s, max {cpu[-1]:.1f} s"
     )
@@ -129,7 +143,7 @@ def _summary(rows: list[dict[str, object]], what: str) -> int:
     print(
         "  lost-task failures by front: " + ", ".join(f"{f} {lost[f]}/{n}" for f, n in sorted(fronts.items()))
     )
-    return 1 if count["stall"] or count["stranded"] or count["leftover"] else 0
+    return 1 if count["stall"] or count["stranded"] or count["leftover"] or count["idle"] else 0
 
 
 def _true(value: object) -> bool:
