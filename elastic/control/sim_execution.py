@@ -94,6 +94,11 @@ class SimExecution:
     task_overhead : float, default 0.0
         Backend seconds every task attempt runs beyond its sampled duration (dispatch to the agent,
         process start, result back); measured by the same benchmark.
+    drop_exhausted : bool, default False
+        What a task lost more than ``max_retries`` times does: False, fail the run (raise
+        :class:`TaskRetriesExhaustedError`, as a declared workflow cannot complete without it); True, drop
+        it (a TASK_DROPPED event after its TASK_LOST, the error kept in :attr:`dropped`) and go on, as the
+        pool fails only that task's future on the front door.
 
     Attributes
     ----------
@@ -117,6 +122,7 @@ class SimExecution:
         drain_margin: float = 30.0,
         startup: float = 0.0,
         task_overhead: float = 0.0,
+        drop_exhausted: bool = False,
     ) -> None:
         if drain_margin < 0:
             raise ConfigError(f"SimExecution: drain_margin must be >= 0 seconds, got {drain_margin!r}")
@@ -127,6 +133,9 @@ class SimExecution:
         self.drain_margin = drain_margin
         self.startup = float(startup)
         self.task_overhead = float(task_overhead)
+        self.drop_exhausted = drop_exhausted
+        self.dropped: dict[str, TaskRetriesExhaustedError] = {}
+        """Tasks dropped for being lost too often (``drop_exhausted``), with why."""
         self._now = float("-inf")
         self._queue: list[tuple[int, int, TaskSpec]] = []
         self._live: dict[str, _Live] = {}
@@ -189,7 +198,11 @@ class SimExecution:
             lost_on = self._losses.setdefault(task_id, [])
             lost_on.append(alloc_id)
             if len(lost_on) > self.max_retries:
-                raise TaskRetriesExhaustedError(task_id, lost_on)
+                if not self.drop_exhausted:
+                    raise TaskRetriesExhaustedError(task_id, lost_on)
+                self.dropped[task_id] = TaskRetriesExhaustedError(task_id, lost_on)
+                self._pending.append(_event(EventKind.TASK_DROPPED, at, alloc_id, task_id, task))
+                continue
             estimate = estimate_after_loss(task.estimate, at - started)
             task = dataclasses.replace(task, estimate=task.estimate if estimate is None else estimate)
             bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)

@@ -88,10 +88,15 @@ class SimulatedPool:
         return False
 
     def complete(self, task_id: str) -> None:
-        """Complete the future of ``task_id``, which ended (its done callbacks run here)."""
+        """Complete the future of ``task_id``: it ended, or was dropped (its done callbacks run here)."""
         future = self._futures.pop(task_id, None)
-        if future is not None and not future.done():
+        if future is None or future.done():
+            return
+        dropped = self.execution.dropped.get(task_id)
+        if dropped is None:
             future.set_result(None)
+        else:
+            future.set_exception(dropped)
 
 
 class Program(Protocol):
@@ -166,7 +171,7 @@ class VirtualFrontDoor:
             backend=backend.name,
             max_walltime=partition.max_walltime,
         )
-        self.execution = SimExecution(max_retries=max_retries)
+        self.execution = SimExecution(max_retries=max_retries, drop_exhausted=True)
         self.pool = SimulatedPool(self.execution)
         self.strategy = make_strategy(strategy)
         self.controller = AllocationController(
@@ -230,8 +235,9 @@ class VirtualFrontDoor:
     ) -> RunResult:
         """Run ``program`` to its end (or ``max_duration`` backend seconds, status ``timeout``); end the run.
 
-        A task lost more often than ``max_retries`` allows ends the run ``failed`` (as the declared
-        driver does; the real pool fails only that task's future).
+        A task lost more often than ``max_retries`` allows fails its future (with
+        :class:`~elastic.control.sim_execution.TaskRetriesExhaustedError`) and the run goes on, as on the
+        real pool; the program decides what its dependents do.
         """
         self.record.start(self.name, self.strategy.name, self.backend)  # (in assemble)
         start = now = self.backend.now()
@@ -267,6 +273,8 @@ class VirtualFrontDoor:
         if event.kind is EventKind.TASK_END and event.task is not None:
             self._ended.append(event.task)
             self.task_ends.append(event.task)
+        elif event.kind is EventKind.TASK_DROPPED and event.task is not None:
+            self._ended.append(event.task)  # its future fails
 
     def _finish(self, status: str) -> RunResult:
         """End the run as :meth:`elastic.Elastic.shutdown` does."""
