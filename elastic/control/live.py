@@ -103,6 +103,8 @@ class LiveDemand:
         self._closing = False
         self._finished = False
         self._plan: Workflow | None = None
+        self._changes = 0  # bumped by every change a stage's view shows (under the lock)
+        self._views: tuple[int, Workflow | None, tuple[StageView, ...]] = (-1, None, ())
         for s in plan.stages if plan is not None else ():
             st = self._stage(s.name)
             st.planned = s.tasks
@@ -117,6 +119,7 @@ class LiveDemand:
         with self._lock:
             st = self._add(stage, cores, estimate, after)
             st.counts.hold()
+            self._changes += 1
 
     def released(self, stage: str, *, task: str | None) -> None:
         """Count a held task as queued in the pool as ``task``, or dropped (``None``: it will not run).
@@ -128,6 +131,7 @@ class LiveDemand:
         """
         with self._lock:
             self._stage(stage).counts.unhold(task)
+            self._changes += 1
 
     def queued(
         self, stage: str, cores: int, estimate: float | None, after: Iterable[str] = (), *, task: str
@@ -135,6 +139,7 @@ class LiveDemand:
         """Count ``task`` of ``stage`` as queued in the pool (before the pool has it: its events follow)."""
         with self._lock:
             self._add(stage, cores, estimate, after).counts.enqueue(task)
+            self._changes += 1
 
     def expect(
         self,
@@ -154,6 +159,7 @@ class LiveDemand:
         or the estimates of its submitted tasks say otherwise (walltimes are asked from it).
         """
         with self._lock:
+            self._changes += 1
             st = self._add(stage, cores, None, after)
             st.counts.announce(tasks)
             st.expected_ready = ready
@@ -194,6 +200,7 @@ class LiveDemand:
         if event.stage is None or task is None or kind not in _TASK_KINDS:
             return
         with self._lock:
+            self._changes += 1
             st = self._stage(event.stage)
             c = st.counts
             if kind is EventKind.TASK_START:
@@ -227,11 +234,13 @@ class LiveDemand:
                 c = st.counts
                 waiting = c.expected and st.expected_ready
                 if st.ready_time is None and (c.queued or c.running or c.done or c.failed or waiting):
+                    self._changes += 1
                     st.ready_time = now if st.first_start is None else min(now, st.first_start)
                     self._record(Event(st.ready_time, EventKind.STAGE_READY, stage=st.name))
                 if c.outstanding:
                     st.idle_since = None
                     if st.end_time is not None:
+                        self._changes += 1
                         st.end_time = None  # new work: open again
                     continue
                 if st.ready_time is None or st.end_time is not None:
@@ -242,16 +251,24 @@ class LiveDemand:
                 if later or self._closing or now - st.idle_since >= self.idle_timeout:
                     # A task event can arrive between the step taking ``now`` and this update; the step
                     # stamps what it does at ``now``, so a stage it sees ended ended no later than that.
+                    self._changes += 1
                     st.end_time = min(st.last_end, now) if st.last_end is not None else now
                     self._record(Event(st.end_time, EventKind.STAGE_END, stage=st.name))
 
     def stages(self) -> tuple[StageView, ...]:
-        """Progress of every known stage, in plan order (none before the first task or announcement)."""
+        """Progress of every known stage, in plan order (none before the first task or announcement).
+
+        The same tuple while nothing it shows changed: run control asks for it twice per step, and a
+        front door's step comes at every task event (rebuilding it was most of a long run's control CPU).
+        """
         plan = self.plan
         views = []
         with self._lock:
             if not self._stages:
                 return ()
+            changes, seen_plan, seen = self._views
+            if changes == self._changes and seen_plan is plan:
+                return seen
             for i, s in enumerate(plan.stages):
                 st = self._stages.get(s.name) or _Stage(s.name)
                 c = st.counts
@@ -274,7 +291,9 @@ class LiveDemand:
                         awaiting_offers=c.expected if st.expected_ready else 0,
                     )
                 )
-        return tuple(views)
+            out = tuple(views)
+            self._views = (self._changes, plan, out)
+        return out
 
     def taken(self) -> dict[str, int]:
         """Tasks taken so far by stage (:attr:`~elastic.control.counts.StageCounts.taken`), announced not."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import math
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
@@ -426,13 +427,17 @@ class UserProgram:
         }
         self.futures: dict[str, list[concurrent.futures.Future[object]]] = {}
         self._announced = False
+        self._running = 0  # futures not done (done callbacks run in the pool's thread on a real front door)
+        self._lock = threading.Lock()
 
     @property
     def finished(self) -> bool:
         """Every stage submitted and every one of its futures done."""
-        return len(self.futures) == len(self.workflow.stages) and all(
-            f.done() for fs in self.futures.values() for f in fs
-        )
+        return len(self.futures) == len(self.workflow.stages) and self._running == 0
+
+    def _one_done(self, _: concurrent.futures.Future[object]) -> None:
+        with self._lock:
+            self._running -= 1
 
     def act(self, door: Front) -> None:
         """Submit what is ready (``futures``: everything at once), announcing held stages (``announce``)."""
@@ -449,7 +454,10 @@ class UserProgram:
             futures = []
             for duration in self._durations[stage.name]:
                 task = door.task(stage.name, stage.cores, estimate, float(duration))
+                with self._lock:
+                    self._running += 1
                 future = door.submit_task(task, after=inputs if self.style == "futures" else ())
+                future.add_done_callback(self._one_done)
                 futures.append(future)
             self.futures[stage.name] = futures
             if self.style == "announce" and self._announced:

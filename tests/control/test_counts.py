@@ -74,6 +74,37 @@ def test_counts_never_go_negative_and_add_up_to_the_tasks_taken(
     assert demand.outstanding() == running + queued
 
 
+@settings(max_examples=150, deadline=None)
+@given(_lives(), st.booleans(), st.lists(st.integers(0, 3), max_size=6))
+def test_the_stages_kept_between_changes_are_the_stages_built_afresh(
+    lives: tuple[list[tuple[str, str, EventKind | None]], int], held: bool, announced: list[int]
+) -> None:
+    # the views are kept while nothing they show changed: after any task event, announcement, update
+    # (stages opening and ending on the clock) they are what a fresh build gives
+    order, _ = lives
+    demand = LiveDemand("w", record=lambda e: None, clock=lambda: 0.0, idle_timeout=2.0)
+    for t, (stage, task, kind) in enumerate(order):
+        if kind is None and held:
+            demand.held(stage, 1, 10.0, after=["c"] if announced else ())
+            demand.released(stage, task=task)
+        elif kind is None:
+            demand.queued(stage, 1, None, task=task)
+        else:
+            demand.observe(Event(float(t), kind, stage=stage, task=task, cores=1))
+        if t < len(announced):
+            demand.expect("c", announced[t], cores=2, runtime=5.0)
+        _same_as_afresh(demand)
+        demand.update(float(t))  # after the views were kept: what update changes must show
+        _same_as_afresh(demand)
+
+
+def _same_as_afresh(demand: LiveDemand) -> None:
+    kept = demand.stages()
+    assert demand.stages() is kept
+    demand._views = (-1, None, ())  # forget them (private: the cache is what is tested)
+    assert demand.stages() == kept
+
+
 def test_a_task_the_front_door_did_not_take_is_counted_from_its_first_event() -> None:
     c = StageCounts()
     c.enqueue("mine")
