@@ -1,4 +1,4 @@
-"""SimExecution's ``drop_exhausted``: a task lost too often is dropped (the front door's pool) or fails the run."""
+"""SimExecution's ``drop_exhausted``: a task lost too often is dropped (front door) or fails the run."""
 
 from __future__ import annotations
 
