@@ -269,6 +269,13 @@ def test_a_task_longer_than_an_allocations_remaining_walltime_goes_to_one_that_h
             time.sleep(0.1)
         ids = {a.stage: a.alloc_id for a in ex.view().allocations if a.running}
         assert set(ids) == {"short", "long"}
+        # and both agents joined with a free core (a running job's agent may still be starting under
+        # load: a task queued before the short one's agent joined went to the long one)
+        pool = ex.front_door.pool
+        while time.monotonic() < deadline and not all(
+            pool.free_cores().get(ids[s], 0) >= 1 for s in ("short", "long")
+        ):
+            time.sleep(0.1)
         long_task = apps.sleep_and_return(0.2, 1, parsl_resource_specification={"runtime": 600.0})
         short_task = apps.sleep_and_return(0.2, 2, parsl_resource_specification={"runtime": 1.0})
         assert long_task.result(timeout=60) == 1 and short_task.result(timeout=60) == 2
