@@ -142,3 +142,37 @@ def test_a_sibling_is_kept_on_the_allocation_before_it_only_if_it_fits_beside_th
     assert choices == (Choice("wide2", 28, new=False), Choice("wide3", 28, new=True))
     _, choices = plan([wide[0], StagePlan("wide3", 28, 1800.0)], held=28, lead=0.0, **queue)
     assert choices[1] == Choice("wide3", 28, new=False)  # on a chain it would be kept
+
+
+# -- a ready stage whose last tasks all run on another stage's allocation ----------------------------------
+
+TAIL = Workflow(
+    "tail",
+    (
+        Stage("first", tasks=4, cores=1, runtime=600.0),
+        Stage("last", tasks=15, cores=1, runtime=5000.0, runtime_cv=1.0, depends_on=("first",)),
+    ),
+)
+
+
+def _tail_view(running: int) -> RunView:
+    # ``last`` has 14 of its 15 tasks done; what is left runs (``running``) on a1, kept for ``first``
+    k = Knowledge(TAIL, waits=LogEWMA(alpha=1.0))
+    stages = (
+        StageView("first", 0, 4, 1, (), done=4, ready_time=0.0, start_time=0.0, end_time=600.0),
+        StageView("last", 1, 15, 1, ("first",), done=14, running=running, ready_time=600.0, start_time=600.0),
+    )
+    records, busy = split(
+        (alloc("a1", "first", 4, 90000.0, AllocationState.RUNNING, 0.0, 0.0, busy=running),)
+    )
+    return RunView(20000.0, TAIL, stages, records, k, busy)
+
+
+def test_a_stage_whose_tasks_all_run_elsewhere_is_not_asked_for_in_full() -> None:
+    # seed 1, index 1,775 of the liveness scenarios: asa asked the stage's full width for its last task,
+    # running on another stage's allocation; the idle jobs were released, and asked again, 9,993 times
+    decision = Planner().decide(_tail_view(running=1))
+    assert [a for a in decision.actions if isinstance(a, Submit) and a.stage == "last"] == []
+    # the task queued again (its allocation lost it): then it is planned, for what waits
+    decision = Planner().decide(_tail_view(running=0))
+    assert [a.stage for a in decision.actions if isinstance(a, Submit)] == ["last"]
