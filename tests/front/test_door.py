@@ -239,10 +239,15 @@ def test_three_stages_on_the_scaled_mock_queue(strategy: str, tmp_path: Path) ->
     assert all(s.execution_time > 0 for s in m.stages)
     assert 0 < m.core_seconds_used <= m.core_seconds_charged and m.makespan > 0
     assert {e.stage for e in result.events if e.kind is K.STAGE_END} == {"prepare", "process", "merge"}
+    submitted = {e.stage for e in result.events if e.kind is K.ALLOC_SUBMIT}
     if strategy == "bigjob":  # without a plan, the whole workflow's walltime is a guess: follow-ups
-        assert {e.stage for e in result.events if e.kind is K.ALLOC_SUBMIT} == {"*"}
+        assert submitted == {"*"}
+    elif strategy == "asa":
+        # merge's one task may start on process's allocation as soon as it is submitted: a stage whose
+        # tasks all run elsewhere is not asked for (a loop of full-width requests for it, issue 26)
+        assert submitted >= {"prepare", "process"} and submitted <= {"prepare", "process", "merge"}
     else:
-        assert {e.stage for e in result.events if e.kind is K.ALLOC_SUBMIT} >= {"prepare", "process", "merge"}
+        assert submitted >= {"prepare", "process", "merge"}
     assert all(a.state.is_final for a in el.view().allocations) and not backend.queue()
     # the store has the run, its stages' runtimes, and the plan the next run starts from
     runs = store.runs(workflow="three")
