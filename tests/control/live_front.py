@@ -24,7 +24,6 @@ nothing outstanding. ``tests/control/scenarios.py`` has the three kinds the fron
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterable, Sequence
@@ -82,10 +81,6 @@ class SimulatedPool:
         self.execution.submit(spec)
         self.submitted += 1
         return out
-
-    def in_io_thread(self) -> bool:
-        """No I/O thread: every future completes in the loop's own thread."""
-        return False
 
     def complete(self, task_id: str) -> None:
         """Complete the future of ``task_id``: it ended, or was dropped (its done callbacks run here)."""
@@ -284,10 +279,7 @@ class VirtualFrontDoor:
         now = self.backend.now()
         self.controller.take_events(now)
         self.demand.update(now)
-        # cancels every allocation: their running tasks are lost, and the simulated pool raises for a task
-        # lost once too often (the real pool fails its future): the run is over either way
-        with contextlib.suppress(ElasticError):
-            self.controller.shutdown(now)
+        self.controller.shutdown(now)  # cancels every allocation: their running tasks are lost
         end = self.backend.now()
         self.record.end(status, end)
         plan, stages = self.demand.plan, self.demand.stages()
