@@ -3,15 +3,18 @@
 A task whose allocation ended under it (walltime, cancel, a dead agent) is lost and queued again; its
 re-run starts from scratch. Both demands (:mod:`~elastic.control.demand` for declared workflows,
 :mod:`~elastic.control.live` for the front door) keep one :class:`Attempts` per stage, for the
-runtime history (a task's attempts summed) and for :attr:`~elastic.strategies.base.StageView.rerun_end`.
+runtime history (a task's attempts summed), for :attr:`~elastic.strategies.base.StageView.rerun_end` and for
+:attr:`~elastic.strategies.base.StageView.rerun_floor`.
 
 Examples
 --------
 >>> a = Attempts()
 >>> a.start("t", 0.0); a.lost("t", 3000.0); a.rerun_end()  # lost after 3000 s: ends >= 6000 s
 6000.0
->>> a.start("t", 3600.0); a.rerun_end()  # restarted at 3600 s
-6600.0
+>>> a.rerun_floor()  # it waits for cores; its re-run takes more than the 3000 s it lost
+(3000.0, 1)
+>>> a.start("t", 3600.0); a.rerun_end(), a.rerun_floor()  # restarted at 3600 s
+(6600.0, None)
 >>> a.end("t", 7000.0), a.rerun_end()  # ran 3000 s + 3400 s in all
 (6400.0, None)
 """
@@ -33,6 +36,8 @@ class Attempts:
     """Task not done -> seconds its lost attempts ran."""
     lost_at: dict[str, float] = field(default_factory=dict)
     """Task not done -> when its latest attempt was lost."""
+    longest: dict[str, float] = field(default_factory=dict)
+    """Task not done -> seconds its longest lost attempt ran."""
 
     def start(self, task: str, at: float) -> None:
         """Record that an attempt of ``task`` started at ``at``."""
@@ -40,13 +45,17 @@ class Attempts:
 
     def lost(self, task: str, at: float) -> None:
         """Record that the running attempt of ``task`` was lost at ``at``."""
-        self.spent[task] = self.spent.get(task, 0.0) + at - self.started.pop(task, at)
+        start = self.started.pop(task, at)
+        ran = at - start
+        self.spent[task] = self.spent.get(task, 0.0) + at - start  # in this order: the same bits as before
+        self.longest[task] = max(self.longest.get(task, 0.0), ran)
         self.lost_at[task] = at
 
     def end(self, task: str, at: float) -> float:
         """``task`` ended (done, failed or dropped) at ``at``; return the seconds its attempts ran."""
         ran = self.spent.pop(task, 0.0) + at - self.started.pop(task, at)
         self.lost_at.pop(task, None)
+        self.longest.pop(task, None)
         return ran
 
     def rerun_end(self) -> float | None:
@@ -57,3 +66,14 @@ class Attempts:
         """
         ends = [self.started.get(t, self.lost_at.get(t, 0.0)) + s for t, s in self.spent.items()]
         return max(ends, default=None)
+
+    def rerun_floor(self) -> tuple[float, int] | None:
+        """Return the longest attempt lost by a task waiting for a re-run, and how many wait (None: none).
+
+        A task lost and not started again waits for cores. Its re-run starts from scratch and takes longer
+        than any attempt it lost, so an allocation with no more walltime left than that would lose it again.
+        """
+        waiting = [t for t in self.spent if t not in self.started]
+        if not waiting:
+            return None
+        return max(self.longest.get(t, 0.0) for t in waiting), len(waiting)

@@ -143,6 +143,19 @@ class _Settled:
     too (not a promise)."""
 
 
+def _earlier(wake: WakeAt | None, at: float) -> WakeAt:
+    """Return ``wake``, woken no later than ``at``."""
+    if wake is None:
+        return lambda _t: at
+    inner = wake
+
+    def earlier(t: float) -> float:
+        w = inner(t)
+        return at if w is None else min(w, at)
+
+    return earlier
+
+
 def _of_plan(plan: tuple[str, ...], stages: tuple[StageView, ...]) -> tuple[StageView, ...]:
     """Return ``stages`` less those whose name is not in ``plan`` (a plan's stage names), in their order.
 
@@ -326,7 +339,8 @@ class AllocationController:
         """Ask the strategy (and the liveness rule); keep the decision while it holds (:class:`Settles`)."""
         predictions = self.knowledge.predictions
         decision = self.strategy.decide(view)
-        decision = merge(decision, unserved(view, decision, max_cores=self.max_cores))
+        added = unserved(view, decision, max_cores=self.max_cores)
+        decision = merge(decision, added)
         self._settled = None
         if decision.actions or self.knowledge.predictions != predictions:
             return decision  # acted, or asked the learner (which may draw at random): ask again next time
@@ -341,6 +355,9 @@ class AllocationController:
                     self._settled = _Settled(view.now, until, lambda _t: at, self._view[0], paced=True)
             return decision
         until, wake = self.strategy.settled_until(view)  # type: ignore[attr-defined]
+        if added.wake_at is not None:  # the liveness rule's own: where the clock alone turns it
+            until = min(until, added.wake_at)
+            wake = _earlier(wake, added.wake_at)
         if until - SETTLE_MARGIN > view.now:
             self._settled = _Settled(view.now, until, wake, self._view[0])
         return decision

@@ -42,6 +42,7 @@ class _Stage:
     longest_task: float | None = None
 
     def view(self) -> StageView:
+        floor, waiting = self.attempts.rerun_floor() or (None, 0)
         return StageView(
             self.name,
             self.index,
@@ -55,6 +56,8 @@ class _Stage:
             end_time=self.end_time,
             runtime=self.longest_task,
             rerun_end=self.attempts.rerun_end(),
+            rerun_floor=floor,
+            rerun_waiting=waiting,
         )
 
 

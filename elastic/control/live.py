@@ -272,6 +272,7 @@ class LiveDemand:
             for i, s in enumerate(plan.stages):
                 st = self._stages.get(s.name) or _Stage(s.name)
                 c = st.counts
+                floor, waiting = st.attempts.rerun_floor() or (None, 0)
                 views.append(
                     StageView(
                         s.name,
@@ -286,6 +287,8 @@ class LiveDemand:
                         end_time=st.end_time,
                         runtime=_runtime(st),
                         rerun_end=st.attempts.rerun_end(),
+                        rerun_floor=floor,
+                        rerun_waiting=waiting,
                         queued=c.queued,
                         outstanding=c.outstanding,
                         awaiting_offers=c.expected if st.expected_ready else 0,

@@ -46,6 +46,27 @@ waited for ever on a 2-core machine: its declined 1-core allocation idled, and i
 start beside it. An allocation the rule requests is kept for its stage and released by
 :func:`~elastic.strategies.base.release_idle` like any other once the stage is done.
 
+A task lost with its allocation (walltime, a kill) runs again from scratch and takes longer than the
+attempt it lost. The pool queues it with twice that as its estimate
+(:func:`~elastic.pool.placement.estimate_after_loss`) and does not start it where less walltime is left
+while an allocation with that much is live or requested; with none, it starts where the most is left. A
+third clause keeps that from being a place where it must be lost again:
+
+    For every stage that is ready and has tasks waiting for cores after a lost attempt, if no allocation
+    kept for it (or for the whole workflow), at least as wide as its tasks and not ended or being
+    released, has the pool's estimate of them left (twice the longest attempt they lost,
+    :attr:`StageView.rerun_floor`; a pending one, as its walltime; or the partition's limit), and the
+    strategy's decision requests none, request one now for the cores those tasks need, with the walltime
+    its speculative sequence gives next and at least that estimate, within the partition's limit.
+
+Without it the pool started such a task where it had to be lost again: a task of 2.8 h with no runtime
+given, lost after 1.5 h on another stage's allocation, re-ran on its own stage's allocation, which had
+1.5 h left (the follow-up rule saw no work beyond that), and was lost there too. Counting instead any
+allocation with more time left than the lost attempt (where the task may still end) was tried: on the
+front-door scenarios among the liveness benchmark's first 400 (seed 1, ``asa`` left out: 160 runs) it left
+47 runs with a task lost too often, against 31 with the estimate and 51 without the clause; on the 101
+runs none of the three lost a task in, mean makespans were 15.00 h and 15.23 h against 14.92 h.
+
 The rule adds no more requests than the run's submission-rate cap lets through at this step
 (:attr:`~elastic.strategies.base.RunView.submittable`, the decision's own counted first; one at least):
 the cap would hold the rest back, and the rule is applied again at the step the cap refills at (a strategy
@@ -55,9 +76,11 @@ that stops planning there, as the planner does, leaves the stages after them to 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable
 
 from elastic.allocations import Allocation, AllocationState
+from elastic.pool.placement import estimate_after_loss
 from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
 
@@ -67,6 +90,10 @@ logger = logging.getLogger(__name__)
 
 LIVENESS_REASON = "liveness"
 """The :attr:`~elastic.strategies.base.Submit.reason` of the requests this rule adds."""
+
+
+_Lasting = tuple[frozenset[str], int, float, float | None]
+"""An allocation for the re-run clause: stages kept for, cores of one job, walltime left, when it ends."""
 
 
 class _Able:
@@ -123,6 +150,22 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         if isinstance(s, Submit):
             able.add(s.serves or (s.stage,), _capped(s.cores, max_cores))
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
+    # (stages kept for, cores of one batch job, walltime left, when it runs out: None while pending) of
+    # the allocations once the decision is carried out; read only for a stage with tasks waiting for a
+    # re-run (rare)
+    lasting: list[_Lasting] = []
+    if any(st.rerun_floor is not None for st in view.active_stages):
+        for a in view.live_allocations:
+            if not a.ended and not a.cancelled and a.alloc_id not in cancelled:
+                end = a.walltime_end
+                left = a.walltime if end is None else end - view.now
+                lasting.append((frozenset(serves.get(a.alloc_id, a.labels)), a.cores, left, end))
+        for s in decision.actions:
+            if isinstance(s, Submit):
+                lasting.append(
+                    (frozenset(s.serves or (s.stage,)), _capped(s.cores, max_cores), s.walltime, None)
+                )
+    holds: list[float] = []  # when a running allocation stops having the time a re-run needs
     out: list[Submit] = []
     # every job after the cap's budget is held back (each request is one job at least); one is asked all
     # the same, so that the cap names the step it refills at
@@ -154,6 +197,14 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
         if max_cores is not None and stage.cores > max_cores:
             continue
         if able.widest(stage.name) >= stage.cores:
+            if stage.rerun_floor is not None:
+                added, until = _rerun(view, stage, lasting, able, max_cores)
+                if added is not None:
+                    out.append(added)
+                    able.add((stage.name,), added.cores)
+                    lasting.append((frozenset({stage.name}), added.cores, added.walltime, None))
+                elif until is not None:
+                    holds.append(until)
             continue
         cores = _queued(stage) * stage.cores
         if max_cores is not None:
@@ -161,12 +212,16 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             # allocation ends would wait for ever under a strategy that keeps that one (Big-Job)
             cores = min(cores, max(max_cores - able.held, stage.cores))
         cores = max(cores, stage.cores)
-        out.append(_request(view, stage, cores, "the strategy's plan did not cover them"))
+        why = "the strategy's plan did not cover them"
+        out.append(_request(view, stage, cores, why, walltime=_rerun_walltime(view, stage)))
         able.add((stage.name,), _capped(cores, max_cores))
         offering.append((frozenset({stage.name}), True, 0))
+    # the clock alone turns the re-run clause: a decision carried out again (Settles, Paced) holds no
+    # later than the first time it would request
+    wake = min(holds) if holds else None
     if max_cores is None:
-        return Decision(tuple(out))
-    return Decision((*out, *_make_room(view, decision, out, max_cores, offers=offers)))
+        return Decision(tuple(out), wake)
+    return Decision((*out, *_make_room(view, decision, out, max_cores, offers=offers)), wake)
 
 
 def _make_room(
@@ -237,6 +292,48 @@ def _make_room(
     return out
 
 
+def _rerun(
+    view: RunView,
+    stage: StageView,
+    lasting: list[_Lasting],
+    able: _Able,
+    max_cores: int | None,
+) -> tuple[Submit | None, float | None]:
+    """Return the request for ``stage``'s tasks waiting for a re-run if no allocation has their estimate left.
+
+    Else None and, where only running allocations have it, the backend time until which one still does.
+    """
+    floor = stage.rerun_floor
+    assert floor is not None
+    need = estimate_after_loss(None, floor) or 0.0
+    cap = view.knowledge.max_walltime
+    if cap is not None:
+        need = min(need, cap)  # the most any request can have: one with that much serves
+    name, width = stage.name, stage.cores
+    until: float | None = None
+    for labels, c, left, end in lasting:
+        if c >= width and left >= need and (name in labels or TOTAL in labels):
+            if end is None:
+                return None, None  # pending or requested: its walltime does not run down
+            until = end - need if until is None else max(until, end - need)
+    if until is not None:
+        return None, until
+    cores = max(stage.rerun_waiting, 1) * stage.cores
+    if max_cores is not None:
+        cores = min(cores, max(max_cores - able.held, stage.cores))
+    walltime = _rerun_walltime(view, stage)
+    why = f"tasks lost after {floor:.0f} s run again; no allocation kept for them has {need:.0f} s left"
+    # routine after a loss (the loss itself is the news), not a plan that missed: logged at INFO
+    return _request(view, stage, _capped(cores, max_cores), why, level=logging.INFO, walltime=walltime), None
+
+
+def _rerun_walltime(view: RunView, stage: StageView) -> float:
+    """Return the least walltime a request for ``stage`` asks: the pool's estimate of its re-runs (or 0)."""
+    if stage.rerun_floor is None:
+        return 0.0
+    return float(math.ceil(estimate_after_loss(None, stage.rerun_floor) or 0.0))
+
+
 def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:
     """Whether a stage ``a`` is kept for (every stage, if for the whole run) has waiting tasks that fit it."""
     return any(
@@ -248,14 +345,28 @@ def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:
 
 
 def _request(
-    view: RunView, stage: StageView, cores: int, why: str, *, level: int = logging.WARNING
+    view: RunView,
+    stage: StageView,
+    cores: int,
+    why: str,
+    *,
+    level: int = logging.WARNING,
+    walltime: float = 0.0,
 ) -> Submit:
-    """Return the liveness request of ``cores`` cores for ``stage`` (logged at ``level`` with ``why``)."""
+    """Return the liveness request of ``cores`` cores for ``stage`` (logged at ``level`` with ``why``).
+
+    Its walltime is the next of the stage's speculative sequence, at least ``walltime`` (within the
+    partition's limit).
+    """
     previous = [a.walltime for a in view.allocations if a.stage == stage.name]
+    k = view.knowledge
+    wanted = max(k.walltime(stage.name, previous), walltime)
+    if k.max_walltime is not None:
+        wanted = min(wanted, k.max_walltime)
     submit = Submit(
         stage.name,
         cores,
-        view.knowledge.walltime(stage.name, previous),
+        wanted,
         reason=LIVENESS_REASON,
         predicted_wait=view.knowledge.predict_wait(cores),
     )

@@ -56,6 +56,13 @@ class StageView:
     re-run starts from scratch and takes at least as long as the lost attempt had run, so each such task
     not done ends no sooner than its current attempt's start (its loss, while it waits) plus the seconds
     its lost attempts ran. ``None``: no task of it was lost, or all those are done."""
+    rerun_floor: float | None = None
+    """Seconds of the longest attempt lost by a task of this stage that waits for cores to run again: the
+    re-run starts from scratch and takes longer, so an allocation with no more walltime left than this
+    would lose it again (:meth:`~elastic.control.attempts.Attempts.rerun_floor`). The pool places it by
+    twice that (:func:`~elastic.pool.placement.estimate_after_loss`). ``None``: no such task waits."""
+    rerun_waiting: int = 0
+    """How many tasks of this stage wait for cores after a lost attempt (those :attr:`rerun_floor` is for)."""
     queued: int | None = None
     """Tasks queued for cores now (they could run on any allocation wide enough). ``None``: every task
     neither done nor running (a declared stage's tasks are all released when it is ready); a front-door

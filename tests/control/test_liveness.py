@@ -272,3 +272,49 @@ def test_split_known_answers() -> None:
     assert _split(28, 2, 14, 28) == [28]  # a 28-core task on a 28-core request, whatever job_cores says
     assert _split(12, 2, 5, 4) == [4, 4, 4]  # a 3 x 4-core stage under job_cores=5
     assert _split(56, 2, 20) == [20, 8, 20, 8]  # 1-core tasks: unchanged
+
+
+# -- the re-run clause: tasks waiting after a lost attempt get an allocation they can end on -----------------
+
+
+def _rerun(name: str, floor: float, waiting: int = 1, cores: int = 1) -> StageView:
+    return dataclasses.replace(
+        _ready(name, 6, cores, queued=waiting), start_time=0.0, rerun_floor=floor, rerun_waiting=waiting
+    )
+
+
+def test_a_re_run_with_no_allocation_that_has_its_estimate_left_gets_one() -> None:
+    # at t=100 a1 has 510 s left (started at 10, 600 s): a task lost after 300 s is placed by 600 s
+    view = _view((_rerun("b", 300.0, waiting=2),), (_alloc("a1", "b", 6, running=True),))
+    [s] = unserved(view, Decision()).actions
+    assert isinstance(s, Submit) and s.reason == LIVENESS_REASON
+    assert (s.stage, s.cores) == ("b", 2)  # the two tasks waiting, not the stage's six
+    assert s.walltime >= 600.0  # the pool's estimate: twice the attempt lost
+    # with that much left, nothing is asked, and the decision holds until the time left runs below it
+    decision = unserved(_view((_rerun("b", 200.0),), (_alloc("a1", "b", 6, running=True),)), Decision())
+    assert decision.actions == () and decision.wake_at == 610.0 - 400.0
+
+
+def test_a_re_run_is_served_by_a_pending_or_requested_allocation_with_its_estimate() -> None:
+    long = dataclasses.replace(_alloc("a2", "b", 1), walltime=2000.0)
+    assert unserved(_view((_rerun("b", 1000.0),), (long,)), Decision()).actions == ()
+    assert unserved(_view((_rerun("b", 1000.0),)), Decision((Submit("b", 1, 2000.0),))).actions == ()
+    # less than twice the lost attempt, too narrow, or kept for another stage: does not count
+    for alloc in (
+        dataclasses.replace(_alloc("a2", "b", 2), walltime=1999.0),
+        dataclasses.replace(_alloc("a2", "b", 1), walltime=2000.0),
+        dataclasses.replace(_alloc("a2", "c", 2), walltime=2000.0),
+    ):
+        view = _view((_rerun("b", 1000.0, cores=2),), (alloc,))
+        assert len(unserved(view, Decision()).actions) == 1, alloc
+
+
+def test_a_re_run_longer_than_the_partition_allows_asks_the_limit_once() -> None:
+    stages = (_rerun("b", 10_000.0),)
+    wf = Workflow("w", (Stage("b", 6, 1, 60.0),))
+    knowledge = Knowledge(wf, max_walltime=3600.0)
+    [s] = unserved(RunView(100.0, wf, stages, (), knowledge), Decision()).actions
+    assert isinstance(s, Submit) and s.walltime == 3600.0
+    # once that one is pending, no more: it is the most any request can have
+    pending = dataclasses.replace(_alloc("a2", "b", 1), walltime=3600.0)
+    assert unserved(RunView(100.0, wf, stages, (pending,), knowledge), Decision()).actions == ()

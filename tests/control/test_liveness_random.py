@@ -182,3 +182,26 @@ def test_a_wider_stage_a_plain_loop_submits_late_gets_cores(strategy: str) -> No
     )
     out = run_scenario(scenario)
     assert out.violations == [] and out.status == "completed", out
+
+
+@pytest.mark.parametrize("strategy", STRATEGY_NAMES)
+def test_a_task_lost_without_a_runtime_is_not_started_again_where_it_must_be_lost(strategy: str) -> None:
+    # found by the benchmark (seed 1, index 2,261, without its outside kill): a plain loop gives no
+    # runtime; a 2.8-h task of s2 started on s1's allocation and was lost there after 1.5 h, just as
+    # s2's own allocation started with 1.5 h. No follow-up was due, so it re-ran there and was lost
+    # again, then on the follow-up that had started early: dropped under Per-Stage and the paper's ASA
+    # variants. The liveness rule's re-run clause asks an allocation it can end on.
+    scenario = Scenario(
+        (
+            StageSpec(tasks=12, cores=1, runtime=498.0),
+            StageSpec(tasks=14, cores=1, runtime=67.0, cv=1.0, after=(0,)),
+            StageSpec(tasks=6, cores=1, runtime=7155.0, cv=0.3, after=(0, 1)),
+            StageSpec(tasks=1, cores=4, runtime=9.0, after=(2,)),
+        ),
+        nodes=16,
+        strategy=strategy,
+        front="loop",
+        seed=580943652,
+    )
+    out = run_scenario(scenario)
+    assert out.violations == [] and out.status == "completed" and out.detail == "", out
