@@ -140,28 +140,25 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     # a stage waiting for offers (none in a declared workflow, whose thousands of allocations are skipped)
     offers = any(_waits_for_offers(s) for s in view.active_stages)
     offering: list[tuple[frozenset[str], bool, int]] = []
+    # of those, with the walltime each has left and when it runs out (None while pending): read only for
+    # a stage with tasks waiting for a re-run (rare)
+    reruns = any(s.rerun_floor is not None for s in view.active_stages)
+    lasting: list[_Lasting] = []
     for a in view.live_allocations:
         if not a.ended and not a.cancelled and a.alloc_id not in cancelled:
             labels = serves.get(a.alloc_id, a.labels)
             able.add(labels, a.cores)
             if offers:
                 offering.append((frozenset(labels), a.pending, _free(view, a)))
+            if reruns:
+                end = a.walltime_end
+                left = a.walltime if end is None else end - view.now
+                lasting.append((frozenset(labels), a.cores, left, end))
     for s in decision.actions:
         if isinstance(s, Submit):
             able.add(s.serves or (s.stage,), _capped(s.cores, max_cores))
             offering.append((frozenset(s.serves or (s.stage,)), True, 0))
-    # (stages kept for, cores of one batch job, walltime left, when it runs out: None while pending) of
-    # the allocations once the decision is carried out; read only for a stage with tasks waiting for a
-    # re-run (rare)
-    lasting: list[_Lasting] = []
-    if any(st.rerun_floor is not None for st in view.active_stages):
-        for a in view.live_allocations:
-            if not a.ended and not a.cancelled and a.alloc_id not in cancelled:
-                end = a.walltime_end
-                left = a.walltime if end is None else end - view.now
-                lasting.append((frozenset(serves.get(a.alloc_id, a.labels)), a.cores, left, end))
-        for s in decision.actions:
-            if isinstance(s, Submit):
+            if reruns:
                 lasting.append(
                     (frozenset(s.serves or (s.stage,)), _capped(s.cores, max_cores), s.walltime, None)
                 )
@@ -213,7 +210,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             cores = min(cores, max(max_cores - able.held, stage.cores))
         cores = max(cores, stage.cores)
         why = "the strategy's plan did not cover them"
-        out.append(_request(view, stage, cores, why, walltime=_rerun_walltime(view, stage)))
+        out.append(_request(view, stage, cores, why, walltime=math.ceil(_rerun_need(stage))))
         able.add((stage.name,), _capped(cores, max_cores))
         offering.append((frozenset({stage.name}), True, 0))
     # the clock alone turns the re-run clause: a decision carried out again (Settles, Paced) holds no
@@ -305,7 +302,7 @@ def _rerun(
     """
     floor = stage.rerun_floor
     assert floor is not None
-    need = estimate_after_loss(None, floor) or 0.0
+    need = _rerun_need(stage)
     cap = view.knowledge.max_walltime
     if cap is not None:
         need = min(need, cap)  # the most any request can have: one with that much serves
@@ -321,17 +318,15 @@ def _rerun(
     cores = max(stage.rerun_waiting, 1) * stage.cores
     if max_cores is not None:
         cores = min(cores, max(max_cores - able.held, stage.cores))
-    walltime = _rerun_walltime(view, stage)
+    walltime = math.ceil(_rerun_need(stage))
     why = f"tasks lost after {floor:.0f} s run again; no allocation kept for them has {need:.0f} s left"
     # routine after a loss (the loss itself is the news), not a plan that missed: logged at INFO
     return _request(view, stage, _capped(cores, max_cores), why, level=logging.INFO, walltime=walltime), None
 
 
-def _rerun_walltime(view: RunView, stage: StageView) -> float:
-    """Return the least walltime a request for ``stage`` asks: the pool's estimate of its re-runs (or 0)."""
-    if stage.rerun_floor is None:
-        return 0.0
-    return float(math.ceil(estimate_after_loss(None, stage.rerun_floor) or 0.0))
+def _rerun_need(stage: StageView) -> float:
+    """Return the pool's estimate of ``stage``'s tasks waiting for a re-run (0: none waits)."""
+    return estimate_after_loss(None, stage.rerun_floor or 0.0) or 0.0
 
 
 def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:
