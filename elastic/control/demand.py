@@ -9,6 +9,7 @@ to the execution; a stage is complete when all its tasks completed.
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -40,6 +41,16 @@ class _Stage:
     last_end: float | None = None
     attempts: Attempts = field(default_factory=Attempts)
     longest_task: float | None = None
+    task_runs: list[float] = field(default_factory=lambda: [0, 0.0, 0.0])
+    """Completed tasks' runtimes (the attempt that completed each): count, sum, sum of squares."""
+
+    def task_runtime(self) -> float | None:
+        """Return the mean plus one standard deviation of the completed tasks' runtimes (None: none)."""
+        n, total, squares = self.task_runs
+        if not n:
+            return None
+        mean = total / n
+        return mean + math.sqrt(max(0.0, squares / n - mean * mean))
 
     def view(self) -> StageView:
         floor, waiting = self.attempts.rerun_floor() or (None, 0)
@@ -55,6 +66,7 @@ class _Stage:
             start_time=self.first_start,
             end_time=self.end_time,
             runtime=self.longest_task,
+            task_runtime=self.task_runtime(),
             rerun_end=self.attempts.rerun_end(),
             rerun_floor=floor,
             rerun_waiting=waiting,
@@ -161,6 +173,10 @@ class DeclaredDemand:
             s.running.discard(task)
             s.done.add(task)
             s.last_end = event.time if s.last_end is None else max(s.last_end, event.time)
+            final = event.time - s.attempts.started.get(task, event.time)  # the attempt that completed it
+            s.task_runs[0] += 1
+            s.task_runs[1] += final
+            s.task_runs[2] += final * final
             ran = s.attempts.end(task, event.time)
             s.longest_task = ran if s.longest_task is None else max(s.longest_task, ran)
             if len(s.done) == s.tasks:
@@ -232,9 +248,10 @@ class DeclaredDemand:
         for s in self._newly_ready:
             stage = self._workflow.stages[s.index]
             durations = stage.sample_runtimes(self._rng)
-            # the runtime estimate for placement is what the strategy believes (history, else the
-            # workflow's estimate), the same belief its walltime requests come from
-            estimate = self._knowledge.expected_duration(s.name)
+            # the runtime estimate for placement is a task's, as the strategy believes it (history, else
+            # the workflow's estimate; never more than the stage's expected runtime): not the stage's,
+            # which is its slowest task with lost attempts summed (Knowledge.task_estimate)
+            estimate = self._knowledge.task_estimate(s.name)
             for i, d in enumerate(durations):
                 self._order += 1
                 task_id = f"{s.name}.{i}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from elastic.strategies.base import StageView
-from elastic.strategies.knowledge import TOTAL, Knowledge
+from elastic.strategies.knowledge import TOTAL, Knowledge, task_label
 
 __all__ = ["learn_runtimes"]
 
@@ -25,7 +25,10 @@ def learn_runtimes(
     the run is recorded as censored: it ran at least first start to the end. A runtime includes work
     re-run after a walltime kill, which errs on the long side. The total (label ``"*"``, what a Big-Job
     allocation must hold) is the sum of the stage runtimes, so waits between stages under other
-    strategies do not inflate it.
+    strategies do not inflate it. A stage that measured its tasks' runtimes
+    (:attr:`~elastic.strategies.base.StageView.task_runtime`) also records that, under
+    :func:`~elastic.strategies.knowledge.task_label`: what placement starts its tasks by
+    (:meth:`~elastic.strategies.knowledge.Knowledge.task_estimate`).
 
     Parameters
     ----------
@@ -48,6 +51,8 @@ def learn_runtimes(
         if s.end_time is not None:
             runtime = s.runtime if s.runtime is not None else s.end_time - s.start_time
             knowledge.record_runtime(s.name, runtime, cores=s.width)
+            if s.task_runtime is not None:
+                knowledge.record_runtime(task_label(s.name), s.task_runtime, cores=s.cores)
         else:
             runtime = end - s.start_time
             knowledge.record_runtime(s.name, runtime, censored=True, cores=s.width)

@@ -12,6 +12,8 @@
   run, go back to it first (HPC2N's capacity mode: first waits of hours, follow-ups of minutes);
 - how long a stage (or, with label ``"*"``, the whole workflow) will run, given how long it has run already
   ("its runtime history and its progress so far");
+- how long one task of a stage runs, the estimate walltime-aware placement starts it by
+  (:meth:`Knowledge.task_estimate`): a task-level figure, learned apart from the stage's runtime;
 - which walltime to request next for a stage: the next value of its speculative reservation sequence
   (:mod:`elastic.learners.walltime`, fitted on the censored runtime history), given the requests already made.
 
@@ -39,12 +41,28 @@ from elastic.workflow import Workflow
 if TYPE_CHECKING:
     from elastic.learners.base import LearnerStateStore
 
-__all__ = ["OUTLIVED", "TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore"]
+__all__ = ["OUTLIVED", "TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore", "task_label"]
 
 logger = logging.getLogger(__name__)
 
 TOTAL = "*"
 """Label of the whole workflow (Big-Job allocations, total-runtime history)."""
+
+_TASK = "*task:"
+
+
+def task_label(stage: str) -> str:
+    """Return the history label of the task runtimes of ``stage`` (:meth:`Knowledge.task_estimate`).
+
+    Beside the stage's own runtimes, under a label no stage is expected to take (as :data:`TOTAL`).
+
+    Examples
+    --------
+    >>> task_label("search")
+    '*task:search'
+    """
+    return _TASK + stage
+
 
 OUTLIVED = 1.1
 """A stage that has run longer than every estimate of it is expected to take this many times as long as
@@ -434,6 +452,30 @@ class Knowledge:
             return float(longer.min()) if len(longer) else None
         prior = self.prior_duration(label)
         return prior if prior > elapsed else None
+
+    def task_estimate(self, label: str) -> float:
+        """Return the runtime estimate of one task of stage ``label``: what placement starts it by.
+
+        Walltime-aware placement (:func:`~elastic.pool.placement.plan_placement`) does not start a task on
+        an allocation with less walltime left than this while another allocation has the time. It is a
+        task's figure, not the stage's: a stage's recorded runtime is its longest task with that task's
+        lost attempts summed (:func:`~elastic.control.history.learn_runtimes`), the right length for the
+        stage's walltime but the slowest of many tasks, and more than twice a typical one after a run
+        that lost tasks. Placed by it, the second wave of a stage on a split allocation waited for a
+        pending piece while the first piece idled for hours, then the idle piece was released and its
+        tasks waited a day for a follow-up (BLAST at 112 cores on the HPC2N capacity queue: 9,772 s
+        against tasks of about an hour; ``docs/results/strategies.md``).
+
+        With at least ``min_history`` runs' task runtimes (each run records its completed tasks' mean
+        plus one standard deviation under :func:`task_label`): their mean; else the workflow's own
+        estimate (:meth:`prior_duration`: the mean task runtime plus one standard deviation, the same
+        statistic). Never more than the stage's :meth:`expected_duration` (no task outlasts its stage),
+        so a history recorded before task runtimes were kept still lowers an estimate that was too high.
+        """
+        runtimes, _ = self._runtimes(task_label(label))
+        learned = len(runtimes) >= self.min_history
+        own = float(runtimes.mean()) if learned else self.prior_duration(label)
+        return min(own, self.expected_duration(label))
 
     def walltime(self, label: str, previous: Sequence[float] = ()) -> float:
         """Next walltime request for ``label``: the next value of its speculative sequence.

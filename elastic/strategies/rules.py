@@ -163,8 +163,8 @@ def _replaced(view: RunView, a: Allocation, labels: Sequence[str]) -> bool:
     """Whether idle running ``a`` cannot end any of its stages, all ready, and each has another allocation.
 
     Its stages' tasks then wait for the other (the walltime follow-up): placement's time rule starts a
-    task only where its estimate (the stage's expected duration, :meth:`Knowledge.expected_duration`, as
-    run control gives it) fits the walltime left while another allocation has the time. Kept, it would
+    task only where its estimate (:meth:`Knowledge.task_estimate`, as run control gives it) fits the
+    walltime left while another allocation has the time. Kept, it would
     idle until killed (HPC2N capacity, Statistics 28, run 1: 28 cores for 0.6 h). The same estimate
     placement uses, not the stage's expected work left: an allocation whose agents have not joined yet
     (idle for that reason) is kept wherever its stage's tasks would be placed on it.
@@ -174,7 +174,7 @@ def _replaced(view: RunView, a: Allocation, labels: Sequence[str]) -> bool:
         return False
     left = a.remaining(view.now)
     for x in open_:
-        if view.knowledge.expected_duration(x) <= left:
+        if view.knowledge.task_estimate(x) <= left:
             return False
         others = [b for b in view.allocations_serving(x, live_only=True) if b.alloc_id != a.alloc_id]
         if not any(b.piece_of is None or b.piece_of != a.piece_of for b in others):
@@ -208,7 +208,9 @@ def _holds_back(view: RunView, alloc_id: str) -> bool:
             waiting = cores_waited_for(view, label)
             if held == 0 or waiting == 0:
                 continue
-            task = view.knowledge.expected_duration(label)
+            # a wave takes a task's time (the whole workflow's for a Big-Job allocation, as before)
+            k = view.knowledge
+            task = k.expected_duration(label) if label == TOTAL else k.task_estimate(label)
             if math.ceil(waiting / held) * task > task + view.knowledge.predict_wait(b.cores):
                 return True
     return False

@@ -51,6 +51,11 @@ class StageView:
     A front-door stage, whose tasks arrive over time: first start to end, less the gaps when none of its
     tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts).
     ``None``: not measured (first start to last end is used)."""
+    task_runtime: float | None = None
+    """Seconds one of its tasks runs, as the runtime history learns it for placement
+    (:meth:`~elastic.strategies.knowledge.Knowledge.task_estimate`): the mean plus one standard deviation
+    of the runtimes of its completed tasks (the attempt that completed each). ``None``: none completed, or
+    not measured (a front-door stage, whose tasks bring their own estimates)."""
     rerun_end: float | None = None
     """The soonest the stage can end given its tasks whose attempt was lost (their allocation ended): a
     re-run starts from scratch and takes at least as long as the lost attempt had run, so each such task

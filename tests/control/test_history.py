@@ -14,6 +14,7 @@ from elastic.control.sim_execution import SimExecution
 from elastic.learners.asa import ASAEstimator
 from elastic.metrics import Event, EventKind
 from elastic.strategies import Knowledge, MemoryHistory
+from elastic.strategies.knowledge import task_label
 from elastic.workflow import Stage, Workflow
 
 WIDE = Workflow("wide", (Stage("s", tasks=3, cores=1, runtime=100.0, runtime_cv=0.0),))
@@ -146,3 +147,75 @@ def test_a_front_door_gap_with_nothing_queued_is_runtime_the_stage_waited_for_in
 
 def _task(live: LiveDemand, kind: EventKind, at: float, name: str) -> None:
     live.observe(Event(at, kind, stage="s", allocation="a", task=name, cores=1))
+
+
+def test_a_stage_records_its_tasks_runtime_from_the_attempt_that_completed_each() -> None:
+    # the stage's runtime sums a lost task's attempts (140 s); a task's runtime is the attempt that
+    # completed it (100 s): mean plus one standard deviation of those, recorded under the task label
+    history, knowledge, ex, demand = _run()
+    ex.add_allocation("a", cores=3, walltime_end=10_000.0, at=0.0)
+    _feed(demand, ex, 40.0)
+    ex.allocation_ended("a", at=40.0)
+    ex.add_allocation("b", cores=3, walltime_end=10_000.0, at=500.0)
+    _feed(demand, ex, 1_000.0)
+    (view,) = demand.stages()
+    assert view.runtime == pytest.approx(140.0) and view.task_runtime == pytest.approx(100.0)
+    learn_runtimes(knowledge, demand.stages(), status="completed", end=600.0, width=3)
+    assert list(history.stage_runtimes("wide", task_label("s"))[0]) == [pytest.approx(100.0)]
+
+
+def test_task_runtime_is_the_mean_plus_one_standard_deviation_of_the_completed_tasks() -> None:
+    wf = Workflow("spread", (Stage("s", tasks=40, cores=1, runtime=100.0, runtime_cv=0.5),))
+    _, _, ex, demand = _run(wf, seed=4)
+    ex.add_allocation("a", cores=40, walltime_end=100_000.0, at=0.0)
+    events: list[Event] = []
+    for event in ex.advance(10_000.0):
+        events.append(event)
+        demand.observe(event)
+    demand.update(10_000.0)
+    ran = np.array([e.time for e in events if e.kind is EventKind.TASK_END])  # all started at 0 s
+    (view,) = demand.stages()
+    assert len(ran) == 40 and view.task_runtime == pytest.approx(ran.mean() + ran.std())
+    assert view.runtime == pytest.approx(ran.max())  # the stage's own: its slowest task
+
+
+def test_a_task_is_placed_by_a_tasks_estimate_not_by_its_stages_slowest_task() -> None:
+    # Regression: BLAST at 112 cores on the HPC2N capacity queue. The stage's history (its slowest task,
+    # lost attempts summed) was 2.7x a task's runtime; placed by it, tasks waited for a requested
+    # allocation while a live one with time for them idled (and was then released as useless).
+    wf = Workflow("w", (Stage("s", tasks=2, cores=1, runtime=4_000.0, runtime_cv=0.0),))
+    history = MemoryHistory()
+    for _ in range(3):
+        history.add_stage_runtime("w", "s", 12_000.0)
+        history.add_stage_runtime("w", task_label("s"), 4_000.0)
+    knowledge = Knowledge(wf, history=history)
+    assert knowledge.expected_duration("s") == pytest.approx(12_000.0)
+    assert knowledge.task_estimate("s") == pytest.approx(4_000.0)
+    ex = SimExecution()
+    ex.register("long", cores=2, walltime=20_000.0, stage="s")  # requested, not started
+    ex.add_allocation("short", cores=2, walltime_end=6_000.0, at=0.0)  # 6,000 s: time for a task
+    events: list[Event] = []
+    demand = DeclaredDemand(wf, ex, knowledge, events.append, np.random.default_rng(0))
+    demand.update(0.0)
+    demand.dispatch(0.0)
+    started = [e for e in ex.advance(1.0) if e.kind is EventKind.TASK_START]
+    assert [e.allocation for e in started] == ["short", "short"]
+
+
+@pytest.mark.parametrize(
+    ("stage", "tasks", "expected"),
+    [
+        ([], [], 5_000.0),  # no history: the model's mean task runtime plus one standard deviation
+        ([9_000.0] * 3, [], 5_000.0),  # only stage runtimes (an older history): the model's, below them
+        ([9_000.0] * 3, [3_000.0, 4_000.0, 5_000.0], 4_000.0),  # the tasks' own, learned
+        ([2_000.0] * 3, [3_000.0] * 3, 2_000.0),  # never more than the stage's expected runtime
+    ],
+)
+def test_task_estimate(stage: list[float], tasks: list[float], expected: float) -> None:
+    wf = Workflow("w", (Stage("s", tasks=8, cores=1, runtime=4_000.0, runtime_cv=0.25),))
+    history = MemoryHistory()
+    for r in stage:
+        history.add_stage_runtime("w", "s", r)
+    for r in tasks:
+        history.add_stage_runtime("w", task_label("s"), r)
+    assert Knowledge(wf, history=history).task_estimate("s") == pytest.approx(expected)
