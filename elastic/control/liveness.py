@@ -83,6 +83,7 @@ from elastic.allocations import Allocation, AllocationState
 from elastic.pool.placement import estimate_after_loss
 from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
+from elastic.strategies.rules import walltimes_so_far
 
 __all__ = ["LIVENESS_REASON", "unserved"]
 
@@ -353,7 +354,7 @@ def _request(
     Its walltime is the next of the stage's speculative sequence, at least ``walltime`` (within the
     partition's limit).
     """
-    previous = [a.walltime for a in view.allocations if a.stage == stage.name]
+    previous = walltimes_so_far(view, stage.name)
     k = view.knowledge
     wanted = max(k.walltime(stage.name, previous), walltime)
     if k.max_walltime is not None:

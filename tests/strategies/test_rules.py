@@ -23,6 +23,7 @@ from elastic.strategies import (
     make_strategy,
 )
 from elastic.strategies.base import release_idle, walltime_follow_ups
+from elastic.strategies.rules import walltimes_so_far
 from elastic.workflow import builtin_workflow
 from tests.strategies.views import Allocation, alloc, split
 
@@ -286,3 +287,20 @@ def test_a_request_in_more_pieces_than_cores_or_a_non_whole_number_is_refused(pi
     with pytest.raises(ConfigError, match="asa: pieces must be a whole number >= 1"):
         make_strategy("asa", pieces=0)
     assert Submit("s", 8, 600.0, pieces=8).pieces == 8
+
+
+def test_a_follow_up_continues_the_sequence_of_the_walltimes_that_ran_out_not_of_those_we_cancelled() -> None:
+    # Regression: CyberShake 28, SDSC Blue capacity, run 25: two requests made early and released unused
+    # (10,138 s) pushed the sequence past them, and a lost task's re-run was asked 23,120 s, which waited
+    # 28.8 h. The sequence's ``previous`` is what ran out: here the 1,000 s of a2.
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": 5},
+    )
+    early = alloc("a1", "process", 8, 10_138.0, AllocationState.CANCELLED, 0.0, 100.0, 110.0, cancelled=True)
+    ended = alloc("a2", "process", 8, 1000.0, AllocationState.TIMEOUT, 600.0, 600.0, 1600.0)
+    view = _view(1600.0, stages, (early, ended), 300.0)
+    assert walltimes_so_far(view, "process") == [1000.0]
+    (again,) = walltime_follow_ups(view, ["process"]).actions
+    assert isinstance(again, Submit) and again.walltime == view.knowledge.walltime("process", [1000.0])
+    assert again.walltime < view.knowledge.walltime("process", [10_138.0, 1000.0])
