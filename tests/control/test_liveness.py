@@ -318,3 +318,20 @@ def test_a_re_run_longer_than_the_partition_allows_asks_the_limit_once() -> None
     # once that one is pending, no more: it is the most any request can have
     pending = dataclasses.replace(_alloc("a2", "b", 1), walltime=3600.0)
     assert unserved(RunView(100.0, wf, stages, (pending,), knowledge), Decision()).actions == ()
+
+
+def test_a_re_run_continues_the_walltime_sequence_from_what_ran_out_not_from_requests_we_cancelled() -> None:
+    # Regression: CyberShake 28 on SDSC Blue capacity, run 25: two early requests released unused
+    # (10,138 s) made a lost task's re-run ask 23,120 s, and that one-core job waited 28.8 h
+    early = dataclasses.replace(
+        _alloc("a1", "b", 6), walltime=10_138.0, state=AllocationState.CANCELLED, cancelled=True, end_time=5.0
+    )
+    ran_out = dataclasses.replace(
+        _alloc("a2", "b", 6, running=True), walltime=80.0, state=AllocationState.TIMEOUT, end_time=90.0
+    )
+    view = _view((_rerun("b", 500.0),), (early, ran_out))
+    [s] = unserved(view, Decision()).actions
+    assert isinstance(s, Submit)
+    k = view.knowledge
+    assert s.walltime == max(k.walltime("b", [80.0]), 1000.0)  # the sequence after 80 s, at least 2 x 500 s
+    assert s.walltime < k.walltime("b", [10_138.0, 80.0])
