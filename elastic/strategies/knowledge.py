@@ -29,13 +29,13 @@ import logging
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from elastic.errors import ConfigError
+from elastic.strategies.runtime_history import MemoryHistory, RuntimeHistory, WaitStore, task_label
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -45,103 +45,21 @@ __all__ = ["OUTLIVED", "TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", 
 
 logger = logging.getLogger(__name__)
 
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
 TOTAL = "*"
 """Label of the whole workflow (Big-Job allocations, total-runtime history)."""
-
-_TASK = "*task:"
-
-
-def task_label(stage: str) -> str:
-    """Return the history label of the task runtimes of ``stage`` (:meth:`Knowledge.task_estimate`).
-
-    Beside the stage's own runtimes, under a label no stage is expected to take (as :data:`TOTAL`).
-
-    Examples
-    --------
-    >>> task_label("search")
-    '*task:search'
-    """
-    return _TASK + stage
-
 
 OUTLIVED = 1.1
 """A stage that has run longer than every estimate of it is expected to take this many times as long as
 it has run so far (:meth:`Knowledge.expected_duration`)."""
-
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
-
-
-class RuntimeHistory(Protocol):
-    """Where stage runtimes are kept (:class:`~elastic.store.Store` satisfies it)."""
-
-    def add_stage_runtime(
-        self,
-        workflow: str,
-        stage: str,
-        runtime: float,
-        *,
-        censored: bool = False,
-        cores: int | None = None,
-        run_id: int | None = None,
-    ) -> None:
-        """Record one stage runtime (censored: only a lower bound)."""
-        ...
-
-    def stage_runtimes(self, workflow: str, stage: str) -> tuple[FloatArray, BoolArray]:
-        """Return the runtimes of a stage and their censored flags, oldest first."""
-        ...
-
-
-class WaitStore(Protocol):
-    """Where observed queue waits are kept (:class:`~elastic.store.Store` satisfies it)."""
-
-    def add_wait(
-        self,
-        key: str,
-        wait: float,
-        *,
-        cores: int | None = None,
-        user: str | None = None,
-        backend: str | None = None,
-        submit_time: float | None = None,
-    ) -> None:
-        """Record one observed queue wait."""
-        ...
 
 
 class _Predictor(Protocol):
     def predict(self, key: str) -> float: ...
 
     def observe(self, key: str, wait: float) -> Any: ...
-
-
-@dataclass
-class MemoryHistory:
-    """In-memory :class:`RuntimeHistory` (pure simulation; shared across the runs of one comparison)."""
-
-    _rows: dict[tuple[str, str], list[tuple[float, bool]]] = field(default_factory=dict)
-
-    def add_stage_runtime(
-        self,
-        workflow: str,
-        stage: str,
-        runtime: float,
-        *,
-        censored: bool = False,
-        cores: int | None = None,
-        run_id: int | None = None,
-    ) -> None:
-        """Record one stage runtime."""
-        self._rows.setdefault((workflow, stage), []).append((float(runtime), bool(censored)))
-
-    def stage_runtimes(self, workflow: str, stage: str) -> tuple[FloatArray, BoolArray]:
-        """Return the runtimes of a stage and their censored flags, oldest first."""
-        rows = self._rows.get((workflow, stage), [])
-        return (
-            np.array([r for r, _ in rows], dtype=np.float64),
-            np.array([c for _, c in rows], dtype=np.bool_),
-        )
 
 
 class Knowledge:
@@ -454,23 +372,13 @@ class Knowledge:
         return prior if prior > elapsed else None
 
     def task_estimate(self, label: str) -> float:
-        """Return the runtime estimate of one task of stage ``label``: what placement starts it by.
+        """Return the runtime estimate of one task of stage ``label``, which placement starts it by.
 
-        Walltime-aware placement (:func:`~elastic.pool.placement.plan_placement`) does not start a task on
-        an allocation with less walltime left than this while another allocation has the time. It is a
-        task's figure, not the stage's: a stage's recorded runtime is its longest task with that task's
-        lost attempts summed (:func:`~elastic.control.history.learn_runtimes`), the right length for the
-        stage's walltime but the slowest of many tasks, and more than twice a typical one after a run
-        that lost tasks. Placed by it, the second wave of a stage on a split allocation waited for a
-        pending piece while the first piece idled for hours, then the idle piece was released and its
-        tasks waited a day for a follow-up (BLAST at 112 cores on the HPC2N capacity queue: 9,772 s
-        against tasks of about an hour; ``docs/results/strategies.md``).
-
-        With at least ``min_history`` runs' task runtimes (each run records its completed tasks' mean
-        plus one standard deviation under :func:`task_label`): their mean; else the workflow's own
-        estimate (:meth:`prior_duration`: the mean task runtime plus one standard deviation, the same
-        statistic). Never more than the stage's :meth:`expected_duration` (no task outlasts its stage),
-        so a history recorded before task runtimes were kept still lowers an estimate that was too high.
+        A task's figure, not the stage's (whose runtime is its slowest task, lost attempts summed: see
+        ``docs/guide/strategies.md``): the mean of the recorded per-run task figures
+        (:func:`task_label`: each run's mean plus one standard deviation) once ``min_history`` exist, else
+        :meth:`prior_duration` (the same statistic from the model); never more than
+        :meth:`expected_duration`.
         """
         runtimes, _ = self._runtimes(task_label(label))
         learned = len(runtimes) >= self.min_history
