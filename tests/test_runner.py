@@ -32,6 +32,7 @@ from elastic.strategies import (
     make_strategy,
 )
 from elastic.strategies.base import release_idle
+from elastic.strategies.knowledge import task_label
 from elastic.workflow import Stage, Workflow, builtin_workflow
 from tests.simulator.test_capacity import CAP
 from tests.simulator.test_fidelity import trace
@@ -266,6 +267,9 @@ def test_every_real_wait_is_observed_and_stored(tmp_path: Path) -> None:
         assert stored == observed == len(starts)
         runtimes, censored = store.stage_runtimes("demo3", "process")
         assert len(runtimes) == 1 and not censored.any()
+        # a task's runtime too, what placement reads next time (process: 8 tasks of about 1,800 s)
+        tasks, _ = store.stage_runtimes("demo3", task_label("process"))
+        assert len(tasks) == 1 and 1_000.0 < tasks[0] < 4_000.0
 
 
 def test_same_seed_same_metrics_and_a_different_seed_differs() -> None:
