@@ -29,9 +29,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _PARSL_DRIVER = textwrap.dedent(
     """
-    import sys, time
+    import faulthandler, signal, sys, time
     import parsl
     from parsl import python_app
+
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the test asks for its threads if it hangs
     from parsl.config import Config
     from elastic.backends.slurm import SlurmBackend
     from elastic.executors.parsl_executor import ElasticExecutor
@@ -125,6 +127,10 @@ def test_a_signalled_parsl_driver_cancels_every_job(
         proc.wait(timeout=90)
     finally:  # a driver left running would keep asking the session's cluster for cores
         if proc.poll() is None:
+            # it hung once in a CI run (SIGHUP) and never in reruns: its threads' stacks go to the
+            # captured stderr before it is killed, to show where
+            proc.send_signal(signal.SIGUSR1)
+            time.sleep(2.0)
             proc.kill()
             proc.wait(timeout=30)
     assert _empty_within(cluster, 10.0) == [], "a batch job outlived the driver"
