@@ -32,10 +32,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
 from elastic.errors import ConfigError
-from elastic.strategies.runtime_history import MemoryHistory, RuntimeHistory, WaitStore, task_label
+from elastic.strategies.runtime_history import (
+    BoolArray,
+    FloatArray,
+    MemoryHistory,
+    RuntimeHistory,
+    WaitStore,
+    task_label,
+)
 from elastic.workflow import Workflow
 
 if TYPE_CHECKING:
@@ -44,9 +50,6 @@ if TYPE_CHECKING:
 __all__ = ["OUTLIVED", "TOTAL", "Knowledge", "MemoryHistory", "RuntimeHistory", "WaitStore", "task_label"]
 
 logger = logging.getLogger(__name__)
-
-FloatArray = npt.NDArray[np.float64]
-BoolArray = npt.NDArray[np.bool_]
 
 TOTAL = "*"
 """Label of the whole workflow (Big-Job allocations, total-runtime history)."""

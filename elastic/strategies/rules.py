@@ -35,7 +35,8 @@ def walltimes_so_far(view: RunView, label: str) -> list[float]:
     released idle in its stage's tail. Counted, they pushed the sequence on: CyberShake 28 on the SDSC
     Blue capacity queue, run 25, ``asa`` released two 10,138-s requests made early, and a task lost
     later was asked 23,120 s instead of the sequence's next after the 4,620 s that ran out; a one-core
-    job that long waited 28.8 h there (40.5 h against split Per-Stage's 4.5 h).
+    job that long waited 28.8 h there (40.5 h against split Per-Stage's 4.5 h). The planner reads its
+    own, narrower form for groups it has not requested yet (``planner_rules._ran_out``: TIMEOUT only).
     """
     return [a.walltime for a in view.allocations_for(label) if not a.cancelled]
 
