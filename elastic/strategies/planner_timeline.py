@@ -35,6 +35,7 @@ class Timeline:
         self.view = view
         self._waits = waits
         self._seen: dict[str, float | None] = {}  # stage: its predicted end, memoised
+        self._ready: dict[str, tuple[Allocation, float]] = {}  # pending allocation: its predicted start
 
     def work(self, s: StageView) -> float:
         """Return the expected seconds of work ``s`` has left: no sooner than its re-run tasks can end.
@@ -88,6 +89,17 @@ class Timeline:
         """Predicted start of allocation ``a`` (now if it runs)."""
         if a.running:
             return self.view.now
+        if a.eligible_time is None and a.dependencies:
+            # read through the predicted ends of the stages it waits for, some of which may be being
+            # predicted (a cycle's guard): not kept
+            return self._predicted_start(a)
+        found = self._ready.get(a.alloc_id)
+        if found is None or found[0] is not a:
+            found = self._ready[a.alloc_id] = (a, self._predicted_start(a))
+        return found[1]
+
+    def _predicted_start(self, a: Allocation) -> float:
+        """:meth:`ready` of a pending allocation, predicted afresh."""
         eligible = a.eligible_time
         if eligible is None:
             eligible = a.submit_time if a.submit_time is not None else self.view.now

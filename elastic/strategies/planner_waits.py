@@ -40,13 +40,14 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.strategies import merge, timing
-from elastic.strategies.base import Releasing, RunView
+from elastic.strategies.base import Releasing, RunView, StageView
+from elastic.strategies.knowledge import Knowledge
 from elastic.strategies.planner_rules import window
 from elastic.strategies.search import WAVES, Waits
 
@@ -118,8 +119,11 @@ class QueueWaits:
         """By decision time and label, the estimate each request was made on (the planner records it)."""
         self._bias: tuple[float | None, float] = (None, 1.0)
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
-        self._walltimes: dict[int, float | None] = {}  # per width, the walltime asked (with _asked)
+        # per width, the walltime an estimate is asked with, and the longest of any width (with _asked)
+        self._walltimes: tuple[dict[int, float], float | None] | None = None
         self._left: _WalltimesLeft | None = None  # the walltimes of the stages left, for headroom
+        # each stage's walltime, and those not whole, for the knowledge's key (_walltimes_left)
+        self._walltime_of: tuple[tuple[object, ...] | None, dict[str, float], set[str]] = (None, {}, set())
 
     def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
@@ -149,15 +153,25 @@ class QueueWaits:
             return None
         if self._asked[0] != (view.now, view.estimate):
             self._asked = ((view.now, view.estimate), {})
-            self._walltimes = {}
+            self._walltimes = None
         answers = self._asked[1]
         key = (cores, releasing)
         if key not in answers:
-            if cores not in self._walltimes:
-                left = window(view, self.horizon)  # the stages left the planner plans
-                same = [s for s in left if s.width == cores] or left
-                self._walltimes[cores] = max((view.knowledge.walltime(s.name) for s in same), default=None)
-            walltime = self._walltimes[cores]
+            if self._walltimes is None:
+                # the longest walltime per width of the stages left the planner plans, and of all of them,
+                # in one pass a decision (a pass per width read every ready stage of a wide DAG each time)
+                widest: dict[int, float] = {}
+                longest: float | None = None
+                walltime_of = self._walltimes_known(view)
+                for s in window(view, self.horizon):
+                    w = walltime_of(s.name)
+                    width = s.width
+                    if width not in widest or w > widest[width]:
+                        widest[width] = w
+                    if longest is None or w > longest:
+                        longest = w
+                self._walltimes = (widest, longest)
+            walltime = self._walltimes[0].get(cores, self._walltimes[1])
             answers[key] = None if walltime is None else view.estimate(cores, walltime, releasing)
         return answers[key]
 
@@ -175,20 +189,26 @@ class QueueWaits:
             return 1.0
         if self._bias[0] == view.now:
             return self._bias[1]
-        requests: dict[str, list[Allocation]] = {}
-        for a in view.allocations:
-            requests.setdefault(a.request, []).append(a)
-        of_stage: dict[str | None, list[str]] = {}  # the requests by their first job's stage, in order
-        for r, jobs in requests.items():
-            of_stage.setdefault(jobs[0].stage, []).append(r)
+        # the requests by their stage, in order, each with its jobs: a request's pieces share its stage,
+        # so the view's index by stage has them all (grouping every allocation of the run at each decision
+        # was most of this on a 5,000-stage DAG); only the labels given are grouped
+        of_stage: dict[str, dict[str, list[Allocation]]] = {}
         done: list[float] = []
         waiting: list[float] = []
         used: set[str] = set()
+        unmatched: list[tuple[float, str]] = []
         for (t, label), given in self.given.items():
-            match = next(
-                (r for r in of_stage.get(label, ()) if r not in used and _made_at(requests[r], t)), None
-            )
+            requests = of_stage.get(label)
+            if requests is None:
+                requests = of_stage[label] = {}
+                for a in view.allocations_for(label):
+                    requests.setdefault(a.request, []).append(a)
+            match = next((r for r, jobs in requests.items() if r not in used and _made_at(jobs, t)), None)
             if match is None:
+                if t < view.now - 1.0:
+                    # no request was made then (the submission cap or the backlog held it back): every
+                    # request made within a second of ``t`` is in the view, so it never matches
+                    unmatched.append((t, label))
                 continue
             used.add(match)
             jobs = requests[match]
@@ -198,6 +218,8 @@ class QueueWaits:
                 done.append((wait + BIAS_FLOOR) / (given + BIAS_FLOOR))
             elif not any(j.ended and j.start_time is None for j in jobs):
                 waiting.append((view.now - t + BIAS_FLOOR) / (given + BIAS_FLOOR))
+        for key in unmatched:  # forgotten: each decision read them all again (thousands held back)
+            del self.given[key]
         bias = estimate_bias(done)
         bias = estimate_bias(done + [r for r in waiting if r > bias])
         self._bias = (view.now, bias)
@@ -279,14 +301,42 @@ class QueueWaits:
                 asked = for_holds
         return asked
 
+    def _walltimes_known(self, view: RunView) -> Callable[[str], float]:
+        """Return ``walltime(stage)`` of ``view``'s knowledge, kept across views while its key holds."""
+        k = view.knowledge
+        key = _knowledge_key(k)
+        if self._walltime_of[0] != key:
+            self._walltime_of = (key, {}, set())
+        known, inexact = self._walltime_of[1], self._walltime_of[2]
+
+        def walltime(name: str) -> float:
+            w = known.get(name)
+            if w is None:
+                w = known[name] = k.walltime(name)
+                if not w.is_integer():
+                    inexact.add(name)
+            return w
+
+        return walltime
+
     def _walltimes_left(self, view: RunView) -> _WalltimesLeft:
         """Return the walltimes of ``view``'s stages left, built once per list of stages and knowledge."""
-        k = view.knowledge
-        key = (k.version, k.workflow, k.max_walltime, k.min_history, k.default_runtime, k.slack, k.overhead)
+        key = _knowledge_key(view.knowledge)
         left = self._left
         if left is None or left.stages is not view.stages or left.key != key:
-            left = self._left = _WalltimesLeft(view, key)
+            # each stage's walltime depends on the knowledge only (the key): kept across views, so a view
+            # whose stages changed (a task started or ended) looks up what did not change instead of
+            # asking the speculative sequence for every stage left again (a 5,000-stage DAG: 17 ms a view)
+            if self._walltime_of[0] != key:
+                self._walltime_of = (key, {}, set())
+            before = left if left is not None and left.key == key else None
+            left = self._left = _WalltimesLeft(view, key, self._walltime_of[1], self._walltime_of[2], before)
         return left
+
+
+def _knowledge_key(k: Knowledge) -> tuple[object, ...]:
+    """Return what a stage's first walltime request (:meth:`Knowledge.walltime`) depends on but its name."""
+    return (k.version, k.workflow, k.max_walltime, k.min_history, k.default_runtime, k.slack, k.overhead)
 
 
 class _WalltimesLeft:
@@ -301,15 +351,55 @@ class _WalltimesLeft:
     not whole, each sum is taken stage by stage as before.
     """
 
-    __slots__ = ("_exact", "_prefix", "_view", "_widest", "key", "stages")
+    __slots__ = ("_exact", "_prefix", "_view", "_walltimes", "_widest", "key", "stages")
 
-    def __init__(self, view: RunView, key: tuple[object, ...]) -> None:
-        self.stages = view.stages
+    def __init__(
+        self,
+        view: RunView,
+        key: tuple[object, ...],
+        known: dict[str, float] | None = None,
+        inexact: set[str] | None = None,
+        before: _WalltimesLeft | None = None,
+    ) -> None:
+        """Sum the walltimes of ``view``'s stages left.
+
+        ``known``: walltimes by stage for ``key``, and ``inexact``: those of them not whole, both kept by
+        the caller across views and filled here. ``before``: the sums of an earlier view with the same
+        key; only the stages whose record changed since are read again (a task's start or end changes one
+        stage of thousands).
+        """
+        self.stages = stages = view.stages
         self.key = key
         self._view = view
         k = view.knowledge
-        walltimes = [0.0 if s.complete else k.walltime(s.name) for s in view.stages]
-        self._exact = all(w.is_integer() for w in walltimes)
+        known = {} if known is None else known
+        inexact = set() if inexact is None else inexact
+
+        def walltime(st: StageView) -> float:
+            if st.complete:
+                return 0.0
+            w = known.get(st.name)
+            if w is None:
+                w = known[st.name] = k.walltime(st.name)
+                if not w.is_integer():
+                    inexact.add(st.name)
+            return w
+
+        old = before.stages if before is not None else ()
+        walltimes: list[float]
+        if before is not None and len(old) == len(stages):
+            walltimes = list(before._walltimes)
+            for i, (was, st) in enumerate(zip(old, stages, strict=True)):
+                if was is not st:
+                    if was.name != st.name:  # another plan: read every stage
+                        walltimes = [walltime(x) for x in stages]
+                        break
+                    walltimes[i] = walltime(st)
+        else:
+            walltimes = [walltime(st) for st in stages]
+        self._walltimes: list[float] = walltimes
+        # a stage not whole, complete in this view, only makes the sums below be taken one by one (equal)
+        self._exact = not inexact
         self._prefix = [0.0, *itertools.accumulate(walltimes)]
         self._widest: dict[int, int] = {}
 

@@ -761,6 +761,24 @@ def test_a_calibrated_planner_scales_the_estimate_by_the_waits_that_followed_its
     assert planner.queue.waits(_calibration_view(1800.0, (None, None)), 28, True)[0] == pytest.approx(3600.0)
 
 
+def test_an_estimate_whose_request_was_held_back_is_forgotten_and_changes_nothing() -> None:
+    planner = Planner()
+    planner.decide(_first_request_view(wait=3600.0))
+    # a request planned at t=300 that the submission cap or the backlog held back: no request was made
+    # then, so it never matches one (each decision read all of these again: thousands on a wide DAG)
+    planner.queue.given[(300.0, "wide1")] = 60.0
+    started = _calibration_view(900.0, (600.0, None))
+    factor = math.exp(math.log(660.0 / 3660.0) / 2)
+    assert planner.queue.waits(started, 28, True)[0] == pytest.approx(3600.0 * factor)
+    assert list(planner.queue.given) == [(0.0, "wide1")]
+    # one of this very second may still be made: kept
+    planner.queue.given[(1800.0, "wide1")] = 60.0
+    assert planner.queue.waits(_calibration_view(1800.5, (600.0, None)), 28, True)[0] == pytest.approx(
+        3600.0 * factor
+    )
+    assert (1800.0, "wide1") in planner.queue.given
+
+
 @given(st.lists(st.floats(0.01, 100.0), max_size=8), st.floats(0.0, 4.0))
 def test_the_learned_bias_lies_between_one_and_the_ratios_seen(ratios: list[float], prior: float) -> None:
     if prior == 0.0 and not ratios:

@@ -212,3 +212,32 @@ def test_a_wide_fan_out_under_a_tight_cap_completes_planning_only_what_goes_thro
     assert result.status == "completed"
     assert runner.controller.rate.held > 0  # the cap was reached
     assert max(asked) < roots  # no decision planned every ready stage in full
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    shapes,
+    st.lists(st.integers(0, 29), min_size=1, max_size=8),
+    st.sampled_from([0.0, 0.05, 1.0]),
+    st.sampled_from([None, 3600.5]),
+)
+def test_walltime_sums_kept_across_views_are_the_ones_summed_afresh(
+    shape: tuple[list[int], list[bool], list[bool]],
+    completing: list[int],
+    scale: float,
+    max_walltime: float | None,
+) -> None:
+    # one planner asked at successive views of one run, stages completing between them: the walltimes it
+    # keeps across views (only the stages whose record changed read again) give the decisions a planner
+    # summing every stage left afresh gives
+    widths, ready, done = shape
+    first = _view(widths, ready, done, scale=scale, max_walltime=max_walltime)
+    kept, afresh = Planner(pieces=1), Planner(pieces=1)
+    afresh.queue.headroom = types.MethodType(_headroom_summed_each_time, afresh.queue)  # type: ignore[method-assign]
+    stages = list(first.stages)
+    for step, index in enumerate([-1, *completing]):
+        if 0 <= index < len(stages) and not stages[index].complete:
+            s = stages[index]
+            stages[index] = dataclasses.replace(s, start_time=0.0, end_time=0.0, done=s.tasks, ready_time=0.0)
+        view = dataclasses.replace(first, now=float(step), stages=tuple(stages))
+        assert kept.decide(view) == afresh.decide(view)
