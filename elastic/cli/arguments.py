@@ -114,7 +114,7 @@ def add_priority_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_submission_rate_argument(parser: argparse.ArgumentParser) -> None:
-    """Add ``--submission-rate`` and ``--max-allocations`` (every subcommand where allocation control runs).
+    """Add ``--submission-rate``, ``--max-allocations`` and ``--max-queued`` (where allocation control runs).
 
     Both set one value, ``submission_rate``: a :class:`~elastic.control.rate.SubmissionLimit` (None: the
     default cap), whichever order they are given in.
@@ -134,14 +134,28 @@ def add_submission_rate_argument(parser: argparse.ArgumentParser) -> None:
         dest="submission_rate",
         type=max_allocations,
         action=_MergeLimit,
+        const="max_allocations",
         metavar="N",
         help="batch jobs one run may submit in all, from 1 to 1,000,000 (default 10,000); a run that "
         "reaches it stops, failed, saying so",
     )
+    parser.add_argument(
+        "--max-queued",
+        dest="submission_rate",
+        type=max_allocations,
+        action=_MergeLimit,
+        const="max_queued",
+        metavar="N",
+        help="requests of one run waiting in the batch queue at once (the backlog), from 1 to 1,000,000 "
+        "(default 32); more wait until one starts",
+    )
 
 
 class _MergeLimit(argparse.Action):
-    """Fold ``--submission-rate`` (a limit) or ``--max-allocations`` (an int) into the limit so far."""
+    """Fold ``--submission-rate``, ``--max-allocations`` or ``--max-queued`` into the limit so far.
+
+    A rate is a limit; the other two are an int, for the field the argument's ``const`` names.
+    """
 
     def __call__(
         self,
@@ -156,9 +170,13 @@ class _MergeLimit(argparse.Action):
 
         current = getattr(namespace, self.dest, None)
         if isinstance(values, SubmissionLimit):
-            limit = values if current is None else replace(values, max_allocations=current.max_allocations)
+            limit = (
+                values
+                if current is None
+                else replace(values, max_allocations=current.max_allocations, max_queued=current.max_queued)
+            )
         else:
-            limit = replace(current or SubmissionLimit(), max_allocations=values)
+            limit = replace(current or SubmissionLimit(), **{self.const: values})
         setattr(namespace, self.dest, limit)
 
 

@@ -342,7 +342,13 @@ class AllocationController:
         added = unserved(view, decision, max_cores=self.max_cores)
         decision = merge(decision, added)
         self._settled = None
-        if decision.actions or self.knowledge.predictions != predictions:
+        acting = decision.actions
+        if not self._settles and acting and self.queued_requests() >= self.rate.max_queued:
+            # the backlog holds every request of this decision until a queued one starts or leaves the
+            # queue, which changes the run's allocations: a paced strategy is asked again then, not at
+            # every poll (a 5,000-stage random DAG kept the backlog full for days, deciding every 16 s)
+            acting = tuple(a for a in acting if not isinstance(a, Submit))
+        if acting or self.knowledge.predictions != predictions:
             return decision  # acted, or asked the learner (which may draw at random): ask again next time
         if self._view is None or self._view[1] is not view:
             return decision
@@ -433,7 +439,7 @@ class AllocationController:
         # and let the knowledge estimate from that same plan.
         plan = inputs.plan
         self.knowledge.workflow = plan
-        submittable = self.rate.takes(now)
+        submittable = self.rate.takes(now, self.queued_requests())
         if self._view is not None and self._view[0].same(inputs):  # only the clock moved
             view = self._view[1].at(now, submittable)
         else:
@@ -657,7 +663,8 @@ class AllocationController:
             )
         task = widest_task(self._task_cores, action)  # a task wider than a node is refused (ConfigError)
         widths = split_request(action.cores, action.pieces, self.job_cores, task, self.node_cores)
-        if not self.rate.allow(now, len(widths)):  # the submission-rate cap: asked again at a later step
+        # the submission-rate cap and the backlog: asked again at a later step
+        if not self.rate.allow(now, len(widths), self.queued_requests()):
             return
         if len(widths) == 1:
             self._submit_job(action, now)
@@ -665,6 +672,20 @@ class AllocationController:
         first = f"a{len(self._allocs) + 1}"
         for cores in widths:
             self._submit_job(dataclasses.replace(action, cores=cores, pieces=1), now, piece_of=first)
+
+    def queued_requests(self) -> int:
+        """Return how many of this run's requests wait for cores in the batch queue (the backlog's count).
+
+        A request counts once (its pieces together) while one of its jobs is pending and not held by a
+        dependency on another job of the run (eligible, or with no dependency).
+        """
+        return len(
+            {
+                a.request
+                for a in self._index.snapshot().live
+                if a.pending and (a.eligible_time is not None or not a.dependencies)
+            }
+        )
 
     def _submit_job(self, action: Submit, now: float, *, piece_of: str | None = None) -> None:
         alloc_id = f"a{len(self._allocs) + 1}"

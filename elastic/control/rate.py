@@ -7,7 +7,7 @@ passes (:meth:`~elastic.control.controller.AllocationController.step` asks it be
 request it holds back is asked for again at the next step, which comes no later than
 :meth:`SubmissionRate.pending` says.
 
-Two rules, both on the backend's clock (real seconds on Slurm and the local backend, simulated seconds on
+Four rules, on the backend's clock (real seconds on Slurm and the local backend, simulated seconds on
 the mock's virtual clock):
 
 - **A token bucket**: at most ``burst`` jobs at once, then ``per_minute`` jobs a minute. In any window of
@@ -28,13 +28,29 @@ the mock's virtual clock):
   resubmitting for ever, stops there with :class:`~elastic.errors.LimitReachedError` (the run ends
   ``failed`` with the limit and how to raise it in the message; a front door fails its tasks with it)
   instead of submitting at the sustained rate for hours.
+- **A backlog**: at most ``max_queued`` requests of the run waiting for cores in the batch queue at once
+  (32 by default), as HyperQueue's allocation queues keep at most ``--backlog`` allocations queued. A
+  request counts while one of its batch jobs is pending and not held by a dependency on another of the
+  run's jobs (those wait for the run, not for cores); the pieces of one request count once. A request
+  over the backlog waits until one queued starts or leaves the queue (it is asked again at the next step),
+  so a wide random DAG with hundreds of stages ready at once on a small partition keeps a few dozen
+  requests queued instead of hundreds (each costs the batch system's scheduler, and each decision of a
+  strategy that plans around them). Every queued request starts or leaves the queue in time, so the
+  backlog never stalls a run; a request while none is queued always goes. The default is above what the
+  published suite keeps queued (at most 9 requests, 1000Genome, over the synthetic queue and SDSC Blue
+  capacity at peaks 28-112, every strategy and shape), so it changes none of those runs.
 
 A user sets the cap with :class:`SubmissionLimit` (frozen, checked when built), or with a number of jobs a
 minute (:func:`submission_limit`), through the ``submission_rate`` setting of every front-end
 (:class:`elastic.Settings`) and ``--submission-rate`` of ``elastic run`` and ``elastic compare``; each run
 makes its own :class:`SubmissionRate` from it. Limits on what a user may set are checked up front
 (:data:`MAX_PER_MINUTE`, :data:`MAX_BURST`, :data:`MAX_FAILURE_DELAY`, :data:`MAX_ALLOCATIONS`), with the
-limit in the message. ``--max-allocations N`` of the same subcommands sets the total.
+limit in the message. ``--max-allocations N`` of the same subcommands sets the total, ``--max-queued N``
+the backlog.
+
+Over 500 lines because the four rules are one gate (a request is let through only when all of them
+allow it, and each refusal says when to ask again), with the checks of what a user may set and the
+doctests that pin each rule.
 """
 
 from __future__ import annotations
@@ -50,6 +66,7 @@ from elastic.errors import ConfigError, LimitReachedError
 __all__ = [
     "DEFAULT_BURST",
     "DEFAULT_MAX_ALLOCATIONS",
+    "DEFAULT_MAX_QUEUED",
     "DEFAULT_PER_MINUTE",
     "FAILURE_DELAYS",
     "MAX_ALLOCATIONS",
@@ -96,6 +113,9 @@ stages asks for, unless something resubmits for ever."""
 MAX_ALLOCATIONS = 1_000_000
 """Most batch jobs a user may allow one run to submit."""
 
+DEFAULT_MAX_QUEUED = 32
+"""Requests of one run waiting for cores in the batch queue at once, by default (the backlog)."""
+
 
 def _number(value: object, name: str) -> float:
     """Return ``value`` as a float if it is a finite real number, else raise naming ``name``."""
@@ -105,9 +125,23 @@ def _number(value: object, name: str) -> float:
 
 
 def _checked(
-    per_minute: object, burst: object, failure_delays: object, max_allocations: object, where: str
+    per_minute: object,
+    burst: object,
+    failure_delays: object,
+    max_allocations: object,
+    where: str,
+    max_queued: object = DEFAULT_MAX_QUEUED,
 ) -> tuple[float, int, tuple[float, ...]]:
     """Return the cap's values checked against the documented limits; raise naming each as ``where.x``."""
+    if (
+        isinstance(max_queued, bool)
+        or not isinstance(max_queued, int)
+        or not 1 <= max_queued <= MAX_ALLOCATIONS
+    ):
+        raise ConfigError(
+            f"{where}max_queued must be an integer in [1, {MAX_ALLOCATIONS:,}] (requests of one run waiting "
+            f"in the batch queue at once), got {max_queued!r}"
+        )
     if (
         isinstance(max_allocations, bool)
         or not isinstance(max_allocations, int)
@@ -152,6 +186,9 @@ class SubmissionLimit:
     max_allocations : int, default 10,000
         Batch jobs one run may submit in all; in ``[1, MAX_ALLOCATIONS]``. A run that reaches it stops
         with :class:`~elastic.errors.LimitReachedError`.
+    max_queued : int, default 32
+        Requests of one run waiting for cores in the batch queue at once (the backlog, module docstring);
+        in ``[1, MAX_ALLOCATIONS]``.
 
     Raises
     ------
@@ -172,11 +209,17 @@ class SubmissionLimit:
     burst: int = DEFAULT_BURST
     failure_delays: Sequence[float] = field(default=FAILURE_DELAYS)
     max_allocations: int = DEFAULT_MAX_ALLOCATIONS
+    max_queued: int = DEFAULT_MAX_QUEUED
 
     def __post_init__(self) -> None:
         """Check every value (see the class docstring); keep the delays as a tuple."""
         rate, _, delays = _checked(
-            self.per_minute, self.burst, self.failure_delays, self.max_allocations, "SubmissionLimit: "
+            self.per_minute,
+            self.burst,
+            self.failure_delays,
+            self.max_allocations,
+            "SubmissionLimit: ",
+            self.max_queued,
         )
         object.__setattr__(self, "per_minute", rate)
         object.__setattr__(self, "failure_delays", delays)
@@ -188,6 +231,7 @@ class SubmissionLimit:
             burst=self.burst,
             failure_delays=self.failure_delays,
             max_allocations=self.max_allocations,
+            max_queued=self.max_queued,
         )
 
 
@@ -249,6 +293,9 @@ class SubmissionRate:
         for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``.
     max_allocations : int, default 10,000
         Batch jobs this run may submit in all; in ``[1, MAX_ALLOCATIONS]``.
+    max_queued : int, default 32
+        Requests of this run waiting for cores in the batch queue at once (the backlog); in
+        ``[1, MAX_ALLOCATIONS]``. The caller says how many wait (``queued`` of :meth:`allow`).
 
     Raises
     ------
@@ -274,6 +321,9 @@ class SubmissionRate:
     (False, 10.0)
     >>> fifo.allow(10.0, 2)
     True
+    >>> backlog = SubmissionRate(max_queued=2)  # two requests waiting in the batch queue at most
+    >>> backlog.allow(0.0, queued=1), backlog.allow(0.0, queued=2), backlog.retry_at is None
+    (True, False, True)
     """
 
     def __init__(
@@ -283,8 +333,12 @@ class SubmissionRate:
         burst: int = DEFAULT_BURST,
         failure_delays: Sequence[float] = FAILURE_DELAYS,
         max_allocations: int = DEFAULT_MAX_ALLOCATIONS,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
-        rate, burst, delays = _checked(per_minute, burst, failure_delays, max_allocations, "SubmissionRate: ")
+        rate, burst, delays = _checked(
+            per_minute, burst, failure_delays, max_allocations, "SubmissionRate: ", max_queued
+        )
+        self.max_queued = max_queued
         self.per_minute = rate
         self.burst = burst
         self.failure_delays = delays
@@ -302,6 +356,7 @@ class SubmissionRate:
         self.retry_at: float | None = None
         """When a held-back request may go (backend seconds); None when nothing is held back."""
         self._refilled_for_held = -math.inf
+        self._backlog_said = False  # the backlog's hold was logged (once a run)
         """When the bucket holds the tokens of the request held back (its wait without the back-off)."""
 
     def _tokens_at(self, now: float) -> float:
@@ -324,7 +379,7 @@ class SubmissionRate:
         delay = self._delay()
         return -math.inf if delay == 0.0 or self._last is None else self._last + delay
 
-    def allow(self, now: float, jobs: int = 1) -> bool:
+    def allow(self, now: float, jobs: int = 1, queued: int = 0) -> bool:
         """Take ``jobs`` submissions at backend time ``now`` if the cap allows them now.
 
         Parameters
@@ -333,12 +388,16 @@ class SubmissionRate:
             Backend seconds.
         jobs : int, default 1
             Batch jobs of the request (the pieces of a split request go together).
+        queued : int, default 0
+            The run's requests waiting for cores in the batch queue now (the backlog's count, module
+            docstring); at ``max_queued`` or more the request is held.
 
         Returns
         -------
         bool
             True: submit them (they are counted). False: hold the request; :attr:`retry_at` says when
-            to ask again.
+            to ask again (None: when a queued request starts or leaves the queue, which the caller's
+            next poll sees).
 
         Raises
         ------
@@ -357,6 +416,17 @@ class SubmissionRate:
                 "fails); raise the limit with --max-allocations or SubmissionLimit(max_allocations=...) "
                 f"(at most {MAX_ALLOCATIONS:,})",
             )
+        if queued >= self.max_queued:
+            self.held += 1
+            if not self._backlog_said:
+                self._backlog_said = True
+                logger.info(
+                    "submission backlog: %d requests of this run wait in the batch queue (at most %d); "
+                    "holding more until one starts (raise it with SubmissionLimit(max_queued=...))",
+                    queued,
+                    self.max_queued,
+                )
+            return False
         self._refill(now)
         need = float(min(jobs, self.burst))
         not_before = self._not_before()
@@ -392,12 +462,13 @@ class SubmissionRate:
         self.held += 1
         return False
 
-    def takes(self, now: float) -> int:
-        """Return at most how many one-job requests :meth:`allow` would let through at ``now``, one by one.
+    def takes(self, now: float, queued: int = 0) -> int:
+        """Return at most how many requests :meth:`allow` would let through at ``now``, one by one.
 
         An upper bound, one more than that at most (never fewer): 0 while a request held back waits or the
         back-off after failures holds, else the whole tokens in the bucket at ``now`` (at most one while
-        the back-off spaces jobs out), plus one. A strategy
+        the back-off spaces jobs out; each request is one job at least) or the room ``queued`` leaves in
+        the backlog, the smaller, plus one. A strategy
         whose requests are costly to plan (the planner, :attr:`~elastic.strategies.base.RunView.submittable`)
         plans no more than these in full; the rest would be held back all the same. Changes nothing.
 
@@ -408,13 +479,15 @@ class SubmissionRate:
         (3, True, True, 1)
         >>> rate.allow(0.0), rate.takes(0.0), rate.takes(10.0)  # held back until t=10
         (False, 0, 2)
+        >>> SubmissionRate(max_queued=2).takes(0.0, queued=1)  # one more fits in the backlog
+        2
         """
         if (self.retry_at is not None and now < self.retry_at) or now < self._not_before():
             return 0
         whole = max(0, math.floor(self._tokens_at(now) + _ROUNDING_S * self.per_minute / 60.0))
         if self._delay() > 0.0:
             whole = min(whole, 1)  # after failures each job waits the delay after the one before it
-        return whole + 1
+        return min(whole, max(0, self.max_queued - queued)) + 1
 
     def pending(self, now: float) -> float | None:
         """Return when a request held back may go, if one is held and that time is after ``now``.

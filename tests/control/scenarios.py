@@ -31,6 +31,7 @@ from elastic.allocations import Allocation
 from elastic.backends.mock import MockBackend
 from elastic.control.controller import AllocationController
 from elastic.control.execution import RunResult
+from elastic.control.rate import SubmissionLimit
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.learners.choice import make_wait_learner
@@ -96,6 +97,9 @@ class Scenario:
     given: a plain script)."""
     declares: bool = False
     """On the front door: the workflow is declared (``Elastic(workflow=...)``, runtimes as hinted)."""
+    max_queued: int | None = None
+    """The backlog: requests waiting in the batch queue at once (None: the default,
+    :data:`~elastic.control.rate.DEFAULT_MAX_QUEUED`)."""
 
     def workflow(self, name: str = "random") -> Workflow:
         """Return the scenario's workflow (stage ``i`` is ``s{i}``; ``after`` indexes earlier stages)."""
@@ -246,6 +250,8 @@ class _Checks:
         retry_at = self.controller.rate.retry_at
         if retry_at is not None and retry_at > view.now:
             return  # the submission-rate cap holds requests back until then (documented, issue 31)
+        if self.controller.queued_requests() >= self.controller.rate.max_queued:
+            return  # the backlog holds requests back until a queued one starts (documented, rate.py)
         if last[0] is not view.stages or last[1] is not view.allocations:  # else only the clock moved
             open_ = [a for a in view.allocations if not a.ended and not a.cancelled]  # once, not per stage
             last[:] = [
@@ -323,6 +329,8 @@ def _run_once(
     )
     checks.controller = runner.controller
     runner.controller.check_settled = check_settled
+    if scenario.max_queued is not None:
+        runner.controller.rate = SubmissionLimit(max_queued=scenario.max_queued).rate()
     result = runner.run()
     ends = [e.task for e in result.events if e.kind is EventKind.TASK_END and e.task is not None]
     checks.after(result, sum(s.tasks for s in workflow.stages), ends)
@@ -358,6 +366,8 @@ def _run_live(
     )
     checks.controller = door.controller
     door.controller.check_settled = check_settled
+    if scenario.max_queued is not None:
+        door.controller.rate = SubmissionLimit(max_queued=scenario.max_queued).rate()
     rng = np.random.default_rng([scenario.seed, run])
     program = UserProgram(scenario, workflow, rng)
     result = door.run(program, max_duration=MAX_DURATION, on_iteration=checks)
