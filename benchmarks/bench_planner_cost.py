@@ -35,6 +35,9 @@ DAG (:func:`random_dag`), under every strategy (``bigjob``, ``perstage``, ``asa`
 shapes), on a quiet queue (10 % load) and a busy one (90 %), 64 cores, each run in its own process
 stopped after ``--limit`` seconds (printed as ``>limit``). Stage limits are lifted for the measurement.
 
+``--hold-check`` prints the same for the hold horizon
+(:data:`~elastic.strategies.planner_rules.HOLD_HORIZON`): 64 stages, as before it, and the default.
+
 ``--horizon-check`` prints instead what ``asa``'s planning horizon
 (:data:`~elastic.strategies.planner_rules.HORIZON`) changes on workflows longer than it: makespan,
 core-hours charged, status and CPU per run of the 100-stage DAG, a 200-stage DAG and a 200-stage chain
@@ -144,16 +147,24 @@ def _one(kind: str, n: str, strategy: str, queue: str, *, seed: int) -> int:
     return 0
 
 
-def _horizon_check(runs: int, seed: int) -> int:
-    """Print makespan, core-hours, status, CPU of ``asa`` with and without its horizon (--horizon-check)."""
-    from elastic.strategies.planner_rules import HORIZON
+def _horizon_check(runs: int, seed: int, hold: bool = False) -> int:
+    """Print makespan, core-hours, status, CPU of ``asa`` with and without its horizon (--horizon-check).
+
+    ``hold`` (--hold-check): with the hold horizon of 64 stages (as before it) and the default instead.
+    """
+    from elastic.strategies.planner_rules import HOLD_HORIZON, HORIZON
 
     background = default_background(64, seed=seed)
     shapes = [random_dag(100, seed=seed), random_dag(200, seed=seed), random_dag(200, seed=seed, chain=True)]
+    variants: list[tuple[str, dict[str, Any]]] = (
+        [(f"{HORIZON}, hold {HORIZON}", {"hold_horizon": HORIZON}), (f"{HORIZON}, hold {HOLD_HORIZON}", {})]
+        if hold
+        else [("none", {"horizon": None}), (str(HORIZON), {"horizon": HORIZON})]
+    )
     print("| workflow | horizon | makespan (h) | core-hours | completed | CPU per run (s) |")
     print("|---|---|---|---|---|---|")
     for workflow in shapes:
-        for horizon in (None, HORIZON):
+        for horizon, options in variants:
             start = time.process_time()
             results = simulate_runs(
                 workflow,
@@ -161,14 +172,14 @@ def _horizon_check(runs: int, seed: int) -> int:
                 runs=runs,
                 seed=seed,
                 background=background,
-                strategy_options={"horizon": horizon},
+                strategy_options=options,
             )
             cpu = (time.process_time() - start) / runs
             makespan = np.mean([r.metrics.makespan for r in results]) / 3600
             charged = np.mean([r.metrics.core_seconds_charged for r in results]) / 3600
             done = sum(r.status == "completed" for r in results)
             print(
-                f"| {workflow.name} | {horizon or 'none'} | {makespan:.2f} | {charged:.1f} | "
+                f"| {workflow.name} | {horizon} | {makespan:.2f} | {charged:.1f} | "
                 f"{done}/{runs} | {cpu:.1f} |",
                 flush=True,
             )
@@ -263,6 +274,7 @@ def main() -> int:
     parser.add_argument("--scale", help="stage counts of whole large runs to time, e.g. 1000,2000,5000")
     parser.add_argument("--limit", type=float, default=120.0, help="--scale: seconds before a run is stopped")
     parser.add_argument("--horizon-check", action="store_true", help="asa with and without its horizon")
+    parser.add_argument("--hold-check", action="store_true", help="asa with hold horizons 64 and the default")
     parser.add_argument("--pace-check", action="store_true", help="asa asked at every poll and paced")
     parser.add_argument("--workflows", default="suite", help="--pace-check: workflows (names or groups)")
     parser.add_argument("--queues", default="synthetic,replay,capacity", help="--pace-check: queues")
@@ -271,10 +283,10 @@ def main() -> int:
     args = parser.parse_args()
     if args.one:
         return _one(*args.one, seed=args.seed)
-    if args.horizon_check:
+    if args.horizon_check or args.hold_check:
         import elastic.learners.ewma  # scipy: imported once, before any timing
 
-        return _horizon_check(args.runs, args.seed)
+        return _horizon_check(args.runs, args.seed, hold=args.hold_check)
     if args.pace_check:
         import elastic.learners.ewma  # scipy: imported once, before any timing
 

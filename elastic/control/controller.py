@@ -273,6 +273,8 @@ class AllocationController:
         """Cores of each known stage's widest task, as of the last view (a request's pieces fit them)."""
         self._task_cores_of: tuple[StageView, ...] | None = None
         """The stages :attr:`_task_cores` was read from (read again only when they changed)."""
+        self._task_cores_in: tuple[StageView, ...] = ()
+        """The stages of the last view decided on (what :attr:`_task_cores` is read from)."""
         self._shown: tuple[Workflow, tuple[StageView, ...], tuple[StageView, ...]] | None = None
         """The last (plan, the demand's stages, the stages of the view): a long plan's stages are
         filtered again only when the plan or the stages changed."""
@@ -320,9 +322,7 @@ class AllocationController:
             if not view.stages:  # nothing known yet (a front door before its first task): nothing to decide
                 return now + self.poll_interval
             decision = self._decide(view)
-            if view.stages is not self._task_cores_of:
-                self._task_cores = {st.name: st.cores for st in view.stages}
-                self._task_cores_of = view.stages
+            self._task_cores_in = view.stages
             self.apply(decision, now)
         self.execution.decided()
         if self._makes_tasks is not None:
@@ -343,7 +343,7 @@ class AllocationController:
         decision = merge(decision, added)
         self._settled = None
         acting = decision.actions
-        if not self._settles and acting and self.queued_requests() >= self.rate.max_queued:
+        if not self._settles and acting and view.backlog_full:
             # the backlog holds every request of this decision until a queued one starts or leaves the
             # queue, which changes the run's allocations: a paced strategy is asked again then, not at
             # every poll (a 5,000-stage random DAG kept the backlog full for days, deciding every 16 s)
@@ -439,7 +439,8 @@ class AllocationController:
         # and let the knowledge estimate from that same plan.
         plan = inputs.plan
         self.knowledge.workflow = plan
-        submittable = self.rate.takes(now, self.queued_requests())
+        queued = self.queued_requests()
+        submittable = self.rate.takes(now, queued)
         if self._view is not None and self._view[0].same(inputs):  # only the clock moved
             view = self._view[1].at(now, submittable)
         else:
@@ -464,6 +465,7 @@ class AllocationController:
                 inputs.queue,
                 inputs.indexes,
                 submittable,
+                queued >= self.rate.max_queued,
             )
         self._view = (inputs, view)
         return view
@@ -661,6 +663,9 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
+        if self._task_cores_in is not self._task_cores_of:  # read when a request needs it, not every step
+            self._task_cores = {st.name: st.cores for st in self._task_cores_in}
+            self._task_cores_of = self._task_cores_in
         task = widest_task(self._task_cores, action)  # a task wider than a node is refused (ConfigError)
         widths = split_request(action.cores, action.pieces, self.job_cores, task, self.node_cores)
         # the submission-rate cap and the backlog: asked again at a later step

@@ -70,7 +70,10 @@ runs none of the three lost a task in, mean makespans were 15.00 h and 15.23 h a
 The rule adds no more requests than the run's submission-rate cap lets through at this step
 (:attr:`~elastic.strategies.base.RunView.submittable`, the decision's own counted first; one at least):
 the cap would hold the rest back, and the rule is applied again at the step the cap refills at (a strategy
-that stops planning there, as the planner does, leaves the stages after them to that step).
+that stops planning there, as the planner does, leaves the stages after them to that step). While the
+run's backlog is full (:attr:`~elastic.strategies.base.RunView.backlog_full`) and the decision cancels
+none of the run's queued requests, it adds none: nothing goes before a queued request starts, and the
+rule is applied again then.
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ from elastic.allocations import Allocation, AllocationState
 from elastic.pool.placement import estimate_after_loss
 from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
-from elastic.strategies.rules import walltimes_so_far
+from elastic.strategies.rules import backlog_held, walltimes_so_far
 
 __all__ = ["LIVENESS_REASON", "unserved"]
 
@@ -168,7 +171,9 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     # every job after the cap's budget is held back (each request is one job at least); one is asked all
     # the same, so that the cap names the step it refills at
     room = None
-    if view.submittable is not None:
+    if backlog_held(view, decision.actions):
+        room = 0  # none goes before a queued request starts, which changes the allocations: asked then
+    elif view.submittable is not None:
         room = max(view.submittable, 1) - sum(1 for a in decision.actions if isinstance(a, Submit))
     for stage in view.active_stages:  # both tests below need a stage ready and not complete
         if room is not None and len(out) >= room:

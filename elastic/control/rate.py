@@ -468,7 +468,7 @@ class SubmissionRate:
         An upper bound, one more than that at most (never fewer): 0 while a request held back waits or the
         back-off after failures holds, else the whole tokens in the bucket at ``now`` (at most one while
         the back-off spaces jobs out; each request is one job at least) or the room ``queued`` leaves in
-        the backlog, the smaller, plus one. A strategy
+        the backlog, the smaller, plus one; 0 while the backlog is full. A strategy
         whose requests are costly to plan (the planner, :attr:`~elastic.strategies.base.RunView.submittable`)
         plans no more than these in full; the rest would be held back all the same. Changes nothing.
 
@@ -487,7 +487,9 @@ class SubmissionRate:
         whole = max(0, math.floor(self._tokens_at(now) + _ROUNDING_S * self.per_minute / 60.0))
         if self._delay() > 0.0:
             whole = min(whole, 1)  # after failures each job waits the delay after the one before it
-        return min(whole, max(0, self.max_queued - queued)) + 1
+        if queued >= self.max_queued:
+            return 0  # none goes before a queued one starts
+        return min(whole, self.max_queued - queued) + 1
 
     def pending(self, now: float) -> float | None:
         """Return when a request held back may go, if one is held and that time is after ``now``.

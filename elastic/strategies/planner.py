@@ -82,6 +82,7 @@ from elastic.strategies.base import (
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
 from elastic.strategies.planner_rules import (
+    HOLD_HORIZON,
     HORIZON,
     SHORTEN_SLACK,
     _as_planned,
@@ -101,11 +102,13 @@ from elastic.strategies.planner_rules import (
 )
 from elastic.strategies.planner_timeline import Timeline
 from elastic.strategies.planner_waits import HEADROOM_SLACK, QueueWaits, estimate_bias
+from elastic.strategies.rules import backlog_held
 from elastic.strategies.search import BEAM, WAVES, StagePlan, Waits, plan
 
 __all__ = [
     "BEAM",
     "HEADROOM_SLACK",
+    "HOLD_HORIZON",
     "HORIZON",
     "SHORTEN_SLACK",
     "WAVES",
@@ -159,6 +162,10 @@ class Planner:
         Stages not complete each search plans at most, the first in plan order (and every ready stage):
         the stages after them are planned once they come within it. None: the whole remaining workflow
         (each decision then costs as much as the stages left; :data:`HORIZON`).
+    hold_horizon : int, default HOLD_HORIZON
+        Stages after a running allocation its hold is planned over at most, once more than ``horizon``
+        stages are left (:data:`~elastic.strategies.planner_rules.HOLD_HORIZON`); within ``horizon``,
+        every stage after it.
     pace : float or None, default PACE
         Backend seconds a decision with no action is kept at most while the run's stages, allocations,
         busy cores, knowledge and the scheduler's queue (its version) stay the same
@@ -202,6 +209,7 @@ class Planner:
         calibrate: bool = True,
         horizon: int | None = HORIZON,
         pace: float | None = PACE,
+        hold_horizon: int = HOLD_HORIZON,
     ) -> None:
         if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
             raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
@@ -218,6 +226,9 @@ class Planner:
         if pace is not None and not (isinstance(pace, (int, float)) and math.isfinite(pace) and pace >= 0):
             raise ConfigError(f"asa: pace must be a finite number of seconds >= 0 or None, got {pace!r}")
         self.pace = None if not pace else float(pace)
+        if not (isinstance(hold_horizon, int) and not isinstance(hold_horizon, bool) and hold_horizon >= 1):
+            raise ConfigError(f"asa: hold_horizon must be a whole number >= 1, got {hold_horizon!r}")
+        self.hold_horizon = hold_horizon
         self.pieces = pieces
         self.horizon = horizon
         self.reuse = bool(reuse)
@@ -245,9 +256,18 @@ class Planner:
         prices = self._prices(view)
         timeline = Timeline(view, self.queue.wait_fn(view))
         held_actions, kept = self._holds(view, prices, timeline)
-        submits, wake = self._requests(view, prices, kept, timeline)
+        if view.backlog_full:
+            # nothing goes before a queued request starts (which changes the allocations: planned then),
+            # unless this decision cancels one (a 5,000-stage random DAG kept the backlog full for days,
+            # and planned every ready stage at every task's end)
+            releases = release_idle(_as_planned(view, kept))
+            held = backlog_held(view, [*held_actions, *releases])
+            submits, wake = ([], None) if held else self._requests(view, prices, kept, timeline)
+        else:
+            submits, wake = self._requests(view, prices, kept, timeline)
+            releases = release_idle(_as_planned(view, kept))
         return merge_decisions(
-            Decision(tuple(release_idle(_as_planned(view, kept)))),
+            Decision(tuple(releases)),
             Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
             Decision(tuple(_shortened(view, lambda width, w: self.queue.waves_walltime(view, width, w)))),
@@ -365,7 +385,8 @@ class Planner:
                 continue
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
-            after = stages_after(view, current, others, window_after(view, current, self.horizon))
+            within = window_after(view, current, self.horizon, self.hold_horizon)
+            after = stages_after(view, current, others, within)
             if not after:
                 continue
             after = _dag_order([current, *after])[1:]

@@ -17,7 +17,15 @@ from elastic.allocations import Allocation, AllocationState
 from elastic.strategies import merge
 from elastic.strategies.base import Releasing, RunView, Shorten, StageView
 
-__all__ = ["HORIZON", "SHORTEN_SLACK", "plan_segments", "stages_after", "window", "window_after"]
+__all__ = [
+    "HOLD_HORIZON",
+    "HORIZON",
+    "SHORTEN_SLACK",
+    "plan_segments",
+    "stages_after",
+    "window",
+    "window_after",
+]
 
 SHORTEN_SLACK = 60.0
 """Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
@@ -38,6 +46,18 @@ the 100-stage random DAG of ``benchmarks/bench_planner_cost.py --horizon-check``
 5,000-stage chain (quiet queue): ``docs/results/performance.md``. Not checked yet on real traces' queues.
 """
 
+HOLD_HORIZON = 16
+"""Stages after a running allocation its hold is planned over at most, once more than :data:`HORIZON`
+stages are left (``Planner(hold_horizon=)``); within :data:`HORIZON` every stage after it, as before.
+
+A hold keeps an allocation for the stages that follow it while its walltime lasts; a hold is searched
+for each running allocation at each decision, and on a 5,000-stage random DAG on a busy 64-core queue
+those searches over 64 stages each were most of a run (130 s of CPU; 16: about 50 s). Workflows of at
+most 64 stages (the published suite, the liveness scenarios) decide as before. Chosen on that DAG and
+checked on ``benchmarks/bench_planner_cost.py --horizon-check``'s 100- and 200-stage DAGs and 200-stage
+chain (busy synthetic queue): ``docs/results/performance.md``.
+"""
+
 
 def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> list[Shorten]:
     """Step 3: lower the walltime of requests that still wait once their first stage is ready.
@@ -53,13 +73,13 @@ def _shortened(view: RunView, piece_walltime: Callable[[int, float], float]) -> 
     ask no cover and are left.
     """
     out: list[Shorten] = []
-    order = {s.name: s.index for s in view.stages}
     ran_out: dict[str, tuple[float, ...]] | None = None  # read once, where something may be lowered
-    for a in view.allocations:
+    for a in view.live_allocations:  # a pending one is live (a run's ended ones are thousands)
         if not a.pending or a.cancelled or a.reason != "initial":
             continue
         labels = sorted(
-            (x for x in a.labels if x in order and not view.stage(x).complete), key=order.__getitem__
+            (x for x in a.labels if view.has_stage(x) and not view.stage(x).complete),
+            key=lambda x: view.stage(x).index,
         )
         if not labels or not view.stage(labels[0]).ready:
             continue
@@ -321,16 +341,19 @@ def window(view: RunView, horizon: int | None) -> tuple[StageView, ...]:
     return near + tuple(s for s in view.active_stages if s.index > last)
 
 
-def window_after(view: RunView, current: StageView, horizon: int | None) -> tuple[StageView, ...] | None:
-    """Return the stages after ``current`` step 1 chooses a hold from: the next ``horizon`` not complete.
+def window_after(
+    view: RunView, current: StageView, horizon: int | None, hold: int | None = None
+) -> tuple[StageView, ...] | None:
+    """Return the stages after ``current`` step 1 chooses a hold from: the next ``hold`` not complete.
 
-    In plan order; None (every stage after it) where ``horizon`` is None or no more are left.
+    In plan order; None (every stage after it) where ``horizon`` is None or no more stages than it are
+    left. ``hold`` (default ``horizon``, never more): how many are read then (:data:`HOLD_HORIZON`).
     """
     left = view.open_stages
     if horizon is None or len(left) <= horizon:
         return None
     start = bisect_right(left, current.index, key=lambda s: s.index)
-    return left[start : start + horizon]
+    return left[start : start + (horizon if hold is None else min(hold, horizon))]
 
 
 def _dag_order(chain: Sequence[StageView]) -> list[StageView]:

@@ -165,6 +165,18 @@ def _all_done(view: RunView, labels: Sequence[str]) -> bool:
     return True
 
 
+def backlog_held(view: RunView, actions: Sequence[Action]) -> bool:
+    """Whether a request made beside ``actions`` is held by the run's full backlog.
+
+    True where the backlog is full (:attr:`RunView.backlog_full`) and none of ``actions`` cancels one
+    of the run's requests still waiting in the batch queue (such a cancel frees the backlog at once).
+    """
+    if not view.backlog_full:
+        return False
+    pending = {a.alloc_id for a in view.live_allocations if a.pending}
+    return not any(isinstance(x, Cancel) and x.alloc_id in pending for x in actions)
+
+
 def _may_follow_up(view: RunView, label: str) -> bool:
     """Whether ``label`` is not done, a task of it may still run and (a stage) it is ready.
 

@@ -284,6 +284,11 @@ class RunView:
         beyond them is held back by the cap and asked again at a later step, so a strategy whose requests
         are costly to plan may stop planning them there (:class:`~elastic.strategies.planner.Planner`).
         None: no cap known.
+    backlog_full : bool, default False
+        The run's backlog is full (:class:`~elastic.control.rate.SubmissionLimit`'s ``max_queued``
+        requests wait for cores in the batch queue): no request goes through before one of them starts or
+        leaves the queue, which changes :attr:`allocations` (a strategy is asked again then). A request
+        made meanwhile is held back.
     """
 
     now: float
@@ -297,6 +302,7 @@ class RunView:
     queue_version: Hashable | None = None
     indexes: InitVar[AllocationIndexes | None] = None
     submittable: int | None = None
+    backlog_full: bool = False
     _positions: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _indexes: AllocationIndexes = field(init=False, repr=False, compare=False)
     _open: tuple[tuple[StageView, ...], tuple[StageView, ...]] | None = field(

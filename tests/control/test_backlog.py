@@ -8,6 +8,7 @@ until a queued one starts; the run is slowed, never stalled, under every strateg
 from __future__ import annotations
 
 import argparse
+import itertools
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -22,6 +23,8 @@ from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.errors import ConfigError
 from elastic.strategies import STRATEGY_NAMES
+from elastic.strategies.actions import Decision
+from elastic.strategies.base import RunView
 from elastic.strategies.knowledge import Knowledge
 from elastic.workflow import Stage, Workflow
 from tests.control.scenarios import Scenario, StageSpec, run_scenario
@@ -60,8 +63,9 @@ def test_a_full_backlog_holds_every_request_and_takes_no_token(
         assert allowed == (queued < max_queued)  # tokens are plenty here: the backlog alone decides
         assert rate.submitted == submitted + (jobs if allowed else 0)
         assert rate.retry_at is None  # nothing to wait for but a queued request's start
-        # an upper bound on what goes now, one more at most: the room left, or the tokens left
-        assert takes == min(1000 - submitted, max(0, max_queued - queued)) + 1
+        # an upper bound on what goes now, one more at most: the room left, or the tokens left; none
+        # while the backlog is full
+        assert takes == (0 if queued >= max_queued else min(1000 - submitted, max_queued - queued) + 1)
 
 
 def test_a_runaway_strategy_keeps_at_most_the_backlog_queued_and_goes_on_as_they_start() -> None:
@@ -153,3 +157,34 @@ def test_the_cli_refuses_a_bad_backlog_naming_the_option(
         main(["run", "--strategy", "asa", "--max-queued", value])
     assert info.value.code == 2
     assert "argument --max-queued: " in capsys.readouterr().err
+
+
+def test_a_paced_planner_is_not_asked_again_while_the_backlog_is_full_and_nothing_changed() -> None:
+    # forty hour-long stages ready at once on four cores, one request queued at a time: asa was asked at
+    # every 30-s poll while its request waited, planning every ready stage each time
+    from elastic.strategies.planner import PACE, Planner
+
+    stages = (
+        StageSpec(tasks=1, cores=1, runtime=30.0),
+        *[StageSpec(tasks=1, cores=2, runtime=3600.0, after=(0,))] * 40,
+    )
+    asked: list[tuple[float, object, object, dict[str, int], object, bool]] = []
+    original = Planner.decide
+
+    def decide(self: Planner, view: RunView) -> Decision:
+        asked.append(
+            (view.now, view.allocations, view.stages, dict(view.busy), view.queue_version, view.backlog_full)
+        )
+        return original(self, view)
+
+    Planner.decide = decide  # type: ignore[method-assign]
+    try:
+        out = run_scenario(Scenario(stages, nodes=4, strategy="asa", max_queued=1))
+    finally:
+        Planner.decide = original  # type: ignore[method-assign]
+    assert out.status == "completed" and out.violations == [], out
+    assert sum(full for *_, full in asked) > 10  # the backlog was full at many decisions
+    for before, after in itertools.pairwise(asked):
+        if before[5] and after[0] - before[0] < PACE:
+            # asked again within the pace: something it reads changed
+            assert after[1] is not before[1] or after[2] is not before[2] or after[3:5] != before[3:5]

@@ -36,6 +36,12 @@ def test_a_ready_stage_with_no_allocation_gets_one_sized_for_its_queued_tasks() 
     assert s.walltime > 0
 
 
+def test_nothing_is_added_while_the_backlog_is_full() -> None:
+    # nothing goes before a queued request starts; the rule is applied again once the allocations change
+    view = dataclasses.replace(_view((_ready("b", 3, 2, queued=2),)), backlog_full=True)
+    assert unserved(view, Decision()).actions == ()
+
+
 def test_nothing_is_added_where_an_allocation_kept_for_the_stage_can_run_its_tasks() -> None:
     view = _view((_ready("b", 3, 2),), (_alloc("a1", "b", 2),))
     assert unserved(view, Decision()).actions == ()

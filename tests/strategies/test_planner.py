@@ -513,6 +513,13 @@ def _first_request_view(workflow: Workflow = WF, wait: float | None = None) -> R
     )
 
 
+def test_nothing_is_requested_while_the_backlog_is_full() -> None:
+    view = _first_request_view(wait=3600.0)
+    assert any(isinstance(a, Submit) for a in Planner().decide(view).actions)
+    full = dataclasses.replace(view, backlog_full=True)
+    assert not any(isinstance(a, Submit) for a in Planner().decide(full).actions)
+
+
 def _requested_walltime(planner: Planner, view: RunView) -> float:
     (first,) = [a for a in planner.decide(view).actions if isinstance(a, Submit) and a.stage == "wide1"]
     return first.walltime

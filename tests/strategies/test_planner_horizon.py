@@ -63,13 +63,46 @@ class _Record:
         monkeypatch.setattr(Planner, "decide", recorded)
 
 
-def _run(workflow: Workflow, horizon: int | None, monkeypatch: pytest.MonkeyPatch) -> tuple[_Record, str]:
+def _run(
+    workflow: Workflow, horizon: int | None, monkeypatch: pytest.MonkeyPatch, **options: Any
+) -> tuple[_Record, str]:
     with monkeypatch.context() as m:
         record = _Record(m)
         (result,) = simulate_runs(
-            workflow, "asa", runs=1, seed=1, background=BACKGROUND, strategy_options={"horizon": horizon}
+            workflow,
+            "asa",
+            runs=1,
+            seed=1,
+            background=BACKGROUND,
+            strategy_options={"horizon": horizon, **options},
         )
     return record, result.status
+
+
+def test_a_hold_is_planned_over_the_hold_horizon_beyond_the_horizon(monkeypatch: pytest.MonkeyPatch) -> None:
+    # a hold's search plans at most 3 of the running stage's successors while more than the horizon's 8
+    # stages are left (window_after, below), every one after that; the run completes
+    _, status = _run(_chain(30, width=1), 8, monkeypatch, hold_horizon=3)
+    assert status == "completed"
+    within, _ = _run(_chain(8, width=1), 8, monkeypatch, hold_horizon=3)
+    as_before, _ = _run(_chain(8, width=1), 8, monkeypatch)
+    assert within.decisions == as_before.decisions  # within the horizon the hold horizon changes nothing
+
+
+@pytest.mark.parametrize("value", [0, -1, 2.5, True, None])
+def test_a_bad_hold_horizon_is_refused_naming_it(value: object) -> None:
+    with pytest.raises(ConfigError, match="hold_horizon must be a whole number >= 1"):
+        Planner(hold_horizon=value)  # type: ignore[arg-type]
+
+
+def test_a_hold_reads_the_hold_horizon_once_more_than_the_horizon_is_left() -> None:
+    stages = tuple(StageView(f"s{i}", i, 1, 1, (f"s{i - 1}",) if i else ()) for i in range(20))
+    wf = Workflow("w", tuple(Stage(s.name, 1, 1, 60.0) for s in stages))
+    view = RunView(0.0, wf, stages, (), Knowledge(wf))
+    assert [s.name for s in window_after(view, stages[2], 10, 4) or ()] == ["s3", "s4", "s5", "s6"]
+    assert len(window_after(view, stages[2], 10) or ()) == 10  # the horizon's, as before
+    assert len(window_after(view, stages[2], 10, 40) or ()) == 10  # never more than the horizon
+    assert window_after(view, stages[2], 20, 4) is None  # within the horizon: every stage after it
 
 
 def test_each_search_plans_at_most_the_horizon_and_the_run_completes(monkeypatch: pytest.MonkeyPatch) -> None:
