@@ -418,18 +418,25 @@ class AllocationController:
 
     def apply(self, decision: Decision, now: float) -> None:
         """Carry out the strategy's actions at ``now``."""
+        # the backlog's count, read again only after a request went through or a cancel (a decision of a
+        # wide DAG asks for hundreds of stages while the backlog holds them all)
+        queued: int | None = None
         for action in decision.actions:
             if isinstance(action, Submit):
                 if self.demand.done:  # the run ended while the strategy decided: nothing needs the cores
                     logger.info("%s: no job for %s: the run is over", self.strategy.name, action.stage)
                     continue
-                self._submit(action, now)
+                if queued is None:
+                    queued = self.queued_requests()
+                if self._submit(action, now, queued):
+                    queued = None
             elif isinstance(action, Serve):
                 self._serve(action)
             elif isinstance(action, Shorten):
                 self._shorten(action)
             else:
                 self._cancel(action, now)
+                queued = None
 
     def view(self, now: float) -> RunView:
         """Return what the strategy sees at ``now``."""
@@ -651,7 +658,8 @@ class AllocationController:
         # the start and the end at once (it takes it only for an allocation it holds as not started)
         self.execution.allocation_ended(a.alloc_id, at, state, start=a.start_time)
 
-    def _submit(self, action: Submit, now: float) -> None:
+    def _submit(self, action: Submit, now: float, queued: int) -> bool:
+        """Submit ``action``'s batch jobs unless the cap or the backlog (``queued``) holds it; say if so."""
         if self.max_cores is not None and action.cores > self.max_cores:
             logger.info(
                 "%s: %s asks for %d cores; requesting the most allowed, %d",
@@ -669,14 +677,15 @@ class AllocationController:
         task = widest_task(self._task_cores, action)  # a task wider than a node is refused (ConfigError)
         widths = split_request(action.cores, action.pieces, self.job_cores, task, self.node_cores)
         # the submission-rate cap and the backlog: asked again at a later step
-        if not self.rate.allow(now, len(widths), self.queued_requests()):
-            return
+        if not self.rate.allow(now, len(widths), queued):
+            return False
         if len(widths) == 1:
             self._submit_job(action, now)
-            return
+            return True
         first = f"a{len(self._allocs) + 1}"
         for cores in widths:
             self._submit_job(dataclasses.replace(action, cores=cores, pieces=1), now, piece_of=first)
+        return True
 
     def queued_requests(self) -> int:
         """Return how many of this run's requests wait for cores in the batch queue (the backlog's count).

@@ -16,6 +16,7 @@ from elastic.strategies.base import (
     release_idle,
     walltime_follow_ups,
 )
+from elastic.strategies.rules import backlog_held
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
 __all__ = ["PerStage"]
@@ -33,14 +34,23 @@ class PerStage:
     name = "perstage"
 
     def decide(self, view: RunView) -> Decision:
-        """Submit for every ready stage that has no allocation yet; follow up on walltime; release."""
-        submits = tuple(
-            Submit(s.name, s.width, view.knowledge.walltime(s.name), reason="initial")
-            for s in view.active_stages
-            if needs_allocation(view, s.name)
+        """Submit for every ready stage that has no allocation yet; follow up on walltime; release.
+
+        While the run's backlog is full (:func:`~elastic.strategies.rules.backlog_held`), none: they
+        would be held back, and the strategy is asked again when a queued request starts.
+        """
+        releases = tuple(release_idle(view))
+        submits = (
+            ()
+            if backlog_held(view, releases)
+            else tuple(
+                Submit(s.name, s.width, view.knowledge.walltime(s.name), reason="initial")
+                for s in view.active_stages
+                if needs_allocation(view, s.name)
+            )
         )
         return merge(
-            Decision(tuple(release_idle(view))),
+            Decision(releases),
             Decision(submits),
             # the rule skips every stage not ready or complete: only the active ones are passed
             walltime_follow_ups(view, [s.name for s in view.active_stages]),
@@ -52,7 +62,7 @@ class PerStage:
         (:class:`~elastic.strategies.base.Settles`.) Its own rule does not read the clock; the shared
         rules' parts do (:mod:`~elastic.strategies.settle`).
         """
-        if any(needs_allocation(view, s.name) for s in view.active_stages):
-            return view.now, None
+        if not view.backlog_full and any(needs_allocation(view, s.name) for s in view.active_stages):
+            return view.now, None  # (while the backlog is full, only a change of allocations can free it)
         active = [s.name for s in view.active_stages]
         return min(release_idle_until(view), follow_ups_until(view, active)), None

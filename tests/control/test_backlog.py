@@ -8,6 +8,7 @@ until a queued one starts; the run is slowed, never stalled, under every strateg
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 
 import pytest
@@ -188,3 +189,17 @@ def test_a_paced_planner_is_not_asked_again_while_the_backlog_is_full_and_nothin
         if before[5] and after[0] - before[0] < PACE:
             # asked again within the pace: something it reads changed
             assert after[1] is not before[1] or after[2] is not before[2] or after[3:5] != before[3:5]
+
+
+def test_per_stage_asks_for_nothing_while_the_backlog_is_full_and_keeps_that_decision() -> None:
+    from elastic.strategies.base import StageView, Submit
+    from elastic.strategies.perstage import PerStage
+
+    wf = Workflow("w", tuple(Stage(f"s{i}", 2, 1, 600.0, depends_on=()) for i in range(3)))
+    stages = tuple(StageView(s.name, i, 2, 1, (), ready_time=0.0) for i, s in enumerate(wf.stages))
+    view = RunView(100.0, wf, stages, (), Knowledge(wf))
+    assert [a.stage for a in PerStage().decide(view).actions if isinstance(a, Submit)] == ["s0", "s1", "s2"]
+    assert PerStage().settled_until(view)[0] == view.now  # asked again at once: it must request them
+    full = dataclasses.replace(view, backlog_full=True)
+    assert PerStage().decide(full).actions == ()
+    assert PerStage().settled_until(full)[0] > full.now  # until the allocations change
