@@ -52,10 +52,11 @@ stages are left (``Planner(hold_horizon=)``); within :data:`HORIZON` every stage
 
 A hold keeps an allocation for the stages that follow it while its walltime lasts; a hold is searched
 for each running allocation at each decision, and on a 5,000-stage random DAG on a busy 64-core queue
-those searches over 64 stages each were most of a run (130 s of CPU; 16: about 50 s). Workflows of at
-most 64 stages (the published suite, the liveness scenarios) decide as before. Chosen on that DAG and
-checked on ``benchmarks/bench_planner_cost.py --horizon-check``'s 100- and 200-stage DAGs and 200-stage
-chain (busy synthetic queue): ``docs/results/performance.md``.
+those searches over 64 stages each were most of a run (its first simulated day: 30 s of CPU; 16:
+14 s; the whole run 83 s). Workflows of at most 64 stages (the published suite, the liveness scenarios)
+decide as before. Chosen on that DAG and checked on ``benchmarks/bench_planner_cost.py --hold-check``'s
+100- and 200-stage DAGs (the same makespans and core-hours) and 200-stage chain (busy synthetic queue):
+``docs/results/performance.md``.
 """
 
 
