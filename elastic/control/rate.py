@@ -124,6 +124,12 @@ def _number(value: object, name: str) -> float:
     return float(value)
 
 
+def _count(value: object, name: str, what: str) -> None:
+    """Raise naming ``name`` (a count of ``what``) unless ``value`` is an integer in [1, MAX_ALLOCATIONS]."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_ALLOCATIONS:
+        raise ConfigError(f"{name} must be an integer in [1, {MAX_ALLOCATIONS:,}] ({what}), got {value!r}")
+
+
 def _checked(
     per_minute: object,
     burst: object,
@@ -133,24 +139,8 @@ def _checked(
     max_queued: object = DEFAULT_MAX_QUEUED,
 ) -> tuple[float, int, tuple[float, ...]]:
     """Return the cap's values checked against the documented limits; raise naming each as ``where.x``."""
-    if (
-        isinstance(max_queued, bool)
-        or not isinstance(max_queued, int)
-        or not 1 <= max_queued <= MAX_ALLOCATIONS
-    ):
-        raise ConfigError(
-            f"{where}max_queued must be an integer in [1, {MAX_ALLOCATIONS:,}] (requests of one run waiting "
-            f"in the batch queue at once), got {max_queued!r}"
-        )
-    if (
-        isinstance(max_allocations, bool)
-        or not isinstance(max_allocations, int)
-        or not 1 <= max_allocations <= MAX_ALLOCATIONS
-    ):
-        raise ConfigError(
-            f"{where}max_allocations must be an integer in [1, {MAX_ALLOCATIONS:,}] (batch jobs one run "
-            f"may submit), got {max_allocations!r}"
-        )
+    _count(max_queued, f"{where}max_queued", "requests of one run waiting in the batch queue at once")
+    _count(max_allocations, f"{where}max_allocations", "batch jobs one run may submit")
     rate = _number(per_minute, f"{where}per_minute")
     if not 0 < rate <= MAX_PER_MINUTE:
         raise ConfigError(

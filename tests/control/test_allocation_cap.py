@@ -26,14 +26,12 @@ from elastic.workflow import Stage, Workflow
 from tests.control.test_submission_rate_setting import WIDE, Runaway
 
 
+@pytest.mark.parametrize("field", ["max_allocations", "max_queued"])  # the total, and the backlog
 @pytest.mark.parametrize("value", [0, -3, 1_000_001, True, "10", 2.5])
-def test_a_bad_cap_is_refused_naming_it_and_its_range(value: object) -> None:
-    for make in (
-        lambda: SubmissionLimit(max_allocations=value),  # type: ignore[arg-type]
-        lambda: SubmissionRate(max_allocations=value),  # type: ignore[arg-type]
-    ):
-        with pytest.raises(ConfigError, match=r"max_allocations must be an integer in \[1, 1,000,000\]"):
-            make()
+def test_a_bad_cap_is_refused_naming_it_and_its_range(field: str, value: object) -> None:
+    for make in (SubmissionLimit, SubmissionRate):
+        with pytest.raises(ConfigError, match=rf"{field} must be an integer in \[1, 1,000,000\]"):
+            make(**{field: value})
 
 
 def test_the_default_is_documented_and_reaches_every_front_end() -> None:
