@@ -149,8 +149,16 @@ class PlainLines:
         return out
 
 
+STAGE_ROWS = 30
+"""Stages :func:`metrics_table` shows a row for at most (a declared workflow may have 1,000)."""
+
+
 def metrics_table(metrics: RunMetrics, title: str) -> Table:
-    """Rich table of one run's metrics: totals, then one row per stage."""
+    """Rich table of one run's metrics: totals, then one row per stage (at most :data:`STAGE_ROWS`).
+
+    Beyond :data:`STAGE_ROWS` stages, the first ones and a row saying how many more, and that the
+    timeline ``--events`` writes has every stage's.
+    """
     out = Table(title=title)
     out.add_column("metric")
     out.add_column("value", justify="right")
@@ -168,13 +176,16 @@ def metrics_table(metrics: RunMetrics, title: str) -> Table:
             f"{metrics.predictions.hits} / {metrics.predictions.over} / {metrics.predictions.under}",
         ),
     ]
-    for s in metrics.stages:
+    for s in metrics.stages[:STAGE_ROWS]:
         rows.append(
             (
                 f"stage {s.name}: execution / queue wait / perceived wait (s)",
                 f"{s.execution_time:.0f} / {s.queue_wait:.0f} / {s.perceived_wait:.0f}",
             )
         )
+    more = len(metrics.stages) - STAGE_ROWS
+    if more > 0:
+        rows.append((f"{more:,} more stages (each in the timeline --events writes)", ""))
     for name, value in rows:
         out.add_row(name, value)
     return out
