@@ -41,6 +41,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
+from collections.abc import Set as AbstractSet
 
 import numpy as np
 
@@ -327,10 +328,9 @@ class QueueWaits:
             # each stage's walltime depends on the knowledge only (the key): kept across views, so a view
             # whose stages changed (a task started or ended) looks up what did not change instead of
             # asking the speculative sequence for every stage left again (a 5,000-stage DAG: 17 ms a view)
-            if self._walltime_of[0] != key:
-                self._walltime_of = (key, {}, set())
+            walltime_of = self._walltimes_known(view)
             before = left if left is not None and left.key == key else None
-            left = self._left = _WalltimesLeft(view, key, self._walltime_of[1], self._walltime_of[2], before)
+            left = self._left = _WalltimesLeft(view, key, walltime_of, self._walltime_of[2], before)
         return left
 
 
@@ -357,33 +357,23 @@ class _WalltimesLeft:
         self,
         view: RunView,
         key: tuple[object, ...],
-        known: dict[str, float] | None = None,
-        inexact: set[str] | None = None,
+        walltime_of: Callable[[str], float],
+        inexact: AbstractSet[str],
         before: _WalltimesLeft | None = None,
     ) -> None:
         """Sum the walltimes of ``view``'s stages left.
 
-        ``known``: walltimes by stage for ``key``, and ``inexact``: those of them not whole, both kept by
-        the caller across views and filled here. ``before``: the sums of an earlier view with the same
-        key; only the stages whose record changed since are read again (a task's start or end changes one
-        stage of thousands).
+        ``walltime_of``: a stage's walltime for ``key`` (:meth:`QueueWaits._walltimes_known`), and
+        ``inexact``: the stages it gave a walltime not whole. ``before``: the sums of an earlier view with
+        the same key; only the stages whose record changed since are read again (a task's start or end
+        changes one stage of thousands).
         """
         self.stages = stages = view.stages
         self.key = key
         self._view = view
-        k = view.knowledge
-        known = {} if known is None else known
-        inexact = set() if inexact is None else inexact
 
         def walltime(st: StageView) -> float:
-            if st.complete:
-                return 0.0
-            w = known.get(st.name)
-            if w is None:
-                w = known[st.name] = k.walltime(st.name)
-                if not w.is_integer():
-                    inexact.add(st.name)
-            return w
+            return 0.0 if st.complete else walltime_of(st.name)
 
         old = before.stages if before is not None else ()
         walltimes: list[float]
