@@ -15,6 +15,7 @@ give that answer, and the run controller does not show it to strategies
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import weakref
 from collections.abc import Sequence
@@ -46,7 +47,12 @@ def _snapshot(engine: Engine) -> QueueSnapshot:
     cached = _SNAPSHOTS.get(engine)
     if cached is not None and cached[0] == key:
         return cached[1]
-    snap = snapshot_of(engine)
+    if cached is not None and cached[0][0] == key[0]:
+        # no event since (every batch of events changes the version: a start, an end, a begin time or
+        # a dependency reached, a rank moved): the same jobs, limits and ranks, read later
+        snap = dataclasses.replace(cached[1], now=engine._now)
+    else:
+        snap = snapshot_of(engine)
     _SNAPSHOTS[engine] = (key, snap)
     return snap
 

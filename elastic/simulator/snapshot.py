@@ -213,7 +213,12 @@ def estimate_start(
         if last is not None and last[0] is snapshot and last[1] == priority:
             trajectory = last[2]  # the same snapshot object again: not even hashed
         else:
-            trajectory = _easy_trajectory(snapshot, priority)
+            trajectory = None
+            kept = last[2] if last is not None and last[1] == priority else None
+            if kept is not None and last is not None and _same_queue(last[0], snapshot):
+                trajectory = kept.shifted(snapshot.now)  # the same queue read later: no job ended since
+            if trajectory is None:
+                trajectory = _easy_trajectory(snapshot, priority)
             _LAST_TRAJECTORY = (snapshot, priority, trajectory)
         if trajectory is not None:  # the same answer, read off one simulation of the queue per snapshot
             return trajectory.start(cores, walltime, nodes)
@@ -278,11 +283,32 @@ class _Trajectory:
     (``tests/simulator/test_easy_trajectory.py``).
     """
 
-    __slots__ = ("_engine", "_passes")
+    __slots__ = ("_engine", "_passes", "_settled")
 
-    def __init__(self, engine: Engine, passes: list[tuple[float, bool, int, int, float, int, bool]]) -> None:
+    def __init__(
+        self, engine: Engine, passes: list[tuple[float, bool, int, int, float, int, bool]], settled: bool
+    ) -> None:
         self._engine = engine  # its partition answers the probe's geometry
         self._passes = passes  # (time, nothing ahead, free cores, idle nodes, shadow, extra, whole-node head)
+        self._settled = settled  # its first pass started no job
+
+    def shifted(self, now: float) -> _Trajectory | None:
+        """Return this trajectory for the same queue read at ``now``, or None where it may differ.
+
+        The same queue (every job, limit and rank) read later, before the first job of the simulation
+        ends: where the first pass started nothing, a pass at ``now`` starts nothing either (the head
+        still does not fit the same free cores; a backfill must now end by the same shadow time from
+        later) and leaves the same free cores, shadow and extra cores; every later pass is at a job's
+        end, the same absolute time from either. So the passes are the same but the first one's time.
+        Why: on a busy queue most decisions read the queue again at a later time with no job started
+        or ended since (a 5,000-stage random DAG, busy synthetic queue: 11,330 snapshots of 1,144
+        queue states). ``tests/simulator/test_easy_trajectory.py`` checks it against the simulation.
+        """
+        passes = self._passes
+        first = passes[0][0]
+        if not self._settled or now < first or (len(passes) > 1 and now >= passes[1][0]):
+            return None
+        return _Trajectory(self._engine, [(now, *passes[0][1:]), *passes[1:]], True)
 
     def start(self, cores: int, walltime: float, nodes: int | None) -> float | None:
         """Return when a probe of this geometry would start (as :func:`estimate_start`)."""
@@ -323,11 +349,24 @@ def _easy_trajectory(snapshot: QueueSnapshot, priority: str) -> _Trajectory | No
         else:
             passes.append((copy.now, True, cl.free, cl.idle_nodes, math.inf, 0, False))
 
+    running = len(copy.running)
     copy._schedule()  # the pass a probe's submission makes
     after_pass()
+    settled = len(copy.running) == running
     while copy.step():  # every step ends a job here (each runs to its limit), so each makes a pass
         after_pass()
-    return _Trajectory(copy, passes)
+    return _Trajectory(copy, passes, settled)
+
+
+def _same_queue(a: QueueSnapshot, b: QueueSnapshot) -> bool:
+    """Whether ``b`` shows the same partition and jobs as ``a`` (their times aside), read no earlier."""
+    return (
+        b.now >= a.now
+        and a.nodes == b.nodes
+        and a.cores_per_node == b.cores_per_node
+        and (a.running is b.running or a.running == b.running)
+        and (a.pending is b.pending or a.pending == b.pending)
+    )
 
 
 def _copy(

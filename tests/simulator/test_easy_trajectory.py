@@ -7,6 +7,8 @@ one the simulation with the probe in it gives, on any queue and any probe.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -82,6 +84,60 @@ def test_every_probe_starts_when_the_simulation_with_it_says(
         assert got == _simulated(snapshot, cores, walltime, nodes), (cores, nodes, walltime)
 
 
+@settings(max_examples=300, deadline=None)
+@given(snapshots(), st.data())
+def test_the_same_queue_read_later_starts_every_probe_as_its_simulation_says(
+    snapshot: QueueSnapshot, data: st.DataObject
+) -> None:
+    # the trajectory of the queue read at NOW, reused for the same jobs read up to the first end
+    first = _easy_trajectory(snapshot, "basic")
+    assert first is not None
+    ends = [r.end for r in snapshot.running]
+    later = NOW + data.draw(st.sampled_from([0.0, 1.0, 29.0, 59.5, 89.0, 299.0, 1199.0, 5000.0]))
+    shifted = first.shifted(later)
+    # where the pass at NOW started no job and no job ended by ``later``, the passes are the same
+    if shifted is None:
+        assert any(e <= later for e in ends) or not first._settled
+        return
+    assert all(e > later for e in ends)
+    read_later = dataclasses.replace(snapshot, now=later)
+    estimate_start(snapshot, cores=1, walltime=1.0)  # the last trajectory: the next one is shifted from it
+    total = snapshot.nodes * snapshot.cores_per_node
+    for _ in range(6):
+        nodes = (
+            data.draw(st.integers(1, snapshot.nodes))
+            if snapshot.cores_per_node > 1 and data.draw(st.booleans())
+            else None
+        )
+        cores = nodes * snapshot.cores_per_node if nodes else data.draw(st.integers(1, total))
+        walltime = data.draw(st.sampled_from([1.0, 30.0, 60.0, 89.0, 90.0, 600.0, 3000.0, 10_000.0]))
+        want = _simulated(read_later, cores, walltime, nodes)
+        assert shifted.start(cores, walltime, nodes) == want, (cores, nodes, walltime)
+        assert estimate_start(read_later, cores=cores, walltime=walltime, nodes=nodes) == want
+
+
+def test_a_queue_read_later_is_simulated_again_once_its_first_pass_started_a_job() -> None:
+    # a 2-core job fits the idle core pair at NOW: the pass at NOW starts it, so NOW+10's queue (the same
+    # jobs, the job still pending) starts it at NOW+10 and ends it later: not the same passes
+    snapshot = QueueSnapshot(NOW, 4, 1, (RunningJob("r", 2, NOW + 100.0),), (PendingJob("p", 2, 95.0),))
+    first = _easy_trajectory(snapshot, "basic")
+    assert first is not None and not first._settled
+    assert first.shifted(NOW + 10.0) is None
+    read_later = dataclasses.replace(snapshot, now=NOW + 10.0)
+    assert estimate_start(snapshot, cores=4, walltime=60.0) == NOW + 100.0
+    assert estimate_start(read_later, cores=4, walltime=60.0) == NOW + 105.0
+    assert _simulated(read_later, 4, 60.0) == NOW + 105.0
+
+
+def test_a_queue_read_after_its_first_end_is_simulated_again() -> None:
+    snapshot = QueueSnapshot(NOW, 4, 1, (RunningJob("r", 4, NOW + 100.0),), (PendingJob("p", 4, 50.0),))
+    first = _easy_trajectory(snapshot, "basic")
+    assert first is not None and first._settled
+    assert first.shifted(NOW + 99.0) is not None
+    assert first.shifted(NOW + 100.0) is None
+    assert first.shifted(NOW - 1.0) is None
+
+
 def test_a_queue_with_a_held_job_is_simulated_with_the_probe() -> None:
     # a job held by its begin time joins the queue later, maybe behind the probe: no trajectory
     held = QueueSnapshot(
@@ -109,7 +165,7 @@ def test_a_backfill_that_ends_by_the_shadow_starts_now_and_one_that_does_not_wai
 
 ops = st.lists(
     st.tuples(
-        st.sampled_from(["submit", "cancel", "shorten", "run", "probe"]),
+        st.sampled_from(["submit", "cancel", "shorten", "run", "probe", "wait"]),
         st.integers(1, 8),
         st.sampled_from([30.0, 60.0, 300.0, 1200.0]),
     ),
@@ -139,6 +195,8 @@ def test_the_mock_estimate_follows_every_change_of_the_engine(
             engine.shorten(jobs[n % len(jobs)], seconds / 4)
         elif op == "run":
             engine.run(until=engine.now + seconds)
+        elif op == "wait":  # a few seconds: mostly no event, the same queue read later
+            engine.run(until=engine.now + n)
         cores = min(n, total)
         got = expected_start(engine, cores=cores, walltime=seconds)  # cached per engine version and time
         assert got == _simulated(snapshot_of(engine), cores, seconds, priority=engine.ranking.name), (
