@@ -88,7 +88,7 @@ from elastic.strategies.planner_rules import (
     _as_planned,
     _dag_order,
     _done_dropped,
-    _lead_caps,
+    _lead_cap,
     _pieces_for,
     _predecessor_label,
     _ran_out,
@@ -454,7 +454,6 @@ class Planner:
         """Step 2: plan the stages no allocation is kept for, and request what is due."""
         covered = {x for labels in kept.values() for x in labels}
         segments = plan_segments(view, covered, window(view, self.horizon))
-        caps = _lead_caps(view)
         submits: list[Submit] = []
         wake: float | None = None
         follow_up = bool(view.allocations)
@@ -523,7 +522,7 @@ class Planner:
                     stopped.update(g.stages)  # the allocation before it is not requested yet: chain it then
                     continue
                 walltime = merge.group_walltime(view.knowledge, g.stages, ran_out.get(g.stages[0], ()))
-                lead = min(timing.lead_time(waits, g.cores, prices), caps.get(g.stages[0], math.inf))
+                lead = min(timing.lead_time(waits, g.cores, prices), _lead_cap(view, g.stages[0]))
                 at = view.now if ready or chain else need - lead
                 # needed after more than its walltime, by a wait still to come
                 guessed = (

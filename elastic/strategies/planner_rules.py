@@ -115,25 +115,27 @@ def _ran_out(view: RunView) -> dict[str, tuple[float, ...]]:
     return {stage: tuple(walltimes) for stage, walltimes in out.items()}
 
 
-def _lead_caps(view: RunView) -> dict[str, float]:
-    """Per stage, the wait of an allocation of its that started too early and ended unused (the lead cap).
+def _lead_cap(view: RunView, label: str) -> float:
+    """Return the wait of an allocation for ``label`` that started too early and ended unused (lead cap).
 
     After such an allocation, the stage is requested at most that wait ahead of its need, as the paper's
     naive ASA re-plans with the wait it just saw: a wait distribution with a long tail cannot make the
-    planner request, idle and release over and over.
+    planner request, idle and release over and over. Infinite where there is none. Read per stage asked,
+    from the allocations kept for it: every allocation of the run at each decision was a quarter of a
+    5,000-stage DAG's run.
     """
-    caps: dict[str, float] = {}
-    for a in view.allocations:
+    if not _known(view, label):
+        return math.inf
+    s = view.stage(label)
+    cap = math.inf
+    for a in view.allocations_serving(label):
         if not a.ended or a.start_time is None or a.submit_time is None or a.end_time is None:
             continue
-        first = next(iter(a.labels), None)
-        if first is None or not _known(view, first):
+        if a.labels[0] != label:  # an allocation counts for the first stage it is kept for
             continue
-        s = view.stage(first)
         if s.start_time is None or s.start_time > a.end_time:
-            wait = a.start_time - a.submit_time
-            caps[first] = min(caps.get(first, math.inf), wait)
-    return caps
+            cap = min(cap, a.start_time - a.submit_time)
+    return cap
 
 
 def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
@@ -142,19 +144,18 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
     Release then goes by what the allocations are kept for from now on: a batch job split from a request
     that was just kept for the next stages is needed for them (:func:`release_idle`).
     """
-    allocations = []
-    changed = False
-    for a in view.allocations:
-        if a.ended or kept.get(a.alloc_id) == a.labels:
-            allocations.append(a)
+    changed: dict[str, Allocation] = {}
+    for a in view.live_allocations:  # an ended one is kept as it is (all: 55 M reads on 5,000 stages)
+        if kept.get(a.alloc_id) == a.labels:
             continue
-        changed = True
         if a.alloc_id in kept:
-            allocations.append(dataclasses.replace(a, serves=kept[a.alloc_id]))
+            changed[a.alloc_id] = dataclasses.replace(a, serves=kept[a.alloc_id])
         else:
-            allocations.append(dataclasses.replace(a, cancelled=True))
-    # the same view where nothing changed: a new one indexes every stage and allocation again
-    return dataclasses.replace(view, allocations=tuple(allocations)) if changed else view
+            changed[a.alloc_id] = dataclasses.replace(a, cancelled=True)
+    if not changed:  # the same view where nothing changed: a new one indexes every allocation again
+        return view
+    allocations = tuple([changed.get(a.alloc_id, a) for a in view.allocations])
+    return dataclasses.replace(view, allocations=allocations)
 
 
 def _done_dropped(view: RunView, labels: tuple[str, ...], horizon: int | None) -> tuple[str, ...]:

@@ -123,7 +123,7 @@ class Timeline:
         (:class:`~elastic.strategies.base.Estimate`).
         """
         out: list[tuple[str, float]] = []
-        for a in self.view.allocations:
+        for a in self.view.live_allocations:  # a running one is live (all: 57 M reads on 5,000 stages)
             if not a.running:
                 continue
             if a.alloc_id not in kept:  # released by this decision
