@@ -152,6 +152,7 @@ class Knowledge:
         # stage's at every decision)
         self._requests: dict[tuple[str, int, tuple[float, ...]], float | None] = {}
         """Learned walltime requests by (label, runtimes seen, requests already made)."""
+        self._recorded: list[str] = []  # the label of every runtime recorded, in order (recorded_since)
         self.version = 0
         """Waits and runtimes fed so far (:meth:`observe_wait`, :meth:`record_runtime`): what was derived
         from this knowledge may be reused while it is the same."""
@@ -283,10 +284,19 @@ class Knowledge:
     ) -> None:
         """Add one runtime of stage ``label`` (or :data:`TOTAL`) to the history."""
         self.version += 1
+        self._recorded.append(label)
         self.history.add_stage_runtime(self.workflow.name, label, runtime, censored=censored, cores=cores)
         self._cache.pop(label, None)
         self._unstarted[1].pop(label, None)
         self._requests = {k: v for k, v in self._requests.items() if k[0] != label}
+
+    def recorded_since(self, count: int) -> tuple[int, list[str]]:
+        """Return how many runtimes were recorded so far, and the labels of those after the first ``count``.
+
+        A label's :meth:`walltime` changes only when one of its runtimes is recorded (given the attributes
+        it is computed with): what was derived per label may be kept for every other one.
+        """
+        return len(self._recorded), self._recorded[count:]
 
     def _runtimes(self, label: str) -> tuple[FloatArray, BoolArray]:
         if label not in self._cache:

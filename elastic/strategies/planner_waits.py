@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from collections.abc import Set as AbstractSet
 
 import numpy as np
@@ -87,6 +87,13 @@ def estimate_bias(ratios: Sequence[float], prior: float = BIAS_PRIOR) -> float:
     return float(math.exp(sum(math.log(r) for r in ratios) / (len(ratios) + prior)))
 
 
+def _bias_of(logs: list[float], prior: float = BIAS_PRIOR) -> float:
+    """:func:`estimate_bias` of the ratios whose logs are ``logs`` (each log taken once, kept)."""
+    if not logs:
+        return 1.0
+    return float(math.exp(sum(logs) / (len(logs) + prior)))
+
+
 class QueueWaits:
     """A new allocation's wait as the planner prices it, and the scheduler's estimate it reads.
 
@@ -119,12 +126,23 @@ class QueueWaits:
         self.given: dict[tuple[float, str], float] = {}
         """By decision time and label, the estimate each request was made on (the planner records it)."""
         self._bias: tuple[float | None, float] = (None, 1.0)
+        # the log of the ratio of each request given whose outcome cannot change any more, or None where
+        # it is left out (:meth:`calibrated`), read in :attr:`given`'s order: the sums add up the same
+        self._final: dict[tuple[float, str], float | None] = {}
+        # how many requests at the head of :attr:`given` are settled, and the logs of their ratios
+        self._settled: tuple[int, tuple[float, ...]] = (0, ())
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         # per width, the walltime an estimate is asked with, and the longest of any width (with _asked)
         self._walltimes: tuple[dict[int, float], float | None] | None = None
         self._left: _WalltimesLeft | None = None  # the walltimes of the stages left, for headroom
         # each stage's walltime, and those not whole, for the knowledge's key (_walltimes_left)
-        self._walltime_of: tuple[tuple[object, ...] | None, dict[str, float], set[str]] = (None, {}, set())
+        # and how many runtimes the knowledge had recorded then (:meth:`Knowledge.recorded_since`)
+        self._walltime_of: tuple[tuple[object, ...] | None, dict[str, float], set[str], int] = (
+            None,
+            {},
+            set(),
+            0,
+        )
 
     def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
@@ -190,15 +208,32 @@ class QueueWaits:
             return 1.0
         if self._bias[0] == view.now:
             return self._bias[1]
+        final = self._final
+        # the settled requests at the head of ``given`` (every one before them settled too) are not read
+        # at all: their logs are kept in order, and the walk starts after them
+        settled, head = self._settled
+        rest = list(itertools.islice(self.given.items(), settled, None))
+        # the labels and times of the requests whose outcome may still change: a request made within 2 s
+        # of another of its stage's may take the other's jobs, so neither is settled while both are open
+        near: dict[str, list[float]] = {}
+        for key, _ in rest:
+            if key not in final:
+                near.setdefault(key[1], []).append(key[0])
         # the requests by their stage, in order, each with its jobs: a request's pieces share its stage,
         # so the view's index by stage has them all (grouping every allocation of the run at each decision
-        # was most of this on a 5,000-stage DAG); only the labels given are grouped
+        # was most of this on a 5,000-stage DAG); only the labels of open requests are grouped
         of_stage: dict[str, dict[str, list[Allocation]]] = {}
-        done: list[float] = []
+        logs = list(head)  # of the ratios of the requests that started, in ``given``'s order
         waiting: list[float] = []
         used: set[str] = set()
         unmatched: list[tuple[float, str]] = []
-        for (t, label), given in self.given.items():
+        for key, given in rest:
+            if key in final:  # settled at an earlier decision: its ratio's log, or left out (None)
+                outcome = final[key]
+                if outcome is not None:
+                    logs.append(outcome)
+                continue
+            t, label = key
             requests = of_stage.get(label)
             if requests is None:
                 requests = of_stage[label] = {}
@@ -209,20 +244,44 @@ class QueueWaits:
                 if t < view.now - 1.0:
                     # no request was made then (the submission cap or the backlog held it back): every
                     # request made within a second of ``t`` is in the view, so it never matches
-                    unmatched.append((t, label))
+                    unmatched.append(key)
                 continue
             used.add(match)
             jobs = requests[match]
             starts = [j.start_time for j in jobs]
+            log: float | None = None
             if any(s is not None for s in starts):  # its first piece: from then its cores may idle
                 wait = min(s for s in starts if s is not None) - t
-                done.append((wait + BIAS_FLOOR) / (given + BIAS_FLOOR))
+                log = math.log((wait + BIAS_FLOOR) / (given + BIAS_FLOOR))
+                logs.append(log)
             elif not any(j.ended and j.start_time is None for j in jobs):
                 waiting.append((view.now - t + BIAS_FLOOR) / (given + BIAS_FLOOR))
+                continue
+            # Settled once no piece is pending (a pending job's eligible time, which the match reads, may
+            # still be set; a later piece's start is no earlier than the first) and no other open request
+            # of its stage was made within 2 s of it, nor can be (every one made from now on is later):
+            # kept, so each decision reads only the open requests (thousands on a 5,000-stage DAG)
+            if (
+                t < view.now - 2.0
+                and not any(j.pending for j in jobs)
+                and all(abs(u - t) > 2.0 or u == t for u in near[label])
+            ):
+                final[key] = log
         for key in unmatched:  # forgotten: each decision read them all again (thousands held back)
             del self.given[key]
-        bias = estimate_bias(done)
-        bias = estimate_bias(done + [r for r in waiting if r > bias])
+        # the head grows by the settled requests that now follow it (none of them is ever forgotten)
+        grown = list(head)
+        for key in itertools.islice(self.given, settled, None):
+            if key not in final:
+                break
+            settled += 1
+            outcome = final[key]
+            if outcome is not None:
+                grown.append(outcome)
+        self._settled = (settled, tuple(grown))
+        # estimate_bias's factor, from the logs (each taken once): the same sums, in the same order
+        bias = _bias_of(logs)
+        bias = _bias_of(logs + [math.log(r) for r in waiting if r > bias])
         self._bias = (view.now, bias)
         return bias
 
@@ -307,7 +366,15 @@ class QueueWaits:
         k = view.knowledge
         key = _knowledge_key(k)
         if self._walltime_of[0] != key:
-            self._walltime_of = (key, {}, set())
+            self._walltime_of = (key, {}, set(), k.recorded_since(0)[0])
+        else:
+            # a stage's walltime changes only with its own runtimes: those recorded since are read again
+            # (every stage again at each runtime recorded was a tenth of a 5,000-stage DAG's run)
+            count, labels = k.recorded_since(self._walltime_of[3])
+            for name in labels:
+                self._walltime_of[1].pop(name, None)
+                self._walltime_of[2].discard(name)
+            self._walltime_of = (*self._walltime_of[:3], count)
         known, inexact = self._walltime_of[1], self._walltime_of[2]
 
         def walltime(name: str) -> float:
@@ -322,21 +389,27 @@ class QueueWaits:
 
     def _walltimes_left(self, view: RunView) -> _WalltimesLeft:
         """Return the walltimes of ``view``'s stages left, built once per list of stages and knowledge."""
-        key = _knowledge_key(view.knowledge)
+        k = view.knowledge
+        key = _knowledge_key(k)
         left = self._left
-        if left is None or left.stages is not view.stages or left.key != key:
-            # each stage's walltime depends on the knowledge only (the key): kept across views, so a view
-            # whose stages changed (a task started or ended) looks up what did not change instead of
-            # asking the speculative sequence for every stage left again (a 5,000-stage DAG: 17 ms a view)
+        recorded = k.recorded_since(0 if left is None else left.recorded)
+        if left is None or left.stages is not view.stages or left.key != key or recorded[1]:
+            # each stage's walltime depends on the knowledge (the key) and its own runtimes only: kept
+            # across views, so a view whose stages changed (a task started or ended) looks up what did not
+            # change instead of asking the speculative sequence for every stage left again (a 5,000-stage
+            # DAG: 17 ms a view); a stage whose runtime was recorded since is read again
             walltime_of = self._walltimes_known(view)
             before = left if left is not None and left.key == key else None
-            left = self._left = _WalltimesLeft(view, key, walltime_of, self._walltime_of[2], before)
+            left = self._left = _WalltimesLeft(
+                view, key, walltime_of, self._walltime_of[2], before, recorded[1] if before else ()
+            )
+            left.recorded = recorded[0]
         return left
 
 
 def _knowledge_key(k: Knowledge) -> tuple[object, ...]:
     """Return what a stage's first walltime request (:meth:`Knowledge.walltime`) depends on but its name."""
-    return (k.version, k.workflow, k.max_walltime, k.min_history, k.default_runtime, k.slack, k.overhead)
+    return (k, k.workflow, k.max_walltime, k.min_history, k.default_runtime, k.slack, k.overhead)
 
 
 class _WalltimesLeft:
@@ -351,7 +424,7 @@ class _WalltimesLeft:
     not whole, each sum is taken stage by stage as before.
     """
 
-    __slots__ = ("_exact", "_prefix", "_view", "_walltimes", "_widest", "key", "stages")
+    __slots__ = ("_exact", "_prefix", "_view", "_walltimes", "_widest", "key", "recorded", "stages")
 
     def __init__(
         self,
@@ -360,16 +433,19 @@ class _WalltimesLeft:
         walltime_of: Callable[[str], float],
         inexact: AbstractSet[str],
         before: _WalltimesLeft | None = None,
+        recorded: Iterable[str] = (),
     ) -> None:
         """Sum the walltimes of ``view``'s stages left.
 
         ``walltime_of``: a stage's walltime for ``key`` (:meth:`QueueWaits._walltimes_known`), and
         ``inexact``: the stages it gave a walltime not whole. ``before``: the sums of an earlier view with
         the same key; only the stages whose record changed since are read again (a task's start or end
-        changes one stage of thousands).
+        changes one stage of thousands), and ``recorded``, the stages whose runtimes were recorded since.
         """
         self.stages = stages = view.stages
         self.key = key
+        self.recorded = 0
+        """The knowledge's runtimes recorded when these were read (:meth:`Knowledge.recorded_since`)."""
         self._view = view
 
         def walltime(st: StageView) -> float:
@@ -385,6 +461,11 @@ class _WalltimesLeft:
                         walltimes = [walltime(x) for x in stages]
                         break
                     walltimes[i] = walltime(st)
+            else:
+                for name in recorded:
+                    if view.has_stage(name):
+                        i = view.stage_position(name)
+                        walltimes[i] = walltime(stages[i])
         else:
             walltimes = [walltime(st) for st in stages]
         self._walltimes: list[float] = walltimes

@@ -220,18 +220,22 @@ def test_a_wide_fan_out_under_a_tight_cap_completes_planning_only_what_goes_thro
     st.lists(st.integers(0, 29), min_size=1, max_size=8),
     st.sampled_from([0.0, 0.05, 1.0]),
     st.sampled_from([None, 3600.5]),
+    st.lists(st.tuples(st.integers(0, 29), st.sampled_from([30.0, 500.0, 4000.0, 90.5])), max_size=12),
 )
 def test_walltime_sums_kept_across_views_are_the_ones_summed_afresh(
     shape: tuple[list[int], list[bool], list[bool]],
     completing: list[int],
     scale: float,
     max_walltime: float | None,
+    recorded: list[tuple[int, float]],
 ) -> None:
-    # one planner asked at successive views of one run, stages completing between them: the walltimes it
-    # keeps across views (only the stages whose record changed read again) give the decisions a planner
-    # summing every stage left afresh gives
+    # one planner asked at successive views of one run, stages completing between them and runtimes
+    # recorded (from earlier runs, or a stage's own record before its view shows it complete): the
+    # walltimes it keeps across views (only the stages whose record or runtimes changed read again) give
+    # the decisions a planner summing every stage left afresh gives
     widths, ready, done = shape
     first = _view(widths, ready, done, scale=scale, max_walltime=max_walltime)
+    knowledge = first.knowledge
     kept, afresh = Planner(pieces=1), Planner(pieces=1)
     afresh.queue.headroom = types.MethodType(_headroom_summed_each_time, afresh.queue)  # type: ignore[method-assign]
     stages = list(first.stages)
@@ -239,5 +243,9 @@ def test_walltime_sums_kept_across_views_are_the_ones_summed_afresh(
         if 0 <= index < len(stages) and not stages[index].complete:
             s = stages[index]
             stages[index] = dataclasses.replace(s, start_time=0.0, end_time=0.0, done=s.tasks, ready_time=0.0)
+        for stage, runtime in recorded[step * 3 : step * 3 + 3]:  # the walltime learned once 3 are known
+            if stage < len(stages):
+                for _ in range(knowledge.min_history):
+                    knowledge.record_runtime(f"s{stage}", runtime)
         view = dataclasses.replace(first, now=float(step), stages=tuple(stages))
         assert kept.decide(view) == afresh.decide(view)
