@@ -152,10 +152,7 @@ def _as_planned(view: RunView, kept: dict[str, tuple[str, ...]]) -> RunView:
             changed[a.alloc_id] = dataclasses.replace(a, serves=kept[a.alloc_id])
         else:
             changed[a.alloc_id] = dataclasses.replace(a, cancelled=True)
-    if not changed:  # the same view where nothing changed: a new one indexes every allocation again
-        return view
-    allocations = tuple([changed.get(a.alloc_id, a) for a in view.allocations])
-    return dataclasses.replace(view, allocations=allocations)
+    return view.replacing(changed)  # the same view where nothing changed
 
 
 def _done_dropped(view: RunView, labels: tuple[str, ...], horizon: int | None) -> tuple[str, ...]:

@@ -135,6 +135,44 @@ class AllocationIndexes:
     """Allocations not ended."""
     allocations: tuple[Allocation, ...] = ()
     """Every allocation indexed, in submission order."""
+    order: Mapping[str, int] | None = field(default=None, compare=False, repr=False)
+    """Each allocation's place in submission order, where the indexer keeps one (None: found when needed)."""
+
+    def replacing(
+        self, changed: Mapping[str, Allocation], allocations: tuple[Allocation, ...]
+    ) -> AllocationIndexes:
+        """Return these indexes with the records of ``changed`` (by id) in place of their own.
+
+        ``allocations``: every allocation, the changed ones replaced, in submission order.
+        Only the entries of the changed allocations are remade: a planner that keeps a running allocation
+        for other stages (a hold) or releases it re-reads its view so, and building the indexes of every
+        allocation again for it was a tenth of a 5,000-stage DAG's run. Each must be indexed here already,
+        live, with the same stage; else the indexes are built from scratch.
+        """
+        old = {a.alloc_id: a for a in self.live if a.alloc_id in changed}
+        if len(old) != len(changed) or any(old[i].stage != a.stage for i, a in changed.items()):
+            return AllocationIndexes.of(allocations)
+        order = self.order
+        if order is None:
+            order = {a.alloc_id: i for i, a in enumerate(allocations)}
+        by_stage = dict(self.by_stage)
+        for stage in {a.stage for a in changed.values()}:
+            by_stage[stage] = tuple([changed.get(a.alloc_id, a) for a in by_stage[stage]])
+        by_label = dict(self.by_label)
+        touched = {x for i, a in changed.items() for x in (*old[i].labels, *a.labels)}
+        for label in touched:
+            members = [changed.get(a.alloc_id, a) for a in by_label.get(label, ())]
+            members = [a for a in members if label in a.labels]
+            present = {a.alloc_id for a in members}
+            joined = [a for a in changed.values() if label in a.labels and a.alloc_id not in present]
+            if joined:
+                members = sorted([*members, *joined], key=lambda a: order[a.alloc_id])
+            if members:
+                by_label[label] = tuple(members)
+            else:
+                by_label.pop(label, None)
+        live = tuple([b for a in self.live if not (b := changed.get(a.alloc_id, a)).ended])
+        return AllocationIndexes(by_stage, by_label, live, allocations, order)
 
     @staticmethod
     def of(allocations: tuple[Allocation, ...]) -> AllocationIndexes:
@@ -237,7 +275,7 @@ class AllocationIndex:
         self._dirty_stages.clear()
         self._dirty_labels.clear()
         self._dirty_live = False
-        self._snapshot = AllocationIndexes(by_stage, by_label, live, tuple(allocs.values()))
+        self._snapshot = AllocationIndexes(by_stage, by_label, live, tuple(allocs.values()), self._order)
         return self._snapshot
 
 
@@ -331,6 +369,23 @@ class RunView:
             object.__setattr__(view, name, getattr(self, name))
         object.__setattr__(view, "now", now)
         object.__setattr__(view, "submittable", submittable)
+        return view
+
+    def replacing(self, changed: Mapping[str, Allocation]) -> RunView:
+        """Return this view with the records of ``changed`` (by id) in place of its allocations' own.
+
+        The same stages and all, and what was found of them (shared, as :meth:`at` does); only the index
+        entries of the changed allocations are remade (:meth:`AllocationIndexes.replacing`). This view
+        where nothing changed.
+        """
+        if not changed:
+            return self
+        view = object.__new__(RunView)
+        for name in RunView.__slots__:
+            object.__setattr__(view, name, getattr(self, name))
+        allocations = tuple([changed.get(a.alloc_id, a) for a in self.allocations])
+        object.__setattr__(view, "allocations", allocations)
+        object.__setattr__(view, "_indexes", self._indexes.replacing(changed, allocations))
         return view
 
     @property

@@ -9,12 +9,16 @@ an expected duration.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import given
 from hypothesis import strategies as st
 
+from elastic.allocations import Allocation, AllocationState
 from elastic.strategies.base import RunView, StageView
 from elastic.strategies.knowledge import TOTAL, Knowledge, MemoryHistory
 from elastic.strategies.rules import remaining_work
+from elastic.strategies.view import AllocationIndexes
 from elastic.workflow import Stage, Workflow
 
 STATES = st.sampled_from(["waiting", "ready", "running", "done"])
@@ -74,3 +78,57 @@ def test_the_memo_of_unstarted_durations_follows_every_change_that_moves_them() 
     assert k.expected_duration("a") == 70.0  # a grown or edited plan has other priors
     k.default_runtime = 5.0
     assert k.unstarted_durations() == {}
+
+
+_LABELS = ("s0", "s1", "s2", "s3")
+_ALLOC_STATES = st.sampled_from(
+    [AllocationState.REQUESTED, AllocationState.RUNNING, AllocationState.COMPLETED, AllocationState.TIMEOUT]
+)
+
+
+@st.composite
+def _allocations(draw: st.DrawFn) -> tuple[Allocation, ...]:
+    out = []
+    for i in range(draw(st.integers(0, 10))):
+        stage = draw(st.sampled_from(_LABELS))
+        serves = tuple(draw(st.lists(st.sampled_from(_LABELS), max_size=3, unique=True)))
+        out.append(
+            Allocation(f"j{i}", cores=1, walltime=60.0, stage=stage, serves=serves, state=draw(_ALLOC_STATES))
+        )
+    return tuple(out)
+
+
+@given(_allocations(), st.data(), st.booleans())
+def test_a_view_with_allocations_replaced_indexes_what_a_view_built_afresh_does(
+    allocations: tuple[Allocation, ...], data: st.DataObject, kept_order: bool
+) -> None:
+    # a planner's holds keep running allocations for other stages or release them: the view it reads
+    # then has their indexes remade in place, and must answer as one built from its allocations does
+    base = _view(["ready", "running", "waiting", "done"])
+    view = dataclasses.replace(base, allocations=allocations)
+    if kept_order:  # as run control keeps them: the places known
+        order = {a.alloc_id: i for i, a in enumerate(allocations)}
+        indexes = dataclasses.replace(AllocationIndexes.of(allocations), order=order)
+        view = RunView(base.now, base.workflow, base.stages, allocations, base.knowledge, indexes=indexes)
+    live = [a for a in allocations if not a.ended]
+    changed: dict[str, Allocation] = {}
+    for a in data.draw(st.lists(st.sampled_from(live), unique_by=lambda a: a.alloc_id)) if live else []:
+        if data.draw(st.booleans()):
+            serves = tuple(data.draw(st.lists(st.sampled_from(_LABELS), max_size=3, unique=True)))
+            changed[a.alloc_id] = dataclasses.replace(a, serves=serves)
+        else:
+            changed[a.alloc_id] = dataclasses.replace(a, cancelled=True)
+    got = view.replacing(changed)
+    want = dataclasses.replace(view, allocations=tuple(changed.get(a.alloc_id, a) for a in allocations))
+    assert got.allocations == want.allocations
+    assert got.live_allocations == want.live_allocations
+    for label in (*_LABELS, "other"):
+        assert got.allocations_for(label) == want.allocations_for(label)
+        assert got.allocations_serving(label) == want.allocations_serving(label)
+        assert got.allocations_serving(label, live_only=True) == want.allocations_serving(
+            label, live_only=True
+        )
+    assert set(got._indexes.by_label) == set(want._indexes.by_label)  # no label left without allocations
+    assert got.open_stages == view.open_stages and got.stages is view.stages
+    if not changed:
+        assert got is view
