@@ -56,7 +56,7 @@ from itertools import compress
 from elastic.allocations import Allocation, AllocationState
 from elastic.backends.base import BatchBackend, NamesJobChanges, ReportsJobChanges, ShortensWalltime
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
-from elastic.control.execution import Execution, ReportsBusyChanges
+from elastic.control.execution import Execution, ReportsBusyChanges, ReportsClaims
 from elastic.control.history import learn_runtimes
 from elastic.control.liveness import unserved
 from elastic.control.rate import SubmissionRate
@@ -72,6 +72,7 @@ from elastic.control.scheduler import (
 from elastic.control.work import Demand, EventSink, MakesTasks
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
+from elastic.strategies.allocation_index import AllocationIndex, AllocationIndexes
 from elastic.strategies.base import (
     Cancel,
     Decision,
@@ -88,7 +89,6 @@ from elastic.strategies.base import (
 )
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.strategies.settle import SETTLE_MARGIN
-from elastic.strategies.view import AllocationIndex, AllocationIndexes
 from elastic.workflow import Workflow
 
 __all__ = ["RELEASE_PROGRESS", "AllocationController", "Demand", "EventSink", "MakesTasks", "learn_runtimes"]
@@ -114,6 +114,8 @@ class _Inputs:
     """:attr:`Knowledge.version`."""
     queue: Hashable | None
     """The estimate's queue version."""
+    claimed: Mapping[str, int]
+    """Cores promised to a front-end's own placement (:class:`~elastic.control.execution.ReportsClaims`)."""
 
     def same(self, other: _Inputs, *, queue: bool = True) -> bool:
         """Whether ``other`` holds the same inputs (allocations by identity: each change replaces one).
@@ -126,6 +128,7 @@ class _Inputs:
             and (not queue or self.queue == other.queue)
             and self.indexes is other.indexes
             and self.busy == other.busy
+            and self.claimed == other.claimed
             and (self.stages is other.stages or self.stages == other.stages)
         )
 
@@ -294,6 +297,7 @@ class AllocationController:
         self._reports_changes = isinstance(backend, ReportsJobChanges)
         self._names_changes = isinstance(backend, NamesJobChanges)
         self._busy_versioned = isinstance(execution, ReportsBusyChanges)
+        self._claims = execution if isinstance(execution, ReportsClaims) else None
         self._busy: tuple[AllocationIndexes, int, dict[str, int]] | None = None
         """The busy cores last read, with the indexes and the execution's ``busy_version()`` they were read
         at (read again only when either changed)."""
@@ -414,6 +418,7 @@ class AllocationController:
             # only a strategy that reads the scheduler's estimate (Paced) sees the queue's version: on
             # Slurm it is an squeue, and every other view is the same whatever the queue did
             None if estimate is None or not self._reads_queue else estimate.version(),
+            {} if self._claims is None else self._claims.claimed_cores(),
         )
 
     def apply(self, decision: Decision, now: float) -> None:
@@ -473,6 +478,7 @@ class AllocationController:
                 inputs.indexes,
                 submittable,
                 queued >= self.rate.max_queued,
+                inputs.claimed,
             )
         self._view = (inputs, view)
         return view

@@ -7,6 +7,7 @@ runs them on the real pool. The driver (:class:`~elastic.control.runner.Runner`)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -14,7 +15,7 @@ from elastic.allocations import AllocationState
 from elastic.errors import ElasticError
 from elastic.metrics import Event, RunMetrics
 
-__all__ = ["Execution", "ReportsBusyChanges", "RunResult", "TaskFailedError", "TaskSpec"]
+__all__ = ["Execution", "ReportsBusyChanges", "ReportsClaims", "RunResult", "TaskFailedError", "TaskSpec"]
 
 
 class TaskFailedError(ElasticError, RuntimeError):
@@ -154,6 +155,20 @@ class ReportsBusyChanges(Protocol):
 
     def busy_version(self) -> int:
         """Return a value that changes whenever :meth:`Execution.busy_cores` of any allocation may have."""
+        ...
+
+
+@runtime_checkable
+class ReportsClaims(Protocol):
+    """An execution whose idle cores a front-end may have promised to a placement it makes itself (live).
+
+    A Mesos framework launches only on the cores it is offered: from the launch of its task until it has
+    heard that the task ended, and while its cores are offered to it again, they are the framework's, as
+    the Mesos allocator counts offered resources as allocated, even where the pool sees them run nothing.
+    """
+
+    def claimed_cores(self) -> Mapping[str, int]:
+        """Return the cores promised to a front-end's placement now, by allocation id (absent: none)."""
         ...
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import queue
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from elastic.allocations import Allocation, AllocationState
@@ -110,6 +110,8 @@ class PoolExecution:
         # submitted, add_allocation, release, allocation_ended), and a lost task waits for its next decision
         pool.expect_owner()
         self._unsubscribe = pool.subscribe(self._on_event)
+        self._claims: list[Callable[[], Mapping[str, int]]] = []
+        """Sources of cores a front-end promised to its own placement (:meth:`claim`)."""
 
     def _on_event(self, event: PoolEvent) -> None:
         # called by a thread delivering the pool's events, without the pool's lock (the backend's clock may
@@ -260,6 +262,31 @@ class PoolExecution:
     def busy_cores(self, alloc_id: str) -> int:
         """Cores of ``alloc_id`` running tasks now."""
         return self.pool.busy_cores().get(alloc_id, 0)
+
+    def claim(self, source: Callable[[], Mapping[str, int]]) -> Callable[[], None]:
+        """Count ``source()`` (cores by allocation id) as promised to a front-end's own placement.
+
+        A Mesos framework places its tasks itself, on the cores it is offered: they are its own from the
+        launch of a task until it heard that the task ended, and while they are offered to it again
+        (:class:`~elastic.control.execution.ReportsClaims`). ``source`` is called from run control's
+        thread, with no lock of the pool held; keep it quick. Returns a function that stops counting it.
+        """
+        self._claims.append(source)
+
+        def unclaim() -> None:
+            if source in self._claims:
+                self._claims.remove(source)
+
+        return unclaim
+
+    def claimed_cores(self) -> Mapping[str, int]:
+        """Cores promised to a front-end's placement now, by allocation id (absent: none)."""
+        out: dict[str, int] = {}
+        for source in list(self._claims):
+            for alloc_id, cores in source().items():
+                if cores > 0:
+                    out[alloc_id] = out.get(alloc_id, 0) + cores
+        return out
 
     def close(self) -> None:
         """Stop listening and close the pool (its agents are told to stop)."""

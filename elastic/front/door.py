@@ -32,7 +32,7 @@ import atexit
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -254,6 +254,17 @@ class Elastic(concurrent.futures.Executor):
         off the tasks it submitted meanwhile.
         """
         return self._demand.taken()
+
+    def claim_cores(self, source: Callable[[], Mapping[str, int]]) -> Callable[[], None]:
+        """Count the cores ``source()`` names (by allocation id) as in use by a front-end's own placement.
+
+        For a front-end whose users place their tasks themselves (a Mesos framework launches on the cores
+        it is offered): such cores run nothing the pool sees, but are not idle, and the strategy does not
+        release them as idle (:meth:`~elastic.control.pool_execution.PoolExecution.claim`). ``source`` is
+        called from allocation control's thread; it must be quick and take no lock that is held while
+        this front door is called. Returns a function that stops counting it.
+        """
+        return self._execution.claim(source)
 
     @property
     def widest_task(self) -> int:

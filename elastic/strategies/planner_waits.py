@@ -40,16 +40,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterable, Sequence
-from collections.abc import Set as AbstractSet
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.strategies import merge, timing
-from elastic.strategies.base import Releasing, RunView, StageView
-from elastic.strategies.knowledge import Knowledge
+from elastic.strategies.base import Releasing, RunView
 from elastic.strategies.planner_rules import window
+from elastic.strategies.planner_walltimes import WalltimesLeft, knowledge_key
 from elastic.strategies.search import WAVES, Waits
 
 __all__ = ["BIAS_FLOOR", "BIAS_PRIOR", "HEADROOM_SLACK", "QueueWaits", "estimate_bias"]
@@ -134,7 +133,7 @@ class QueueWaits:
         self._asked: tuple[object, dict[tuple[int, Releasing], float | None]] = (None, {})
         # per width, the walltime an estimate is asked with, and the longest of any width (with _asked)
         self._walltimes: tuple[dict[int, float], float | None] | None = None
-        self._left: _WalltimesLeft | None = None  # the walltimes of the stages left, for headroom
+        self._left: WalltimesLeft | None = None  # the walltimes of the stages left, for headroom
         # each stage's walltime, and those not whole, for the knowledge's key (_walltimes_left)
         # and how many runtimes the knowledge had recorded then (:meth:`Knowledge.recorded_since`)
         self._walltime_of: tuple[tuple[object, ...] | None, dict[str, float], set[str], int] = (
@@ -364,7 +363,7 @@ class QueueWaits:
     def _walltimes_known(self, view: RunView) -> Callable[[str], float]:
         """Return ``walltime(stage)`` of ``view``'s knowledge, kept across views while its key holds."""
         k = view.knowledge
-        key = _knowledge_key(k)
+        key = knowledge_key(k)
         if self._walltime_of[0] != key:
             self._walltime_of = (key, {}, set(), k.recorded_since(0)[0])
         else:
@@ -387,10 +386,10 @@ class QueueWaits:
 
         return walltime
 
-    def _walltimes_left(self, view: RunView) -> _WalltimesLeft:
+    def _walltimes_left(self, view: RunView) -> WalltimesLeft:
         """Return the walltimes of ``view``'s stages left, built once per list of stages and knowledge."""
         k = view.knowledge
-        key = _knowledge_key(k)
+        key = knowledge_key(k)
         left = self._left
         recorded = k.recorded_since(0 if left is None else left.recorded)
         if left is None or left.stages is not view.stages or left.key != key or recorded[1]:
@@ -400,108 +399,11 @@ class QueueWaits:
             # DAG: 17 ms a view); a stage whose runtime was recorded since is read again
             walltime_of = self._walltimes_known(view)
             before = left if left is not None and left.key == key else None
-            left = self._left = _WalltimesLeft(
+            left = self._left = WalltimesLeft(
                 view, key, walltime_of, self._walltime_of[2], before, recorded[1] if before else ()
             )
             left.recorded = recorded[0]
         return left
-
-
-def _knowledge_key(k: Knowledge) -> tuple[object, ...]:
-    """Return what a stage's first walltime request (:meth:`Knowledge.walltime`) depends on but its name."""
-    return (k, k.workflow, k.max_walltime, k.min_history, k.default_runtime, k.slack, k.overhead)
-
-
-class _WalltimesLeft:
-    """The walltimes the stages left of one view would request, summed over runs of consecutive stages.
-
-    :meth:`QueueWaits.headroom` asks, for each group a decision requests, the walltime of every stage left
-    after it and of those up to the last one as wide. Summed afresh each time, that was a scan of every
-    stage per request: a 5,000-stage random DAG, whose first decisions request hundreds of ready stages,
-    spent 15 s of CPU per decision there. Prefix sums answer each in constant time. They are the same
-    sums: every walltime :meth:`~elastic.strategies.knowledge.Knowledge.walltime` gives is a whole
-    number of seconds (or the partition's limit), whose float sums are exact in any order; where one is
-    not whole, each sum is taken stage by stage as before.
-    """
-
-    __slots__ = ("_exact", "_prefix", "_view", "_walltimes", "_widest", "key", "recorded", "stages")
-
-    def __init__(
-        self,
-        view: RunView,
-        key: tuple[object, ...],
-        walltime_of: Callable[[str], float],
-        inexact: AbstractSet[str],
-        before: _WalltimesLeft | None = None,
-        recorded: Iterable[str] = (),
-    ) -> None:
-        """Sum the walltimes of ``view``'s stages left.
-
-        ``walltime_of``: a stage's walltime for ``key`` (:meth:`QueueWaits._walltimes_known`), and
-        ``inexact``: the stages it gave a walltime not whole. ``before``: the sums of an earlier view with
-        the same key; only the stages whose record changed since are read again (a task's start or end
-        changes one stage of thousands), and ``recorded``, the stages whose runtimes were recorded since.
-        """
-        self.stages = stages = view.stages
-        self.key = key
-        self.recorded = 0
-        """The knowledge's runtimes recorded when these were read (:meth:`Knowledge.recorded_since`)."""
-        self._view = view
-
-        def walltime(st: StageView) -> float:
-            return 0.0 if st.complete else walltime_of(st.name)
-
-        old = before.stages if before is not None else ()
-        walltimes: list[float]
-        if before is not None and len(old) == len(stages):
-            walltimes = list(before._walltimes)
-            for i, (was, st) in enumerate(zip(old, stages, strict=True)):
-                if was is not st:
-                    if was.name != st.name:  # another plan: read every stage
-                        walltimes = [walltime(x) for x in stages]
-                        break
-                    walltimes[i] = walltime(st)
-            else:
-                for name in recorded:
-                    if view.has_stage(name):
-                        i = view.stage_position(name)
-                        walltimes[i] = walltime(stages[i])
-        else:
-            walltimes = [walltime(st) for st in stages]
-        self._walltimes: list[float] = walltimes
-        # a stage not whole, complete in this view, only makes the sums below be taken one by one (equal)
-        self._exact = not inexact
-        self._prefix = [0.0, *itertools.accumulate(walltimes)]
-        self._widest: dict[int, int] = {}
-
-    def position(self, name: str) -> int:
-        """Where stage ``name`` comes in the plan."""
-        return self._view.stage_position(name)
-
-    def between(self, start: int, stop: int | None) -> float:
-        """Return the sum of the walltimes of the stages left at positions ``start`` to ``stop`` - 1."""
-        stop = len(self.stages) if stop is None else stop
-        if start >= stop:
-            return 0
-        if self._exact:
-            return self._prefix[stop] - self._prefix[start]
-        k = self._view.knowledge
-        return sum(k.walltime(s.name) for s in self.stages[start:stop] if not s.complete)
-
-    def last_at_least(self, cores: int) -> int:
-        """Return the position of the last stage left at least ``cores`` wide (-1: none)."""
-        found = self._widest.get(cores)
-        if found is None:
-            found = next(
-                (
-                    i
-                    for i in range(len(self.stages) - 1, -1, -1)
-                    if not self.stages[i].complete and self.stages[i].width >= cores
-                ),
-                -1,
-            )
-            self._widest[cores] = found
-        return found
 
 
 def _made_at(jobs: Sequence[Allocation], t: float) -> bool:

@@ -55,7 +55,7 @@ def release_idle_until(view: RunView) -> float:
             if a.pending or view.busy_cores(a.alloc_id) == 0:
                 return view.now
             continue  # a busy job of done stages: drained or not by the queue's state, not by the clock
-        if a.cancelled or not a.running or view.busy_cores(a.alloc_id) > 0:
+        if a.cancelled or not a.running or view.cores_in_use(a.alloc_id) > 0:
             continue
         known = [x for x in labels if _known(view, x)]
         until = min(until, _replaced_until(view, a, known))

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic.allocations import LEGAL_TRANSITIONS, Allocation, AllocationState
-from elastic.strategies.view import AllocationIndex, AllocationIndexes
+from elastic.strategies.allocation_index import AllocationIndex, AllocationIndexes
 
 STAGES = ("a", "b", "c", None)
 LABELS = st.lists(st.sampled_from(["a", "b", "c", "*"]), max_size=3).map(tuple)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -224,6 +226,25 @@ def test_jobs_split_from_one_request_are_released_down_to_what_the_stage_still_n
         assert idle_kept >= min(waiting, all_idle)  # never below what waiting tasks need
         for a, b in kept:  # and no idle job kept that the waiting tasks do not need
             assert b > 0 or idle_kept - a.cores < waiting
+
+
+def test_a_job_whose_cores_a_front_end_claimed_is_not_idle() -> None:
+    # two one-core jobs of one request, their tasks just ended, one task left: one of them goes, unless
+    # their cores are a Mesos framework's (offered to it, or under a task it has not heard the end of),
+    # which launches on them at any moment (test_pymesos_mock[asa] on a loaded machine lost its width so)
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": 7},
+    )
+    pieces = tuple(
+        alloc(f"a{i}", "process", 1, 1e4, AllocationState.RUNNING, 600.0, 600.0, piece_of="a2")
+        for i in (2, 3)
+    )
+    view = _view(1000.0, stages, pieces, 0.0)
+    assert [c.alloc_id for c in release_idle(view)] == ["a2"]
+    assert release_idle(dataclasses.replace(view, claimed={"a2": 1, "a3": 1})) == []
+    # a claimed job is in use, and its cores are not idle cores another job could be released for
+    assert release_idle(dataclasses.replace(view, claimed={"a3": 1})) == []
 
 
 def test_one_job_per_request_is_kept_whole_until_its_stage_is_done() -> None:

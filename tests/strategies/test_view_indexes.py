@@ -15,10 +15,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from elastic.allocations import Allocation, AllocationState
+from elastic.strategies.allocation_index import AllocationIndexes
 from elastic.strategies.base import RunView, StageView
 from elastic.strategies.knowledge import TOTAL, Knowledge, MemoryHistory
 from elastic.strategies.rules import remaining_work
-from elastic.strategies.view import AllocationIndexes
 from elastic.workflow import Stage, Workflow
 
 STATES = st.sampled_from(["waiting", "ready", "running", "done"])

@@ -212,6 +212,10 @@ class MesosMaster:
         self._next_allocation = 0.0  # when the next batch allocation is due (epoch seconds)
         self._allocate_all = False  # a framework subscribed or revived: offer every agent at once
         self._seen_agents: set[str] = set()  # agents offered before (a new one is offered at once)
+        # cores the frameworks hold, by allocation, as of the last step: replaced whole, never changed, so
+        # allocation control reads it without this lock (see _claims)
+        self._claimed: dict[str, int] = {}
+        self._unclaim = elastic.claim_cores(lambda: self._claimed)
         self._unsubscribe = self.pool.subscribe(self._on_pool_event)
         self._thread = threading.Thread(target=self._run, name="elastic-mesos", daemon=True)
         self._thread.start()
@@ -491,6 +495,7 @@ class MesosMaster:
         self._wake.set()
         self._thread.join()
         self._unsubscribe()
+        self._unclaim()
 
     # -- tasks -------------------------------------------------------------------------------------------
 
@@ -647,6 +652,7 @@ class MesosMaster:
             except queue.Empty:
                 break
         if not items and not self.frameworks:
+            self._claimed = {}
             return _TICK  # nobody to offer to: leave the pool's lock alone
         agents = self.pool.agents()  # after the news: every event taken is reflected in it
         allocations = self.pool.allocations()
@@ -672,8 +678,27 @@ class MesosMaster:
             ).items():
                 self.frameworks[framework_id].emit(event)
             self._learn_gangs(now, agents, held, allocations)
+            self._claimed = self._claims()
             batch = self._next_allocation - now if self.allocation_interval else _TICK
             return min(self._chores(now), self.gang_wait, max(0.0, batch))
+
+    def _claims(self) -> dict[str, int]:
+        """Return the cores frameworks hold, by allocation: offered to one, or under a task launched there.
+
+        A task's cores are its framework's until it heard that the task ended (its terminal status sent),
+        and then offered to it again at once: as the Mesos allocator counts offered resources as allocated,
+        they are not idle cores for the strategy, which would otherwise release a piece of a split request
+        in the instant between a framework's short tasks (:meth:`Elastic.claim_cores`).
+        """
+        out: dict[str, int] = {}
+        for offer in self._book.outstanding.values():
+            out[offer.agent.alloc_id] = out.get(offer.agent.alloc_id, 0) + offer.cores
+        for fw in self.frameworks.values():
+            for task in fw.tasks.values():
+                if not task.terminal:
+                    alloc_id = task.agent_id.split("/")[0]  # <allocation>/<host>/<pid>
+                    out[alloc_id] = out.get(alloc_id, 0) + task.cores
+        return out
 
     def _allocating(self, now: float, agents: Sequence[AgentView]) -> list[AgentView]:
         """Return the agents whose free cores may be offered now (the allocation interval, as Mesos').
