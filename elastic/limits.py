@@ -4,31 +4,33 @@ Each limit is far beyond what a real workflow or machine needs, and low enough t
 ends in minutes and fits in memory on a laptop. Every check names the option, the value and the limit,
 and says why the limit is there. The checks raise :class:`~elastic.errors.ConfigError` before any work.
 
-========================  ===================  ===========================================================
-limit                     value                why
-========================  ===================  ===========================================================
-:data:`MIN_SPEEDUP`       0.01                 a mock clock slower than 1 simulated second per 100 real
-                                               seconds only makes runs take days (below ~1e-6 the clock's
-                                               dates overflow)
-:data:`MAX_SPEEDUP`       1,000                an agent takes about a real second to start: at 1,000x
-                                               that is already 17 simulated minutes of each allocation's
-                                               walltime; far beyond, allocations end before their agents
-                                               connect and are requested again and again, running nothing
-:data:`MAX_STAGES`        1,000                stages of one declared workflow: a run's cost grows
-                                               up to the square of its stages; 5,000 chained stages
-                                               simulate in under a minute under Big-Job and Per-Stage,
-                                               about 70 s under ``asa`` (its planning horizon), but a
-                                               random DAG of 5,000 takes over five minutes under
-                                               Per-Stage (placement over every queued task)
-:data:`MAX_STAGE_TASKS`   100,000              tasks of one declared stage: simulating a stage of 100,000
-                                               tasks takes about 90 s, and the cost grows faster than the
-                                               count
-:data:`MAX_PROCESSORS`    20,000,000           cores of a simulated partition (``--processors``): twice
-                                               the largest machine built so far (10.6 million cores);
-                                               also the most processors of one trace job
-:data:`MAX_TRACE_SECONDS` 100 years            a time in a trace (submit, wait, runtime, requested
-                                               time): beyond it, a field is a unit or typing error
-========================  ===================  ===========================================================
+==========================  ===================  ===========================================================
+limit                       value                why
+==========================  ===================  ===========================================================
+:data:`MIN_SPEEDUP`         0.01                 a mock clock slower than 1 simulated second per 100 real
+                                                 seconds only makes runs take days (below ~1e-6 the clock's
+                                                 dates overflow)
+:data:`MAX_SPEEDUP`         1,000                an agent takes about a real second to start: at 1,000x
+                                                 that is already 17 simulated minutes of each allocation's
+                                                 walltime; far beyond, allocations end before their agents
+                                                 connect and are requested again and again, running nothing
+:data:`MAX_STAGES`          5,000                stages of one declared workflow: a run's cost grows
+                                                 up to the square of its stages; a chain or a random DAG
+                                                 of 5,000 simulates in under a minute of CPU under every
+                                                 strategy (``asa``: 15-37 s; a user's DAG of 1-7 tasks a
+                                                 stage, 53 s), beyond that ``asa`` grows past a minute
+:data:`MAX_STAGE_TASKS`     100,000              tasks of one declared stage: simulating a stage of 100,000
+                                                 tasks takes about 90 s, and the cost grows faster than the
+                                                 count
+:data:`MAX_WORKFLOW_TASKS`  1,000,000            tasks of one declared workflow, all stages together: ten
+                                                 stages at the stage limit (5,000 stages of 100,000 tasks
+                                                 each would take days)
+:data:`MAX_PROCESSORS`      20,000,000           cores of a simulated partition (``--processors``): twice
+                                                 the largest machine built so far (10.6 million cores);
+                                                 also the most processors of one trace job
+:data:`MAX_TRACE_SECONDS`   100 years            a time in a trace (submit, wait, runtime, requested
+                                                 time): beyond it, a field is a unit or typing error
+==========================  ===================  ===========================================================
 
 Limits that belong to one module are kept beside their code: :data:`elastic.simulator.synthetic.MAX_JOBS`
 (synthetic jobs), :data:`elastic.experiments.MAX_RUNS` (runs per experiment),
@@ -53,6 +55,7 @@ __all__ = [
     "MAX_SPEEDUP",
     "MAX_STAGES",
     "MAX_STAGE_TASKS",
+    "MAX_WORKFLOW_TASKS",
     "MAX_TRACE_SECONDS",
     "MIN_SPEEDUP",
     "SPEEDUP_RANGE",
@@ -68,11 +71,14 @@ MAX_SPEEDUP = 1000.0
 """Fastest mock clock: simulated seconds per real second (agents must connect within an allocation's
 walltime, and they take about a real second to start)."""
 
-MAX_STAGES = 1_000
+MAX_STAGES = 5_000
 """Most stages in one declared workflow."""
 
 MAX_STAGE_TASKS = 100_000
 """Most tasks in one stage of a declared workflow."""
+
+MAX_WORKFLOW_TASKS = 1_000_000
+"""Most tasks in one declared workflow, all its stages together."""
 
 MAX_PROCESSORS = 20_000_000
 """Most cores of a simulated partition (``--processors``), and of one job of a trace."""

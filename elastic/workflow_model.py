@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, check_count
+from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, MAX_WORKFLOW_TASKS, check_count
 
 __all__ = ["MAX_RUNTIME_CV", "STAGES_WHY", "TASKS_WHY", "Stage", "Workflow", "check_scale"]
 
@@ -202,12 +202,14 @@ def _finite(x: object) -> bool:
 
 
 STAGES_WHY = (
-    "a run costs up to the square of its stages: 5,000 chained stages take over a minute under asa, "
-    "a random DAG of 5,000 over five minutes under per-stage"
+    "a run costs up to the square of its stages: a chain or a random DAG of 5,000 simulates in under a "
+    "minute under every strategy, more stages take longer under asa"
 )
 """Why a workflow holds at most :data:`~elastic.limits.MAX_STAGES` stages."""
 TASKS_WHY = "simulating a stage costs more than its task count: 100,000 tasks take about 90 s"
 """Why a stage holds at most :data:`~elastic.limits.MAX_STAGE_TASKS` tasks."""
+WORKFLOW_TASKS_WHY = "simulating a workflow costs more than its task count: 100,000 tasks take about 90 s"
+"""Why a workflow holds at most :data:`~elastic.limits.MAX_WORKFLOW_TASKS` tasks in all."""
 
 
 def check_scale(workflow: Workflow, source: str | None = None) -> None:
@@ -223,10 +225,13 @@ def check_scale(workflow: Workflow, source: str | None = None) -> None:
     Raises
     ------
     ConfigError
-        More than :data:`~elastic.limits.MAX_STAGES` stages, or a stage of more than
-        :data:`~elastic.limits.MAX_STAGE_TASKS` tasks; the message gives the limit.
+        More than :data:`~elastic.limits.MAX_STAGES` stages, a stage of more than
+        :data:`~elastic.limits.MAX_STAGE_TASKS` tasks, or more than
+        :data:`~elastic.limits.MAX_WORKFLOW_TASKS` in all; the message gives the limit.
     """
     where = source if source is not None else f"workflow {workflow.name!r}"
     check_count(len(workflow.stages), MAX_STAGES, f"{where}: stages", STAGES_WHY)
     for stage in workflow.stages:
         check_count(stage.tasks, MAX_STAGE_TASKS, f"{where}: stage {stage.name!r}: tasks", TASKS_WHY)
+    total = sum(stage.tasks for stage in workflow.stages)
+    check_count(total, MAX_WORKFLOW_TASKS, f"{where}: tasks of all stages", WORKFLOW_TASKS_WHY)

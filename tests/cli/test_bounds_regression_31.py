@@ -11,7 +11,14 @@ from pathlib import Path
 import pytest
 
 from elastic.errors import ConfigError
-from elastic.limits import MAX_PROCESSORS, MAX_SPEEDUP, MAX_STAGE_TASKS, MAX_STAGES, MIN_SPEEDUP
+from elastic.limits import (
+    MAX_PROCESSORS,
+    MAX_SPEEDUP,
+    MAX_STAGE_TASKS,
+    MAX_STAGES,
+    MAX_WORKFLOW_TASKS,
+    MIN_SPEEDUP,
+)
 from elastic.workflow import load_workflow
 from tests.cli.test_bad_input_regression_10 import refused as refused_with
 
@@ -86,7 +93,29 @@ def test_a_declared_chain_of_too_many_stages_is_refused_with_the_limit(tmp_path:
     ok = tmp_path / "ok.toml"
     ok.write_text(
         "".join(
-            f'[[stages]]\nname = "s{i}"\ntasks = {MAX_STAGE_TASKS}\ncores = 1\n' for i in range(MAX_STAGES)
+            f'[[stages]]\nname = "s{i}"\ntasks = {MAX_WORKFLOW_TASKS // MAX_STAGES}\ncores = 1\n'
+            for i in range(MAX_STAGES)
         )
     )
     assert len(load_workflow(ok).stages) == MAX_STAGES
+
+
+def test_a_declared_workflow_of_too_many_tasks_in_all_is_refused_with_the_limit(tmp_path: Path) -> None:
+    # each stage within the stage limit, together past the workflow's: refused before any work, naming it
+    stages = MAX_WORKFLOW_TASKS // MAX_STAGE_TASKS + 1
+    wf = tmp_path / "wide.toml"
+    wf.write_text(
+        "".join(f'[[stages]]\nname = "s{i}"\ntasks = {MAX_STAGE_TASKS}\ncores = 1\n' for i in range(stages))
+    )
+    total = stages * MAX_STAGE_TASKS
+    with pytest.raises(
+        ConfigError, match=rf"tasks of all stages: at most {MAX_WORKFLOW_TASKS:,} allowed, got {total:,}"
+    ):
+        load_workflow(wf)
+    ok = tmp_path / "ok.toml"
+    ok.write_text(
+        "".join(
+            f'[[stages]]\nname = "s{i}"\ntasks = {MAX_STAGE_TASKS}\ncores = 1\n' for i in range(stages - 1)
+        )
+    )
+    assert sum(s.tasks for s in load_workflow(ok).stages) == MAX_WORKFLOW_TASKS
