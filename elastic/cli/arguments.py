@@ -136,7 +136,7 @@ def add_submission_rate_argument(parser: argparse.ArgumentParser) -> None:
         action=_MergeLimit,
         const="max_allocations",
         metavar="N",
-        help="batch jobs one run may submit in all, from 1 to 1,000,000 (default 10,000); a run that "
+        help="batch jobs one run may submit in all, from 1 to 1,000,000 (default 20,000); a run that "
         "reaches it stops, failed, saying so",
     )
     parser.add_argument(

@@ -23,8 +23,8 @@ the mock's virtual clock):
   failure. An allocation that ran and ended any other way resets ``k``. Where HyperQueue pauses the queue
   until a user resumes it, a run here goes on at the slowest rate (one job per 30 min by default) and
   says so: a run is never stalled by the cap, only slowed.
-- **A total**: at most ``max_allocations`` batch jobs in one run (10,000 by default, as many as Slurm's
-  default ``MaxJobCount`` lets its controller hold at once). A run that reaches it, a strategy
+- **A total**: at most ``max_allocations`` batch jobs in one run (20,000 by default: four for each stage
+  of the largest declared workflow, :data:`elastic.limits.MAX_STAGES`). A run that reaches it, a strategy
   resubmitting for ever, stops there with :class:`~elastic.errors.LimitReachedError` (the run ends
   ``failed`` with the limit and how to raise it in the message; a front door fails its tasks with it)
   instead of submitting at the sustained rate for hours.
@@ -105,10 +105,13 @@ MAX_BURST = 1000
 MAX_FAILURE_DELAY = 86400.0
 """Longest back-off a user may set after failures (a day, in seconds)."""
 
-DEFAULT_MAX_ALLOCATIONS = 10_000
+DEFAULT_MAX_ALLOCATIONS = 20_000
 """Batch jobs (allocations, each piece of a split request counted) one run may submit in all, by default:
-Slurm's default ``MaxJobCount``, and far more than a workflow of :data:`elastic.limits.MAX_STAGES`
-stages asks for, unless something resubmits for ever."""
+four per stage of a workflow of :data:`elastic.limits.MAX_STAGES` stages, unless something resubmits for
+ever. A user's 5,000-stage DAG under ``asa`` submitted 5,178 (a run that completed) and 6,488 (one that
+reached the simulation's 96 hours), one job per request; split into two pieces, twice as many. The run
+holds few at once (:data:`DEFAULT_MAX_QUEUED` queued), well within Slurm's default ``MaxJobCount`` of
+10,000 jobs in its controller at a time."""
 
 MAX_ALLOCATIONS = 1_000_000
 """Most batch jobs a user may allow one run to submit."""
@@ -173,7 +176,7 @@ class SubmissionLimit:
     failure_delays : sequence of float, default ``FAILURE_DELAYS``
         Seconds between submissions after ``k`` allocations in a row failed (index ``k``; the last entry
         for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``. Kept as a tuple.
-    max_allocations : int, default 10,000
+    max_allocations : int, default 20,000
         Batch jobs one run may submit in all; in ``[1, MAX_ALLOCATIONS]``. A run that reaches it stops
         with :class:`~elastic.errors.LimitReachedError`.
     max_queued : int, default 32
@@ -281,7 +284,7 @@ class SubmissionRate:
     failure_delays : sequence of float, default ``FAILURE_DELAYS``
         Seconds between submissions after ``k`` allocations in a row failed (index ``k``; the last entry
         for more); non-decreasing, the first 0, each at most ``MAX_FAILURE_DELAY``.
-    max_allocations : int, default 10,000
+    max_allocations : int, default 20,000
         Batch jobs this run may submit in all; in ``[1, MAX_ALLOCATIONS]``.
     max_queued : int, default 32
         Requests of this run waiting for cores in the batch queue at once (the backlog); in

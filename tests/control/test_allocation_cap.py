@@ -35,7 +35,7 @@ def test_a_bad_cap_is_refused_naming_it_and_its_range(field: str, value: object)
 
 
 def test_the_default_is_documented_and_reaches_every_front_end() -> None:
-    assert SubmissionLimit().max_allocations == DEFAULT_MAX_ALLOCATIONS == 10_000
+    assert SubmissionLimit().max_allocations == DEFAULT_MAX_ALLOCATIONS == 20_000
     settings = Settings(backend="mock", store=False, submission_rate=SubmissionLimit(max_allocations=7))
     assert settings.submission_rate is not None and settings.submission_rate.max_allocations == 7
 
