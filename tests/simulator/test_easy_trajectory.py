@@ -65,21 +65,27 @@ def snapshots(draw: st.DrawFn) -> QueueSnapshot:
     return QueueSnapshot(NOW, nodes, cpn, tuple(running), tuple(pending))
 
 
+def _probe(snapshot: QueueSnapshot, data: st.DataObject) -> tuple[int, float, int | None]:
+    """Draw a probe the snapshot's partition can hold: cores, walltime, and whole nodes (or None)."""
+    nodes = (
+        data.draw(st.integers(1, snapshot.nodes))
+        if snapshot.cores_per_node > 1 and data.draw(st.booleans())
+        else None
+    )
+    total = snapshot.nodes * snapshot.cores_per_node
+    cores = nodes * snapshot.cores_per_node if nodes else data.draw(st.integers(1, total))
+    walltime = data.draw(st.sampled_from([1.0, 30.0, 60.0, 89.0, 90.0, 600.0, 3000.0, 10_000.0]))
+    return cores, walltime, nodes
+
+
 @settings(max_examples=300, deadline=None)
 @given(snapshots(), st.data())
 def test_every_probe_starts_when_the_simulation_with_it_says(
     snapshot: QueueSnapshot, data: st.DataObject
 ) -> None:
     assert _easy_trajectory(snapshot, "basic") is not None  # nothing held: read off the trajectory
-    total = snapshot.nodes * snapshot.cores_per_node
     for _ in range(6):
-        nodes = (
-            data.draw(st.integers(1, snapshot.nodes))
-            if snapshot.cores_per_node > 1 and data.draw(st.booleans())
-            else None
-        )
-        cores = nodes * snapshot.cores_per_node if nodes else data.draw(st.integers(1, total))
-        walltime = data.draw(st.sampled_from([1.0, 30.0, 60.0, 89.0, 90.0, 600.0, 3000.0, 10_000.0]))
+        cores, walltime, nodes = _probe(snapshot, data)
         got = estimate_start(snapshot, cores=cores, walltime=walltime, nodes=nodes)
         assert got == _simulated(snapshot, cores, walltime, nodes), (cores, nodes, walltime)
 
@@ -102,15 +108,8 @@ def test_the_same_queue_read_later_starts_every_probe_as_its_simulation_says(
     assert all(e > later for e in ends)
     read_later = dataclasses.replace(snapshot, now=later)
     estimate_start(snapshot, cores=1, walltime=1.0)  # the last trajectory: the next one is shifted from it
-    total = snapshot.nodes * snapshot.cores_per_node
     for _ in range(6):
-        nodes = (
-            data.draw(st.integers(1, snapshot.nodes))
-            if snapshot.cores_per_node > 1 and data.draw(st.booleans())
-            else None
-        )
-        cores = nodes * snapshot.cores_per_node if nodes else data.draw(st.integers(1, total))
-        walltime = data.draw(st.sampled_from([1.0, 30.0, 60.0, 89.0, 90.0, 600.0, 3000.0, 10_000.0]))
+        cores, walltime, nodes = _probe(snapshot, data)
         want = _simulated(read_later, cores, walltime, nodes)
         assert shifted.start(cores, walltime, nodes) == want, (cores, nodes, walltime)
         assert estimate_start(read_later, cores=cores, walltime=walltime, nodes=nodes) == want
