@@ -254,7 +254,7 @@ def submission_limit(value: object, name: str = "submission_rate") -> Submission
     --------
     >>> limit = submission_limit(6)
     >>> limit.per_minute, limit.burst, limit.max_allocations
-    (6.0, 6, 10000)
+    (6.0, 6, 20000)
     >>> submission_limit(None) == SubmissionLimit()
     True
     """

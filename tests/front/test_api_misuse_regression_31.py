@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from elastic import Elastic
 from elastic.errors import ConfigError
 from elastic.front.door import check_settings
-from elastic.limits import MAX_SPEEDUP, MIN_SPEEDUP
+from elastic.limits import MAX_SPEEDUP, MAX_STAGE_TASKS, MAX_STAGES, MIN_SPEEDUP
 from elastic.workflow import Stage, Workflow
 
 _junk = st.one_of(
@@ -145,9 +145,13 @@ def test_a_declared_workflow_beyond_the_limits_is_refused_with_the_limit() -> No
     huge = Workflow("huge", (Stage("a", tasks=10_000_000, cores=1),))
     with pytest.raises(ConfigError, match=r"stage 'a': tasks: at most 100,000 allowed, got 10,000,000"):
         check_settings(workflow=huge)
-    chain = Workflow("chain", tuple(Stage(f"s{i}", 1, 1) for i in range(1_001)))
-    with pytest.raises(ConfigError, match=r"stages: at most 1,000 allowed, got 1,001"):
+    chain = Workflow("chain", tuple(Stage(f"s{i}", 1, 1) for i in range(MAX_STAGES + 1)))
+    with pytest.raises(ConfigError, match=rf"stages: at most {MAX_STAGES:,} allowed, got {MAX_STAGES + 1:,}"):
         check_settings(workflow=chain)
+    # each stage within its limit, together past the workflow's
+    wide = Workflow("wide", tuple(Stage(f"w{i}", MAX_STAGE_TASKS, 1) for i in range(11)))
+    with pytest.raises(ConfigError, match=r"tasks of all stages: at most 1,000,000 allowed, got 1,100,000"):
+        check_settings(workflow=wide)
 
 
 EXECUTOR_BAD = {k: v for k, v in BAD.items() if k not in ("name", "workflow")} | {
