@@ -8,12 +8,15 @@ The indexes a :class:`~elastic.strategies.view.RunView` looks its allocations up
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from elastic.allocations import Allocation
 
 __all__ = ["AllocationIndex", "AllocationIndexes"]
+
+_K = TypeVar("_K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,23 +158,28 @@ class AllocationIndex:
         if not (self._dirty_stages or self._dirty_labels or self._dirty_live):
             return self._snapshot
         allocs = self._allocs
-        by_stage = dict(self._snapshot.by_stage)
-        for stage in self._dirty_stages:
-            ids = self._stage_ids.get(stage)
-            if ids:
-                by_stage[stage] = tuple(allocs[i] for i in ids)
-            else:
-                by_stage.pop(stage, None)
-        by_label = dict(self._snapshot.by_label)
-        for label in self._dirty_labels:
-            ids = self._label_ids.get(label)
-            if ids:
-                by_label[label] = tuple(allocs[i] for i in ids)
-            else:
-                by_label.pop(label, None)
+        by_stage = _remade(self._snapshot.by_stage, self._dirty_stages, self._stage_ids, allocs)
+        by_label = _remade(self._snapshot.by_label, self._dirty_labels, self._label_ids, allocs)
         live = tuple(allocs[i] for i in self._live_ids) if self._dirty_live else self._snapshot.live
         self._dirty_stages.clear()
         self._dirty_labels.clear()
         self._dirty_live = False
         self._snapshot = AllocationIndexes(by_stage, by_label, live, tuple(allocs.values()), self._order)
         return self._snapshot
+
+
+def _remade(
+    index: Mapping[_K, tuple[Allocation, ...]],
+    keys: Iterable[_K],
+    ids_of: Mapping[_K, list[str]],
+    allocs: Mapping[str, Allocation],
+) -> dict[_K, tuple[Allocation, ...]]:
+    """Return ``index`` with the entries of ``keys`` remade from their ids (a key left with none dropped)."""
+    out = dict(index)
+    for key in keys:
+        ids = ids_of.get(key)
+        if ids:
+            out[key] = tuple(allocs[i] for i in ids)
+        else:
+            out.pop(key, None)
+    return out

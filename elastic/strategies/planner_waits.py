@@ -81,13 +81,11 @@ def estimate_bias(ratios: Sequence[float], prior: float = BIAS_PRIOR) -> float:
     >>> round(estimate_bias([0.25, 0.25, 0.25]), 3)
     0.354
     """
-    if not ratios:
-        return 1.0
-    return float(math.exp(sum(math.log(r) for r in ratios) / (len(ratios) + prior)))
+    return _bias_of([math.log(r) for r in ratios], prior)
 
 
 def _bias_of(logs: list[float], prior: float = BIAS_PRIOR) -> float:
-    """:func:`estimate_bias` of the ratios whose logs are ``logs`` (each log taken once, kept)."""
+    """:func:`estimate_bias` of the ratios whose logs are ``logs`` (the calibration keeps each log)."""
     if not logs:
         return 1.0
     return float(math.exp(sum(logs) / (len(logs) + prior)))
