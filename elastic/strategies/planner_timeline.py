@@ -55,7 +55,30 @@ class Timeline:
         left = max(0.0, k.expected_duration(s.name, elapsed) - elapsed)
         if s.rerun_end is not None:
             left = max(left, s.rerun_end - self.view.now)
+        if s.rerun_floor is not None:
+            # a task lost and not started again waits for cores, then runs as long as a run of the stage
+            # that outlived its lost attempt: its end is counted from those cores, not from its loss
+            # (CyberShake 28, synthetic queue, run 20: an ``ExtractSGT`` task lost at its walltime after
+            # 3.3 h waited 11 h for cores while ``SeismogramSynthesis``'s 28 cores, asked for its predicted
+            # end, started and idled 2.5 h, priced as if the re-run ended 3.3 h after the loss)
+            came = self._cores_for(s, s.rerun_floor)
+            left = max(left, came - self.view.now + k.expected_duration(s.name, s.rerun_floor))
         return left
+
+    def _cores_for(self, s: StageView, floor: float) -> float:
+        """When cores come for the tasks of ``s`` that wait to run again after a loss of ``floor`` seconds.
+
+        Now if an allocation kept for it runs with more walltime left than ``floor``, else the soonest
+        predicted start of a pending one (:meth:`ready`), else now (none asked yet: the liveness rule asks).
+        """
+        now = self.view.now
+        starts = []
+        for a in self.view.allocations_serving(s.name, live_only=True):
+            if a.running and a.remaining(now) > floor:
+                return now
+            if a.pending:
+                starts.append(self.ready(a))
+        return min(starts, default=now)
 
     def chain_plans(self, chain: Sequence[StageView]) -> list[StagePlan]:
         """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores."""

@@ -627,6 +627,40 @@ def test_a_task_re_run_after_a_loss_delays_the_need_of_the_allocations_after_it(
     assert ("a2" in cancelled) is released
 
 
+def _waiting_rerun_view(cores_from: str) -> RunView:
+    # At 5000 s wide1's last task, lost after 1700 s at 1700 s, has not started again: it waits for cores
+    # (``cores_from``: "running", a1 still runs with walltime for it; "pending", a1 ended and a3 was asked
+    # at 4900 s). a2 runs idle for wide2, needed after wide1's re-run (~1800 s) and narrow (600 s).
+    view = _early_view(5000.0)
+    wide1 = dataclasses.replace(
+        view.stages[0], done=27, running=0, rerun_end=3400.0, rerun_floor=1700.0, rerun_waiting=1
+    )
+    rows = [alloc("a2", "wide2", 28, 20000.0, AllocationState.RUNNING, 4900.0, 5000.0)]
+    if cores_from == "running":
+        rows.append(alloc("a1", "wide1", 28, 20000.0, AllocationState.RUNNING, 0.0, 0.0))
+    else:
+        rows.append(alloc("a1", "wide1", 28, 1700.0, AllocationState.TIMEOUT, 0.0, 0.0, 1700.0))
+        rows.append(alloc("a3", "wide1", 1, 4000.0, AllocationState.REQUESTED, 4900.0, reason="liveness"))
+    records, busy = split(tuple(rows))
+    return dataclasses.replace(view, stages=(wide1, *view.stages[1:]), allocations=records, busy=busy)
+
+
+@pytest.mark.parametrize("cores_from", ["running", "pending"])
+@pytest.mark.parametrize(("floor", "released"), [(None, False), (1700.0, True)])
+def test_a_task_waiting_to_run_again_delays_the_need_of_the_allocations_after_it_from_when_it_can_start(
+    cores_from: str, floor: float | None, released: bool
+) -> None:
+    # Its end was counted from its loss (3400 s, long past), so wide1 looked as if it ended within
+    # minutes and a2 was kept idle. It ends no sooner than its cores come plus a re-run of ~1800 s: a2
+    # would idle 2400 s or more, which costs more than asking 28 cores again (a 3000-s wait), so a2 is
+    # released. Without the waiting task (``floor`` None) the same view keeps a2.
+    view = _waiting_rerun_view(cores_from)
+    wide1 = dataclasses.replace(view.stages[0], rerun_floor=floor, rerun_waiting=0 if floor is None else 1)
+    view = _estimated(dataclasses.replace(view, stages=(wide1, *view.stages[1:])), 3000.0)
+    cancelled = [a.alloc_id for a in Planner().decide(view).actions if isinstance(a, Cancel)]
+    assert ("a2" in cancelled) is released
+
+
 def test_an_allocation_released_for_starting_early_is_asked_again_only_when_due() -> None:
     # a2 is released (the queue gives 28 cores at once without it); wide2 is then asked again just before
     # its need, not at once: the estimate for it leaves a2, being released, out
