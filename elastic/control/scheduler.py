@@ -64,6 +64,8 @@ class WaitEstimates:
         self._job_of = job_of
         self._estimates: dict[tuple[int, float, tuple[tuple[str, float], ...]], float | None] = {}
         self._estimated_at: float | None = None
+        # a runtime-checkable Protocol's isinstance reads every attribute it names: once, not at each ask
+        self._releasing = backend if isinstance(backend, EstimatesReleasing) else None
 
     def version(self) -> Hashable | None:
         """Return the backend's ``queue_version()`` (estimates hold while it is the same), else None."""
@@ -86,15 +88,16 @@ class WaitEstimates:
             self._estimated_at = now
         backend = self.backend
         jobs: tuple[tuple[str, float], ...] = ()
-        if releasing and isinstance(backend, EstimatesReleasing) and backend.estimates_releasing:
+        may_release = self._releasing
+        if releasing and may_release is not None and may_release.estimates_releasing:
             found = ((self._job_of(a), at) for a, at in releasing)
             jobs = tuple(sorted((job, at) for job, at in found if job is not None))
         key = (cores, walltime, jobs)
         if key not in self._estimates:
             spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
             try:
-                if jobs and isinstance(backend, EstimatesReleasing):
-                    start = backend.expected_start(spec, releasing=dict(jobs))
+                if jobs and may_release is not None:
+                    start = may_release.expected_start(spec, releasing=dict(jobs))
                 else:
                     start = backend.expected_start(spec)
             except ElasticError as exc:  # a geometry the partition refuses, or squeue/sbatch failed
