@@ -286,7 +286,8 @@ def walltime_follow_ups(
       after a TIMEOUT, else ``"lost"``);
     - the running allocation ends (``start + walltime``) before the expected remaining work: submit the
       next walltime of the sequence at ``walltime_end - lead - margin``, so the new allocation is there
-      when the old one is killed (lost tasks re-run on it).
+      when the old one is killed (lost tasks re-run on it), with the seconds until then added to its
+      walltime (it may start at once and idle until then; capped at the partition's limit).
 
     A follow-up is for ``label`` only, also when the allocation it follows was kept for more stages
     (:attr:`Allocation.labels`): the stages after it are planned by the strategy when they come. It is as
@@ -334,9 +335,14 @@ def walltime_follow_ups(
         wait = k.predict_wait(cores) if lead is None else lead(cores)
         at = end - wait - margin
         if view.now >= at:
-            actions.append(
-                Submit(label, cores, k.walltime(label, previous), reason="walltime", predicted_wait=wait)
-            )
+            # it may start at once and idle until the allocation it follows is killed, the tasks lost then
+            # re-running on it: its walltime covers that too, or the re-run gets less than the sequence's
+            # next value (SDSC Blue capacity, BWA 28, run 18: asked 1,343 s ahead, it started at once and
+            # the re-run lost again after 3,958 of its 5,301 s; the next request, 21,898 s, waited 14.8 h)
+            walltime = k.walltime(label, previous) + math.ceil(end - view.now)
+            if k.max_walltime is not None:
+                walltime = min(walltime, k.max_walltime)
+            actions.append(Submit(label, cores, walltime, reason="walltime", predicted_wait=wait))
         else:
             wake = at if wake is None else min(wake, at)
     return Decision(tuple(actions), wake)

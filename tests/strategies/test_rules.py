@@ -136,6 +136,15 @@ def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait()
     assert not before.actions and before.wake_at == pytest.approx(1240.0)
     (submit,) = walltime_follow_ups(_view(1240.0, stages, (a2,), 300.0), ["process"]).actions
     assert isinstance(submit, Submit) and submit.reason == "walltime" and submit.walltime > 1000.0
+    # it may start at once: its walltime covers the 360 s until a2 is killed, beyond the sequence's next
+    view = _view(1240.0, stages, (a2,), 300.0)
+    assert submit.walltime == view.knowledge.walltime("process", [1000.0]) + 360.0
+    (late,) = walltime_follow_ups(_view(1500.0, stages, (a2,), 300.0), ["process"]).actions
+    assert late.walltime == submit.walltime - 260.0  # type: ignore[attr-defined]
+    # never beyond the partition's limit
+    view.knowledge.max_walltime = submit.walltime - 100.0
+    (capped,) = walltime_follow_ups(view, ["process"]).actions
+    assert capped.walltime == submit.walltime - 100.0  # type: ignore[attr-defined]
     # and an allocation that timed out with work left is replaced at once
     ended = alloc("a2", "process", 8, 1000.0, AllocationState.TIMEOUT, 600.0, 600.0, 1600.0)
     (again,) = walltime_follow_ups(_view(1600.0, stages, (ended,), 300.0), ["process"]).actions
