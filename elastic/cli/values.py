@@ -230,7 +230,7 @@ def int_in_range(low: int, high: int, why: str = "") -> Callable[[str], int]:
                 f"expected an integer from {low:,} to {high:,}; got {text!r}"
             ) from None
         if value < low:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {low:,}; got {text!r}")
+            raise argparse.ArgumentTypeError(f"expected an integer from {low:,} to {high:,}; got {text!r}")
         if value > high:
             reason = f" ({why})" if why else ""
             raise argparse.ArgumentTypeError(f"at most {high:,} is allowed{reason}; got {text!r}")

@@ -45,6 +45,16 @@ def test_the_speedups_at_the_limits_are_taken(capsys: pytest.CaptureFixture[str]
     assert speedup("0.01") == MIN_SPEEDUP and speedup("1000") == MAX_SPEEDUP
 
 
+@pytest.mark.parametrize("option", ["--max-queued", "--max-allocations"])
+def test_a_count_below_its_range_is_refused_with_the_whole_range(
+    option: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from elastic.control.rate import MAX_ALLOCATIONS
+
+    err = refused(capsys, ["compare", "--workflow", "montage", option, "0"])
+    assert f"{option}: expected an integer from 1 to {MAX_ALLOCATIONS:,}; got '0'" in err
+
+
 @pytest.mark.parametrize(
     "command",
     [
