@@ -29,7 +29,7 @@ is appended to ``--csv`` at once, so a long grid can be stopped and its finished
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows suite]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity,capacity-ctc,capacity-sdsc]
 [--priorities age,basic,accrue-always] [--runs 30] [--seed 1] [--shapes plain,split] [--job-cores N]
-[--learned-waits] [--no-estimates] [--weight W] [--no-calibrate] [--csv OUT]
+[--learned-waits] [--no-estimates] [--weight W] [--pace S] [--no-calibrate] [--csv OUT]
 ``--shapes plain`` compares against the paper's baselines only (one job per allocation). ``--job-cores N``
 submits every strategy's allocations, ``asa``'s too, as batch jobs of at most N cores (``job_cores``;
 with ``--shapes plain`` only: the split shape sets its own). ``--learned-waits`` prices ``asa``'s
@@ -37,6 +37,8 @@ follow-ups by the learned wait distribution, not by the run's latest wait (``Pla
 ``--no-estimates``: ``asa`` does not ask the scheduler's estimate (``Planner(estimates=False)``).
 ``--weight W``: ``asa``'s price of a second of makespan, in seconds of the peak allocation
 (``Planner(weight=W)``, default 1).
+``--pace S``: backend seconds ``asa`` keeps a decision that did nothing while its inputs stay the same
+(``Planner(pace=S)``; default the planner's own, :data:`elastic.strategies.planner.PACE`).
 ``--no-calibrate``: ``asa`` takes the scheduler's estimate as it is, not scaled by its bias learned from
 the run's own requests (``Planner(calibrate=False)``; ``--calibrate``, the default, scales it).
 The traces are read from ../shared/data/traces (or $ELASTIC_TRACES).
@@ -106,6 +108,7 @@ def cell(
     learned_waits: bool = False,
     estimates: bool = True,
     weight: float = 1.0,
+    pace: float | None = None,
     shapes: tuple[str, ...] = SHAPES,
     calibrate: bool = True,
 ) -> dict[str, object]:
@@ -122,7 +125,9 @@ def cell(
         "job_cores": job_cores or "",
     }
     began = time.perf_counter()
-    options = {"run_waits": not learned_waits, "estimates": estimates, "weight": weight}
+    options: dict[str, object] = {"run_waits": not learned_waits, "estimates": estimates, "weight": weight}
+    if pace is not None:
+        options["pace"] = pace
     options["calibrate"] = calibrate
     measured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     for name in shaped_strategies(STRATEGIES, shapes):
@@ -202,6 +207,7 @@ def main() -> None:
     parser.add_argument("--learned-waits", action="store_true")
     parser.add_argument("--no-estimates", action="store_true")
     parser.add_argument("--weight", type=float, default=1.0)
+    parser.add_argument("--pace", type=float, default=None)
     parser.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
@@ -220,7 +226,7 @@ def main() -> None:
                     row = cell(
                         workflow, peak, queue, priority, args.runs, args.seed, args.job_cores,
                         learned_waits=args.learned_waits,
-                        estimates=not args.no_estimates, weight=args.weight, shapes=shapes,
+                        estimates=not args.no_estimates, weight=args.weight, pace=args.pace, shapes=shapes,
                         calibrate=args.calibrate,
                     )  # fmt: skip
                     spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in labels(row))
