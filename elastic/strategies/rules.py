@@ -341,7 +341,7 @@ def walltime_follow_ups(
             # the re-run lost again after 3,958 of its 5,301 s; the next request, 21,898 s, waited 14.8 h).
             # Checked on issue 28's five-queue grid (76 of 150 cells met with it and without) and the
             # Lublin-Feitelson trace (18 of 30, 19 without: it helped split Per-Stage more than asa there)
-            walltime = k.walltime(label, previous) + math.ceil(end - view.now)
+            walltime = k.walltime(label, previous) + math.ceil(max(0.0, end - view.now))
             if k.max_walltime is not None:
                 walltime = min(walltime, k.max_walltime)
             actions.append(Submit(label, cores, walltime, reason="walltime", predicted_wait=wait))

@@ -141,6 +141,9 @@ def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait()
     assert submit.walltime == view.knowledge.walltime("process", [1000.0]) + 360.0
     (late,) = walltime_follow_ups(_view(1500.0, stages, (a2,), 300.0), ["process"]).actions
     assert late.walltime == submit.walltime - 260.0  # type: ignore[attr-defined]
+    # a2 seen running past its walltime's end (a poll behind): nothing added, nothing taken away
+    (past,) = walltime_follow_ups(_view(1650.0, stages, (a2,), 300.0), ["process"]).actions
+    assert past.walltime == submit.walltime - 360.0  # type: ignore[attr-defined]
     # never beyond the partition's limit
     view.knowledge.max_walltime = submit.walltime - 100.0
     (capped,) = walltime_follow_ups(view, ["process"]).actions
