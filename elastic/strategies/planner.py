@@ -121,10 +121,9 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-PACE = 900.0
+PACE = 300.0
 """Backend seconds a decision with no action is kept at most while nothing it read changed
-(:class:`~elastic.strategies.base.Paced`): 15 minutes (5 before issue 28's planner-cost goal; the
-evidence is under ``Planner``'s ``pace``)."""
+(:class:`~elastic.strategies.base.Paced`)."""
 
 
 class Planner:
@@ -179,12 +178,7 @@ class Planner:
         most 0.2 % and core-hours by at most 1.1 %; under capacity three small workflows' means moved
         (BWA 28 13 % faster, SoyKB 28 6 % faster, BWA 56 0.3 core-hours more), at 3-5x less CPU
         (``docs/results/strategies.md``, "Paced decisions"). On Slurm it also spares ``slurmctld`` the
-        estimate's ``squeue`` and ``sinfo`` at every poll while nothing changed. Then lengthened from
-        300 s to 900 s: of the 40-stage chain's 667 decisions at 300 s, 293 were that re-check and 7 of
-        them acted; at 900 s the chain's run costs 0.91-0.94 s of CPU (1.34 s), and issue 28's five-queue grid
-        met 75 of 150 cells against 76 (one run of SoyKB 56 on the HPC2N replay 20 h slower; geometric
-        means of ``asa``'s makespan and core-hours ratios within 0.1 %), the held-out Lublin-Feitelson
-        trace 18 of 30 either way.
+        estimate's ``squeue`` and ``sinfo`` at every poll while nothing changed.
     calibrate : bool, default True
         Scale the scheduler's estimate by its bias learned from this run's own requests: each request
         made on an estimate (not chained by a dependency) is paired with the wait that followed (until
