@@ -114,6 +114,11 @@ class MesosTask:
         """Whole cores it takes on its agent."""
         return self.pool_task.cores
 
+    @property
+    def allocation(self) -> str:
+        """The id of the allocation its agent runs in (an agent is named ``<allocation>/<host>/<pid>``)."""
+        return self.agent_id.split("/", 1)[0]
+
 
 @dataclass(slots=True)
 class Framework:

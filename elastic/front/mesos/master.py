@@ -696,8 +696,7 @@ class MesosMaster:
         for fw in self.frameworks.values():
             for task in fw.tasks.values():
                 if not task.terminal:
-                    alloc_id = task.agent_id.split("/")[0]  # <allocation>/<host>/<pid>
-                    out[alloc_id] = out.get(alloc_id, 0) + task.cores
+                    out[task.allocation] = out.get(task.allocation, 0) + task.cores
         return out
 
     def _allocating(self, now: float, agents: Sequence[AgentView]) -> list[AgentView]:
@@ -823,9 +822,7 @@ class MesosMaster:
             # the never-stall rule gives the step what the run's allocations lack beyond their free
             # cores: count only the cores of the stage's own (a step's), and the tasks running there
             named = {a.alloc_id for a in mine if a.stage != TOTAL}
-            busy = sum(
-                t.cores for t in fw.tasks.values() if not t.ended and t.agent_id.split("/")[0] in named
-            )
+            busy = sum(t.cores for t in fw.tasks.values() if not t.ended and t.allocation in named)
             mine = [a for a in mine if a.alloc_id in named]
         short = -(-(left * fw.cores - (sum(a.cores for a in mine) - busy)) // fw.cores)
         if short <= 0:
