@@ -28,6 +28,7 @@ from elastic.strategies.knowledge import TOTAL
 
 __all__ = [
     "ESTIMATE_TTL",
+    "Asked",
     "WaitEstimates",
     "eligible_by",
     "check_node_fit",
@@ -39,6 +40,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+Asked = Mapping[tuple[int, float, Releasing], tuple[float | None, float]]
+"""What a decision asked of :class:`WaitEstimates`: per (cores, walltime, releasing), the answer and the
+backend time it was asked at."""
 
 ESTIMATE_TTL = 5.0
 """Backend seconds a scheduler estimate is reused for (:class:`WaitEstimates`)."""
@@ -64,6 +69,9 @@ class WaitEstimates:
         self._job_of = job_of
         self._estimates: dict[tuple[int, float, tuple[tuple[str, float], ...]], float | None] = {}
         self._estimated_at: float | None = None
+        self._read: dict[tuple[int, float, Releasing], tuple[float | None, float]] | None = None
+        """What was asked since :meth:`record`: each ask's answer, with the time it was asked of the backend
+        (None: not recording)."""
         # a runtime-checkable Protocol's isinstance reads every attribute it names: once, not at each ask
         self._releasing = backend if isinstance(backend, EstimatesReleasing) else None
 
@@ -71,6 +79,35 @@ class WaitEstimates:
         """Return the backend's ``queue_version()`` (estimates hold while it is the same), else None."""
         versioned = getattr(self.backend, "queue_version", None)
         return versioned() if callable(versioned) else None
+
+    def record(self) -> None:
+        """Start a record of what is asked (read by :meth:`read`), replacing the last one."""
+        self._read = {}
+
+    def read(self) -> Asked:
+        """Return what was asked since :meth:`record`, to be checked again by :meth:`still`."""
+        return {} if self._read is None else dict(self._read)
+
+    def still(self, asked: Asked) -> bool:
+        """Whether every estimate ``asked`` (a :meth:`read`) would start its job when it said it would.
+
+        Asked afresh (the queue changed since: what is cached is of no use) and compared as start times:
+        the same answer is the wait then less the seconds since (none below 0), which is what the
+        estimate gives while the queue holds. Stops at the first that differs; what was asked stays
+        cached for a decision made now.
+        """
+        now = self.backend.now()
+        self._estimates.clear()
+        self._estimated_at = now
+        for (cores, walltime, releasing), (wait, then) in asked.items():
+            fresh = self(cores, walltime, releasing)
+            held = None if wait is None else max(0.0, wait - (now - then))  # the answer had the queue held
+            if fresh is None or held is None:
+                if fresh is not held:
+                    return False
+            elif abs(fresh - held) > 1e-6:
+                return False
+        return True
 
     def __call__(self, cores: int, walltime: float, releasing: Releasing = ()) -> float | None:
         """Return the scheduler's estimate of the wait of this geometry asked for now (None: unknown).
@@ -104,7 +141,10 @@ class WaitEstimates:
                 logger.debug("no scheduler estimate for %d cores x %.0f s: %s", cores, walltime, exc)
                 start = None
             self._estimates[key] = None if start is None else max(0.0, start - now)
-        return self._estimates[key]
+        answer = self._estimates[key]
+        if self._read is not None:
+            self._read[(cores, walltime, releasing)] = (answer, self._estimated_at)
+        return answer
 
 
 def priority_model(backend: BatchBackend) -> str | None:

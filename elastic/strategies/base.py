@@ -106,13 +106,21 @@ class Paced(Protocol):
     """A strategy whose decision reads the scheduler's estimate and is asked again only when it may differ.
 
     Run control keeps a decision of such a strategy that had no action and asked the wait learner for
-    nothing while every input of its view is the same, the scheduler's queue included
-    (:attr:`~elastic.strategies.base.RunView.queue_version`: on the mock its own record, on Slurm a
-    digest of ``squeue``), until the decision's own wake-up or :attr:`pace` backend seconds, whichever
-    comes first; then it asks again. Unlike :class:`Settles` this is not a promise that the decision
-    would be the same: a rule that reads the clock alone (how long a held allocation can be kept, a
-    request whose lead the clock reached without a wake-up) acts up to :attr:`pace` seconds later than
-    if asked at every poll.
+    nothing while every input of its view is the same, until the decision's own wake-up or its pace,
+    whichever comes first; then it asks again. Two changes do not count:
+
+    - tasks' progress: a task of a stage ended or started while no stage became ready, started, ended or
+      lost a task, and no allocation became idle or busy
+      (:meth:`~elastic.strategies.view.StageView.progressed_from`);
+    - a change of the scheduler's queue (:attr:`~elastic.strategies.base.RunView.queue_version`: on the
+      mock its own record, on Slurm a digest of ``squeue``) after which every estimate the decision asked
+      would start its job when it said (:meth:`~elastic.control.scheduler.WaitEstimates.still`).
+
+    The pace is :attr:`pace` backend seconds, doubled after each kept decision that did nothing, up to
+    :data:`~elastic.control.controller.PACE_DOUBLINGS` times, and :attr:`pace` again once a decision
+    acts. Unlike :class:`Settles` this is not a promise that the decision would be the same: a rule that
+    reads the clock or the tasks' progress alone (how long a held allocation can be kept, a stage's
+    predicted end) acts up to a pace later than if asked at every poll.
     """
 
     @property

@@ -97,6 +97,28 @@ class StageView:
         """Its dependencies are done (its tasks are queued or running)."""
         return self.ready_time is not None
 
+    def progressed_from(self, other: StageView) -> bool:
+        """Whether this view differs from ``other`` at most by its tasks' progress.
+
+        Progress: how many tasks are done, running or queued, how many may still run
+        (:attr:`outstanding`), and the runtimes learned from them; not when the stage became ready,
+        started or ended, how many tasks it has, or its tasks lost or waiting to run again.
+        """
+        return (
+            self.name == other.name
+            and self.index == other.index
+            and self.tasks == other.tasks
+            and self.cores == other.cores
+            and self.ready_time == other.ready_time
+            and self.start_time == other.start_time
+            and self.end_time == other.end_time
+            and self.rerun_end == other.rerun_end
+            and self.rerun_floor == other.rerun_floor
+            and self.rerun_waiting == other.rerun_waiting
+            and self.awaiting_offers == other.awaiting_offers
+            and self.depends_on == other.depends_on
+        )
+
 
 Releasing = tuple[tuple[str, float], ...]
 """Allocations of a run and when it will release them: ``((alloc_id, backend time), ...)``, sorted."""

@@ -448,6 +448,22 @@ def test_no_allocation_asks_for_days_of_walltime_on_the_wait_of_one_still_pendin
     assert s.walltime < 1700 + 2 * 600 * 1.5
 
 
+def test_a_request_left_for_a_wait_still_to_come_is_woken_for_when_it_is_due() -> None:
+    # As above, but narrow's 1 core waits 600 s: predicted from a1's wait still to come, narrow is needed
+    # at ~5400 s, more than its walltime away, and its own wait does not reach that: it is not asked now.
+    # The decision wakes when it is due (its lead, the 600-s wait, before its need), unless its need moved
+    # by then: a paced decision kept until then asks in time, not up to a pace late (without the wake,
+    # 12 of 350 re-checks of a 100-stage DAG's run acted, most of them requests).
+    view = _pending_first_view(60.0, running=False)
+    k = Knowledge(WIDE_THEN_NARROW, waits=LogEWMA(alpha=1.0))
+    for cores, wait in ((1, 600.0), (28, 3600.0)):
+        for follow_up in (False, True):
+            k.observe_wait(cores, wait, follow_up=follow_up)
+    decision = Planner().decide(dataclasses.replace(view, knowledge=k))
+    assert not [a for a in decision.actions if isinstance(a, Submit)]
+    assert decision.wake_at == pytest.approx(5400.0 - 600.0)
+
+
 # -- the scheduler's estimate with this run's own allocations released (issue 9) --------------------------
 
 
