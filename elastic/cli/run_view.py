@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import signal
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import chain, compress, islice
+from operator import is_not
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,7 +23,7 @@ from elastic.metrics import RunMetrics
 if TYPE_CHECKING:
     from elastic.allocations import Allocation
     from elastic.control.execution import RunResult
-    from elastic.strategies import RunView
+    from elastic.strategies import RunView, StageView
 
 __all__ = ["PlainLines", "event_row", "live_view", "metrics_table", "sigterm_interrupts", "write_events"]
 
@@ -114,6 +116,18 @@ class PlainLines:
         self.console = console
         self._stages: dict[str, tuple[bool, bool]] = {}
         self._allocs: dict[str, str] = {}
+        self._seen: tuple[Sequence[StageView], Sequence[Allocation]] = ((), ())
+        """The last view's stages and allocations: only the records that are not the same objects are
+        read again (a view keeps each unchanged record; reading 5,000 stages at every step of a
+        5,000-stage run was a third of ``elastic run``'s CPU)."""
+
+    @staticmethod
+    def _changed(now: Sequence[Any], last: Sequence[Any]) -> Iterable[Any]:
+        """Return the records of ``now`` that are not the objects at the same place in ``last``."""
+        if len(now) < len(last):  # another view's records: read them all
+            return now
+        # compared in C, record by record (map stops at the shorter), then the records after ``last``
+        return chain(compress(now, map(is_not, now, last)), islice(now, len(last), None))
 
     def __call__(self, view: RunView) -> None:
         """Print the lines of what changed in ``view``."""
@@ -123,7 +137,10 @@ class PlainLines:
     def lines(self, view: RunView) -> list[str]:
         """Return the lines of what changed since the last view (and remember this one)."""
         out = []
-        for s in view.stages:
+        stages, allocations = view.stages, view.allocations
+        seen_stages, seen_allocs = self._seen
+        self._seen = (stages, allocations)
+        for s in self._changed(stages, seen_stages):
             ready, done = s.ready_time is not None, s.end_time is not None
             was_ready, was_done = self._stages.get(s.name, (False, False))
             if ready and not was_ready:
@@ -131,7 +148,7 @@ class PlainLines:
             if done and not was_done:
                 out.append(f"stage {s.name}: done ({s.done}/{s.tasks} tasks)")
             self._stages[s.name] = (ready, done)
-        for a in view.allocations:
+        for a in self._changed(allocations, seen_allocs):
             state = a.state.value
             if self._allocs.get(a.alloc_id) == state:
                 continue

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import re
 from types import SimpleNamespace
 
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from elastic.allocations import Allocation, AllocationState
@@ -63,3 +66,62 @@ def test_the_live_view_shows_each_allocations_wait_so_far_and_predicted_wait() -
     assert re.search(r"a2 .*REQUESTED .*│\s+60 s\s+│\s+90 s\s+│", text), text  # queued 100 - 40 s so far
     lines = PlainLines(Console(file=io.StringIO(), width=200)).lines(view)  # type: ignore[arg-type]
     assert "allocation a2: requested 4 cores for stage s, predicted wait 90 s" in lines
+
+
+def _every_line(views: list[SimpleNamespace]) -> list[str]:
+    """The lines of ``views`` as read record by record, every record of every view (the reference)."""
+    stages: dict[str, tuple[bool, bool]] = {}
+    allocs: dict[str, str] = {}
+    out = []
+    for view in views:
+        for s in view.stages:
+            now = (s.ready_time is not None, s.end_time is not None)
+            before = stages.get(s.name, (False, False))
+            if now[0] and not before[0]:
+                out.append(f"{s.name} ready")
+            if now[1] and not before[1]:
+                out.append(f"{s.name} done")
+            stages[s.name] = now
+        for a in view.allocations:
+            if allocs.get(a.alloc_id) != a.state.value:
+                out.append(f"{a.alloc_id} {a.state.value}")
+                allocs[a.alloc_id] = a.state.value
+    return out
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 5), st.sampled_from(["ready", "done", "same", "start"])), max_size=40)
+)
+def test_only_records_that_changed_are_read_and_the_lines_are_those_of_every_record(
+    steps: list[tuple[int, str]],
+) -> None:
+    """Records kept from one view to the next are skipped; the lines are the same as reading every one."""
+    stages = [StageView(f"s{i}", i, tasks=1, cores=1, depends_on=()) for i in range(6)]
+    allocations: list[Allocation] = []
+    views = []
+    for i, kind in steps:
+        s = stages[i]
+        if kind == "ready":
+            stages[i] = dataclasses.replace(s, ready_time=1.0)
+        elif kind == "done":
+            stages[i] = dataclasses.replace(s, ready_time=1.0, end_time=2.0)
+        elif kind == "same":
+            stages[i] = dataclasses.replace(s)  # a new object, the same state: no line
+        else:
+            allocations.append(
+                Allocation(f"a{len(allocations)}", cores=1, walltime=60.0, stage=s.name, submit_time=0.0)
+            )
+            first = allocations[0]
+            if len(allocations) > 1 and i % 2 and first.state is AllocationState.REQUESTED:
+                allocations[0] = first.transition(AllocationState.RUNNING, at=1.0)
+        views.append(_view(float(len(views)), list(stages), list(allocations)))
+    lines = PlainLines(Console(file=io.StringIO(), width=200))
+    got = []
+    for view in views:
+        for line in lines.lines(view):  # type: ignore[arg-type]
+            words = line.split()
+            if words[0] == "stage":
+                got.append(f"{words[1].rstrip(':')} {words[2]}")
+            else:
+                got.append(f"{words[1].rstrip(':')} {'RUNNING' if words[2] == 'running' else 'REQUESTED'}")
+    assert got == _every_line(views)
