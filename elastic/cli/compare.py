@@ -196,7 +196,12 @@ def table(frame: pd.DataFrame, title: str) -> Table:
     """Rich table: one row per strategy, ``mean ± 95% CI`` per metric over the runs all completed."""
     common = _common(frame)
     compared = common["run"].nunique()
-    out = Table(title=f"{title}\nmeans over the {compared} runs every strategy completed")
+    out = Table(
+        title=f"{title}\nmeans over the {compared} runs every strategy completed",
+        caption="queue wait: every request's wait until its cores were usable, summed (requests asked ahead "
+        "wait side by side, so it may exceed the makespan); perceived wait: the time in which some ready "
+        "stage waited for cores",
+    )
     out.add_column("strategy")
     out.add_column("completed", justify="right")
     for _, name, _ in COLUMNS:

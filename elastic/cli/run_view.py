@@ -104,6 +104,11 @@ def live_view(view: RunView) -> Group:
     return Group(stages, allocs)
 
 
+def _count(n: int, noun: str) -> str:
+    """``n`` and ``noun``, plural unless ``n`` is 1 (``1 task``, ``2 tasks``)."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 class PlainLines:
     """``elastic run``'s progress off a terminal: one line per stage and allocation change of the run view.
 
@@ -144,9 +149,9 @@ class PlainLines:
             ready, done = s.ready_time is not None, s.end_time is not None
             was_ready, was_done = self._stages.get(s.name, (False, False))
             if ready and not was_ready:
-                out.append(f"stage {s.name}: ready ({s.tasks} tasks)")
+                out.append(f"stage {s.name}: ready ({_count(s.tasks, 'task')})")
             if done and not was_done:
-                out.append(f"stage {s.name}: done ({s.done}/{s.tasks} tasks)")
+                out.append(f"stage {s.name}: done ({s.done}/{_count(s.tasks, 'task')})")
             self._stages[s.name] = (ready, done)
         for a in self._changed(allocations, seen_allocs):
             state = a.state.value
@@ -156,7 +161,8 @@ class PlainLines:
                 wait = (
                     "" if a.predicted_wait is None else f", predicted wait {short_duration(a.predicted_wait)}"
                 )
-                out.append(f"allocation {a.alloc_id}: requested {a.cores} cores for stage {a.stage}{wait}")
+                cores = _count(a.cores, "core")
+                out.append(f"allocation {a.alloc_id}: requested {cores} for stage {a.stage}{wait}")
             elif state == "RUNNING" and a.start_time is not None and a.submit_time is not None:
                 waited = _waited(a, view.now)
                 out.append(f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue")

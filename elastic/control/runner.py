@@ -59,7 +59,8 @@ class Runner:
     user : str or None, default None
         Owner of the jobs (mock backend accounting).
     on_iteration : callable or None, default None
-        Called with the :class:`RunView` after every step (the CLI's live view).
+        Called with the :class:`RunView` after every step (the CLI's live view), and once more with the
+        view at the run's end, after every allocation was released.
     job_cores : int or None, default None
         Most cores in one batch job (:class:`~elastic.control.controller.AllocationController`).
     max_cores : int or None, default None
@@ -160,6 +161,8 @@ class Runner:
                 self.controller.shutdown(end)
             except ElasticError as exc:  # tasks lost by the release itself (retries exhausted): it is over
                 logger.warning("%s: while releasing every allocation: %s", self.strategy.name, exc)
+        if self.on_iteration is not None:  # the last stage's end and the release, which no step showed
+            self.on_iteration(self.controller.view(end))
         self._events.append(Event(end, EventKind.RUN_END, note=status))
         learn_runtimes(
             self.knowledge, self._demand.stages(), status=status, end=end, width=self.workflow.max_width

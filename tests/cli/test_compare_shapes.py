@@ -25,6 +25,8 @@ def test_the_default_compares_both_shapes_of_each_baseline_over_common_runs(
     for label in labels:
         assert re.search(rf"│ {label} +│ +3/3 │", out), label
     assert "means over the 3 runs every strategy completed" in out
+    # what the two waits are, under the table (queue wait sums requests that waited side by side)
+    assert "may exceed the makespan" in " ".join(out.split())
     # split Big-Job asks for the 28-core stage as two 14-core jobs: it is charged less than one job
     charged = runs.groupby("strategy")["core_hours_charged"].mean()
     assert charged["bigjob-split"] < charged["bigjob"]

@@ -5,8 +5,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import re
+from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
@@ -125,3 +127,27 @@ def test_only_records_that_changed_are_read_and_the_lines_are_those_of_every_rec
             else:
                 got.append(f"{words[1].rstrip(':')} {'RUNNING' if words[2] == 'running' else 'REQUESTED'}")
     assert got == _every_line(views)
+
+
+def test_run_shows_the_last_stages_end_and_the_release_of_every_allocation(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The run's last step ends it before any view: the final view shows what happened then (a new user
+    saw every stage done but the last, and its allocation never end)."""
+    from elastic.cli import main
+
+    wf = tmp_path / "two.toml"
+    wf.write_text(
+        '[[stages]]\nname = "a"\ntasks = 2\ncores = 1\nruntime = 60\n\n'
+        '[[stages]]\nname = "b"\ntasks = 1\ncores = 1\nruntime = 60\ndepends_on = ["a"]\n'
+    )
+    for strategy in ("asa", "bigjob", "perstage"):
+        args = ["run", "--workflow", str(wf), "--strategy", strategy, "--simulate", "--no-store"]
+        assert main(args) == 0
+        out = capsys.readouterr().out
+        assert "elastic: stage a: ready (2 tasks)" in out and "elastic: stage b: ready (1 task)" in out
+        assert "elastic: stage b: done (1/1 task)" in out, out
+        requested = set(re.findall(r"allocation (a\d+): requested", out))
+        ended = set(re.findall(r"allocation (a\d+): (?:cancelled|completed|timeout|failed)", out))
+        assert requested and requested == ended, out
+        assert out.index("stage b: done") < out.index("makespan (s)")
