@@ -162,7 +162,10 @@ class Runner:
             except ElasticError as exc:  # tasks lost by the release itself (retries exhausted): it is over
                 logger.warning("%s: while releasing every allocation: %s", self.strategy.name, exc)
         if self.on_iteration is not None:  # the last stage's end and the release, which no step showed
-            self.on_iteration(self.controller.view(end))
+            try:
+                self.on_iteration(self.controller.view(end))
+            except Exception as exc:  # a display of what is over never loses the run's result
+                logger.warning("%s: could not show the run's last view: %s", self.strategy.name, exc)
         self._events.append(Event(end, EventKind.RUN_END, note=status))
         learn_runtimes(
             self.knowledge, self._demand.stages(), status=status, end=end, width=self.workflow.max_width

@@ -100,7 +100,7 @@ def test_only_records_that_changed_are_read_and_the_lines_are_those_of_every_rec
     """Records kept from one view to the next are skipped; the lines are the same as reading every one."""
     stages = [StageView(f"s{i}", i, tasks=1, cores=1, depends_on=()) for i in range(6)]
     allocations: list[Allocation] = []
-    views = []
+    views: list[SimpleNamespace] = []
     for i, kind in steps:
         s = stages[i]
         if kind == "ready":
@@ -151,3 +151,28 @@ def test_run_shows_the_last_stages_end_and_the_release_of_every_allocation(
         ended = set(re.findall(r"allocation (a\d+): (?:cancelled|completed|timeout|failed)", out))
         assert requested and requested == ended, out
         assert out.index("stage b: done") < out.index("makespan (s)")
+
+
+def test_a_last_view_that_cannot_be_shown_does_not_lose_the_run(caplog: pytest.LogCaptureFixture) -> None:
+    from elastic.backends.mock import MockBackend
+    from elastic.control.runner import Runner
+    from elastic.control.sim_execution import SimExecution
+    from elastic.strategies import Knowledge, RunView
+    from elastic.strategies.perstage import PerStage
+    from elastic.workflow import Stage, Workflow
+
+    wf = Workflow("one", (Stage("a", 2, 1, runtime=60.0),))
+    shown: list[float] = []
+
+    def show(view: RunView) -> None:
+        if all(s.complete for s in view.stages):
+            raise RuntimeError("the terminal went away")
+        shown.append(view.now)
+
+    runner = Runner(
+        wf, PerStage(), MockBackend(nodes=2), SimExecution(), Knowledge(wf), seed=1, on_iteration=show
+    )
+    result = runner.run()
+    assert result.status == "completed" and shown
+    assert result.metrics.makespan > 0
+    assert "could not show the run's last view: the terminal went away" in caplog.text
