@@ -132,13 +132,19 @@ class _Inputs:
         ``queue=False``: whatever the estimate's queue (for a decision that does not read it).
         """
         return (
+            self._same_run(other)
+            and (not queue or self.queue == other.queue)
+            and self.busy == other.busy
+            and (self.stages is other.stages or self.stages == other.stages)
+        )
+
+    def _same_run(self, other: _Inputs) -> bool:
+        """Whether ``other`` has the same plan, knowledge, allocations and claims (progress moves none)."""
+        return (
             self.plan is other.plan
             and self.version == other.version
-            and (not queue or self.queue == other.queue)
             and self.indexes is other.indexes
-            and self.busy == other.busy
             and self.claimed == other.claimed
-            and (self.stages is other.stages or self.stages == other.stages)
         )
 
     def progressed_from(self, other: _Inputs) -> bool:
@@ -147,13 +153,7 @@ class _Inputs:
         Progress: each stage's :meth:`~elastic.strategies.view.StageView.progressed_from`, and cores
         busy on each allocation, as long as none became idle or busy.
         """
-        if not (
-            self.plan is other.plan
-            and self.version == other.version
-            and self.indexes is other.indexes
-            and self.claimed == other.claimed
-            and len(self.stages) == len(other.stages)
-        ):
+        if not self._same_run(other) or len(self.stages) != len(other.stages):
             return False
         busy, before = self.busy, other.busy
         if busy != before and (
@@ -426,11 +426,12 @@ class AllocationController:
             return None
         # a Settles strategy reads no estimate; a Paced one does, and is kept through tasks' progress
         inputs = self._inputs()
-        if not inputs.same(settled.inputs, queue=settled.paced) and not (
-            settled.paced and self._still_paced(inputs, settled)
-        ):
-            self._settled = None
-            return None
+        if not inputs.same(settled.inputs, queue=settled.paced):
+            kept = self._paced_kept(inputs, settled) if settled.paced else None
+            self._settled = kept
+            if kept is None:
+                return None
+            settled = kept
         decision = Decision((), None if settled.wake is None else settled.wake(now))
         if self.check_settled and not settled.paced:  # a Paced strategy promises nothing
             view = self.view(now)
@@ -445,8 +446,11 @@ class AllocationController:
                 )
         return decision
 
-    def _still_paced(self, inputs: _Inputs, settled: _Settled) -> bool:
-        """Whether a paced decision is kept although ``inputs`` are not those it was made on.
+    def _paced_kept(self, inputs: _Inputs, settled: _Settled) -> _Settled | None:
+        """Return the paced decision ``settled`` if kept although ``inputs`` are not those it was made on.
+
+        None where it is not; where the queue moved, the decision compared with the queue of ``inputs``
+        from then on.
 
         Kept where they differ only by tasks' progress (:meth:`_Inputs.progressed_from`: a task ended or
         started, no stage or allocation changed state) and by the queue where that left every estimate the
@@ -457,14 +461,13 @@ class AllocationController:
         """
         before = settled.inputs
         if not inputs.progressed_from(before):
-            return False
-        if inputs.queue != before.queue:
-            if settled.asked is None or not self._estimate.still(settled.asked):
-                return False
-            # compared with these from now on (the estimates were asked of this queue)
-            asked_of = dataclasses.replace(before, queue=inputs.queue)
-            self._settled = dataclasses.replace(settled, inputs=asked_of)
-        return True
+            return None
+        if inputs.queue == before.queue:
+            return settled
+        if settled.asked is None or not self._estimate.still(settled.asked):
+            return None
+        # its estimates were asked again of this queue: compared with it from now on
+        return dataclasses.replace(settled, inputs=dataclasses.replace(before, queue=inputs.queue))
 
     def _inputs(self) -> _Inputs:
         """Return what a view made now would be made of."""
