@@ -135,13 +135,22 @@ class PlainLines:
         return chain(compress(now, map(is_not, now, last)), islice(now, len(last), None))
 
     def __call__(self, view: RunView) -> None:
-        """Print the lines of what changed in ``view``."""
-        for line in self.lines(view):
-            self.console.print(f"t={view.now:.0f} s elastic: {line}", highlight=False, soft_wrap=True)
+        """Print the lines of what changed in ``view``, each stamped with when it happened."""
+        for at, line in self.stamped(view):
+            self.console.print(f"t={at:.0f} s elastic: {line}", highlight=False, soft_wrap=True)
 
     def lines(self, view: RunView) -> list[str]:
         """Return the lines of what changed since the last view (and remember this one)."""
-        out = []
+        return [line for _, line in self.stamped(view)]
+
+    def stamped(self, view: RunView) -> list[tuple[float, str]]:
+        """Return what changed since the last view, each with the time it happened, in time order.
+
+        A view comes at each step of the run (up to the poll interval after a change, 30 s on Slurm):
+        the time is the record's own (a stage's ready or end time, an allocation's submit, start or end
+        time), the view's time where the record has none.
+        """
+        out: list[tuple[float, str]] = []
         stages, allocations = view.stages, view.allocations
         seen_stages, seen_allocs = self._seen
         self._seen = (stages, allocations)
@@ -149,9 +158,11 @@ class PlainLines:
             ready, done = s.ready_time is not None, s.end_time is not None
             was_ready, was_done = self._stages.get(s.name, (False, False))
             if ready and not was_ready:
-                out.append(f"stage {s.name}: ready ({_count(s.tasks, 'task')})")
+                out.append((_at(s.ready_time, view), f"stage {s.name}: ready ({_count(s.tasks, 'task')})"))
             if done and not was_done:
-                out.append(f"stage {s.name}: done ({s.done}/{_count(s.tasks, 'task')})")
+                out.append(
+                    (_at(s.end_time, view), f"stage {s.name}: done ({s.done}/{_count(s.tasks, 'task')})")
+                )
             self._stages[s.name] = (ready, done)
         for a in self._changed(allocations, seen_allocs):
             state = a.state.value
@@ -162,14 +173,22 @@ class PlainLines:
                     "" if a.predicted_wait is None else f", predicted wait {short_duration(a.predicted_wait)}"
                 )
                 cores = _count(a.cores, "core")
-                out.append(f"allocation {a.alloc_id}: requested {cores} for stage {a.stage}{wait}")
+                line = f"allocation {a.alloc_id}: requested {cores} for stage {a.stage}{wait}"
+                out.append((_at(a.submit_time, view), line))
             elif state == "RUNNING" and a.start_time is not None and a.submit_time is not None:
                 waited = _waited(a, view.now)
-                out.append(f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue")
+                line = f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue"
+                out.append((_at(a.start_time, view), line))
             else:
-                out.append(f"allocation {a.alloc_id}: {state.lower()}")
+                out.append((_at(a.end_time, view), f"allocation {a.alloc_id}: {state.lower()}"))
             self._allocs[a.alloc_id] = state
+        out.sort(key=lambda line: line[0])  # stable: one record's lines keep their order
         return out
+
+
+def _at(time: float | None, view: RunView) -> float:
+    """``time``, or the view's where a record has none (never later than the view)."""
+    return view.now if time is None else min(time, view.now)
 
 
 STAGE_ROWS = 30

@@ -108,7 +108,8 @@ def event_line(event: Event, *, submitted: dict[str, float] | None = None) -> st
         since = event.eligible if event.eligible is not None else (submitted or {}).get(alloc)
         waited = f" after {_s(event.time - since)} in the queue" if since is not None else ""
         return f"allocation {alloc}: running{waited}"
-    return f"allocation {alloc}: ended ({event.note})" if event.note else f"allocation {alloc}: ended"
+    # the batch job's end state, worded as ``elastic run``'s lines word it ("allocation a1: cancelled")
+    return f"allocation {alloc}: {event.note.lower()}" if event.note else f"allocation {alloc}: ended"
 
 
 def _reaches(logger: logging.Logger, stream: TextIO) -> bool:

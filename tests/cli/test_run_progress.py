@@ -35,8 +35,8 @@ def test_each_change_is_one_line_once() -> None:
     assert out.getvalue().splitlines() == [
         "t=0 s elastic: stage s: ready (2 tasks)",
         "t=0 s elastic: allocation a1: requested 4 cores for stage s",
+        "t=30 s elastic: allocation a1: running after 30 s in the queue",  # when it started, not when seen
         "t=90 s elastic: stage s: done (2/2 tasks)",
-        "t=90 s elastic: allocation a1: running after 30 s in the queue",
     ]
 
 
@@ -71,23 +71,27 @@ def test_the_live_view_shows_each_allocations_wait_so_far_and_predicted_wait() -
 
 
 def _every_line(views: list[SimpleNamespace]) -> list[str]:
-    """The lines of ``views`` as read record by record, every record of every view (the reference)."""
+    """The lines of ``views`` as read record by record, every record of every view (the reference), each
+    view's in the order of the times they happened (the record's own time, at most the view's)."""
     stages: dict[str, tuple[bool, bool]] = {}
     allocs: dict[str, str] = {}
     out = []
     for view in views:
+        lines: list[tuple[float, str]] = []
         for s in view.stages:
             now = (s.ready_time is not None, s.end_time is not None)
             before = stages.get(s.name, (False, False))
             if now[0] and not before[0]:
-                out.append(f"{s.name} ready")
+                lines.append((min(s.ready_time, view.now), f"{s.name} ready"))
             if now[1] and not before[1]:
-                out.append(f"{s.name} done")
+                lines.append((min(s.end_time, view.now), f"{s.name} done"))
             stages[s.name] = now
         for a in view.allocations:
             if allocs.get(a.alloc_id) != a.state.value:
-                out.append(f"{a.alloc_id} {a.state.value}")
+                at = a.submit_time if a.state is AllocationState.REQUESTED else a.start_time
+                lines.append((min(at, view.now), f"{a.alloc_id} {a.state.value}"))
                 allocs[a.alloc_id] = a.state.value
+        out += [line for _, line in sorted(lines, key=lambda x: x[0])]
     return out
 
 

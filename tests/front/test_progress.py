@@ -53,7 +53,7 @@ def test_event_lines_say_what_happened() -> None:
     assert event_line(start, submitted={"a1": 10.0}) == "allocation a1: running after 35 s in the queue"
     assert event_line(Event(50.0, EventKind.STAGE_END, stage="align")) == "stage align: done"
     assert event_line(Event(60.0, EventKind.ALLOC_END, allocation="a1", note="COMPLETED")) == (
-        "allocation a1: ended (COMPLETED)"
+        "allocation a1: completed"  # as elastic run's lines say it
     )
     assert event_line(Event(1.0, EventKind.TASK_END, task="t1")) is None  # task events are not lines
 
