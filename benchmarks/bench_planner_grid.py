@@ -36,7 +36,7 @@ with ``--shapes plain`` only: the split shape sets its own). ``--learned-waits``
 follow-ups by the learned wait distribution, not by the run's latest wait (``Planner(run_waits=False)``).
 ``--no-estimates``: ``asa`` does not ask the scheduler's estimate (``Planner(estimates=False)``).
 ``--weight W``: ``asa``'s price of a second of makespan, in seconds of the peak allocation
-(``Planner(weight=W)``, default 1).
+(``Planner(weight=W)``; default the planner's own, :data:`elastic.strategies.planner.WEIGHT`).
 ``--pace S``: backend seconds ``asa`` keeps a decision that did nothing while its inputs stay the same
 (``Planner(pace=S)``; default the planner's own, :data:`elastic.strategies.planner.PACE`).
 ``--no-calibrate``: ``asa`` takes the scheduler's estimate as it is, not scaled by its bias learned from
@@ -107,7 +107,7 @@ def cell(
     job_cores: int | None = None,
     learned_waits: bool = False,
     estimates: bool = True,
-    weight: float = 1.0,
+    weight: float | None = None,
     pace: float | None = None,
     shapes: tuple[str, ...] = SHAPES,
     calibrate: bool = True,
@@ -125,7 +125,9 @@ def cell(
         "job_cores": job_cores or "",
     }
     began = time.perf_counter()
-    options: dict[str, object] = {"run_waits": not learned_waits, "estimates": estimates, "weight": weight}
+    options: dict[str, object] = {"run_waits": not learned_waits, "estimates": estimates}
+    if weight is not None:
+        options["weight"] = weight
     if pace is not None:
         options["pace"] = pace
     options["calibrate"] = calibrate
@@ -206,7 +208,7 @@ def main() -> None:
     parser.add_argument("--job-cores", type=int, default=None)
     parser.add_argument("--learned-waits", action="store_true")
     parser.add_argument("--no-estimates", action="store_true")
-    parser.add_argument("--weight", type=float, default=1.0)
+    parser.add_argument("--weight", type=float, default=None)
     parser.add_argument("--pace", type=float, default=None)
     parser.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--csv", type=Path, default=None)

@@ -463,3 +463,30 @@ def mock_backend(args: argparse.Namespace) -> MockBackend:
         priority=setup.priority,
         queue_rules=setup.queue_rules,
     )
+
+
+def add_weight_argument(parser: argparse.ArgumentParser) -> None:
+    """Add ``--weight W``: ``asa``'s price of a second of makespan (``Planner(weight=...)``)."""
+    parser.add_argument(
+        "--weight",
+        type=positive_float,
+        default=None,
+        metavar="W",
+        help="asa's price of a second of makespan, in seconds of the workflow's peak allocation (default "
+        "0.1: core-hours first; 1: a second of makespan priced as Big-Job pays it)",
+    )
+
+
+def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
+    """Return the options of ``strategy`` the command line gives (``--weight``: ``asa``'s alone)."""
+    weight = getattr(args, "weight", None)
+    return {"weight": weight} if weight is not None and strategy == "asa" else {}
+
+
+def check_weight(args: argparse.Namespace, strategies: list[str]) -> None:
+    """Refuse ``--weight`` where no strategy run is ``asa`` (it would change nothing)."""
+    if getattr(args, "weight", None) is not None and "asa" not in strategies:
+        raise ConfigError(
+            f"--weight is asa's option (its price of a second of makespan); the strategies run are "
+            f"{', '.join(strategies)}: add asa or leave --weight out"
+        )

@@ -39,7 +39,14 @@ from rich.progress import Progress
 from rich.table import Table
 from scipy import stats
 
-from elastic.cli.arguments import add_background_arguments, add_submission_rate_argument, load_background
+from elastic.cli.arguments import (
+    add_background_arguments,
+    add_submission_rate_argument,
+    add_weight_argument,
+    check_weight,
+    load_background,
+    strategy_options,
+)
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
 from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
@@ -150,6 +157,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="wait learner for every strategy (default: each its own: ewma; tuned for the paper's ASA)",
     )
+    add_weight_argument(parser)
     parser.add_argument("--csv", metavar="OUT", help="also write one row per run as CSV")
     add_submission_rate_argument(parser)
     emulate = parser.add_argument_group(
@@ -246,6 +254,12 @@ def _run(args: argparse.Namespace) -> int:
         raise UnknownNameError("backend for compare (pure simulation)", args.backend, ["mock"])
     if not args.emulate and (args.size is not None or args.workdir is not None):
         raise ConfigError("--size and --workdir are --emulate's: the real demos' size and run folders")
+    check_weight(args, args.strategies)
+    if args.emulate and args.weight is not None:
+        raise ConfigError(
+            "--weight is not passed to --emulate's runs (the demos run through the front door with each "
+            "strategy's defaults): leave it out, or compare in simulation"
+        )
     csv = check_output(args.csv, "--csv")
     out = check_output_dir(args.out, "--out")
     workflows = [resolve_workflow(name) for name in expand_workflow_names(args.workflow)]
@@ -285,6 +299,7 @@ def _run(args: argparse.Namespace) -> int:
                 learner=args.learner,
                 queue_rules=setup.queue_rules,
                 submission_rate=args.submission_rate,
+                strategy_options=strategy_options(args, name),
             )
             progress.advance(task)
     elapsed = time.perf_counter() - began

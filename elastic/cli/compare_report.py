@@ -160,6 +160,7 @@ def run_report(
             seed=args.seed,
             queue_rules=setup.queue_rules,
             submission_rate=args.submission_rate,
+            weight=args.weight,
         )
         execution = None
         verb = "simulated"

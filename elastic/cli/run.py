@@ -38,9 +38,12 @@ from rich.live import Live
 from elastic.cli.arguments import (
     add_background_arguments,
     add_submission_rate_argument,
+    add_weight_argument,
     check_background_arguments,
+    check_weight,
     load_background,
     mock_backend,
+    strategy_options,
 )
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output
@@ -111,6 +114,7 @@ def register(subparsers: Any) -> None:
         default=None,
         help="wait learner (default: the strategy's own: ewma, tuned for the paper's ASA)",
     )
+    add_weight_argument(parser)
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
     parser.add_argument("--partition", help="Slurm partition")
@@ -159,6 +163,7 @@ def _simulate(
         priority=setup.priority,
         learner=args.learner,
         queue_rules=setup.queue_rules,
+        strategy_options=strategy_options(args, args.strategy),
         waits=learner,
         history=store if store is not None else MemoryHistory(),
         wait_store=store,
@@ -221,7 +226,7 @@ def _real(
                 on_iteration = PlainLines(console)
             runner = Runner(
                 workflow,
-                make_strategy(args.strategy),
+                make_strategy(args.strategy, **strategy_options(args, args.strategy)),
                 backend,
                 executor,
                 knowledge,
@@ -279,6 +284,7 @@ _BACKGROUND_OPTIONS = ("--trace", "--load", "--processors", "--policy", "--reser
 
 def _run(args: argparse.Namespace) -> int:
     _check_arguments(args)
+    check_weight(args, [args.strategy])
     if args.priority is not None and args.backend != "mock":
         raise ConfigError(
             "--priority sets the mock backend's queue model; a Slurm queue ranks jobs as the site "

@@ -203,7 +203,7 @@ def run_demo(args: argparse.Namespace, store: ResilientStore | None) -> DemoOutc
     backend = _backend(args)
     settings: dict[str, Any] = {
         "backend": backend,
-        "strategy": args.strategy,
+        "strategy": _strategy(args),
         "workflow": demo.name,
         "store": store if store is not None else False,
         "learner": args.learner,
@@ -358,3 +358,12 @@ def _print_stored_metrics(
         if key in row:
             table.add_row(label, f"{float(row[key]):.3f}")
     console.print(table)
+
+
+def _strategy(args: argparse.Namespace) -> Any:
+    """Return the strategy's name, or the strategy built with the command line's options (``--weight``)."""
+    from elastic.cli.arguments import strategy_options
+    from elastic.strategies import make_strategy
+
+    options = strategy_options(args, args.strategy)
+    return make_strategy(args.strategy, **options) if options else args.strategy

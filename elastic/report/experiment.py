@@ -133,6 +133,8 @@ class Simulation:
         :func:`elastic.experiments.simulate_runs`
     seed : int, default 0
         Seeds the start points (the same for every cell) and task durations.
+    weight : float or None, default None
+        ``asa``'s price of a second of makespan (``Planner(weight=...)``); None: the planner's default.
     """
 
     background: Workload
@@ -144,6 +146,7 @@ class Simulation:
     kind: str = "simulation"
     queue_rules: bool = True
     submission_rate: SubmissionLimit | None = None
+    weight: float | None = None
 
     def check(self, cells: Sequence[Cell]) -> None:
         """Refuse a workflow wider than the partition (naming it and the widths)."""
@@ -175,6 +178,9 @@ class Simulation:
             on_run=on_run,
             queue_rules=self.queue_rules,
             submission_rate=self.submission_rate,
+            strategy_options={"weight": self.weight}
+            if self.weight is not None and cell.strategy == "asa"
+            else None,
         )
 
 

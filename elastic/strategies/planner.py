@@ -121,6 +121,19 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
+WEIGHT = 0.1
+"""The default price of a second of makespan, in seconds of the widest stage's cores (:class:`Planner`'s
+``weight``). Chosen on issue 28's grid (the published suite and the paper's workflows x 5 queues x
+peaks 28, 56, 112, 30 runs; ``benchmarks/bench_planner_grid.py``), against weights 1, 0.25 and 0.05:
+its goal met in 76, 84, 97 and 97 of the 150 cells, the geometric mean of ``asa``'s core-hours over the
+best Per-Stage's 1.090, 1.049, 1.032 and 1.027, of its makespan over the better baseline's 0.991,
+0.995, 0.999 and 1.000; one cell slower than both baselines by more than 5 % at each. Checked on
+what it was not chosen on: the Lublin-Feitelson trace (17 -> 24 of 30 cells met), the main job's
+Montage 28 (4.29 h at 29.8 core-h -> 4.57 h at 26.3), the 40-stage chain (25.3 h -> 31.3 h, 232.9 ->
+198.0 core-h) and the 100-stage DAG (35.1 h -> 37.3 h, 448.2 -> 433.2 core-h):
+``docs/results/strategies.md``, "A lower default weight". 1 buys speed with idle cores as Big-Job
+does."""
+
 PACE = 300.0
 """Backend seconds a decision with no action is kept at most while nothing it read changed
 (:class:`~elastic.strategies.base.Paced`)."""
@@ -131,10 +144,11 @@ class Planner:
 
     Parameters
     ----------
-    weight : float, default 1.0
+    weight : float, default WEIGHT
         Seconds of makespan are priced at ``weight x`` the widest stage's cores per second (core-seconds
         per second), > 0: larger favours makespan (holding, merging, early requests), smaller
-        core-hours.
+        core-hours. 1 prices a second of makespan as a second of the whole peak allocation, as Big-Job
+        pays it (the default until :data:`WEIGHT`'s measurements).
     cover : float, default hold.COVER
         Walltime per second of expected work an allocation needs to be kept for more stages.
     run_waits : bool, default True
@@ -202,7 +216,7 @@ class Planner:
     def __init__(
         self,
         *,
-        weight: float = 1.0,
+        weight: float = WEIGHT,
         cover: float = hold.COVER,
         run_waits: bool = True,
         estimates: bool = True,

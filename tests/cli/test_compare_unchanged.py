@@ -12,6 +12,9 @@ repository root) and commit it with the change that explains it::
 
     python -m elastic compare --workflow demo3 --runs 2 --seed 3 --strategies bigjob,perstage,asa \
         --shapes plain --processors 32 --csv tests/data/compare_demo3_seed3.csv
+
+``tests/data/compare_demo3_seed3_weight1.csv`` is the same comparison at ``--weight 1``, ``asa``'s
+default before it became 0.1: the option must give back exactly what the planner gave at that weight.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pytest
 from elastic.cli import main
 
 EXPECTED = Path(__file__).resolve().parents[1] / "data" / "compare_demo3_seed3.csv"
+WEIGHT_1 = EXPECTED.with_name("compare_demo3_seed3_weight1.csv")
 ARGS = [
     "compare",
     "--workflow",
@@ -116,3 +120,34 @@ def test_a_changed_number_is_found() -> None:
     assert _differences(changed, expected) == [
         f"row 3 (perstage run 1) makespan: {changed[3]['makespan']}, expected {expected[3]['makespan']}"
     ]
+
+
+def test_weight_1_gives_back_the_rows_asa_gave_at_weight_1(tmp_path: Path) -> None:
+    out = tmp_path / "runs.csv"
+    assert main([*ARGS, "--weight", "1", "--csv", str(out)]) == 0
+    assert _differences(_read(out), _read(WEIGHT_1)) == []
+    # and the default weight's differ there: the option reaches the planner
+    assert _differences(_of(_read(EXPECTED), {"asa"}), _of(_read(WEIGHT_1), {"asa"}))
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--strategies", "bigjob,perstage", "--weight", "1"], "--weight is asa's option"),
+        (["--weight", "0"], "expected a finite number > 0"),
+        (["--weight", "nan"], "expected a finite number > 0"),
+    ],
+)
+def test_a_weight_that_would_change_nothing_or_is_no_price_is_refused_before_any_run(
+    extra: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "runs.csv"
+    args = [*ARGS[: ARGS.index("--strategies")], *ARGS[ARGS.index("--strategies") + 2 :], *extra]
+    code: int | str | None
+    try:
+        code = main([*args, "--csv", str(out)])
+    except SystemExit as exit:  # argparse's refusal of the value itself
+        code = exit.code
+    assert code == 2
+    assert message in capsys.readouterr().err
+    assert not out.exists()  # nothing ran

@@ -390,8 +390,9 @@ def _split_boundary_view(wait: float) -> RunView:
 
 
 def test_jobs_split_from_one_request_are_held_together_across_the_narrow_stage() -> None:
-    # a slow queue: all four jobs are kept for the coming stages, none released though two are idle
-    decision = Planner().decide(_split_boundary_view(3600.0))
+    # a slow queue: all four jobs are kept for the coming stages, none released though two are idle (at
+    # weight 1; at the default, 0.1, wide2 runs in waves on the busy jobs: the regression_9 test below)
+    decision = Planner(weight=1.0).decide(_split_boundary_view(3600.0))
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     assert serves == {f"a{i}": ("wide1", "narrow", "wide2") for i in range(1, 5)}
     assert not [a for a in decision.actions if isinstance(a, Cancel)]
@@ -621,9 +622,9 @@ def test_an_allocation_that_started_long_before_its_stage_is_released_if_asking_
 ) -> None:
     # a2 idles 2300 s x 28 cores until wide2 can start (wide1 ends at 1800 s, narrow takes 600 s). Asked
     # again, 28 cores wait ``wait`` (without a2): requested at once, they come ``wait - 2300`` s late, each
-    # second priced at beta = 28 core-s. Break-even at 4600 s: release below it, keep above.
+    # second priced at beta = 28 core-s (weight 1). Break-even at 4600 s: release below it, keep above.
     view = _estimated(_early_view(100.0), wait)
-    cancelled = [a.alloc_id for a in Planner().decide(view).actions if isinstance(a, Cancel)]
+    cancelled = [a.alloc_id for a in Planner(weight=1.0).decide(view).actions if isinstance(a, Cancel)]
     assert ("a2" in cancelled) is released
     assert "a1" not in cancelled
 
@@ -639,7 +640,7 @@ def test_a_task_re_run_after_a_loss_delays_the_need_of_the_allocations_after_it(
     view = _early_view(1700.0)
     wide1 = dataclasses.replace(view.stages[0], done=27, running=1, rerun_end=rerun_end)
     view = _estimated(dataclasses.replace(view, stages=(wide1, *view.stages[1:]), busy={"a1": 1}), 3000.0)
-    cancelled = [a.alloc_id for a in Planner().decide(view).actions if isinstance(a, Cancel)]
+    cancelled = [a.alloc_id for a in Planner(weight=1.0).decide(view).actions if isinstance(a, Cancel)]
     assert ("a2" in cancelled) is released
 
 
@@ -673,7 +674,7 @@ def test_a_task_waiting_to_run_again_delays_the_need_of_the_allocations_after_it
     view = _waiting_rerun_view(cores_from)
     wide1 = dataclasses.replace(view.stages[0], rerun_floor=floor, rerun_waiting=0 if floor is None else 1)
     view = _estimated(dataclasses.replace(view, stages=(wide1, *view.stages[1:])), 3000.0)
-    cancelled = [a.alloc_id for a in Planner().decide(view).actions if isinstance(a, Cancel)]
+    cancelled = [a.alloc_id for a in Planner(weight=1.0).decide(view).actions if isinstance(a, Cancel)]
     assert ("a2" in cancelled) is released
 
 
@@ -769,7 +770,7 @@ def test_a_hold_keeps_the_busy_piece_and_gives_back_the_idle_one_when_waves_cost
     assert [a.alloc_id for a in decision.actions if isinstance(a, Cancel)] == ["a1"]
     assert not [a for a in decision.actions if isinstance(a, Submit)]
     # at weight 1 a second wave costs more than 14 idle cores: both are kept
-    serves = {a.alloc_id: a.stages for a in Planner().decide(view).actions if isinstance(a, Serve)}
+    serves = {a.alloc_id: a.stages for a in Planner(weight=1.0).decide(view).actions if isinstance(a, Serve)}
     assert serves == {"a1": ("wide1", "narrow", "wide2"), "a2": ("wide1", "narrow", "wide2")}
 
 
