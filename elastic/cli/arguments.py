@@ -472,8 +472,8 @@ def add_weight_argument(parser: argparse.ArgumentParser) -> None:
         type=positive_float,
         default=None,
         metavar="W",
-        help="asa's price of a second of makespan, in seconds of the workflow's peak allocation (default "
-        "0.1: core-hours first; 1: a second of makespan priced as Big-Job pays it)",
+        help="asa's price of a second of makespan, in seconds of the workflow's peak allocation, > 0 and "
+        "<= 1e6 (default 0.1: core-hours first; 1: a second of makespan priced as Big-Job pays it)",
     )
 
 
@@ -484,9 +484,27 @@ def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
 
 
 def check_weight(args: argparse.Namespace, strategies: list[str]) -> None:
-    """Refuse ``--weight`` where no strategy run is ``asa`` (it would change nothing)."""
-    if getattr(args, "weight", None) is not None and "asa" not in strategies:
+    """Refuse a ``--weight`` out of range, or where no strategy run is ``asa`` (it would change nothing)."""
+    from elastic.strategies.planner import MAX_WEIGHT
+
+    weight = getattr(args, "weight", None)
+    if weight is None:
+        return
+    if weight > MAX_WEIGHT:
         raise ConfigError(
-            f"--weight is asa's option (its price of a second of makespan); the strategies run are "
-            f"{', '.join(strategies)}: add asa or leave --weight out"
+            f"--weight must be <= {MAX_WEIGHT:g} (a second of makespan at a million seconds of "
+            f"the peak allocation is already priced above every core), got {weight:g}"
         )
+    if "asa" not in strategies:
+        advice = "use --strategy asa" if len(strategies) == 1 else "add asa to --strategies"
+        raise ConfigError(
+            f"--weight is asa's option (its price of a second of makespan), not "
+            f"{' or '.join(strategies)}'s: {advice}, or leave --weight out"
+        )
+
+
+def weight_text(weight: float | None) -> str:
+    """Return ``asa``'s weight as a table or a report says it: ``0.1 (default)`` or ``1 (--weight)``."""
+    from elastic.strategies.planner import WEIGHT
+
+    return f"{WEIGHT:g} (default)" if weight is None else f"{weight:g} (--weight)"

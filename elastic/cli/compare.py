@@ -46,6 +46,7 @@ from elastic.cli.arguments import (
     check_weight,
     load_background,
     strategy_options,
+    weight_text,
 )
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
@@ -304,9 +305,10 @@ def _run(args: argparse.Namespace) -> int:
             progress.advance(task)
     elapsed = time.perf_counter() - began
     frame = summarise(results)
+    weight = f", asa's weight {weight_text(args.weight)}" if "asa" in args.strategies else ""
     title = (
         f"{workflow.name}: {args.runs} runs per strategy on {background.processors} cores, "
-        f"{setup.describe()} (seed {args.seed})"
+        f"{setup.describe()} (seed {args.seed}{weight})"
     )
     console.print(table(frame, title))
     for line in versus_lines(frame):

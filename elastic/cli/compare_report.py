@@ -26,7 +26,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from elastic.cli.arguments import BackgroundSetup, load_background
+from elastic.cli.arguments import BackgroundSetup, load_background, weight_text
 from elastic.errors import ConfigError
 from elastic.experiments import SHAPES, shaped_strategies
 from elastic.extras import require
@@ -57,8 +57,12 @@ def settings(
     setup: BackgroundSetup,
     runtimes: str = "workflow model",
     execution: str | None = None,
+    weight: float | None = None,
 ) -> list[tuple[str, str]]:
-    """Return how the runs were made, for the report's header (``execution``: how, if not simulated)."""
+    """Return how the runs were made, for the report's header.
+
+    ``execution``: how, if not simulated; ``weight``: ``asa``'s ``--weight``, None for its default.
+    """
     peaks = ", ".join(map(str, plan.cores)) if plan.cores else "each workflow's own width"
     learner = f"wait learner {plan.learner}" if plan.learner else "each strategy's own wait learner"
     return [
@@ -79,6 +83,16 @@ def settings(
         ("background", setup.describe()),
         ("learner", f"{learner}, one per strategy, kept across all its runs in order"),
         ("seed", str(plan.seed)),
+        *(
+            [
+                (
+                    "asa's weight",
+                    f"{weight_text(weight)}: a second of makespan priced at so many seconds of the peak",
+                )
+            ]
+            if "asa" in plan.strategies
+            else []
+        ),
     ]
 
 
@@ -204,6 +218,7 @@ def run_report(
                     setup,
                     "store (recorded runs)" if args.runtimes == "store" else "workflow model",
                     execution,
+                    args.weight,
                 ),
                 notes=[f"{total} runs {verb} in {result.elapsed:.1f} s."],
                 on_figure=lambda name: progress.update(drawing, advance=1, description=f"drawing {name}"),

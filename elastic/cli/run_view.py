@@ -166,20 +166,24 @@ class PlainLines:
             self._stages[s.name] = (ready, done)
         for a in self._changed(allocations, seen_allocs):
             state = a.state.value
-            if self._allocs.get(a.alloc_id) == state:
+            before = self._allocs.get(a.alloc_id)
+            if before == state:
                 continue
-            if state == "REQUESTED":
+            # the steps a view did not show (one requested, started and released between two views
+            # was charged for the seconds it ran): each line once, at its own time
+            if before is None:
                 wait = (
                     "" if a.predicted_wait is None else f", predicted wait {short_duration(a.predicted_wait)}"
                 )
                 cores = _count(a.cores, "core")
                 line = f"allocation {a.alloc_id}: requested {cores} for stage {a.stage}{wait}"
                 out.append((_at(a.submit_time, view), line))
-            elif state == "RUNNING" and a.start_time is not None and a.submit_time is not None:
+            started = a.start_time is not None and a.submit_time is not None
+            if before in (None, "REQUESTED") and state != "REQUESTED" and started:
                 waited = _waited(a, view.now)
                 line = f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue"
                 out.append((_at(a.start_time, view), line))
-            else:
+            if state not in ("REQUESTED", "RUNNING"):
                 out.append((_at(a.end_time, view), f"allocation {a.alloc_id}: {state.lower()}"))
             self._allocs[a.alloc_id] = state
         out.sort(key=lambda line: line[0])  # stable: one record's lines keep their order

@@ -17,10 +17,11 @@ too.
 from __future__ import annotations
 
 import importlib
+import inspect
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
-from elastic.errors import UnknownNameError
+from elastic.errors import ConfigError, UnknownNameError
 from elastic.strategies.actions import Action, Cancel, Decision, Serve, Shorten, Submit, merge
 from elastic.strategies.rules import (
     cores_waited_for,
@@ -174,11 +175,18 @@ def make_strategy(name: str, **options: Any) -> Strategy:
     ------
     UnknownNameError
         ``name`` is not registered; the message lists the names.
+    ConfigError
+        An option ``name``'s strategy does not take (the message lists those it takes).
     """
     try:
         module, cls, defaults = _REGISTRY[name]
     except KeyError:
         raise UnknownNameError("strategy", name, STRATEGY_NAMES) from None
     factory = getattr(importlib.import_module(module), cls)
+    accepted = inspect.signature(factory).parameters
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        takes = ", ".join(p for p in accepted if p not in defaults) or "none"
+        raise ConfigError(f"strategy {name!r} takes no option {', '.join(unknown)} (its options: {takes})")
     strategy: Strategy = factory(**(defaults | options))
     return strategy

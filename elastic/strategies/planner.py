@@ -134,6 +134,11 @@ Montage 28 (4.29 h at 29.8 core-h -> 4.57 h at 26.3), the 40-stage chain (25.3 h
 ``docs/results/strategies.md``, "A lower default weight". 1 buys speed with idle cores as Big-Job
 does."""
 
+MAX_WEIGHT = 1e6
+"""The largest ``weight``: a second of makespan priced at a million seconds of the peak allocation
+already makes every choice the fastest one, and past it the prices overflow (1e307 made every run
+fail)."""
+
 PACE = 300.0
 """Backend seconds a decision with no action is kept at most while nothing it read changed
 (:class:`~elastic.strategies.base.Paced`)."""
@@ -227,8 +232,13 @@ class Planner:
         pace: float | None = PACE,
         hold_horizon: int = HOLD_HORIZON,
     ) -> None:
-        if not (isinstance(weight, (int, float)) and math.isfinite(weight) and weight > 0):
-            raise ConfigError(f"asa: weight must be a finite number > 0, got {weight!r}")
+        if not (
+            isinstance(weight, (int, float))
+            and not isinstance(weight, bool)
+            and math.isfinite(weight)
+            and 0 < weight <= MAX_WEIGHT
+        ):
+            raise ConfigError(f"asa: weight must be a number > 0 and <= {MAX_WEIGHT:g}, got {weight!r}")
         if not cover >= 1.0:
             raise ConfigError(f"asa: cover must be >= 1, got {cover!r}")
         if not (isinstance(pieces, int) and pieces >= 1):

@@ -136,6 +136,7 @@ def test_weight_1_gives_back_the_rows_asa_gave_at_weight_1(tmp_path: Path) -> No
         (["--strategies", "bigjob,perstage", "--weight", "1"], "--weight is asa's option"),
         (["--weight", "0"], "expected a finite number > 0"),
         (["--weight", "nan"], "expected a finite number > 0"),
+        (["--weight", "1e307"], "--weight must be <= 1e+06"),  # accepted, it made every asa run fail
     ],
 )
 def test_a_weight_that_would_change_nothing_or_is_no_price_is_refused_before_any_run(

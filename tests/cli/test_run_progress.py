@@ -40,6 +40,30 @@ def test_each_change_is_one_line_once() -> None:
     ]
 
 
+def test_an_allocation_that_ran_between_two_views_shows_each_step_at_its_time() -> None:
+    """Requested, started and released between two views (17 s of 14 cores, charged): its start is shown,
+    not only its request and end (a new user saw ``requested`` then ``cancelled``, and an ``--events``
+    file with its start)."""
+    out = io.StringIO()
+    lines = PlainLines(Console(file=out, width=200))
+    ready = StageView("s", 0, tasks=2, cores=1, depends_on=(), ready_time=0.0)
+    lines(_view(0.0, [ready], []))  # type: ignore[arg-type]
+    a3 = Allocation("a3", cores=14, walltime=600.0, stage="s", submit_time=5.0)
+    a3 = a3.transition(AllocationState.RUNNING, at=13.0).transition(AllocationState.CANCELLED, at=30.0)
+    lines(_view(30.0, [ready], [a3]))  # type: ignore[arg-type]
+    assert out.getvalue().splitlines()[1:] == [
+        "t=5 s elastic: allocation a3: requested 14 cores for stage s",
+        "t=13 s elastic: allocation a3: running after 8 s in the queue",
+        "t=30 s elastic: allocation a3: cancelled",
+    ]
+    queued = Allocation("a4", cores=2, walltime=600.0, stage="s", submit_time=31.0)
+    lines(_view(40.0, [ready], [a3, queued.transition(AllocationState.CANCELLED, at=35.0)]))  # type: ignore[arg-type]
+    assert out.getvalue().splitlines()[4:] == [  # never started: no running line
+        "t=31 s elastic: allocation a4: requested 2 cores for stage s",
+        "t=35 s elastic: allocation a4: cancelled",
+    ]
+
+
 def test_no_progress_is_an_option_of_run() -> None:
     from elastic.cli import _parser
 
@@ -87,9 +111,12 @@ def _every_line(views: list[SimpleNamespace]) -> list[str]:
                 lines.append((min(s.end_time, view.now), f"{s.name} done"))
             stages[s.name] = now
         for a in view.allocations:
-            if allocs.get(a.alloc_id) != a.state.value:
-                at = a.submit_time if a.state is AllocationState.REQUESTED else a.start_time
-                lines.append((min(at, view.now), f"{a.alloc_id} {a.state.value}"))
+            before = allocs.get(a.alloc_id)
+            if before != a.state.value:
+                if before is None:
+                    lines.append((min(a.submit_time, view.now), f"{a.alloc_id} REQUESTED"))
+                if a.state is AllocationState.RUNNING:
+                    lines.append((min(a.start_time, view.now), f"{a.alloc_id} RUNNING"))
                 allocs[a.alloc_id] = a.state.value
         out += [line for _, line in sorted(lines, key=lambda x: x[0])]
     return out
