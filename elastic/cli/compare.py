@@ -42,15 +42,12 @@ from scipy import stats
 from elastic.cli.arguments import (
     add_background_arguments,
     add_submission_rate_argument,
-    add_weight_argument,
-    check_weight,
     load_background,
-    strategy_options,
-    weight_text,
 )
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
 from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
+from elastic.cli.weight import add_weight_argument, check_weight, strategy_options, weight_text
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.experiments import MAX_RUNS, SHAPES, simulate_runs

@@ -26,7 +26,8 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from elastic.cli.arguments import BackgroundSetup, load_background, weight_text
+from elastic.cli.arguments import BackgroundSetup, load_background
+from elastic.cli.weight import weight_text
 from elastic.errors import ConfigError
 from elastic.experiments import SHAPES, shaped_strategies
 from elastic.extras import require

@@ -38,18 +38,16 @@ from rich.live import Live
 from elastic.cli.arguments import (
     add_background_arguments,
     add_submission_rate_argument,
-    add_weight_argument,
     check_background_arguments,
-    check_weight,
     load_background,
     mock_backend,
-    strategy_options,
 )
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output
 from elastic.cli.run_demo import add_demo_arguments, check_demo_arguments, print_outcome, run_demo
 from elastic.cli.run_view import PlainLines, live_view, metrics_table, sigterm_interrupts, write_events
 from elastic.cli.values import parse_seed, positive_float, speedup
+from elastic.cli.weight import add_weight_argument, check_weight, strategy_options
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
 from elastic.errors import ConfigError, UnknownNameError

@@ -362,7 +362,7 @@ def _print_stored_metrics(
 
 def _strategy(args: argparse.Namespace) -> Any:
     """Return the strategy's name, or the strategy built with the command line's options (``--weight``)."""
-    from elastic.cli.arguments import strategy_options
+    from elastic.cli.weight import strategy_options
     from elastic.strategies import make_strategy
 
     options = strategy_options(args, args.strategy)
