@@ -39,11 +39,7 @@ from rich.progress import Progress
 from rich.table import Table
 from scipy import stats
 
-from elastic.cli.arguments import (
-    add_background_arguments,
-    add_submission_rate_argument,
-    load_background,
-)
+from elastic.cli.arguments import add_background_arguments, add_submission_rate_argument, load_background
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
 from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed

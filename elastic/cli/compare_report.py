@@ -27,7 +27,7 @@ from rich.progress import (
 )
 
 from elastic.cli.arguments import BackgroundSetup, load_background
-from elastic.cli.weight import weight_text
+from elastic.cli.weight import options_by_strategy, weight_text
 from elastic.errors import ConfigError
 from elastic.experiments import SHAPES, shaped_strategies
 from elastic.extras import require
@@ -175,7 +175,7 @@ def run_report(
             seed=args.seed,
             queue_rules=setup.queue_rules,
             submission_rate=args.submission_rate,
-            weight=args.weight,
+            options=options_by_strategy(args),
         )
         execution = None
         verb = "simulated"

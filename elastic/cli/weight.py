@@ -13,7 +13,7 @@ from typing import Any
 from elastic.cli.values import positive_float
 from elastic.errors import ConfigError
 
-__all__ = ["add_weight_argument", "check_weight", "strategy_options", "weight_text"]
+__all__ = ["add_weight_argument", "check_weight", "options_by_strategy", "strategy_options", "weight_text"]
 
 
 def add_weight_argument(parser: argparse.ArgumentParser) -> None:
@@ -28,10 +28,15 @@ def add_weight_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
-    """Return the options of ``strategy`` the command line gives (``--weight``: ``asa``'s alone)."""
+def options_by_strategy(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
+    """Return, per strategy name, the options the command line gives it (``--weight``: ``asa``'s alone)."""
     weight = getattr(args, "weight", None)
-    return {"weight": weight} if weight is not None and strategy == "asa" else {}
+    return {} if weight is None else {"asa": {"weight": weight}}
+
+
+def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
+    """Return the options of ``strategy`` the command line gives (:func:`options_by_strategy`)."""
+    return options_by_strategy(args).get(strategy, {})
 
 
 def check_weight(args: argparse.Namespace, strategies: list[str]) -> None:

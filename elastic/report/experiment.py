@@ -23,9 +23,9 @@ Two cell runners:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from elastic.control.execution import RunResult
 from elastic.control.rate import SubmissionLimit
@@ -133,8 +133,9 @@ class Simulation:
         :func:`elastic.experiments.simulate_runs`
     seed : int, default 0
         Seeds the start points (the same for every cell) and task durations.
-    weight : float or None, default None
-        ``asa``'s price of a second of makespan (``Planner(weight=...)``); None: the planner's default.
+    options : mapping, default empty
+        Per strategy name, the options it is built with (:func:`~elastic.strategies.base.make_strategy`;
+        a strategy not named: its defaults).
     """
 
     background: Workload
@@ -146,7 +147,7 @@ class Simulation:
     kind: str = "simulation"
     queue_rules: bool = True
     submission_rate: SubmissionLimit | None = None
-    weight: float | None = None
+    options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def check(self, cells: Sequence[Cell]) -> None:
         """Refuse a workflow wider than the partition (naming it and the widths)."""
@@ -178,9 +179,7 @@ class Simulation:
             on_run=on_run,
             queue_rules=self.queue_rules,
             submission_rate=self.submission_rate,
-            strategy_options={"weight": self.weight}
-            if self.weight is not None and cell.strategy == "asa"
-            else None,
+            strategy_options=self.options.get(cell.strategy),
         )
 
 
