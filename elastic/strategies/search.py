@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from operator import le
 
 import numpy as np
 
@@ -54,34 +55,23 @@ _Trail = tuple["_Trail | None", Choice] | None
 class _Path:
     """A partial plan: core-seconds charged so far, the delay it carries (quantiles), its choices.
 
-    Its choices are a trail shared with the plans it grew from (copying them at each stage made a search
-    over n stages cost n squared). ``order`` ranks it among the plans of its stage by its choices, compared
-    from the first (kept before new, then narrower): its parent's ``rank`` among the plans of the stage
-    before, then its own choice. ``rank`` is set once the plans of its stage are kept.
+    The delay is Python floats (:func:`timing.acquire_values`: arrays of 20 values cost more to make and
+    compare than the search's arithmetic on them). Its choices are a trail shared with the plans it grew
+    from (copying them at each stage made a search over n stages cost n squared). ``order`` ranks it
+    among the plans of its stage by its choices, compared from the first (kept before new, then
+    narrower): its parent's ``rank`` among the plans of the stage before, then its own choice. ``rank`` is
+    set once the plans of its stage are kept.
     """
 
     charged: float
-    delay: np.ndarray
+    delay: timing.Values
     choices: _Trail
     opened: bool = False  # it has a new allocation (requested by this plan: not started yet)
     held: bool = False  # it still runs on the allocation held when planning started (stages may run in waves)
-    mean: float = 0.0  # the delay's mean (computed once: the search compares it often)
-    key: bytes = b""  # the delay's bytes (the key of the wait steps already priced)
+    mean: float = 0.0  # the delay's mean as numpy computes it (computed once: the search compares it often)
+    key: int = 0  # the delay's number among the distinct delays of the search (the key of the steps priced)
     order: tuple[int, bool, int] | tuple[()] = ()
     rank: int = 0
-
-
-def _path(
-    charged: float,
-    delay: np.ndarray,
-    choices: _Trail,
-    opened: bool,
-    held: bool,
-    order: tuple[int, bool, int] | tuple[()],
-) -> _Path:
-    # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
-    mean = float(_SUM(delay)) / len(delay)
-    return _Path(charged, delay, choices, opened, held, mean, delay.tobytes(), order)
 
 
 def _choices(trail: _Trail) -> tuple[Choice, ...]:
@@ -90,9 +80,6 @@ def _choices(trail: _Trail) -> tuple[Choice, ...]:
         trail, last = trail
         out.append(last)
     return tuple(reversed(out))
-
-
-_SUM = np.add.reduce
 
 
 def plan(
@@ -168,25 +155,45 @@ def plan(
         widest_left[m] = max(stages[m].cores, widest_left[m + 1] if m + 1 < n else 0)
         widths_left[m] = after if stages[m].cores in after else tuple(sorted({*after, stages[m].cores}))
     useful = _useful_widths(stages, widths_left, widest_left)
-    quantiles: dict[tuple[int, bool], tuple[np.ndarray, float]] = {}
-    # per step priced: the idle cost, the delay after, its mean and bytes (shared by every plan taking it)
-    steps: dict[tuple[int, bool, int, bytes], tuple[float, np.ndarray, float, bytes]] = {}
-    now_or_later: dict[tuple[int, int, bytes], bool] = {}
+    quantiles: dict[tuple[int, bool], tuple[np.ndarray, float, float | None]] = {}
+    # per step priced: the idle cost, the delay after, its mean and key (shared by every plan taking it)
+    steps: dict[tuple[int, bool, int, int], tuple[float, timing.Values, float, int]] = {}
+    now_or_later: dict[tuple[int, int, int], bool] = {}
+    keys: dict[timing.Values, int] = {}  # per distinct delay, its number (a tuple's hash is not kept)
 
-    def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float]:
+    def quantile(cores: int, fu: bool) -> tuple[np.ndarray, float, float | None]:
         if (cores, fu) not in quantiles:
             q = np.sort(np.asarray(waits(cores, fu), dtype=float))
-            quantiles[cores, fu] = q, timing.lead_time(q, cores, prices)
+            quantiles[cores, fu] = q, timing.lead_time(q, cores, prices), timing.single_wait(q, model)
         return quantiles[cores, fu]
 
-    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, np.ndarray, float, bytes]:
+    def path(
+        charged: float,
+        delay: timing.Values,
+        choices: _Trail,
+        opened: bool,
+        held: bool,
+        order: tuple[int, bool, int] | tuple[()],
+    ) -> _Path:
+        return _Path(
+            charged,
+            delay,
+            choices,
+            opened,
+            held,
+            timing.mean_of(delay),
+            keys.setdefault(delay, len(keys)),
+            order,
+        )
+
+    def acquire(cores: int, h: int, m: int, p: _Path) -> tuple[float, timing.Values, float, int]:
         # a follow-up wait, unless nothing of the run has started when it is requested: requested now
         # beside this plan's first allocations (not yet started), it waits in the queue they wait in
         fu = follow_up or (h > 0 and not p.opened)
         if not fu and h > 0:
             now_key = (cores, m, p.key)
             if now_key not in now_or_later:
-                first, first_lead = quantile(cores, False)
+                first, first_lead, _ = quantile(cores, False)
                 now_or_later[now_key] = not timing.requested_now(
                     first,
                     cores,
@@ -200,25 +207,34 @@ def plan(
             fu = now_or_later[now_key]
         key = (cores, fu, m, p.key)
         if key not in steps:
-            q, q_lead = quantile(cores, fu)
-            idle, delay = timing.acquire_delayed(
-                q, cores, prices, need=starts[m], delay=p.delay, model=model, lead=q_lead, mean=p.mean
+            q, q_lead, single = quantile(cores, fu)
+            idle, delay = timing.acquire_values(
+                q,
+                cores,
+                prices,
+                need=starts[m],
+                delay=p.delay,
+                model=model,
+                lead=q_lead,
+                mean=p.mean,
+                single=single,
             )
-            # the mean as ndarray.mean computes it (the same sum, divided), without its overhead
-            steps[key] = idle, delay, float(_SUM(delay)) / len(delay), delay.tobytes()
+            steps[key] = idle, delay, timing.mean_of(delay), keys.setdefault(delay, len(keys))
         return steps[key]
 
     def score(p: _Path) -> tuple[float, tuple[int, bool, int] | tuple[()]]:
         return round(p.charged + prices.beta * p.mean, 6), p.order
 
-    nothing = np.zeros(len(timing.PROBS))
+    nothing = (0.0,) * len(timing.PROBS)
     frontier = {
-        w: [_path(0.0, nothing, None, False, True, ())] for w in {held, *(w for w in shrink if 0 < w < held)}
+        w: [path(0.0, nothing, None, False, True, ())] for w in {held, *(w for w in shrink if 0 < w < held)}
     }
     for m, s in enumerate(stages):
         grown: dict[int, list[_Path]] = {}
         widths = useful[m]
+        new_choices = [(c, Choice(s.name, c, new=True)) for c in widths]  # shared by every plan taking them
         for h, paths in frontier.items():
+            kept = Choice(s.name, h, new=False)
             for p in paths:
                 waves = math.ceil(s.cores / h) if h > 0 else 0
                 if (
@@ -226,7 +242,6 @@ def plan(
                     and h <= widest_left[m]
                     and (s.beside == 0 or h >= s.cores + s.beside)
                 ):
-                    kept = Choice(s.name, h, new=False)
                     charged = p.charged + hold.keep_cost(h, waves * s.work)
                     order = (p.rank, False, h)
                     if waves == 1:
@@ -234,13 +249,19 @@ def plan(
                             _Path(charged, p.delay, (p.choices, kept), p.opened, p.held, p.mean, p.key, order)
                         )
                     else:
-                        delay = p.delay + (waves - 1) * s.work
+                        extra = (waves - 1) * s.work
                         grown.setdefault(h, []).append(
-                            _path(charged, delay, (p.choices, kept), p.opened, p.held, order)
+                            path(
+                                charged,
+                                tuple([x + extra for x in p.delay]),
+                                (p.choices, kept),
+                                p.opened,
+                                p.held,
+                                order,
+                            )
                         )
-                for c in widths:
+                for c, new in new_choices:
                     idle, delay, mean, key = acquire(c, h, m, p)
-                    new = Choice(s.name, c, new=True)
                     charged = p.charged + c * s.work + idle
                     grown.setdefault(c, []).append(
                         _Path(charged, delay, (p.choices, new), True, False, mean, key, (p.rank, True, c))
@@ -254,7 +275,7 @@ def plan(
                 rank, previous = rank + 1, p.order
             p.rank = rank
     best = min((p for paths in frontier.values() for p in paths), key=score)
-    return best.charged + prices.beta * float(best.delay.mean()), _choices(best.choices)
+    return best.charged + prices.beta * best.mean, _choices(best.choices)
 
 
 def _useful_widths(
@@ -304,7 +325,7 @@ def _pareto(paths: Sequence[_Path]) -> list[_Path]:
                 and k.mean <= p.mean
                 and k.opened == p.opened
                 and k.held == p.held
-                and bool((k.delay <= p.delay).all())
+                and all(map(le, k.delay, p.delay))
             ):
                 break
         else:

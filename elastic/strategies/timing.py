@@ -55,10 +55,13 @@ __all__ = [
     "Prices",
     "acquire_cost",
     "acquire_delayed",
+    "acquire_values",
     "expected_delay",
     "requested_now",
     "keeps_place",
     "lead_time",
+    "mean_of",
+    "single_wait",
 ]
 
 FloatArray = npt.NDArray[np.float64]
@@ -222,7 +225,8 @@ def acquire_delayed(
     ws = w.tolist()
     if len(ws) == len(d) == len(PROBS) and ws.count(ws[0]) == len(ws):  # not NaN: NaN != NaN
         # one wait (the scheduler's estimate): the same sums on Python floats, in numpy's order
-        return _one_wait(ws[0], d, cores, prices, need=need, best=best, mean=mean)
+        idle, values = _one_wait(ws[0], d.tolist(), cores, prices, need=need, best=best, mean=mean)
+        return idle, np.array(values)
     now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best, mean=mean)
     if now:
         at = need + d[:, None]
@@ -237,24 +241,74 @@ def acquire_delayed(
     return prices.alpha * cores * idle, _slices(after)
 
 
+Values = tuple[float, ...]
+"""A distribution as Python floats: quantiles at :data:`PROBS`, ascending (:func:`acquire_values`)."""
+
+
+def acquire_values(
+    waits: FloatArray,
+    cores: int,
+    prices: Prices,
+    *,
+    need: float,
+    delay: Values,
+    model: str | None,
+    single: float | None,
+    lead: float | None = None,
+    mean: float | None = None,
+) -> tuple[float, Values]:
+    """Return :func:`acquire_delayed` of ``delay`` given and returned as Python floats, bit for bit.
+
+    The planner's search (:func:`~elastic.strategies.search.plan`) carries each partial plan's delay so:
+    making arrays of 20 values and comparing them cost a third of a search's time, and a tuple of floats
+    costs a fraction of that (the 40-stage chain of ``benchmarks/bench_planner_cost.py``). ``single``:
+    :func:`single_wait` of ``waits`` and ``model`` (the caller computes it once per distribution).
+    """
+    if single is None or len(delay) != len(PROBS):
+        idle, after = acquire_delayed(
+            waits, cores, prices, need=need, delay=np.array(delay), model=model, lead=lead, mean=mean
+        )
+        return idle, tuple(after.tolist())
+    best = lead_time(waits, cores, prices) if lead is None else lead
+    idle, values = _one_wait(single, delay, cores, prices, need=need, best=best, mean=mean)
+    return idle, tuple(values)
+
+
+def single_wait(waits: FloatArray, model: str | None) -> float | None:
+    """Return the one value of ``waits`` if every quantile is it and the wait is unchained, else None.
+
+    The case :func:`acquire_delayed` prices on Python floats (the scheduler's estimate: one value).
+    """
+    if keeps_place(model):
+        return None
+    ws = np.asarray(waits, dtype=float).tolist()
+    if len(ws) == len(PROBS) and ws.count(ws[0]) == len(ws):  # not NaN: NaN != NaN
+        return float(ws[0])
+    return None
+
+
+def mean_of(values: Sequence[float]) -> float:
+    """Return numpy's mean of ``values`` (``np.add.reduce`` divided by the count), bit for bit."""
+    return _pairwise(values, 0, len(values)) / len(values)
+
+
 def _one_wait(
     wait: float,
-    d: FloatArray,
+    delay: Sequence[float],
     cores: int,
     prices: Prices,
     *,
     need: float,
     best: float,
     mean: float | None,
-) -> tuple[float, FloatArray]:
+) -> tuple[float, list[float]]:
     """:func:`acquire_delayed` of a wait of one value (every quantile ``wait``), unchained, bit for bit.
 
-    Each row of the ``20 x 20`` combinations is one value, so each slice of the delay after holds copies
-    of one value (the row sorted, each value's mean of copies). Every mean is numpy's (:func:`_pairwise`)
-    on the same values in the same order: numpy's cost per call on arrays of 20 values was much of a
-    search's (issue 31).
+    ``delay`` as Python floats; the delay after is returned so. Each row of the ``20 x 20`` combinations
+    is one value, so each slice of the delay after holds copies of one value (the row sorted, each value's
+    mean of copies). Every mean is numpy's (:func:`_pairwise`) on the same values in the same order:
+    numpy's cost per call on arrays of 20 values was much of a search's (issue 31).
     """
-    delay: list[float] = d.tolist()
     if mean is None:
         mean = _pairwise(delay, 0, len(delay)) / len(delay)
     now = best >= need + mean  # requested_now
@@ -262,7 +316,7 @@ def _one_wait(
     if now:
         # np.maximum(need + d[:, None] - w[None, :], 0.0).mean(): row i is n copies of one value, so the
         # same values in the same order (400 of them: numpy sums them faster than Python)
-        flat = np.repeat(np.maximum(d + need - wait, 0.0), n)
+        flat = np.repeat(np.maximum(np.array(delay) + need - wait, 0.0), n)
         idle = float(_SUM(flat)) / len(flat)
         row = [_maximum(x, wait - need) for x in delay]
     else:
@@ -271,8 +325,8 @@ def _one_wait(
         late = max(wait - asked, 0.0)
         row = [x + late for x in delay]
     if n == 20:  # _copies_mean inlined (the search's most frequent step)
-        return prices.alpha * cores * idle, np.array([(16.0 * x + x + x + x + x) / 20.0 for x in sorted(row)])
-    return prices.alpha * cores * idle, np.array([_copies_mean(x, n) for x in sorted(row)])
+        return prices.alpha * cores * idle, [(16.0 * x + x + x + x + x) / 20.0 for x in sorted(row)]
+    return prices.alpha * cores * idle, [_copies_mean(x, n) for x in sorted(row)]
 
 
 _SUM = np.add.reduce
@@ -331,7 +385,7 @@ def requested_now(
     prices: Prices,
     *,
     need: float,
-    delay: FloatArray,
+    delay: FloatArray | Sequence[float],
     model: str | None,
     lead: float | None = None,
     mean: float | None = None,

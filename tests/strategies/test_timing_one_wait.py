@@ -76,3 +76,44 @@ def test_the_mean_of_copies_can_differ_from_the_value() -> None:
 @given(seconds, st.floats(0.0, 1.0))
 def test_the_quantile_of_one_wait_is_numpys(wait: float, tau: float) -> None:
     assert timing._quantile(np.full(N, wait), tau) == float(np.interp(tau, PROBS, np.full(N, wait)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.lists(seconds, min_size=N, max_size=N),  # a learned distribution
+        seconds.map(lambda w: [w] * N),  # the scheduler's estimate: one value
+    ),
+    st.lists(seconds, min_size=N, max_size=N),
+    seconds,
+    st.one_of(st.none(), seconds),
+    st.integers(1, 256),
+    st.sampled_from(["age", "basic", None]),
+)
+def test_the_search_s_floats_are_priced_as_the_arrays_are(
+    waits: list[float], delay: list[float], need: float, lead: float | None, cores: int, model: str | None
+) -> None:
+    # the search carries delays as Python floats (timing.acquire_values): the same step, bit for bit
+    prices = Prices(beta=28.0)
+    w, d = np.sort(np.array(waits)), np.sort(np.array(delay))
+    want_idle, want_after = acquire_delayed(w, cores, prices, need=need, delay=d, model=model, lead=lead)
+    idle, after = timing.acquire_values(
+        w,
+        cores,
+        prices,
+        need=need,
+        delay=tuple(d.tolist()),
+        model=model,
+        lead=lead,
+        single=timing.single_wait(w, model),
+    )
+    assert idle == want_idle
+    assert np.array(after).tobytes() == want_after.tobytes()
+    assert timing.mean_of(after) == float(want_after.mean())
+
+
+def test_a_chained_or_spread_wait_is_not_single() -> None:
+    assert timing.single_wait(np.full(N, 60.0), "age") == 60.0
+    assert timing.single_wait(np.full(N, 60.0), "basic") is None  # chained: priced on arrays
+    assert timing.single_wait(np.linspace(0.0, 60.0, N), "age") is None
+    assert timing.single_wait(np.full(N, np.nan), "age") is None
