@@ -53,6 +53,7 @@ __all__ = [
     "KEEPS_PLACE",
     "PROBS",
     "Prices",
+    "Values",
     "acquire_cost",
     "acquire_delayed",
     "acquire_values",
