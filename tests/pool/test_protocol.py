@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import json
@@ -9,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import zmq
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -193,7 +195,10 @@ def test_sockets_talk_and_refuse_strangers() -> None:
         assert "the peer's key is wrong" in wait_refusal(pool)
         # no secret at all: a plain ZeroMQ peer cannot even start
         raw = plain_dealer(address, b"a1/h/3")
-        raw.send_multipart([b""] * 1000)
+        # queued while ZeroMQ tries the handshake, or not at all once the pool has refused it (the send
+        # then times out: a CI run saw it); the refusal is what is checked
+        with contextlib.suppress(zmq.Again):
+            raw.send_multipart([b""] * 1000)
         refusal = wait_refusal(pool)  # the pool says no at the greeting, or the peer's flood breaks off first
         assert "the peer does not use CURVE" in refusal or "broke off during it" in refusal
         assert pool.recv(timeout=0.2) is None
