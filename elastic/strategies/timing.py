@@ -223,10 +223,10 @@ def acquire_delayed(
     if keeps_place(model):
         return 0.0, _slices(d[:, None] + w[None, :])
     best = lead_time(w, cores, prices) if lead is None else lead
-    ws = w.tolist()
-    if len(ws) == len(d) == len(PROBS) and ws.count(ws[0]) == len(ws):  # not NaN: NaN != NaN
+    single = single_wait(w, model)
+    if single is not None and len(d) == len(PROBS):
         # one wait (the scheduler's estimate): the same sums on Python floats, in numpy's order
-        idle, values = _one_wait(ws[0], d.tolist(), cores, prices, need=need, best=best, mean=mean)
+        idle, values = _one_wait(single, d.tolist(), cores, prices, need=need, best=best, mean=mean)
         return idle, np.array(values)
     now = requested_now(w, cores, prices, need=need, delay=d, model=model, lead=best, mean=mean)
     if now:
