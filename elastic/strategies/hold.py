@@ -19,6 +19,11 @@ Limits that apply whatever the prices say:
   its stage needs it is released when idling until then costs more than asking again
   (:func:`release_early`): a request timed by a pessimistic wait (the scheduler's estimate holds every
   running job to its walltime) can start an hour early where the queue turned out empty.
+- **Idle beside the stage's last tasks.** A batch job of a split request (a piece) whose tasks are done
+  while the stage's last ones run on the others is released once the cores it idled cost as much as
+  getting them back for the next stage would (:func:`idled_out`): the stage's end is a guess that a
+  straggler keeps pushing on, and this break-even rule of the ski-rental problem pays at most twice what
+  knowing the end would have.
 - **Width.** No allocation is kept wider than the widest stage left needs (the planner never plans
   it; a property test checks it).
 
@@ -37,7 +42,7 @@ from collections.abc import Sequence
 
 from elastic.errors import ConfigError
 
-__all__ = ["COVER", "expires_idle", "hold_through", "keep_cost", "release_early"]
+__all__ = ["COVER", "expires_idle", "hold_through", "idled_out", "keep_cost", "release_early"]
 
 COVER = 1.3
 """Remaining walltime / expected work an allocation must have to be kept for more stages."""
@@ -125,3 +130,21 @@ def release_early(held: int, idle_for: float, again: float, *, alpha: float = 1.
     False
     """
     return again < keep_cost(held, idle_for, alpha=alpha)
+
+
+def idled_out(held: int, idled: float, again: float, *, alpha: float = 1.0) -> bool:
+    """Return whether a piece idle while its stage's last tasks run elsewhere is better released now.
+
+    The piece's ``held`` cores have idled ``idled`` seconds; getting them back for the stage that follows
+    costs ``again`` (:func:`elastic.strategies.timing.acquire_cost`). The remaining time of a stage whose
+    last tasks outlive every estimate cannot be known, and every decision that predicts "soon" keeps the
+    piece a little longer: instead the piece is kept until what it idled (:func:`keep_cost`) reaches
+    ``again``, the break-even rule of the ski-rental problem (Karlin, Manasse, Rudolph and Sleator,
+    1988), which costs at most twice what knowing the stage's end would.
+
+    Examples
+    --------
+    >>> idled_out(14, 600.0, again=14 * 900.0), idled_out(14, 900.0, again=14 * 900.0)
+    (False, True)
+    """
+    return keep_cost(held, idled, alpha=alpha) >= again

@@ -868,3 +868,51 @@ def test_a_stage_whose_allocation_ran_out_is_asked_for_more_walltime() -> None:
     assert again and killed
     assert again[0].walltime > 166.0  # the speculative sequence's next value after the one that ran out
     assert killed[0].walltime < 166.0  # cancelled from outside: not a walltime problem, the plain request
+
+
+# -- a piece idle beside its stage's last tasks: released at the ski rental's break-even ----------------
+
+
+def _straggling_view(now: float, busy: tuple[int, int] = (0, 8)) -> RunView:
+    # wide1's last 8 tasks run on the second of its two 14-core pieces, the first idles; every new
+    # allocation waits 20000 s. The stage's end is predicted 100 s after ``now`` at every decision (it
+    # outlived its runtime estimate): the searches keep both pieces for wide2 at weight 1
+    base = _boundary_view(20000.0)
+    stages = (dataclasses.replace(base.stages[0], start_time=now - 1700.0), *base.stages[1:])
+    jobs = tuple(
+        alloc(f"a{i + 1}", "wide1", 14, 1e5, AllocationState.RUNNING, -20000.0, 0.0, busy=b, piece_of="a1")
+        for i, b in enumerate(busy)
+    )
+    records, cores = split(jobs)
+    return RunView(now, base.workflow, stages, records, base.knowledge, cores)
+
+
+def test_a_piece_idle_beside_its_stages_last_tasks_goes_once_it_idled_what_asking_again_costs() -> None:
+    planner = Planner(weight=1.0)
+    first = planner.decide(_straggling_view(1700.0))
+    assert not [a for a in first.actions if isinstance(a, Cancel)]
+    due = first.wake_at
+    # break-even: 14 idle cores against the 20000-s wait's delay beyond the stage's predicted end, at
+    # 28 core-s a second (weight 1): 14 x idled = 28 x (20000 - 100)
+    assert due == pytest.approx(1700.0 + 28.0 * (20000.0 - 100.0) / 14.0, rel=0.01)
+    # a decision before the break-even keeps it, the one at it releases it (and only it)
+    assert not [a for a in planner.decide(_straggling_view(due - 1.0)).actions if isinstance(a, Cancel)]
+    cancels = [a for a in planner.decide(_straggling_view(due)).actions if isinstance(a, Cancel)]
+    assert [a.alloc_id for a in cancels] == ["a1"] and "idled" in cancels[0].reason
+    # the clock is the planner's own memory of the piece idle: a planner that did not see it idle
+    # before, or saw it busy since, keeps it
+    assert not [a for a in Planner(weight=1.0).decide(_straggling_view(due)).actions if isinstance(a, Cancel)]
+    again = Planner(weight=1.0)
+    again.decide(_straggling_view(1700.0))
+    again.decide(_straggling_view(due - 100.0, busy=(1, 7)))
+    assert not [a for a in again.decide(_straggling_view(due)).actions if isinstance(a, Cancel)]
+
+
+def test_a_piece_idle_while_its_stage_still_has_tasks_to_place_is_not_released_as_idled_out() -> None:
+    # wide1 has tasks waiting for cores: an idle piece is about to get one, and is no straggler's
+    planner = Planner(weight=1.0)
+    v = _straggling_view(1700.0)
+    waiting = (dataclasses.replace(v.stages[0], done=12), *v.stages[1:])  # 12 done, 8 running, 8 to place
+    first = planner.decide(RunView(v.now, v.workflow, waiting, v.allocations, v.knowledge, v.busy))
+    later = planner.decide(RunView(50000.0, v.workflow, waiting, v.allocations, v.knowledge, v.busy))
+    assert not [a for d in (first, later) for a in d.actions if isinstance(a, Cancel) and "idled" in a.reason]
