@@ -20,8 +20,9 @@ Limits that apply whatever the prices say:
   (:func:`release_early`): a request timed by a pessimistic wait (the scheduler's estimate holds every
   running job to its walltime) can start an hour early where the queue turned out empty.
 - **Idle beside the stage's last tasks.** A batch job of a split request (a piece) whose tasks are done
-  while the stage's last ones run on the others is released once the cores it idled cost as much as
-  getting them back for the next stage would (:func:`idled_out`): the stage's end is a guess that a
+  while the stage's last ones run on the others (or that started before its stage while another piece
+  runs some other task, such as a re-run) is released once the cores it idled cost as much as getting
+  them back for when they are needed would (:func:`idled_out`): the stage's end is a guess that a
   straggler keeps pushing on, and this break-even rule of the ski-rental problem pays at most twice what
   knowing the end would have.
 - **Width.** No allocation is kept wider than the widest stage left needs (the planner never plans
@@ -135,12 +136,12 @@ def release_early(held: int, idle_for: float, again: float, *, alpha: float = 1.
 def idled_out(held: int, idled: float, again: float, *, alpha: float = 1.0) -> bool:
     """Return whether a piece idle while its stage's last tasks run elsewhere is better released now.
 
-    The piece's ``held`` cores have idled ``idled`` seconds; getting them back for the stage that follows
-    costs ``again`` (:func:`elastic.strategies.timing.acquire_cost`). The remaining time of a stage whose
-    last tasks outlive every estimate cannot be known, and every decision that predicts "soon" keeps the
-    piece a little longer: instead the piece is kept until what it idled (:func:`keep_cost`) reaches
-    ``again``, the break-even rule of the ski-rental problem (Karlin, Manasse, Rudolph and Sleator,
-    1988), which costs at most twice what knowing the stage's end would.
+    The piece's ``held`` cores have idled ``idled`` seconds; getting them back for when they are needed
+    (the stage that follows) costs ``again`` (:func:`elastic.strategies.timing.acquire_cost`). The
+    remaining time of a stage whose last tasks outlive every estimate cannot be known, and every decision
+    that predicts "soon" keeps the piece a little longer. Instead the piece is kept until what it idled
+    (:func:`keep_cost`) reaches ``again``: the break-even rule of the ski-rental problem (Karlin,
+    Manasse, Rudolph and Sleator, 1988), which costs at most twice what knowing the stage's end would.
 
     Examples
     --------

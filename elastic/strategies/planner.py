@@ -24,8 +24,8 @@ What :meth:`Planner.decide` does, each time it is asked:
    One that started before its stage can start and idles is released when idling until then costs more
    than asking again (:func:`~elastic.strategies.hold.release_early`), or when its stage cannot end on
    it (:func:`~elastic.strategies.hold.expires_idle`). A piece idle while its stage's last tasks run on
-   the others is released once the cores it idled cost what getting them back would
-   (:func:`~elastic.strategies.hold.idled_out`).
+   the others (or, before its stage, while another runs some other task) is released once the cores it
+   idled cost what getting them back would (:func:`~elastic.strategies.hold.idled_out`).
 2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
    predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`)
    when the timing rule says: at once with ``afterany`` on the allocation before it where held jobs
@@ -61,6 +61,7 @@ in :mod:`~elastic.strategies.planner_rules`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Hashable
@@ -269,10 +270,8 @@ class Planner:
         self._plans: tuple[Hashable | None, dict[Hashable, tuple[float, tuple[Choice, ...]]]] = (None, {})
         self._requested: dict[str, tuple[str, ...]] = {}
         self._idle_since: dict[str, float] = {}
-        """By batch job: when it was first seen idle beside its stage's last tasks, in the decisions since
+        """By batch job: when a decision first saw it idle beside the others, in the decisions since
         (:meth:`_idled_out`)."""
-        self._wake: float | None = None
-        """This decision's wake-up for a piece's release (:meth:`_idled_out`), None: none due."""
 
     # -- what the view says ------------------------------------------------------------------------------
 
@@ -289,9 +288,7 @@ class Planner:
             self._plans = (inputs, {})
         prices = self._prices(view)
         timeline = Timeline(view, self.queue.wait_fn(view))
-        self._wake, idle_since = None, self._idle_since
-        self._idle_since = {}  # only the pieces seen idle beside their stage's last tasks at this decision
-        held_actions, kept = self._holds(view, prices, timeline, idle_since)
+        held_actions, kept, idlers = self._holds(view, prices, timeline)
         if view.backlog_full:
             # nothing goes before a queued request starts (which changes the allocations: planned then),
             # unless this decision cancels one (a 5,000-stage random DAG kept the backlog full for days,
@@ -302,9 +299,14 @@ class Planner:
         else:
             submits, wake = self._requests(view, prices, kept, timeline)
             releases = release_idle(_as_planned(view, kept))
+        # after the release rule, which frees idle jobs knowing which one to keep for what the others
+        # cannot cover: taking one of those first made it keep another (demo3 with job_cores=1: a 1-core
+        # job idled 853 s for merge, which the straggler's job then ran)
+        idled, idle_wake = self._idled_out(view, idlers, {c.alloc_id for c in releases}, prices)
         return merge_decisions(
             Decision(tuple(releases)),
-            Decision(tuple(held_actions), self._wake),
+            Decision(tuple(idled), idle_wake),
+            Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
             Decision(tuple(_shortened(view, lambda width, w: self.queue.waves_walltime(view, width, w)))),
             walltime_follow_ups(
@@ -371,11 +373,15 @@ class Planner:
         return kept[key]
 
     def _holds(
-        self, view: RunView, prices: timing.Prices, timeline: Timeline, idle_since: dict[str, float]
-    ) -> tuple[list[Action], dict[str, tuple[str, ...]]]:
-        """Step 1: for each running allocation, choose the stages it is kept for, or release it early."""
+        self, view: RunView, prices: timing.Prices, timeline: Timeline
+    ) -> tuple[list[Action], dict[str, tuple[str, ...]], list[_Idler]]:
+        """Step 1: for each running allocation, choose the stages it is kept for, or release it early.
+
+        Also return the split allocations some of whose pieces may idle out (:meth:`_idled_out`).
+        """
         actions: list[Action] = []
         kept = {a.alloc_id: a.labels for a in view.live_allocations}
+        idlers: list[_Idler] = []
         # the batch jobs split from one request (its pieces, run control's job_cores) are planned as one
         # allocation while they are kept for the same stages
         units: dict[tuple[str, tuple[str, ...]], list[Allocation]] = {}
@@ -418,14 +424,9 @@ class Planner:
                     actions.append(Cancel(b.alloc_id, reason))
                     kept.pop(b.alloc_id)
                 continue
-            if current.ready and busy and not waiting and len(live) > 1 and _all_running(current):
-                gone = self._idled_out(view, live, current, current_work, prices, idle_since, actions)
-                if gone:
-                    for alloc_id in gone:
-                        kept.pop(alloc_id)
-                    live = [b for b in live if b.alloc_id not in gone]
-                    jobs = [b for b in jobs if b.alloc_id not in gone]
-                    a, cores, mine = live[0], sum(b.cores for b in live), {b.alloc_id for b in jobs}
+            if busy and not waiting and len(live) > 1 and (not current.ready or _all_running(current)):
+                lead = current_work if current.ready else max(timeline.soonest_need(current) - view.now, 0.0)
+                idlers.append(_Idler(tuple(live), current.name, lead))
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
             within = window_after(view, current, self.horizon, self.hold_horizon)
@@ -485,45 +486,44 @@ class Planner:
                         why += f" ({sum(c.cores for c in keep)} of {cores} cores: the rest are released)"
                     actions.append(Serve(b.alloc_id, serves, f"stage boundary at {current.name}: {why}"))
                     kept[b.alloc_id] = serves
-        return actions, kept
+        return actions, kept, idlers
 
     def _idled_out(
-        self,
-        view: RunView,
-        live: list[Allocation],
-        current: StageView,
-        left: float,
-        prices: timing.Prices,
-        idle_since: dict[str, float],
-        actions: list[Action],
-    ) -> set[str]:
-        """Release the pieces of ``live`` that idled out beside ``current``'s last tasks; return their ids.
+        self, view: RunView, idlers: list[_Idler], released: set[str], prices: timing.Prices
+    ) -> tuple[list[Cancel], float | None]:
+        """Release the pieces of split allocations that idled out beside the others; and when to look again.
 
-        ``current`` runs every task it has left, on the other pieces: an idle piece is released once the
-        cores it idled cost as much as getting them back for the stage after, ``left`` seconds from now as
+        ``idlers`` (:meth:`_holds`): allocations of several pieces, some running tasks, where none is
+        left for an idle piece: its stage runs every task it has left, or is not ready yet (another piece
+        runs some other stage's task, such as a re-run the pool placed there). Each idle piece not
+        ``released`` already is released once the cores it idled since a decision first saw it idle cost
+        as much as getting them back for when they are needed, the idler's ``lead`` seconds from now as
         predicted (:func:`~elastic.strategies.hold.idled_out`); until then the decision wakes up when
-        that is due. Kept by the searches instead, on CyberShake 28 (SDSC Blue capacity, run 15), one of
+        that is due.
+
+        Kept by the searches instead, on CyberShake 28 (SDSC Blue capacity, run 15), one of
         ``SeismogramSynthesis``'s two 14-core pieces idled 0.6 h beside a straggler (its 28 tasks of 860 s
         at a coefficient of variation of 0.71) for a 60-s stage after it, the stage's end predicted soon
-        at every decision.
+        at every decision; and (run 13) its two pieces, started early, idled 27 of their 28 cores for
+        1.7 h while one ran ``ExtractSGT``'s re-run, then could no longer cover their stage.
         """
         now = view.now
-        gone: set[str] = set()
-        for b in live:
-            if view.cores_in_use(b.alloc_id):
-                continue
-            since = self._idle_since[b.alloc_id] = idle_since.get(b.alloc_id, now)
-            back = self.queue.waits(view, b.cores, True, _released({b.alloc_id}, now))
-            again = timing.acquire_cost(back, b.cores, prices, lead=left, model=view.priority)
-            if hold.idled_out(b.cores, now - since, again):
-                gone.add(b.alloc_id)
-                actions.append(
-                    Cancel(b.alloc_id, f"idled {now - since:.0f} s while {current.name}'s last tasks run")
-                )
-            else:
-                due = since + again / b.cores
-                self._wake = due if self._wake is None else min(self._wake, due)
-        return gone
+        seen, self._idle_since = self._idle_since, {}  # only the pieces seen idle at this decision
+        out: list[Cancel] = []
+        wake: float | None = None
+        for idler in idlers:
+            for b in idler.pieces:
+                if b.alloc_id in released or view.cores_in_use(b.alloc_id):
+                    continue
+                since = self._idle_since[b.alloc_id] = seen.get(b.alloc_id, now)
+                back = self.queue.waits(view, b.cores, True, _released({b.alloc_id}, now))
+                again = timing.acquire_cost(back, b.cores, prices, lead=idler.lead, model=view.priority)
+                if hold.idled_out(b.cores, now - since, again):
+                    out.append(Cancel(b.alloc_id, f"idled {now - since:.0f} s beside {idler.stage}'s tasks"))
+                else:
+                    due = since + again / b.cores
+                    wake = due if wake is None else min(wake, due)
+        return out, wake
 
     def _requests(
         self,
@@ -663,6 +663,18 @@ class Planner:
                     need += work[x]
                     ends[x] = (need, before)
         return submits, wake
+
+
+@dataclasses.dataclass(frozen=True)
+class _Idler:
+    """A split allocation some of whose pieces may idle out (:meth:`Planner._idled_out`)."""
+
+    pieces: tuple[Allocation, ...]
+    """Its running pieces."""
+    stage: str
+    """The stage it is kept for first."""
+    lead: float
+    """Seconds until its cores are needed, as predicted: its stage's end, or its need if not ready."""
 
 
 def _all_running(s: StageView) -> bool:

@@ -19,7 +19,7 @@ from elastic.allocations import Allocation, AllocationState
 from elastic.learners.ewma import LogEWMA
 from elastic.strategies import Cancel, Knowledge, RunView, Serve, Shorten, StageView, Submit, make_strategy
 from elastic.strategies.base import Releasing, walltime_follow_ups
-from elastic.strategies.hold import hold_through
+from elastic.strategies.hold import hold_through, idled_out, keep_cost
 from elastic.strategies.merge import Choice, groups
 from elastic.strategies.planner import (
     HEADROOM_SLACK,
@@ -916,3 +916,59 @@ def test_a_piece_idle_while_its_stage_still_has_tasks_to_place_is_not_released_a
     first = planner.decide(RunView(v.now, v.workflow, waiting, v.allocations, v.knowledge, v.busy))
     later = planner.decide(RunView(50000.0, v.workflow, waiting, v.allocations, v.knowledge, v.busy))
     assert not [a for d in (first, later) for a in d.actions if isinstance(a, Cancel) and "idled" in a.reason]
+
+
+def test_a_piece_idle_before_its_stage_while_another_runs_a_re_run_goes_at_the_break_even_too() -> None:
+    # second's two 14-core pieces started before their stage: first's task, lost with its own allocation,
+    # runs again on one of them (the pool places a re-run on any allocation with the walltime for it),
+    # and the other idles. The whole allocation is not idle, so the early release does not apply.
+    wf = Workflow("fs", (Stage("first", 1, 1, runtime=1000.0), Stage("second", 28, 1, runtime=900.0)))
+    k = Knowledge(wf, waits=LogEWMA(alpha=1.0))
+    for cores in (1, 14, 28):
+        for follow_up in (False, True):
+            k.observe_wait(cores, 20000.0, follow_up=follow_up)
+
+    def view(now: float) -> RunView:
+        stages = (
+            StageView("first", 0, 1, 1, (), running=1, ready_time=0.0, start_time=0.0),
+            StageView("second", 1, 28, 1, ("first",)),
+        )
+        jobs = tuple(
+            alloc(
+                f"a{i + 1}", "second", 14, 1e5, AllocationState.RUNNING, -20000.0, 0.0, busy=b, piece_of="a1"
+            )
+            for i, b in enumerate((0, 1))
+        )
+        records, busy = split(jobs)
+        return RunView(now, wf, stages, records, k, busy)
+
+    planner = Planner(weight=1.0)
+    first = planner.decide(view(1500.0))
+    assert not [a for a in first.actions if isinstance(a, Cancel)]
+    assert first.wake_at is not None and first.wake_at > 1500.0
+    cancels = [a for a in planner.decide(view(first.wake_at)).actions if isinstance(a, Cancel)]
+    assert [a.alloc_id for a in cancels] == ["a1"] and "idled" in cancels[0].reason
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    cores=st.integers(1, 128),
+    again=st.floats(0.0, 1e7),
+    straggler=st.floats(0.0, 1e5),
+    step=st.floats(1.0, 600.0),
+)
+def test_the_break_even_release_pays_at_most_twice_what_knowing_the_stragglers_end_would(
+    cores: int, again: float, straggler: float, step: float
+) -> None:
+    # decisions every ``step`` seconds while the piece idles; the straggler ends after ``straggler`` s.
+    # Knowing that, the cheaper of idling through it and getting the cores back; the rule, blind to it,
+    # idles until the break-even (or the end), then pays ``again``: at most twice, plus one step's idle
+    idled, released = 0.0, False
+    while idled < straggler:
+        if idled_out(cores, idled, again):
+            released = True
+            break
+        idled = min(idled + step, straggler)
+    paid = keep_cost(cores, idled) + (again if released else 0.0)
+    best = min(keep_cost(cores, straggler), again)
+    assert paid <= 2.0 * best + keep_cost(cores, step) + 1e-6 * (1.0 + paid)
