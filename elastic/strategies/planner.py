@@ -78,7 +78,6 @@ from elastic.strategies.base import (
     Releasing,
     RunView,
     Serve,
-    StageView,
     Submit,
     release_idle,
     walltime_follow_ups,
@@ -89,6 +88,7 @@ from elastic.strategies.planner_rules import (
     HOLD_HORIZON,
     HORIZON,
     SHORTEN_SLACK,
+    _all_placed,
     _as_planned,
     _dag_order,
     _done_dropped,
@@ -424,7 +424,7 @@ class Planner:
                     actions.append(Cancel(b.alloc_id, reason))
                     kept.pop(b.alloc_id)
                 continue
-            if busy and not waiting and len(live) > 1 and (not current.ready or _all_running(current)):
+            if busy and not waiting and len(live) > 1 and (not current.ready or _all_placed(current)):
                 lead = current_work if current.ready else max(timeline.soonest_need(current) - view.now, 0.0)
                 idlers.append(_Idler(tuple(live), current.name, lead))
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
@@ -675,10 +675,3 @@ class _Idler:
     """The stage it is kept for first."""
     lead: float
     """Seconds until its cores are needed, as predicted: its stage's end, or its need if not ready."""
-
-
-def _all_running(s: StageView) -> bool:
-    """Whether every task of ``s`` not done runs now: none waits for cores, none may still come."""
-    if s.queued is None:
-        return s.tasks - s.done - s.running <= 0
-    return s.queued == 0 and s.awaiting_offers == 0 and (s.outstanding is None or s.outstanding <= s.running)
