@@ -58,7 +58,7 @@ from elastic.backends.base import BatchBackend, NamesJobChanges, ReportsJobChang
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution, ReportsBusyChanges, ReportsClaims
 from elastic.control.history import learn_runtimes
-from elastic.control.liveness import unserved
+from elastic.control.liveness import combine, unserved
 from elastic.control.rate import SubmissionRate
 from elastic.control.scheduler import (
     Asked,
@@ -86,7 +86,6 @@ from elastic.strategies.base import (
     Strategy,
     Submit,
     WakeAt,
-    merge,
 )
 from elastic.strategies.knowledge import TOTAL, Knowledge
 from elastic.strategies.settle import SETTLE_MARGIN
@@ -386,7 +385,7 @@ class AllocationController:
             self._estimate.record()
         decision = self.strategy.decide(view)
         added = unserved(view, decision, max_cores=self.max_cores)
-        decision = merge(decision, added)
+        decision = combine(decision, added)
         self._settled = None
         acting = decision.actions
         if not self._settles and acting and view.backlog_full:
@@ -437,7 +436,7 @@ class AllocationController:
             view = self.view(now)
             predictions = self.knowledge.predictions
             fresh = self.strategy.decide(view)
-            fresh = merge(fresh, unserved(view, fresh, max_cores=self.max_cores))
+            fresh = combine(fresh, unserved(view, fresh, max_cores=self.max_cores))
             if fresh != decision or self.knowledge.predictions != predictions:
                 raise AssertionError(
                     f"{self.strategy.name} at t={now!r}: decided {fresh} (asked the learner "

@@ -37,6 +37,11 @@ A remembered or declared plan is thus a hint that the live tasks overrule, never
 than the most cores an allocation may have (``max_cores``) cannot be served by any request: the front
 door refuses it when it is submitted (:class:`~elastic.front.door.Elastic`), so it is skipped here.
 
+Where the strategy's decision requests an allocation for a stage but one the rule finds too narrow (or,
+for a re-run, too short), the rule's request replaces it: the strategy's, with the rule's cores and
+walltime where those are more (:func:`combine`). A decision holds one request per stage, so a second one
+beside it would be dropped.
+
 The rule adds requests, and releases only what keeps one from ever starting: when a stage's wider
 allocation (asked by the rule or the strategy, pending) and the run's running allocations together exceed
 ``max_cores``, the running allocations kept for that stage (or for the whole run) that run nothing, are
@@ -78,17 +83,19 @@ rule is applied again then.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from collections.abc import Iterable
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.pool.placement import estimate_after_loss
+from elastic.strategies.actions import Action, merge
 from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
 from elastic.strategies.rules import backlog_held, walltimes_so_far
 
-__all__ = ["LIVENESS_REASON", "unserved"]
+__all__ = ["LIVENESS_REASON", "combine", "unserved"]
 
 logger = logging.getLogger(__name__)
 
@@ -225,6 +232,34 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     if max_cores is None:
         return Decision(tuple(out), wake)
     return Decision((*out, *_make_room(view, decision, out, max_cores, offers=offers)), wake)
+
+
+def combine(decision: Decision, added: Decision) -> Decision:
+    """Return ``decision`` carried out with the liveness rule's ``added`` actions (:func:`unserved`).
+
+    A request the rule adds for a stage the decision requests too replaces the decision's, which it
+    found too narrow or (for a re-run) too short: the decision's, with the rule's cores and walltime
+    where those are more. Merged plainly (:func:`~elastic.strategies.actions.merge`, the first request
+    of a stage wins) the strategy's request dropped the rule's: SDSC Blue capacity, BWA 28, run 3, the
+    planner asked 3,863 s for ``cat_bwa`` just after its task was lost at 2,051 s, the rule's 4,102 s
+    was dropped, and the task was lost again on the shorter one.
+    """
+    ours = {a.stage: a for a in added.actions if isinstance(a, Submit)}
+    lifted: list[Action] = []
+    used: set[str] = set()
+    for a in decision.actions:
+        if isinstance(a, Submit) and a.stage in ours and a.stage not in used:
+            rule = ours[a.stage]
+            used.add(a.stage)
+            a = dataclasses.replace(
+                a,
+                cores=max(a.cores, rule.cores),
+                walltime=max(a.walltime, rule.walltime),
+                reason=rule.reason,
+            )
+        lifted.append(a)
+    rest = tuple(a for a in added.actions if not (isinstance(a, Submit) and a.stage in used))
+    return merge(Decision(tuple(lifted), decision.wake_at), Decision(rest, added.wake_at))
 
 
 def _make_room(

@@ -28,6 +28,7 @@ from elastic.strategies.rules import (
     needs_allocation,
     release_idle,
     remaining_work,
+    walltime_checks,
     walltime_follow_ups,
 )
 from elastic.strategies.view import Estimate, Releasing, RunView, StageView
@@ -55,6 +56,7 @@ __all__ = [
     "cores_waited_for",
     "release_idle",
     "remaining_work",
+    "walltime_checks",
     "walltime_follow_ups",
 ]
 

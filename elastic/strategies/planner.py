@@ -80,6 +80,7 @@ from elastic.strategies.base import (
     Serve,
     Submit,
     release_idle,
+    walltime_checks,
     walltime_follow_ups,
 )
 from elastic.strategies.base import merge as merge_decisions
@@ -314,6 +315,7 @@ class Planner:
                 [s.name for s in view.active_stages],  # one not ready or complete needs no follow-up
                 lead=lambda cores: timing.lead_time(self.queue.waits(view, cores, True), cores, prices),
             ),
+            Decision((), walltime_checks(view, [s.name for s in view.active_stages])),  # paced: look again
         )
 
     def _inputs(self, view: RunView) -> Hashable | None:

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.control.liveness import LIVENESS_REASON, unserved
+from elastic.control.liveness import LIVENESS_REASON, combine, unserved
 from elastic.control.scheduler import split_request as _split
 from elastic.strategies import Cancel, Decision, Knowledge, RunView, Serve, StageView, Submit
 from elastic.workflow import Stage, Workflow
@@ -341,3 +341,67 @@ def test_a_re_run_continues_the_walltime_sequence_from_what_ran_out_not_from_req
     k = view.knowledge
     assert s.walltime == max(k.walltime("b", [80.0]), 1000.0)  # the sequence after 80 s, at least 2 x 500 s
     assert s.walltime < k.walltime("b", [10_138.0, 80.0])
+
+
+def test_a_strategy_request_too_short_for_a_re_run_is_lifted_not_dropped_beside_the_rule_s() -> None:
+    # Regression: SDSC Blue capacity, BWA 28, run 3: the planner asked 3,863 s for a stage whose task was
+    # lost after 2,051 s; the rule's request (twice that) was dropped as a second request of the stage,
+    # and the task was lost again on the shorter allocation
+    view = _view((_rerun("b", 1000.0),))
+    decision = Decision((Submit("b", 1, 1500.0, reason="initial", pieces=1),), wake_at=900.0)
+    added = unserved(view, decision)
+    [rule] = added.actions
+    assert isinstance(rule, Submit) and rule.walltime >= 2000.0
+    [s] = combine(decision, added).actions
+    assert isinstance(s, Submit)
+    assert (s.stage, s.walltime, s.reason) == ("b", rule.walltime, LIVENESS_REASON)
+    assert combine(decision, added).wake_at == 900.0
+    # a wider request of the strategy keeps its cores; a long enough one needs no lift
+    wide = Decision((Submit("b", 4, 1500.0),))
+    [s] = combine(wide, unserved(view, wide)).actions
+    assert isinstance(s, Submit) and (s.cores, s.walltime) == (4, rule.walltime)
+    enough = Decision((Submit("b", 1, 5000.0),))
+    assert unserved(view, enough).actions == ()
+    assert combine(enough, unserved(view, enough)) == enough
+
+
+def test_a_strategy_request_too_narrow_for_a_stage_s_tasks_is_widened() -> None:
+    view = _view((_ready("c", 1, 8),))
+    decision = Decision((Submit("c", 4, 600.0, serves=("c", "d")),))
+    [s] = combine(decision, unserved(view, decision)).actions
+    assert isinstance(s, Submit) and (s.cores, s.serves) == (8, ("c", "d"))
+    assert s.walltime >= 600.0
+
+
+@given(
+    widths=st.lists(st.integers(1, 16), min_size=1, max_size=4),
+    asked=st.lists(st.tuples(st.integers(1, 16), st.floats(1.0, 10_000.0)), max_size=4),
+    floor=st.one_of(st.none(), st.floats(1.0, 5_000.0)),
+)
+@settings(max_examples=60, deadline=None)
+def test_combining_keeps_one_request_per_stage_and_never_asks_less(
+    widths: list[int], asked: list[tuple[int, float]], floor: float | None
+) -> None:
+    stages = tuple(
+        dataclasses.replace(
+            _ready(f"s{i}", 2, w, index=i, queued=2),
+            start_time=0.0,
+            rerun_floor=floor,
+            rerun_waiting=1 if floor is not None else 0,
+        )
+        for i, w in enumerate(widths)
+    )
+    view = _view(stages)
+    decision = Decision(tuple(Submit(f"s{i}", c, wt) for i, (c, wt) in enumerate(asked[: len(widths)])))
+    added = unserved(view, decision)
+    out = combine(decision, added)
+    submits = [a for a in out.actions if isinstance(a, Submit)]
+    assert len({s.stage for s in submits}) == len(submits)  # one request per stage
+    mine = {s.stage: s for s in decision.actions if isinstance(s, Submit)}
+    rule = {s.stage: s for s in added.actions if isinstance(s, Submit)}
+    for s in submits:
+        for other in (mine.get(s.stage), rule.get(s.stage)):
+            if other is not None:  # as wide and as long as each request of its stage
+                assert s.cores >= other.cores and s.walltime >= other.walltime
+    # and after it, the rule has nothing more to add
+    assert not [a for a in unserved(view, out).actions if isinstance(a, Submit)]

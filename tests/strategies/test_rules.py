@@ -24,7 +24,7 @@ from elastic.strategies import (
     Submit,
     make_strategy,
 )
-from elastic.strategies.base import release_idle, walltime_follow_ups
+from elastic.strategies.base import release_idle, walltime_checks, walltime_follow_ups
 from elastic.strategies.rules import walltimes_so_far
 from elastic.workflow import builtin_workflow
 from tests.strategies.views import Allocation, alloc, split
@@ -152,6 +152,34 @@ def test_follow_up_is_presubmitted_ahead_of_the_walltime_by_the_predicted_wait()
     ended = alloc("a2", "process", 8, 1000.0, AllocationState.TIMEOUT, 600.0, 600.0, 1600.0)
     (again,) = walltime_follow_ups(_view(1600.0, stages, (ended,), 300.0), ["process"]).actions
     assert isinstance(again, Submit) and again.reason == "walltime"
+
+
+def test_a_paced_strategy_looks_again_a_margin_before_a_running_allocation_s_walltime_ends() -> None:
+    # Regression: SDSC Blue capacity, BWA 28, run 3: the planner's decisions, paced, came 0.32 h apart;
+    # ``cat_bwa`` outlived its allocation in between, and the follow-up went out after the loss
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 8},
+    )
+    a2 = alloc("a2", "process", 8, 5000.0, AllocationState.RUNNING, 600.0, 600.0, busy=8)  # ends at 5600
+    view = _view(700.0, stages, (a2,), 300.0)
+    # expected to end well before (process: about 1800 s): no follow-up, nor a wake-up from the rule
+    assert walltime_follow_ups(view, ["process"]) == walltime_follow_ups(view, [])
+    assert walltime_checks(view, ["process"]) == pytest.approx(5540.0)
+    assert view.knowledge.predictions == 0  # no wait asked: a prediction may be drawn at random
+    # there, still running (it outlived every estimate), the follow-up goes out before the walltime ends
+    (submit,) = walltime_follow_ups(_view(5540.0, stages, (a2,), 300.0), ["process"]).actions
+    assert isinstance(submit, Submit) and submit.reason == "walltime"
+    # nothing once past it, for a stage not passed, or one whose allocation is pending
+    assert walltime_checks(_view(5540.0, stages, (a2,), 300.0), ["process"]) is None
+    assert walltime_checks(view, ["merge"]) is None
+    pending = alloc("a3", "process", 8, 5000.0, AllocationState.REQUESTED, 650.0)
+    assert walltime_checks(_view(700.0, stages, (a2, pending), 300.0), ["process"]) is None
+    done = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "end_time": 2400.0, "done": 8},
+    )
+    assert walltime_checks(_view(2500.0, done, (a2,), 300.0), ["process"]) is None
 
 
 @pytest.mark.parametrize(("done", "running", "cores"), [(0, 8, 8), (5, 3, 3), (7, 1, 1)])
@@ -337,3 +365,16 @@ def test_a_follow_up_continues_the_sequence_of_the_walltimes_that_ran_out_not_of
     (again,) = walltime_follow_ups(view, ["process"]).actions
     assert isinstance(again, Submit) and again.walltime == view.knowledge.walltime("process", [1000.0])
     assert again.walltime < view.knowledge.walltime("process", [10_138.0, 1000.0])
+
+
+def test_the_planner_decides_again_before_a_running_allocation_s_walltime_ends() -> None:
+    from elastic.strategies.planner import Planner
+
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 8},
+    )
+    a2 = alloc("a2", "process", 8, 5000.0, AllocationState.RUNNING, 600.0, 600.0, busy=8)
+    a3 = alloc("a3", "merge", 1, 3000.0, AllocationState.REQUESTED, 650.0)  # merge is asked for already
+    decision = Planner().decide(_view(700.0, stages, (a2, a3), 300.0))
+    assert not decision.actions and decision.wake_at == pytest.approx(5540.0)
