@@ -4,7 +4,8 @@
 estimate where the backend gives one, scaled by its bias learned from this run's own requests
 (:func:`estimate_bias`); else, for a follow-up once the run saw a wait, the run's latest wait; else the
 learned distribution. The same estimate says how much walltime a request can ask beyond its stages'
-without waiting longer (:meth:`QueueWaits.headroom`, :meth:`QueueWaits.waves_walltime`).
+without waiting longer (:meth:`QueueWaits.headroom`, :meth:`QueueWaits.waves_walltime`); without one, a
+request asks the walltime of the later stages a hold of it could save a wait for.
 
 Where the backend gives the scheduler's estimate of a new job's wait (``sbatch --test-only``:
 :attr:`~elastic.strategies.base.RunView.estimate`), every new allocation's wait is priced by it, asked
@@ -317,13 +318,19 @@ class QueueWaits:
 
         An allocation can be held across the stages after its own (:func:`hold.hold_through`) only if its
         walltime covers them, and a batch job's walltime cannot be extended once it runs. Two extensions,
-        each asked of the scheduler's estimate (without one, or when it is off, nothing is added):
+        each asked of the scheduler's estimate:
 
         - **For holds**: the stages after ``g`` up to the last one at least as wide as ``g`` (the stages a
           hold of this allocation could save a wait for), where the estimate starts the longer request no
           later (within :data:`HEADROOM_SLACK`) than ``walltime`` alone. Without it, Montage 28 on the
           busy synthetic queue (run 29) could not hold its first allocation across ``fit`` when the
-          estimate said 20 h for the next 28 cores, and waited them.
+          estimate said 20 h for the next 28 cores, and waited them. Without an estimate (none given,
+          or the planner's ``estimates`` off) nothing tells what the longer walltime costs, and it is
+          always asked: asked never, no allocation could be held and ``asa`` ran as Per-Stage does,
+          asking ahead (1000Genome 112 on HPC2N capacity, run 23: ``individuals``' 56 cores ended with
+          it, and the next 56 waited 25 h, where split Big-Job ran every stage after it on its first
+          piece). On issue 28's three capacity queues, where strategies get no estimate, 69 of 90
+          cells met against 60, at lower core-hours (``docs/results/strategies.md``).
         - **For every stage left** (a trailing narrow stage too: the allocation is then not killed at its
           walltime in the middle of a stage that runs long, which costs a lost task and a follow-up
           wait), only where both requests start at once: where the request waits, a longer walltime can
@@ -334,12 +341,13 @@ class QueueWaits:
 
         Unused walltime is not charged.
         """
-        if not self.estimates or view.estimate is None:
-            return walltime
         left = self._walltimes_left(view)
         last = max(left.position(x) for x in g.stages)
         k = view.knowledge
         cap = math.inf if k.max_walltime is None else max(k.max_walltime, walltime)
+        widest = left.last_at_least(g.cores)  # the last stage left at least as wide as g
+        if not self.estimates or view.estimate is None:  # nothing says what it costs: asked for holds
+            return min(walltime + left.between(last + 1, widest + 1), cap) if widest > last else walltime
         short_wait = view.estimate(g.cores, walltime, releasing)
         if short_wait is None:
             return walltime
@@ -350,7 +358,6 @@ class QueueWaits:
             long_wait = view.estimate(g.cores, everything, releasing)
             if long_wait is not None and long_wait <= HEADROOM_SLACK:
                 return everything
-        widest = left.last_at_least(g.cores)  # the last stage left at least as wide as g
         if widest > last:
             for_holds = min(walltime + left.between(last + 1, widest + 1), cap)
             long_wait = view.estimate(g.cores, for_holds, releasing) if for_holds > walltime else None

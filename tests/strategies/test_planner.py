@@ -555,15 +555,16 @@ def test_a_request_covers_the_stages_after_it_where_the_longer_walltime_waits_no
     assert _requested_walltime(Planner(pieces=1), _first_request_view(wait=600.0)) == math.ceil(
         own + narrow + wide2
     )
-    # the longer request would wait longer, or no estimate: wide1's own walltime
+    # the longer request would wait longer: wide1's own walltime
     assert _requested_walltime(Planner(pieces=1), _first_request_view()) == math.ceil(own)
-    assert _requested_walltime(
-        Planner(estimates=False, pieces=1), _first_request_view(wait=0.0)
-    ) == math.ceil(own)
+    # no estimate (none given, or off): nothing tells what the longer walltime costs, and it is asked
+    # up to the last stage a hold could save a wait for (asked never, no allocation could be held)
+    for_holds = math.ceil(own + narrow + wide2)
+    assert _requested_walltime(Planner(estimates=False, pieces=1), _first_request_view(wait=0.0)) == for_holds
     no_estimate = dataclasses.replace(_first_request_view(), estimate=None)
-    assert _requested_walltime(Planner(pieces=1), no_estimate) == math.ceil(own)
-    # asked as two batch jobs (the default) without an estimate: each asks its stages' walltime
-    assert _requested_walltime(Planner(), no_estimate) == math.ceil(own)
+    assert _requested_walltime(Planner(pieces=1), no_estimate) == for_holds
+    # asked as two batch jobs (the default) without an estimate: one wave of its stages, and the same cover
+    assert _requested_walltime(Planner(), no_estimate) == for_holds
 
 
 def test_a_piece_asks_two_waves_of_walltime_only_where_the_estimate_says_it_waits_no_longer() -> None:
@@ -578,8 +579,10 @@ def test_a_piece_asks_two_waves_of_walltime_only_where_the_estimate_says_it_wait
     )
     # a longer request waits longer: one wave (and no cover for holds either)
     assert _requested_walltime(Planner(), _first_request_view()) == math.ceil(own)
-    # the estimate off: one wave
-    assert _requested_walltime(Planner(estimates=False), _first_request_view(wait=600.0)) == math.ceil(own)
+    # the estimate off: one wave (and the cover for holds, asked without an estimate)
+    assert _requested_walltime(Planner(estimates=False), _first_request_view(wait=600.0)) == math.ceil(
+        own + narrow + wide2
+    )
 
 
 def test_a_trailing_narrow_stage_is_covered_only_where_the_request_starts_at_once() -> None:
@@ -595,6 +598,9 @@ def test_a_trailing_narrow_stage_is_covered_only_where_the_request_starts_at_onc
     assert _requested_walltime(Planner(pieces=1), _first_request_view(WIDE_THEN_NARROW, 600.0)) == math.ceil(
         own
     )
+    # without an estimate too: no later stage is as wide, so no hold could save a wait
+    no_estimate = dataclasses.replace(_first_request_view(WIDE_THEN_NARROW, 0.0), estimate=None)
+    assert _requested_walltime(Planner(pieces=1), no_estimate) == math.ceil(own)
 
 
 def _early_view(now: float) -> RunView:
