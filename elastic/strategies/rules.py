@@ -9,7 +9,7 @@ sequence, ahead of the expiry by the predicted queue wait, and replaces allocati
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from elastic.allocations import Allocation, AllocationState
 from elastic.strategies.actions import Action, Cancel, Decision, Submit
@@ -194,6 +194,23 @@ def _may_follow_up(view: RunView, label: str) -> bool:
     return not s.complete and (s.outstanding is None or s.outstanding > 0) and s.ready
 
 
+def followed(view: RunView, labels: Sequence[str]) -> Iterator[tuple[str, list[Allocation]]]:
+    """Yield the ``labels`` :func:`walltime_follow_ups` looks at, each with its allocations, none pending.
+
+    Those ready with work left (:func:`_may_follow_up`) that had an allocation kept for them, none of
+    which waits in the queue: the rules that follow walltimes (and :mod:`~elastic.strategies.settle`,
+    which says until when their result holds) read the same ones.
+    """
+    for label in labels:
+        # not ready: nothing to lose yet (the strategy's own rule (re)submits for stages not ready)
+        if not _may_follow_up(view, label):
+            continue
+        mine = view.allocations_serving(label)  # after the cheap tests: a long chain has few stages open
+        if not mine or any(a.pending for a in mine):  # most stages of a wide DAG wait for their first one
+            continue
+        yield label, mine
+
+
 _FOLLOW_UPS = frozenset({"walltime", "lost"})
 """Reasons of the requests :func:`walltime_follow_ups` makes."""
 
@@ -308,13 +325,7 @@ def walltime_follow_ups(
     actions: list[Action] = []
     wake: float | None = None
     k = view.knowledge
-    for label in labels:
-        # not ready: nothing to lose yet (the strategy's own rule (re)submits for stages not ready)
-        if not _may_follow_up(view, label):
-            continue
-        mine = view.allocations_serving(label)  # after the cheap tests: a long chain has few stages open
-        if not mine or any(a.pending for a in mine):  # most stages of a wide DAG wait for their first one
-            continue
+    for label, mine in followed(view, labels):
         previous = walltimes_so_far(view, label)  # the label's own sequence
         cores = view.width_left(label)
         running = [a for a in mine if a.running]
@@ -366,12 +377,7 @@ def walltime_checks(view: RunView, labels: Sequence[str], *, margin: float = 60.
     decision that asks for one is not kept: :attr:`~elastic.strategies.knowledge.Knowledge.predictions`).
     """
     wake: float | None = None
-    for label in labels:
-        if not _may_follow_up(view, label):
-            continue
-        mine = view.allocations_serving(label)
-        if not mine or any(a.pending for a in mine):
-            continue
+    for _, mine in followed(view, labels):
         ends = [a.walltime_end for a in mine if a.running and a.walltime_end is not None]
         if ends:
             check = max(ends) - margin

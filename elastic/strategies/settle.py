@@ -31,7 +31,7 @@ from collections.abc import Sequence
 
 from elastic.allocations import Allocation
 from elastic.strategies.knowledge import OUTLIVED, TOTAL
-from elastic.strategies.rules import _all_done, _known, _may_follow_up
+from elastic.strategies.rules import _all_done, _known, followed
 from elastic.strategies.view import RunView
 
 __all__ = ["SETTLE_MARGIN", "follow_ups_until", "release_idle_until", "work_fits_until"]
@@ -91,12 +91,7 @@ def follow_ups_until(view: RunView, labels: Sequence[str]) -> float:
     a lead at every decision, and run control never reuses such a decision).
     """
     until = math.inf
-    for label in labels:
-        if not _may_follow_up(view, label):
-            continue
-        mine = view.allocations_serving(label)
-        if not mine or any(a.pending for a in mine):
-            continue
+    for label, mine in followed(view, labels):
         running = [a for a in mine if a.running]
         if not running:
             if mine[-1].cancelled:
