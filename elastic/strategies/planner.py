@@ -304,6 +304,7 @@ class Planner:
         # cannot cover: taking one of those first made it keep another (demo3 with job_cores=1: a 1-core
         # job idled 853 s for merge, which the straggler's job then ran)
         idled, idle_wake = self._idled_out(view, idlers, {c.alloc_id for c in releases}, prices)
+        active = [s.name for s in view.active_stages]  # one not ready or complete needs no follow-up
         return merge_decisions(
             Decision(tuple(releases)),
             Decision(tuple(idled), idle_wake),
@@ -312,10 +313,10 @@ class Planner:
             Decision(tuple(_shortened(view, lambda width, w: self.queue.waves_walltime(view, width, w)))),
             walltime_follow_ups(
                 view,
-                [s.name for s in view.active_stages],  # one not ready or complete needs no follow-up
+                active,
                 lead=lambda cores: timing.lead_time(self.queue.waits(view, cores, True), cores, prices),
             ),
-            Decision((), walltime_checks(view, [s.name for s in view.active_stages])),  # paced: look again
+            Decision((), walltime_checks(view, active)),  # paced: decide again before a walltime ends
         )
 
     def _inputs(self, view: RunView) -> Hashable | None:

@@ -346,8 +346,9 @@ class QueueWaits:
         k = view.knowledge
         cap = math.inf if k.max_walltime is None else max(k.max_walltime, walltime)
         widest = left.last_at_least(g.cores)  # the last stage left at least as wide as g
+        for_holds = min(walltime + left.between(last + 1, widest + 1), cap) if widest > last else walltime
         if not self.estimates or view.estimate is None:  # nothing says what it costs: asked for holds
-            return min(walltime + left.between(last + 1, widest + 1), cap) if widest > last else walltime
+            return for_holds
         short_wait = view.estimate(g.cores, walltime, releasing)
         if short_wait is None:
             return walltime
@@ -358,9 +359,8 @@ class QueueWaits:
             long_wait = view.estimate(g.cores, everything, releasing)
             if long_wait is not None and long_wait <= HEADROOM_SLACK:
                 return everything
-        if widest > last:
-            for_holds = min(walltime + left.between(last + 1, widest + 1), cap)
-            long_wait = view.estimate(g.cores, for_holds, releasing) if for_holds > walltime else None
+        if for_holds > walltime:
+            long_wait = view.estimate(g.cores, for_holds, releasing)
             if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK:
                 asked = for_holds
         return asked
