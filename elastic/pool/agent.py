@@ -87,7 +87,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 EXIT_NO_POOL = 3
-"""Exit code when the pool never answered the registration."""
+"""Exit code when the pool never answered the registration, or sent the agent away (its allocation had
+ended, or the pool refused it)."""
 EXIT_POOL_SILENT = 4
 """Exit code when the pool stopped answering."""
 
@@ -174,6 +175,12 @@ class Agent:
             reg = Register(cmd.allocation, self.cores, socket.gethostname(), os.getpid(), walltime_end)
             sock.send(reg)
             welcome = self._await_welcome(sock)
+            if isinstance(welcome, Stop):
+                if welcome.allocation_ended:  # its job started as the allocation was cancelled
+                    logger.info("%s sent away: %s", self._prefix, welcome.reason)
+                else:
+                    logger.error("%s the pool refused this agent: %s", self._prefix, welcome.reason)
+                return EXIT_NO_POOL
             if welcome is None:
                 logger.error(
                     "%s the pool at %s did not answer within %.0f s (wrong secret, pool gone, unreachable?)",
@@ -198,7 +205,8 @@ class Agent:
             os.close(wake_write)
             shutil.rmtree(workdir, ignore_errors=True)
 
-    def _await_welcome(self, sock: AgentSocket) -> Welcome | None:
+    def _await_welcome(self, sock: AgentSocket) -> Welcome | Stop | None:
+        """Return the pool's answer to the registration: welcome, refusal, or None (no answer, signalled)."""
         start = time.monotonic()
         deadline = start + self.command.register_timeout
         probed = False
@@ -219,8 +227,7 @@ class Agent:
             if isinstance(msg, Welcome):
                 return msg
             if isinstance(msg, Stop):
-                logger.error("%s the pool refused this agent: %s", self._prefix, msg.reason)
-                return None
+                return msg
         return None
 
     def _add_worker(self) -> None:

@@ -112,9 +112,34 @@ class Drain:
 
 @dataclass(frozen=True, slots=True)
 class Stop:
-    """Pool -> agent: kill the running tasks and leave now."""
+    """Pool -> agent: kill the running tasks and leave now.
+
+    ``reason`` says why; :meth:`ended` builds the one sent when the agent's allocation has ended (to its
+    agents, and to one that registers after the end: a job that started as it was cancelled), an
+    agent's normal end.
+
+    Examples
+    --------
+    >>> Stop.ended("CANCELLED").reason, Stop.ended("CANCELLED").allocation_ended
+    ('allocation ended CANCELLED', True)
+    >>> Stop("pool closed").allocation_ended
+    False
+    """
 
     reason: str = ""
+
+    @classmethod
+    def ended(cls, state: str) -> Stop:
+        """Return the stop sent because the allocation ended in ``state`` (e.g. ``"CANCELLED"``)."""
+        return cls(f"{_ENDED}{state}")
+
+    @property
+    def allocation_ended(self) -> bool:
+        """Whether it was sent because the agent's allocation ended (:meth:`ended`)."""
+        return self.reason.startswith(_ENDED)
+
+
+_ENDED = "allocation ended "
 
 
 @dataclass(frozen=True, slots=True)

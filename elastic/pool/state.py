@@ -341,7 +341,7 @@ class PoolState:
         self._dirty = True
         for agent in [a for a in self.agents.values() if a.alloc_id == alloc_id]:
             self._lose_agent(agent, f"allocation {alloc_id} ended {new.value}")
-            self.outbox.append((agent.ident, Stop(f"allocation ended {new.value}")))
+            self.outbox.append((agent.ident, Stop.ended(new.value)))
 
     def drain(self, alloc_id: str, reason: str) -> None:
         """Place no new task on an allocation; its agents leave once their running tasks end.
@@ -442,12 +442,12 @@ class PoolState:
 
     # ------------------------------------------------------------------------------ messages and checks
 
-    def refuse(self, peer: str, why: str, alloc_id: str | None = None) -> None:
+    def refuse(self, peer: str, why: str, alloc_id: str | None = None, level: int = logging.WARNING) -> None:
         """Count a refused connection or message from ``peer``; log and record it unless too many came.
 
-        Nothing of the message is kept: at most :data:`_REFUSALS_RECORDED` refusals per
-        :data:`_REFUSAL_WINDOW` seconds are logged and recorded as events, the next recorded one says how
-        many were not.
+        It is logged at ``level``. Nothing of the message is kept: at most :data:`_REFUSALS_RECORDED`
+        refusals per :data:`_REFUSAL_WINDOW` seconds are logged and recorded as events, the next recorded
+        one says how many were not.
         """
         self.refused += 1
         now = self._clock()
@@ -461,7 +461,7 @@ class PoolState:
         if self._refusals_unrecorded:
             why += f" (and {self._refusals_unrecorded:,} refusals before this one not recorded)"
             self._refusals_unrecorded = 0
-        logger.warning("pool: %s", why)
+        logger.log(level, "pool: %s", why)
         alloc = peer.split("/")[0] if alloc_id is None else alloc_id
         self.emit(AgentEvent(now, alloc, peer, AgentEventKind.REFUSED, why))
 
@@ -551,7 +551,17 @@ class PoolState:
         elif alloc is None:
             why = f"unknown allocation {msg.alloc_id!r}"
         elif alloc.state.is_final:
-            why = f"allocation {msg.alloc_id!r} is {alloc.state.value}"
+            # an authenticated agent of ours whose job started as its allocation was cancelled, or after
+            # it ended otherwise: its normal end, told as to the agents the allocation had (a replayed
+            # registration gets the same answer, rate-limited as any refusal)
+            self.refuse(
+                name,
+                f"agent {name} came after allocation {msg.alloc_id!r} ended {alloc.state.value}: sent away",
+                msg.alloc_id,
+                level=logging.INFO,
+            )
+            self.outbox.append((ident, Stop.ended(alloc.state.value)))
+            return
         if alloc is None or why is not None:
             self.refuse(name, f"refused agent {name}: {why}", msg.alloc_id)
             self.outbox.append((ident, Stop(str(why))))

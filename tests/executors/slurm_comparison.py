@@ -53,7 +53,11 @@ def check_accounting(rows: dict[str, dict[str, str]], used_core_seconds: float) 
     """Assert every run counted its tasks' core-seconds and charged every one of them to a batch job."""
     used = used_core_seconds / 3600
     for config, r in rows.items():
-        assert float(r["core_h_used"]) == pytest.approx(used, rel=0.2), config
+        # each task sleeps its seconds and reports when it started and ended: never less than the
+        # nominal (a task missing would be), and over it by the machine's scheduling delays only, which
+        # on this 2-core machine under a full test run once passed 20 % (the widest stage of the tests'
+        # two-stage flows counted twice would be 1.67x and more); the file has 4 decimals of core-hours
+        assert used - 0.5e-4 <= float(r["core_h_used"]) < used * 1.6, config
         # every task ran in a batch job that was charged; Slurm's records are whole seconds, so the
         # charge may fall short of the real holding time by up to cores x 1 s per job
         assert int(r["tasks_outside"]) == 0, f"{config}: a task ran in a batch job that was not charged"

@@ -242,6 +242,25 @@ def test_agent_of_unknown_allocation_is_sent_away(pool: Pool, start_agent: Agent
     assert "unknown allocation 'ghost'" in event.detail
 
 
+def test_agent_of_a_cancelled_allocation_is_sent_away_quietly(
+    pool: Pool, start_agent: AgentStarter, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A job that starts as its allocation is cancelled: its agent leaves, with no warning or error."""
+    caplog.set_level(logging.INFO, logger="elastic.pool")
+    alloc = Allocation("a1", cores=1, walltime=600.0)
+    pool.add_allocation(alloc)
+    pool.allocation_ended("a1", AllocationState.CANCELLED, "cancelled while pending")
+    agent = start_agent(pool.agent_script(alloc), name="late")
+    assert agent.wait(timeout=15) == EXIT_NO_POOL
+    event = wait_for(pool, lambda e: isinstance(e, AgentEvent) and e.kind is AgentEventKind.REFUSED)
+    assert "came after allocation 'a1' ended CANCELLED" in event.detail
+    records = [r for r in caplog.records if "came after allocation" in r.getMessage()]
+    assert records and all(r.levelno == logging.INFO for r in records)
+    log = (tmp_path / "late-0.log").read_text()
+    assert "sent away: allocation ended CANCELLED" in log
+    assert " ERROR " not in log and " WARNING " not in log, log
+
+
 def test_walltime_aware_placement(pool: Pool, start_agent: AgentStarter) -> None:
     start_allocation(pool, start_agent, Allocation("short", cores=1, walltime=20.0))
     pool.add_allocation(Allocation("long", cores=1, walltime=600.0))  # requested, not started yet
