@@ -24,6 +24,7 @@ from elastic.strategies import (
     Submit,
     make_strategy,
 )
+from elastic.strategies.actions import Cancel
 from elastic.strategies.base import release_idle, walltime_checks, walltime_follow_ups
 from elastic.strategies.rules import walltimes_so_far
 from elastic.workflow import builtin_workflow
@@ -378,3 +379,70 @@ def test_the_planner_decides_again_before_a_running_allocation_s_walltime_ends()
     a3 = alloc("a3", "merge", 1, 3000.0, AllocationState.REQUESTED, 650.0)  # merge is asked for already
     decision = Planner().decide(_view(700.0, stages, (a2, a3), 300.0))
     assert not decision.actions and decision.wake_at == pytest.approx(5540.0)
+
+
+def _narrowing_view(done: int, pending: tuple[int, ...], started: bool = False) -> RunView:
+    """process (8 x 1 core): ``done`` tasks done, the rest running on a2 (killed at 1600 s), and a
+    walltime follow-up asked at 700 s still waiting, in jobs of ``pending`` cores (one request)."""
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": done, "running": 8 - done},
+    )
+    a2 = alloc("a2", "process", 8, 1000.0, AllocationState.RUNNING, 600.0, 600.0, busy=8 - done)
+    jobs = []
+    for i, cores in enumerate(pending):
+        state = AllocationState.RUNNING if started and i == 0 else AllocationState.REQUESTED
+        start = 900.0 if started and i == 0 else None
+        piece = {"piece_of": "a3"} if len(pending) > 1 else {}
+        jobs.append(
+            alloc(f"a{3 + i}", "process", cores, 2500.0, state, 700.0, start, reason="walltime", **piece)
+        )
+    return _view(1200.0, stages, (a2, *jobs), 300.0)
+
+
+@pytest.mark.parametrize(
+    ("done", "pending", "started", "narrowed"),
+    [
+        (7, (8,), False, 1),  # one task left: 1 core, not 8
+        (4, (8,), False, 4),  # half the cores: replaced
+        (3, (8,), False, None),  # 5 of 8: kept (its place in the queue is worth more)
+        (6, (4, 4), False, 2),  # a request in two jobs: both cancelled, one request made
+        (6, (4, 4), True, None),  # one of its jobs started: kept
+    ],
+)
+def test_a_waiting_follow_up_twice_as_wide_as_its_tasks_need_is_replaced_by_a_narrower_one(
+    done: int, pending: tuple[int, ...], started: bool, narrowed: int | None
+) -> None:
+    view = _narrowing_view(done, pending, started)
+    actions = walltime_follow_ups(view, ["process"]).actions
+    if narrowed is None:
+        assert not actions
+        return
+    cancels = [a for a in actions if isinstance(a, Cancel)]
+    submits = [a for a in actions if isinstance(a, Submit)]
+    assert sorted(c.alloc_id for c in cancels) == [f"a{3 + i}" for i in range(len(pending))]
+    (submit,) = submits
+    assert (submit.stage, submit.cores, submit.walltime, submit.reason) == (
+        "process",
+        narrowed,
+        2500.0,
+        "walltime",
+    )
+    assert actions.index(submit) > max(actions.index(c) for c in cancels)  # cancelled, then asked
+
+
+@settings(max_examples=200, deadline=None)
+@given(done=st.integers(0, 7), widths=st.lists(st.integers(1, 8), min_size=1, max_size=3))
+def test_a_narrowed_follow_up_asks_what_the_tasks_not_done_need_and_never_leaves_them_without(
+    done: int, widths: list[int]
+) -> None:
+    view = _narrowing_view(done, tuple(widths))
+    actions = walltime_follow_ups(view, ["process"]).actions
+    submits = [a for a in actions if isinstance(a, Submit)]
+    cancelled = {a.alloc_id for a in actions if isinstance(a, Cancel)}
+    need = view.width_left("process")
+    assert need == 8 - done
+    # a request is cancelled whole and asked again as wide as the tasks need, or left as it is
+    assert cancelled in (set(), {f"a{3 + i}" for i in range(len(widths))})
+    assert bool(cancelled) == bool(submits) == (sum(widths) >= 2 * need)
+    assert all(s.cores == need and s.walltime == 2500.0 for s in submits)
