@@ -36,6 +36,10 @@ if SITE is None and importlib.util.find_spec("toil") is None:
 
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[MesosServer]:
+    # Toil's executor command (``_toil_mesos_executor``) is a script beside this Python, found on the PATH
+    # the agents, hence Toil's executors, inherit: there when the venv is activated (the bootstrap script),
+    # not when its python is run by path (exit 127, "command not found")
+    monkeypatch.setenv("PATH", os.pathsep.join([str(Path(sys.executable).parent), os.environ["PATH"]]))
     if SITE is not None:  # the agents, hence Toil's executors, inherit these
         monkeypatch.setenv("PYTHONPATH", os.pathsep.join([SITE, os.environ.get("PYTHONPATH", "")]))
         monkeypatch.setenv("PATH", os.pathsep.join([str(Path(SITE) / "bin"), os.environ["PATH"]]))
