@@ -223,7 +223,14 @@ def clean_stale(home: Path, version: int) -> int:
         if not pid.isdigit() or (start and _start_time(int(pid)) == start):
             continue  # a live agent's (or not ours)
         killed = end_cgroup(Path(entry.path), version)
-        logger.warning("cgroups: removed the stale %s of a gone agent (%d processes)", entry.path, killed)
+        # an empty one is housekeeping (an agent killed before it removed its tree); processes left
+        # running by a gone agent are worth a warning
+        logger.log(
+            logging.WARNING if killed else logging.INFO,
+            "cgroups: removed the stale %s of a gone agent (%d processes)",
+            entry.path,
+            killed,
+        )
         ended += 1
     return ended
 
