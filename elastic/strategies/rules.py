@@ -380,7 +380,7 @@ def _narrowed(view: RunView, labels: Sequence[str]) -> list[Action]:
     """
     out: list[Action] = []
     for label in labels:
-        if not view.has_stage(label) and label != TOTAL:
+        if not _may_follow_up(view, label):  # the labels a follow-up is asked for, as the rule reads them
             continue
         requests: dict[str, list[Allocation]] = {}
         for a in view.allocations_serving(label):

@@ -446,3 +446,14 @@ def test_a_narrowed_follow_up_asks_what_the_tasks_not_done_need_and_never_leaves
     assert cancelled in (set(), {f"a{3 + i}" for i in range(len(widths))})
     assert bool(cancelled) == bool(submits) == (sum(widths) >= 2 * need)
     assert all(s.cores == need and s.walltime == 2500.0 for s in submits)
+
+
+def test_a_waiting_follow_up_of_a_done_stage_is_not_narrowed_but_left_to_the_release_rule() -> None:
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "end_time": 1100.0, "done": 8},
+    )
+    a3 = alloc("a3", "process", 8, 2500.0, AllocationState.REQUESTED, 700.0, reason="walltime")
+    view = _view(1200.0, stages, (a3,), 300.0)
+    assert not walltime_follow_ups(view, ["process"]).actions  # no 1-core request for a stage done
+    assert [c.alloc_id for c in release_idle(view)] == ["a3"]
