@@ -288,7 +288,8 @@ class Planner:
         if inputs is None or inputs != self._plans[0]:
             self._plans = (inputs, {})
         prices = self._prices(view)
-        timeline = Timeline(view, self.queue.wait_fn(view))
+        forecast = self.queue.estimates and view.estimate is not None
+        timeline = Timeline(view, self.queue.wait_fn(view), forecast=forecast)
         held_actions, kept, idlers = self._holds(view, prices, timeline)
         if view.backlog_full:
             # nothing goes before a queued request starts (which changes the allocations: planned then),

@@ -6,6 +6,7 @@ With its :class:`StageView` of each stage, and the scheduler's wait :class:`Esti
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Hashable, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Protocol
@@ -319,12 +320,32 @@ class RunView:
     def latest_wait(self, cores: int | None = None) -> float | None:
         """Return the queue wait of this run's allocation that started last (None: none has started).
 
-        Among the allocations of ``cores`` cores if one of them started, else among all. A wait counts
-        from when the allocation became eligible (its dependency released it), else from its submission.
+        Among the allocations of ``cores`` cores if one of them started, else among those of the width
+        nearest to it (by ratio: 56 is as near to 112 as to 28); no shorter than the wait of a narrower
+        allocation that started after that one (a wider job waits at least as long as a narrower one
+        in the same queue). ``cores`` None: the latest of any width. A wait counts from when the
+        allocation became eligible (its dependency released it), else from its submission.
+
+        A job's wait depends on its width, and the queue changes: the latest wait of any width (the rule
+        before) priced a 112-core request, asked as two 56-core pieces, by a 1-core job that had started
+        at once, so it was not asked until its stage was ready, where the run's 56-core job had waited
+        26 h (HPC2N capacity, Montage 112, run 16: 56.0 h against split Big-Job's 28.4 h); the nearest
+        width alone priced a 56-core request by a 28-core job that had started at once 12 h before, where
+        a 1-core job had since waited 10 h (CTC capacity, Statistics 56, run 25: 30.6 h against 16.2 h).
         """
-        seen = [(a.start_time, a.cores, a.queue_wait) for a in self.allocations if a.queue_wait is not None]
-        same = [w for w in seen if w[1] == cores]
-        return max(same or seen)[2] if seen else None
+        seen = [
+            (a.start_time, a.cores, a.queue_wait)
+            for a in self.allocations
+            if a.queue_wait is not None and a.start_time is not None
+        ]
+        if not seen:
+            return None
+        if cores is None:
+            return max(seen)[2]
+        near = min(abs(math.log(max(w[1], 1) / max(cores, 1))) for w in seen)
+        nearest = max(w for w in seen if abs(math.log(max(w[1], 1) / max(cores, 1))) <= near + 1e-9)
+        narrower = [w for w in seen if w[1] <= cores and w[0] > nearest[0]]
+        return max(nearest[2], max(narrower)[2]) if narrower else nearest[2]
 
     def busy_cores(self, alloc_id: str) -> int:
         """Cores of allocation ``alloc_id`` running tasks now."""

@@ -178,7 +178,7 @@ def test_a_request_goes_the_schedulers_estimate_ahead_of_its_need() -> None:
     assert set(asked) == {(1, k.walltime("narrow")), (28, k.walltime("wide2"))}
 
 
-def test_the_latest_wait_is_of_the_same_width_if_one_started_and_counts_from_eligibility() -> None:
+def test_the_latest_wait_is_of_the_nearest_width_that_started_and_counts_from_eligibility() -> None:
     records, busy = split(
         (
             alloc("a1", "wide1", 28, 9000.0, AllocationState.COMPLETED, 0.0, 500.0, 4000.0),
@@ -186,8 +186,33 @@ def test_the_latest_wait_is_of_the_same_width_if_one_started_and_counts_from_eli
         )
     )
     view = RunView(3200.0, WF, _boundary_view(0.0).stages, records, _knowledge(0.0), busy)
-    assert (view.latest_wait(28), view.latest_wait(1), view.latest_wait(8)) == (500.0, 50.0, 50.0)
+    assert (view.latest_wait(28), view.latest_wait(1)) == (500.0, 50.0)
+    # no 56-core or 8-core job started: the nearest width by ratio (28: 2x and 3.5x away; 1: 56x and 8x),
+    # not the latest job of any width (the 1-core one, which started later)
+    assert (view.latest_wait(56), view.latest_wait(8), view.latest_wait(3)) == (500.0, 500.0, 50.0)
+    assert view.latest_wait() == 50.0  # any width: the latest
     assert RunView(0.0, WF, view.stages, (), _knowledge(0.0)).latest_wait(28) is None
+
+
+def test_a_narrower_jobs_later_and_longer_wait_bounds_the_latest_wait_from_below() -> None:
+    # the queue filled up after the 28-core job started at once: a 1-core job since waited 10 h, so a
+    # wider job would now wait at least as long; a narrower job's short wait says nothing of a wider one
+    records, busy = split(
+        (
+            alloc("a1", "wide1", 28, 9000.0, AllocationState.RUNNING, 0.0, 30.0),
+            alloc("a2", "narrow", 1, 9000.0, AllocationState.RUNNING, 100.0, 36100.0),
+        )
+    )
+    view = RunView(40000.0, WF, _boundary_view(0.0).stages, records, _knowledge(0.0), busy)
+    assert (view.latest_wait(56), view.latest_wait(28), view.latest_wait(1)) == (36000.0, 36000.0, 36000.0)
+    records, busy = split(
+        (
+            alloc("a1", "wide1", 28, 9000.0, AllocationState.RUNNING, 0.0, 36000.0),
+            alloc("a2", "narrow", 1, 9000.0, AllocationState.RUNNING, 36000.0, 36030.0),
+        )
+    )
+    view = RunView(40000.0, WF, _boundary_view(0.0).stages, records, _knowledge(0.0), busy)
+    assert (view.latest_wait(56), view.latest_wait(28), view.latest_wait(1)) == (36000.0, 36000.0, 30.0)
 
 
 def test_asa_is_the_planner_and_the_paper_is_kept() -> None:

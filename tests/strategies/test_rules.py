@@ -269,6 +269,44 @@ def test_jobs_split_from_one_request_are_released_down_to_what_the_stage_still_n
             assert b > 0 or idle_kept - a.cores < waiting
 
 
+@pytest.mark.parametrize(("walltime", "released"), [(1000.0, set()), (1e4, {"a2", "a3"})])
+def test_an_idle_piece_is_kept_for_the_tasks_a_job_about_to_run_out_is_running(
+    walltime: float, released: set[str]
+) -> None:
+    # all 8 tasks of "process" run on a1, whose own stage is done (any task runs on any allocation): with
+    # 600 s of walltime left, less than a task's estimate, they will be lost and run again, so the idle
+    # pieces of process's own request are kept for them (1000Genome 112, HPC2N capacity, run 22); with
+    # the walltime to end them, nothing waits for cores and the idle pieces go, as before. A piece of the
+    # stage's own request with little walltime left is not counted so: its walltime was asked for these
+    # tasks, and they mostly end in time (test below)
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 8},
+    )
+    busy = alloc("a1", "prepare", 8, walltime, AllocationState.RUNNING, 0.0, 400.0, busy=8)
+    pieces = tuple(
+        alloc(f"a{i}", "process", 4, 1e4, AllocationState.RUNNING, 600.0, 900.0, piece_of="a2")
+        for i in (2, 3)
+    )
+    view = _view(801.0, stages, (busy, *pieces), 0.0)
+    assert (view.knowledge.task_estimate("process") > busy[0].remaining(view.now)) == (not released)
+    assert {c.alloc_id for c in release_idle(view)} == released
+
+
+def test_an_idle_piece_goes_beside_its_own_stages_piece_that_runs_out_soon() -> None:
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 4, "done": 4},
+    )
+    pieces = (
+        alloc("a2", "process", 4, 1000.0, AllocationState.RUNNING, 600.0, 400.0, busy=4, piece_of="a2"),
+        alloc("a3", "process", 4, 1e4, AllocationState.RUNNING, 600.0, 900.0, piece_of="a2"),
+    )
+    view = _view(801.0, stages, pieces, 0.0)
+    assert view.knowledge.task_estimate("process") > pieces[0][0].remaining(view.now)
+    assert {c.alloc_id for c in release_idle(view)} == {"a3"}
+
+
 def test_a_job_whose_cores_a_front_end_claimed_is_not_idle() -> None:
     # two one-core jobs of one request, their tasks just ended, one task left: one of them goes, unless
     # their cores are a Mesos framework's (offered to it, or under a task it has not heard the end of),
