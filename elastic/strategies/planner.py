@@ -288,8 +288,7 @@ class Planner:
         if inputs is None or inputs != self._plans[0]:
             self._plans = (inputs, {})
         prices = self._prices(view)
-        forecast = self.queue.estimates and view.estimate is not None
-        timeline = Timeline(view, self.queue.wait_fn(view), forecast=forecast)
+        timeline = Timeline(view, self.queue.wait_fn(view), forecast=self.queue.estimated(view))
         held_actions, kept, idlers = self._holds(view, prices, timeline)
         if view.backlog_full:
             # nothing goes before a queued request starts (which changes the allocations: planned then),
@@ -326,7 +325,7 @@ class Planner:
         The priority model, the knowledge (its version), the waits this run saw and, where the
         scheduler's estimate prices waits, the queue's version (:attr:`reuse`).
         """
-        estimated = self.estimates and view.estimate is not None
+        estimated = self.queue.estimated(view)
         if not self.reuse or (estimated and view.queue_version is None):
             return None
         seen = tuple(

@@ -142,6 +142,14 @@ class QueueWaits:
             0,
         )
 
+    def estimated(self, view: RunView) -> bool:
+        """Whether the scheduler's estimate prices waits now (:attr:`estimates` on, the backend gives it).
+
+        The methods here that then call ``view.estimate`` write the test out, so that the type checker
+        knows it is not None.
+        """
+        return self.estimates and view.estimate is not None
+
     def waits(self, view: RunView, cores: int, follow_up: bool, releasing: Releasing = ()) -> np.ndarray:
         """Return quantiles of a new allocation's wait (:mod:`~elastic.strategies.planner`, "Which wait").
 

@@ -342,8 +342,12 @@ class RunView:
             return None
         if cores is None:
             return max(seen)[2]
-        near = min(abs(math.log(max(w[1], 1) / max(cores, 1))) for w in seen)
-        nearest = max(w for w in seen if abs(math.log(max(w[1], 1) / max(cores, 1))) <= near + 1e-9)
+
+        def far(w: tuple[float, int, float]) -> float:  # how many times wider or narrower than ``cores``
+            return abs(math.log(max(w[1], 1) / max(cores, 1)))
+
+        near = min(map(far, seen))
+        nearest = max(w for w in seen if far(w) <= near + 1e-9)
         narrower = [w for w in seen if w[1] <= cores and w[0] > nearest[0]]
         return max(nearest[2], max(narrower)[2]) if narrower else nearest[2]
 
