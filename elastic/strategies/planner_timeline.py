@@ -86,10 +86,18 @@ class Timeline:
         return min(starts, default=now)
 
     def chain_plans(self, chain: Sequence[StageView]) -> list[StagePlan]:
-        """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores."""
+        """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores.
+
+        A ready stage is as wide as its tasks not done need (:meth:`RunView.width_left`), as the walltime
+        follow-ups and the liveness rule ask.
+        """
         works = [self.work(s) for s in chain]
         beside = _beside(chain, works)
-        return [StagePlan(s.name, s.width, w, b) for s, w, b in zip(chain, works, beside, strict=True)]
+        view = self.view
+        return [
+            StagePlan(s.name, view.width_left(s.name) if s.ready else s.width, w, b)
+            for s, w, b in zip(chain, works, beside, strict=True)
+        ]
 
     def end(self, name: str) -> float | None:
         """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""

@@ -68,3 +68,32 @@ def test_the_predicted_start_is_never_before_now_and_never_earlier_for_having_wa
         assert start >= now
         starts.append(start)
     assert starts[1] >= starts[0] * (1 - 1e-12)  # the mean of equal quantiles may round below them
+
+
+def _process_view(done: int, allocs: tuple = ()) -> RunView:
+    """demo3 at 4000 s: ``prepare`` done, ``process`` ready, ``done`` of its 8 tasks done, none running."""
+    stages = (
+        StageView("prepare", 0, 1, 1, (), done=1, ready_time=0.0, start_time=0.0, end_time=600.0),
+        StageView("process", 1, 8, 1, ("prepare",), done=done, ready_time=600.0, start_time=600.0),
+        StageView("merge", 2, 1, 1, ("process",)),
+    )
+    records, busy = split(allocs)
+    return RunView(4000.0, WF, stages, records, Knowledge(WF), busy)
+
+
+@pytest.mark.parametrize("done", [0, 3, 7])
+def test_a_ready_stage_is_planned_as_wide_as_its_tasks_not_done(done: int) -> None:
+    # Seismology 56, SDSC Blue capacity, run 11: one lost task of 56 was asked 56 cores again
+    view = _process_view(done)
+    plans = Timeline(view, lambda cores, follow_up: np.zeros(len(timing.PROBS))).chain_plans(view.stages[1:])
+    assert [(p.name, p.cores) for p in plans] == [("process", 8 - done), ("merge", 1)]
+
+
+def test_the_planner_asks_a_stage_left_without_allocations_for_its_tasks_not_done_only() -> None:
+    from elastic.strategies.base import Submit
+    from elastic.strategies.planner import Planner
+
+    ended = alloc("a1", "process", 8, 3000.0, AllocationState.TIMEOUT, 600.0, 600.0, 3600.0)
+    decision = Planner().decide(_process_view(6, (ended,)))
+    asked = [a for a in decision.actions if isinstance(a, Submit) and a.stage == "process"]
+    assert [a.cores for a in asked] == [2]
