@@ -39,6 +39,16 @@ def test_the_default_compares_both_shapes_of_each_baseline_over_common_runs(
     assert f"best Big-Job: {v.bigjob} ({v.bigjob_makespan:.2f} h)" in out
     assert f"best Per-Stage: {v.perstage} ({v.perstage_makespan:.2f} h)" in out
     assert f"asa: gap closed {v.cell('asa').split(',')[0]}, {v.core_hours['asa']:.2f}x" in out
+    # and its makespan over the better baseline's, with the interval of resampling the runs in pairs
+    better = v.bigjob if v.bigjob_makespan <= v.perstage_makespan else v.perstage
+    found = re.search(
+        rf"makespan (\S+)x {better}'s \(95 % interval (\S+)-(\S+), resampling the 3 runs in pairs\)",
+        " ".join(out.split()),
+    )
+    assert found is not None
+    ratio, low, high = (float(x) for x in found.groups())
+    assert ratio == pytest.approx(means["makespan"]["asa"] / means["makespan"][better], abs=0.005)
+    assert low <= high
 
 
 def test_shapes_are_checked_and_plain_keeps_the_paper_rows(
