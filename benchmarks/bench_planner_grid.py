@@ -273,7 +273,8 @@ def main() -> None:
                         f"{row['best_bigjob']}, {row['best_perstage']}: "
                         f"{format_gap(float(row['gap_closed']))} {row['core_h_ratio']:.2f}x "  # type: ignore[arg-type]
                         f"{'hard' if row['hard'] else 'easy'} {'met' if row['goal_met'] else 'MISSED'}"
-                        f"{' WORST' if row['worst'] else ''} (met in {row['met_share']:.0%} of resamples) "
+                        f"{' WORST' if row['worst'] else ''} "
+                        f"(met in {row['met_share'] * 100:.0f} % of resamples) "
                         f"[{row['seconds']:.0f} s]",
                         flush=True,
                     )

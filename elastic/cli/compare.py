@@ -251,6 +251,8 @@ def versus_lines(frame: pd.DataFrame) -> list[str]:
                 f"; makespan {ratio:.2f}x {better}'s (95 % interval {low:.2f}-{high:.2f}, resampling the "
                 f"{len(spans)} runs in pairs)"
             )
+        elif not math.isnan(ratio):
+            line += f"; makespan {ratio:.2f}x {better}'s (one run: no interval)"
         lines.append(line)
     return lines
 
@@ -340,7 +342,8 @@ def _run(args: argparse.Namespace) -> int:
     frame = summarise(results)
     weight = f", asa's weight {weight_text(args.weight)}" if "asa" in args.strategies else ""
     title = (
-        f"{workflow.name}: {args.runs} runs per strategy on {background.processors} cores, "
+        f"{workflow.name}: {args.runs} run{'' if args.runs == 1 else 's'} per strategy on "
+        f"{background.processors} cores, "
         f"{setup.describe()} (seed {args.seed}{weight})"
     )
     console.print(table(frame, title))

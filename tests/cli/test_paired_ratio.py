@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from elastic.cli import main
 from elastic.cli.compare import paired_ratio
 
 RUNS = st.lists(st.floats(0.1, 100.0), min_size=2, max_size=30)
@@ -38,3 +41,13 @@ def test_a_strategy_a_fixed_factor_slower_in_every_run_gets_that_factor_and_no_s
     b = np.array(runs) * unit  # any unit: hours or seconds
     ratio, low, high = paired_ratio(b * factor, b)
     assert all(math.isclose(x, factor, rel_tol=1e-9) for x in (ratio, low, high))
+
+
+def test_compare_of_one_run_gives_the_ratio_and_says_there_is_no_interval(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["compare", "--workflow", "demo3", "--runs", "1", "--processors", "64", "--seed", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "demo3: 1 run per strategy" in out
+    found = re.search(r"asa: gap closed .*?; makespan (\S+)x \S+'s \(one run: no interval\)", out)
+    assert found is not None and float(found.group(1)) > 0
