@@ -265,9 +265,9 @@ def paired_ratio(
     ``a[i]`` and ``b[i]`` are the same run (seed and queue start) under two strategies, resampled
     together: how much the queue differs from run to run, which both strategies see, does not widen the
     interval; how they differ in the same runs does. Fewer than 2 runs, or no mean to divide by: the
-    interval is nan. With numpy rather
-    than ``scipy.stats.bootstrap``, whose generator argument was renamed within the SciPy versions this
-    package supports; a fixed ``seed`` keeps a comparison's output the same from run to run.
+    interval is nan. With numpy rather than ``scipy.stats.bootstrap``, whose generator argument was
+    renamed within the SciPy versions this package supports; a fixed ``seed`` keeps a comparison's output
+    the same from run to run.
 
     Examples
     --------
