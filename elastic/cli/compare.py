@@ -223,7 +223,8 @@ def table(frame: pd.DataFrame, title: str) -> Table:
 
 def versus_lines(frame: pd.DataFrame) -> list[str]:
     """Every strategy that is no baseline against the best Big-Job and Per-Stage (means, common runs)."""
-    by = _common(frame).groupby("strategy", sort=False)
+    common = _common(frame)
+    by = common.groupby("strategy", sort=False)
     if not len(by):
         return []
     v = versus_baselines(
@@ -236,9 +237,8 @@ def versus_lines(frame: pd.DataFrame) -> list[str]:
         f"best Big-Job: {v.bigjob} ({v.bigjob_makespan:.2f} h), best Per-Stage: {v.perstage} "
         f"({v.perstage_makespan:.2f} h)"
     )
-    common = _common(frame)
     spans = common.pivot(index="run", columns="strategy", values="makespan")
-    better = v.bigjob if v.bigjob_makespan <= v.perstage_makespan else v.perstage
+    better = v.better
     lines = [head]
     for s in v.gap_closed:
         line = (

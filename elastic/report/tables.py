@@ -88,6 +88,11 @@ class Versus:
     gap_closed: dict[str, float]
     core_hours: dict[str, float]
 
+    @property
+    def better(self) -> str:
+        """Label of the faster of the two best baselines (lower mean makespan; Big-Job on a tie)."""
+        return self.bigjob if self.bigjob_makespan <= self.perstage_makespan else self.perstage
+
     def cell(self, strategy: str) -> str:
         """Return ``"75 %, 0.98x"`` (gap closed, x Per-Stage core-hours) for ``strategy``."""
         ratio = self.core_hours[strategy]
