@@ -3,6 +3,7 @@
 Each cell is ``elastic compare`` of the same runs (same seed, same start points for every strategy). The
 baselines run in every allocation shape of ``--shapes`` (default ``plain,split``: one batch job per
 allocation, and jobs of at most half the peak, rounded up: ``bigjob-split``, ``perstage-split``;
+``fine`` adds jobs of the widest task, ``bigjob-fine``, ``perstage-fine``:
 :data:`elastic.experiments.SHAPES`), and ``asa`` is read against the best shape of each baseline (the
 lowest mean makespan of its kind, :func:`elastic.report.tables.versus_baselines`). A row gives mean and
 median makespan and core-hours charged of every row label, the best Big-Job and Per-Stage, the share of
@@ -32,11 +33,11 @@ is appended to ``--csv`` at once, so a long grid can be stopped and its finished
 
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows suite]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity,capacity-ctc,capacity-sdsc]
-[--priorities age,basic,accrue-always] [--runs 30] [--seed 1] [--shapes plain,split] [--job-cores N]
+[--priorities age,basic,accrue-always] [--runs 30] [--seed 1] [--shapes plain,split,fine] [--job-cores N]
 [--learned-waits] [--no-estimates] [--weight W] [--pace S] [--no-calibrate] [--csv OUT]
 ``--shapes plain`` compares against the paper's baselines only (one job per allocation). ``--job-cores N``
 submits every strategy's allocations, ``asa``'s too, as batch jobs of at most N cores (``job_cores``;
-with ``--shapes plain`` only: the split shape sets its own). ``--learned-waits`` prices ``asa``'s
+with ``--shapes plain`` only: the other shapes set their own). ``--learned-waits`` prices ``asa``'s
 follow-ups by the learned wait distribution, not by the run's latest wait (``Planner(run_waits=False)``).
 ``--no-estimates``: ``asa`` does not ask the scheduler's estimate (``Planner(estimates=False)``).
 ``--weight W``: ``asa``'s price of a second of makespan, in seconds of the peak allocation
@@ -60,7 +61,7 @@ from pathlib import Path
 
 import numpy as np
 
-from elastic.experiments import SHAPES, default_background, shaped_strategies, simulate_runs
+from elastic.experiments import DEFAULT_SHAPES, default_background, shaped_strategies, simulate_runs
 from elastic.metrics import format_gap
 from elastic.report.scaling import scale_workflow
 from elastic.report.tables import versus_baselines
@@ -116,11 +117,11 @@ def cell(
     estimates: bool = True,
     weight: float | None = None,
     pace: float | None = None,
-    shapes: tuple[str, ...] = SHAPES,
+    shapes: tuple[str, ...] = DEFAULT_SHAPES,
     calibrate: bool = True,
 ) -> dict[str, object]:
     """Simulate one cell (every row label of ``shapes``) and return its row."""
-    if job_cores is not None and "split" in shapes:
+    if job_cores is not None and shapes != ("plain",):
         raise SystemExit("--job-cores splits every strategy: use it with --shapes plain")
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
     background, mode, policy = queue_setting(queue, peak, seed)
@@ -239,7 +240,7 @@ def main() -> None:
     parser.add_argument("--priorities", default="age,basic,accrue-always")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--shapes", default=",".join(DEFAULT_SHAPES))
     parser.add_argument("--job-cores", type=int, default=None)
     parser.add_argument("--learned-waits", action="store_true")
     parser.add_argument("--no-estimates", action="store_true")
@@ -249,7 +250,7 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
     shapes = tuple(args.shapes.split(","))
-    if args.job_cores is not None and "split" in shapes:
+    if args.job_cores is not None and shapes != ("plain",):
         parser.error("--job-cores splits every strategy's allocations: use it with --shapes plain")
     names = " ".join(shaped_strategies(STRATEGIES, shapes))
     print(

@@ -35,12 +35,15 @@ __all__ = [
     "BASELINES",
     "DEFAULT_PROCESSORS",
     "MAX_RUNS",
+    "DEFAULT_SHAPES",
     "SHAPES",
     "baseline_kind",
     "default_background",
     "parse_strategy",
     "shaped_strategies",
     "simulate_runs",
+    "fine_cores",
+    "shape_cores",
     "split_cores",
     "start_points",
     "window",
@@ -58,18 +61,28 @@ about 50 kB, all kept until the comparison is printed: 10,000 runs are about 15 
 per strategy."""
 
 
-SHAPES = ("plain", "split")
+SHAPES = ("plain", "split", "fine")
 """Allocation shapes a comparison can give the baselines (``elastic compare --shapes``).
 
 ``plain``: one batch job per allocation, as in the ASA paper. ``split``: every allocation wider than
 :func:`split_cores` (half the workflow's peak width, rounded up) is submitted as batch jobs of at most
-that many cores (run control's ``job_cores``), each released on its own once idle. The shape is not a
-strategy: any strategy may be run split; a split run is labelled ``<strategy>-split``."""
+that many cores (run control's ``job_cores``), each released on its own once idle. ``fine``: batch jobs
+as narrow as the workflow's widest task (:func:`fine_cores`; one core for single-core tasks), as a user
+would run them as a job array. The shape is not a strategy: any strategy may be run in any shape; a
+run in one is labelled ``<strategy>-split`` or ``<strategy>-fine``."""
+
+DEFAULT_SHAPES = ("plain", "split")
+"""The shapes a comparison runs without ``--shapes``. ``fine`` is not among them yet: on the HPC2N replay
+it beats every strategy in its other shapes (``docs/results/strategies.md``, "Baselines in jobs of one
+task"), and ``asa`` does not yet choose its own jobs' width; a comparison that leaves it out says so in
+its report."""
 
 BASELINES = ("bigjob", "perstage")
 """The baseline kinds: a comparison reads every other strategy against the best run shape of each."""
 
 _SPLIT = "-split"
+_FINE = "-fine"
+_SUFFIXES = {"split": _SPLIT, "fine": _FINE}
 
 
 def split_cores(workflow: Workflow) -> int:
@@ -84,6 +97,23 @@ def split_cores(workflow: Workflow) -> int:
     return max(1, math.ceil(workflow.max_width / 2))
 
 
+def fine_cores(workflow: Workflow) -> int:
+    """Return the ``job_cores`` of the ``fine`` shape: the cores of ``workflow``'s widest task.
+
+    Examples
+    --------
+    >>> from elastic.workflow import builtin_workflow
+    >>> fine_cores(builtin_workflow("montage")), fine_cores(builtin_workflow("bwa"))
+    (1, 4)
+    """
+    return max(s.cores for s in workflow.stages)
+
+
+def shape_cores(workflow: Workflow, shape: str) -> int | None:
+    """Return the ``job_cores`` of a run in ``shape`` (None: ``plain``, one batch job per allocation)."""
+    return {"split": split_cores, "fine": fine_cores}[shape](workflow) if shape != "plain" else None
+
+
 def parse_strategy(label: str) -> tuple[str, str]:
     """Return ``(strategy registry name, shape)`` of a comparison row label (``bigjob-split``).
 
@@ -94,17 +124,19 @@ def parse_strategy(label: str) -> tuple[str, str]:
 
     Examples
     --------
-    >>> parse_strategy("bigjob-split"), parse_strategy("asa")
-    (('bigjob', 'split'), ('asa', 'plain'))
+    >>> parse_strategy("bigjob-split"), parse_strategy("asa"), parse_strategy("perstage-fine")
+    (('bigjob', 'split'), ('asa', 'plain'), ('perstage', 'fine'))
     """
     from elastic.strategies import STRATEGY_NAMES
 
     if label in STRATEGY_NAMES:
         return label, "plain"
-    base = label.removesuffix(_SPLIT)
-    if label.endswith(_SPLIT) and base in STRATEGY_NAMES:
-        return base, "split"
-    raise UnknownNameError("strategy", label, [*STRATEGY_NAMES, *(f"{s}{_SPLIT}" for s in STRATEGY_NAMES)])
+    for shape, suffix in _SUFFIXES.items():
+        base = label.removesuffix(suffix)
+        if label.endswith(suffix) and base in STRATEGY_NAMES:
+            return base, shape
+    shaped = [f"{s}{suffix}" for suffix in _SUFFIXES.values() for s in STRATEGY_NAMES]
+    raise UnknownNameError("strategy", label, [*STRATEGY_NAMES, *shaped])
 
 
 def baseline_kind(label: str) -> str | None:
@@ -112,10 +144,10 @@ def baseline_kind(label: str) -> str | None:
 
     Examples
     --------
-    >>> baseline_kind("perstage-split"), baseline_kind("asa"), baseline_kind("mine")
-    ('perstage', None, None)
+    >>> [baseline_kind(s) for s in ("perstage-split", "bigjob-fine", "asa", "mine")]
+    ['perstage', 'bigjob', None, None]
     """
-    base = label.removesuffix(_SPLIT)
+    base = label.removesuffix(_SPLIT).removesuffix(_FINE)
     return base if base in BASELINES else None
 
 
@@ -128,8 +160,8 @@ def shaped_strategies(strategies: Sequence[str], shapes: Sequence[str]) -> tuple
         Strategy registry names, in order.
     shapes : sequence of str
         From :data:`SHAPES`; ``split`` adds ``<baseline>-split`` after each baseline of
-        :data:`BASELINES`. Strategies that are no baseline keep their own allocation shape (``asa``
-        plans its own pieces) and are run once.
+        :data:`BASELINES`, ``fine`` ``<baseline>-fine``. Strategies that are no baseline keep their
+        own allocation shape (``asa`` plans its own pieces) and are run once.
 
     Raises
     ------
@@ -142,6 +174,8 @@ def shaped_strategies(strategies: Sequence[str], shapes: Sequence[str]) -> tuple
     ('bigjob', 'bigjob-split', 'perstage', 'perstage-split', 'asa')
     >>> shaped_strategies(["bigjob", "asa"], ["split"])
     ('bigjob-split', 'asa')
+    >>> shaped_strategies(["perstage"], ["plain", "split", "fine"])
+    ('perstage', 'perstage-split', 'perstage-fine')
     """
     bad = [s for s in shapes if s not in SHAPES]
     if not shapes or bad:
@@ -155,8 +189,9 @@ def shaped_strategies(strategies: Sequence[str], shapes: Sequence[str]) -> tuple
             continue
         if "plain" in shapes:
             out.append(s)
-        if "split" in shapes:
-            out.append(f"{s}{_SPLIT}")
+        for shape, suffix in _SUFFIXES.items():
+            if shape in shapes:
+                out.append(f"{s}{suffix}")
     return tuple(dict.fromkeys(out))
 
 
@@ -287,8 +322,9 @@ def simulate_runs(
     workflow : Workflow
         What to run.
     strategy : str
-        Registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``), or a name with ``-split``: the
-        ``split`` shape of :data:`SHAPES` (``job_cores`` = :func:`split_cores` of ``workflow``).
+        Registry name (``bigjob``, ``perstage``, ``asa``, ``asa-naive``), or a name with ``-split`` or
+        ``-fine``: that shape of :data:`SHAPES` (``job_cores`` = :func:`split_cores` or
+        :func:`fine_cores` of ``workflow``).
     runs : int, default 1
         How many runs.
     seed : int, default 0
@@ -354,13 +390,11 @@ def simulate_runs(
 
     _check_runs(runs)
     strategy, shape = parse_strategy(strategy)
-    if shape == "split":
+    if shape != "plain":
+        own = shape_cores(workflow, shape)
         if job_cores is not None:
-            raise ConfigError(
-                f"{strategy}-split sets its own job_cores ({split_cores(workflow)}); "
-                f"got job_cores={job_cores}"
-            )
-        job_cores = split_cores(workflow)
+            raise ConfigError(f"{strategy}-{shape} sets its own job_cores ({own}); got job_cores={job_cores}")
+        job_cores = own
     if background is None:
         background = default_background(seed=seed)
     if workflow.max_width > background.processors:

@@ -9,11 +9,13 @@ with its 95 % confidence interval (Student t) over the runs every strategy compl
 strategy's completion count. The title names the background, the queue policy and the priority model
 (:mod:`elastic.simulator.priority`) the runs used.
 
-Allocation shape is not a strategy: ``--shapes`` (:data:`~elastic.experiments.SHAPES`, default both in
-simulation, ``plain`` with ``--emulate``) runs the baselines (Big-Job, Per-Stage) as one batch job per
-allocation (``plain``) and split into jobs of at most half the workflow's peak width (``split``, rows
-``bigjob-split`` and ``perstage-split``). Every other strategy is read against the best shape of each
-baseline (lowest mean makespan): the share of their makespan gap it closes
+Allocation shape is not a strategy: ``--shapes`` (:data:`~elastic.experiments.SHAPES`; default
+:data:`~elastic.experiments.DEFAULT_SHAPES` in simulation, ``plain`` with ``--emulate``) runs the
+baselines (Big-Job, Per-Stage) as one batch job per allocation (``plain``), split into jobs of at most
+half the workflow's peak width (``split``, rows ``bigjob-split`` and ``perstage-split``), or in jobs as
+narrow as the widest task (``fine``, rows ``bigjob-fine`` and ``perstage-fine``). Every other strategy
+is read against the best shape of each baseline (lowest mean makespan): the share of their makespan gap
+it closes
 (:func:`~elastic.metrics.gap_closed`, ``n/a`` where the gap is within 5 % of the better makespan) and
 its core-hours over the best Per-Stage's.
 
@@ -140,10 +142,10 @@ def register(subparsers: Any) -> None:
         "--shapes",
         type=_shapes,
         default=None,
-        metavar="plain,split",
-        help="allocation shapes of the baselines: plain (one batch job per allocation) and/or split (jobs "
-        "of at most half the peak width: rows bigjob-split, perstage-split); default both, plain with "
-        "--emulate",
+        metavar="plain,split,fine",
+        help="allocation shapes of the baselines: plain (one batch job per allocation), split (jobs of at "
+        "most half the peak width: rows bigjob-split, perstage-split), fine (jobs of the widest task: "
+        "bigjob-fine, perstage-fine); default plain,split, plain with --emulate",
     )
     parser.add_argument(
         "--learner",

@@ -29,7 +29,7 @@ from rich.progress import (
 from elastic.cli.arguments import BackgroundSetup, load_background
 from elastic.cli.weight import options_by_strategy, weight_text
 from elastic.errors import ConfigError
-from elastic.experiments import SHAPES, shaped_strategies
+from elastic.experiments import DEFAULT_SHAPES, shaped_strategies
 from elastic.extras import require
 from elastic.report.experiment import Cell, CellRunner, ExperimentPlan, Simulation, emulation, run_experiment
 from elastic.report.records import RunRecord
@@ -46,10 +46,10 @@ _FIGURES_PER_WORKFLOW = 2  # breakdown and Gantt chart; plus one convergence fig
 def rows(args: argparse.Namespace) -> tuple[str, ...]:
     """Return the comparison's row labels: ``--strategies`` with the baselines in every ``--shapes``.
 
-    Without ``--shapes``: both shapes (:data:`~elastic.experiments.SHAPES`), ``plain`` with ``--emulate``
+    Without ``--shapes``: :data:`~elastic.experiments.DEFAULT_SHAPES`, ``plain`` with ``--emulate``
     (real runs of the demos cost minutes each).
     """
-    shapes = args.shapes or (["plain"] if args.emulate else list(SHAPES))
+    shapes = args.shapes or (["plain"] if args.emulate else list(DEFAULT_SHAPES))
     return shaped_strategies(args.strategies, shapes)
 
 
@@ -73,7 +73,8 @@ def settings(
         (
             "allocation shapes",
             "plain: one batch job per allocation; -split: each allocation as batch jobs of at most half "
-            "the workflow's peak width, rounded up (others plan their own)",
+            "the workflow's peak width, rounded up; -fine: batch jobs as narrow as the widest task (others "
+            "plan their own)",
         ),
         ("runs per cell", str(plan.runs)),
         (

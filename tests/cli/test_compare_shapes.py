@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from elastic.cli import main
+from elastic.errors import ConfigError
 from elastic.report.tables import versus_baselines
 
 
@@ -56,7 +57,7 @@ def test_shapes_are_checked_and_plain_keeps_the_paper_rows(
 ) -> None:
     with pytest.raises(SystemExit):
         main(["compare", "--shapes", "plain,round"])
-    assert "unknown allocation shape round; choose from: plain, split" in capsys.readouterr().err
+    assert "unknown allocation shape round; choose from: plain, split, fine" in capsys.readouterr().err
     csv = tmp_path / "runs.csv"
     args = [
         "compare",
@@ -73,3 +74,39 @@ def test_shapes_are_checked_and_plain_keeps_the_paper_rows(
     assert list(dict.fromkeys(pd.read_csv(csv)["strategy"])) == ["perstage-split", "asa"]
     out = capsys.readouterr().out
     assert "gap closed" not in out  # no Big-Job: nothing to read asa against
+
+
+def test_the_fine_shape_runs_each_baseline_as_jobs_of_its_widest_task(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # BWA's alignment stage has 4-core tasks: fine Big-Job asks its 28 cores as seven 4-core jobs
+    from elastic.experiments import simulate_runs
+    from elastic.workflow import builtin_workflow
+
+    wf = builtin_workflow("bwa")
+    (run,) = simulate_runs(wf, "bigjob-fine", runs=1, seed=1)
+    sizes = {e.cores for e in run.events if e.kind.value == "alloc_submit"}
+    assert sizes == {4}, sizes
+    (plain,) = simulate_runs(wf, "bigjob", runs=1, seed=1)
+    assert {e.cores for e in plain.events if e.kind.value == "alloc_submit"} == {wf.max_width}
+    with pytest.raises(ConfigError, match="bigjob-fine sets its own job_cores"):
+        simulate_runs(wf, "bigjob-fine", runs=1, job_cores=2)
+    # on the command line: the fine rows beside the others, and the best shape read from all of them
+    csv = tmp_path / "runs.csv"
+    args = ["compare", "--workflow", "montage", "--runs", "2", "--seed", "1", "--processors", "64"]
+    assert main([*args, "--shapes", "plain,split,fine", "--csv", str(csv)]) == 0
+    labels = list(dict.fromkeys(pd.read_csv(csv)["strategy"]))
+    assert labels == [
+        "bigjob",
+        "bigjob-split",
+        "bigjob-fine",
+        "perstage",
+        "perstage-split",
+        "perstage-fine",
+        "asa",
+    ]
+    out = " ".join(capsys.readouterr().out.split())
+    runs = pd.read_csv(csv)
+    means = runs.groupby("strategy", sort=False)["makespan"].mean()
+    best = min(("bigjob", "bigjob-split", "bigjob-fine"), key=lambda s: means[s])
+    assert f"best Big-Job: {best} " in out
