@@ -1,9 +1,9 @@
 """Issue 9's grid: Big-Job, Per-Stage and ``asa`` (the planner) per workflow x peak x queue x priority.
 
 Each cell is ``elastic compare`` of the same runs (same seed, same start points for every strategy). The
-baselines run in every allocation shape of ``--shapes`` (default ``plain,split``: one batch job per
-allocation, and jobs of at most half the peak, rounded up: ``bigjob-split``, ``perstage-split``;
-``fine`` adds jobs of the widest task, ``bigjob-fine``, ``perstage-fine``:
+baselines run in every allocation shape of ``--shapes`` (default ``plain,split,fine``: one batch job
+per allocation; jobs of at most half the peak, rounded up: ``bigjob-split``, ``perstage-split``; and
+jobs of the widest task, ``bigjob-fine``, ``perstage-fine``:
 :data:`elastic.experiments.SHAPES`), and ``asa`` is read against the best shape of each baseline (the
 lowest mean makespan of its kind, :func:`elastic.report.tables.versus_baselines`). A row gives mean and
 median makespan and core-hours charged of every row label, the best Big-Job and Per-Stage, the share of

@@ -36,6 +36,7 @@ __all__ = [
     "DEFAULT_PROCESSORS",
     "MAX_RUNS",
     "DEFAULT_SHAPES",
+    "PAPER_SHAPES",
     "SHAPES",
     "baseline_kind",
     "default_background",
@@ -71,11 +72,14 @@ as narrow as the workflow's widest task (:func:`fine_cores`; one core for single
 would run them as a job array. The shape is not a strategy: any strategy may be run in any shape; a
 run in one is labelled ``<strategy>-split`` or ``<strategy>-fine``."""
 
-DEFAULT_SHAPES = ("plain", "split")
-"""The shapes a comparison runs without ``--shapes``. ``fine`` is not among them yet: on the HPC2N replay
-it beats every strategy in its other shapes (``docs/results/strategies.md``, "Baselines in jobs of one
-task"), and ``asa`` does not yet choose its own jobs' width; a comparison that leaves it out says so in
-its report."""
+DEFAULT_SHAPES = SHAPES
+"""The shapes a comparison runs without ``--shapes``: all of them, so that every other strategy is read
+against the strongest shape of each baseline. ``fine`` is the strongest on the busy synthetic queue and
+the HPC2N replay, where narrow jobs start at once in backfill holes (``docs/results/strategies.md``,
+"Baselines in jobs of one task")."""
+
+PAPER_SHAPES = ("plain", "split")
+"""The shapes ``elastic reproduce asa`` runs, as its published results page does."""
 
 BASELINES = ("bigjob", "perstage")
 """The baseline kinds: a comparison reads every other strategy against the best run shape of each."""

@@ -48,7 +48,7 @@ from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
 from elastic.cli.weight import add_weight_argument, check_weight, strategy_options, weight_text
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.experiments import MAX_RUNS, SHAPES, simulate_runs
+from elastic.experiments import BASELINES, MAX_RUNS, SHAPES, simulate_runs
 from elastic.learners.choice import WAIT_LEARNERS
 from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
@@ -75,7 +75,11 @@ COLUMNS: tuple[tuple[str, str, float], ...] = (
 """Metrics shown: (summary key, column title, divisor)."""
 
 
-_names = name_list("strategy", STRATEGY_NAMES)
+# a strategy that is no baseline may be run in a shape of its own too (``asa-fine``: asa in jobs of one task)
+_names = name_list(
+    "strategy",
+    [*STRATEGY_NAMES, *(f"{s}-{k}" for s in STRATEGY_NAMES if s not in BASELINES for k in SHAPES[1:])],
+)
 _shapes = name_list("allocation shape", SHAPES)
 
 
@@ -136,7 +140,9 @@ def register(subparsers: Any) -> None:
         "--strategies",
         type=_names,
         default=["bigjob", "perstage", "asa"],
-        help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default: bigjob,perstage,asa)",
+        help=f"comma-separated, from {','.join(STRATEGY_NAMES)} (default: bigjob,perstage,asa); a strategy "
+        "other than the baselines also as NAME-split or NAME-fine, in that allocation shape (asa-fine: asa "
+        "in jobs of one task)",
     )
     parser.add_argument(
         "--shapes",
@@ -145,7 +151,7 @@ def register(subparsers: Any) -> None:
         metavar="plain,split,fine",
         help="allocation shapes of the baselines: plain (one batch job per allocation), split (jobs of at "
         "most half the peak width: rows bigjob-split, perstage-split), fine (jobs of the widest task: "
-        "bigjob-fine, perstage-fine); default plain,split, plain with --emulate",
+        "bigjob-fine, perstage-fine); default all three, plain with --emulate",
     )
     parser.add_argument(
         "--learner",

@@ -31,7 +31,7 @@ def add_weight_argument(parser: argparse.ArgumentParser) -> None:
 def options_by_strategy(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Return, per strategy name, the options the command line gives it (``--weight``: ``asa``'s alone)."""
     weight = getattr(args, "weight", None)
-    return {} if weight is None else {"asa": {"weight": weight}}
+    return {} if weight is None else {label: {"weight": weight} for label in ("asa", "asa-split", "asa-fine")}
 
 
 def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
@@ -51,7 +51,7 @@ def check_weight(args: argparse.Namespace, strategies: list[str]) -> None:
             f"--weight must be <= {MAX_WEIGHT:g} (a second of makespan at a million seconds of "
             f"the peak allocation is already priced above every core), got {weight:g}"
         )
-    if "asa" not in strategies:
+    if not any(s in ("asa", "asa-split", "asa-fine") for s in strategies):
         advice = "use --strategy asa" if len(strategies) == 1 else "add asa to --strategies"
         raise ConfigError(
             f"--weight is asa's option (its price of a second of makespan), not "

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from elastic.errors import ConfigError
-from elastic.experiments import DEFAULT_SHAPES, shaped_strategies
+from elastic.experiments import PAPER_SHAPES, shaped_strategies
 from elastic.papers.report import IN_TREND, NOT_REPRODUCED, REPRODUCED, Check, PaperReport, Table, worst
 from elastic.report.experiment import ExperimentPlan, Simulation, run_experiment
 from elastic.report.records import runs_frame
@@ -336,7 +336,7 @@ def compare(
     _check_scope(workflows, cores)
     plan = ExperimentPlan(
         tuple(resolve_workflow(w) for w in workflows),
-        shaped_strategies(list(STRATEGIES), list(DEFAULT_SHAPES)),
+        shaped_strategies(list(STRATEGIES), list(PAPER_SHAPES)),
         runs,
         cores=tuple(cores),
         seed=seed,

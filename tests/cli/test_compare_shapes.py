@@ -13,7 +13,7 @@ from elastic.errors import ConfigError
 from elastic.report.tables import versus_baselines
 
 
-def test_the_default_compares_both_shapes_of_each_baseline_over_common_runs(
+def test_the_default_compares_every_shape_of_each_baseline_over_common_runs(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     csv = tmp_path / "runs.csv"
@@ -21,7 +21,7 @@ def test_the_default_compares_both_shapes_of_each_baseline_over_common_runs(
     assert main([*args, "--csv", str(csv)]) == 0
     out = capsys.readouterr().out
     runs = pd.read_csv(csv)
-    labels = ["bigjob", "bigjob-split", "perstage", "perstage-split", "asa"]
+    labels = ["bigjob", "bigjob-split", "bigjob-fine", "perstage", "perstage-split", "perstage-fine", "asa"]
     assert list(dict.fromkeys(runs["strategy"])) == labels
     for label in labels:
         assert re.search(rf"│ {label} +│ +3/3 │", out), label
@@ -110,3 +110,29 @@ def test_the_fine_shape_runs_each_baseline_as_jobs_of_its_widest_task(
     means = runs.groupby("strategy", sort=False)["makespan"].mean()
     best = min(("bigjob", "bigjob-split", "bigjob-fine"), key=lambda s: means[s])
     assert f"best Big-Job: {best} " in out
+
+
+def test_asa_may_be_run_in_a_shape_too_and_is_read_against_the_baselines_like_asa(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    csv = tmp_path / "runs.csv"
+    args = ["compare", "--workflow", "demo3", "--runs", "2", "--seed", "1", "--processors", "32"]
+    strategies = ["--strategies", "bigjob,perstage,asa,asa-fine", "--shapes", "fine", "--weight", "1"]
+    assert main([*args, *strategies, "--csv", str(csv)]) == 0
+    runs = pd.read_csv(csv)
+    assert list(dict.fromkeys(runs["strategy"])) == ["bigjob-fine", "perstage-fine", "asa", "asa-fine"]
+    out = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"asa-fine: gap closed \S+ %|asa-fine: gap closed n/a", out)
+    # asa-fine asks 1-core jobs only (demo3's tasks are 1-core); asa its own, wider pieces
+    from elastic.experiments import simulate_runs
+    from elastic.workflow import builtin_workflow
+
+    for label, one_core in (("asa-fine", True), ("asa", False)):
+        (run,) = simulate_runs(builtin_workflow("demo3"), label, runs=1, seed=1)
+        sizes = {e.cores for e in run.events if e.kind.value == "alloc_submit"}
+        assert (sizes == {1}) is one_core, (label, sizes)
+    with pytest.raises(SystemExit):
+        main([*args, "--strategies", "bigjob,bigjob-fine"])  # a baseline's shape comes from --shapes
+    assert "unknown strategy bigjob-fine" in capsys.readouterr().err
+    # --weight is asa's, in any of its shapes
+    assert main([*args, "--strategies", "asa-fine", "--weight", "0.5"]) == 0
