@@ -15,6 +15,7 @@ from elastic.errors import ConfigError, UnknownNameError
 from elastic.limits import MAX_STAGES, check_count
 from elastic.workflow_model import STAGES_WHY, Stage, Workflow, check_scale
 from elastic.workflow_suite import PUBLISHED_SHAPES
+from elastic.workflow_wfformat import is_wfformat, workflow_from_wfformat
 
 __all__ = [
     "BUILTIN_WORKFLOWS",
@@ -190,7 +191,13 @@ _STAGE_KEYS = {"name", "tasks", "cores", "runtime", "runtime_cv", "depends_on", 
 
 
 def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Workflow:
-    """Build a workflow from parsed TOML/JSON data; errors name ``source`` and the field."""
+    """Build a workflow from parsed TOML/JSON data; errors name ``source`` and the field.
+
+    A WfCommons instance (WfFormat JSON: a ``workflow`` object of tasks) is read as one stage per task
+    category (:mod:`elastic.workflow_wfformat`).
+    """
+    if is_wfformat(data):
+        return workflow_from_wfformat(data, default_name=default_name, source=source)  # type: ignore[arg-type]
     if not isinstance(data, Mapping):
         raise ConfigError(f"{source}: expected a table/object with a 'stages' list at the top level")
     unknown = set(data) - {"name", "stages"}
