@@ -14,7 +14,15 @@ import numpy as np
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, MAX_WORKFLOW_TASKS, check_count
 
-__all__ = ["MAX_RUNTIME_CV", "STAGES_WHY", "TASKS_WHY", "Stage", "Workflow", "check_scale"]
+__all__ = [
+    "MAX_RUNTIME_CV",
+    "STAGES_WHY",
+    "TASKS_WHY",
+    "Stage",
+    "Workflow",
+    "check_scale",
+    "workflow_from_stages",
+]
 
 
 MAX_RUNTIME_CV = 100.0
@@ -235,3 +243,19 @@ def check_scale(workflow: Workflow, source: str | None = None) -> None:
         check_count(stage.tasks, MAX_STAGE_TASKS, f"{where}: stage {stage.name!r}: tasks", TASKS_WHY)
     total = sum(stage.tasks for stage in workflow.stages)
     check_count(total, MAX_WORKFLOW_TASKS, f"{where}: tasks of all stages", WORKFLOW_TASKS_WHY)
+
+
+def workflow_from_stages(name: str, stages: tuple[Stage, ...], source: str) -> Workflow:
+    """Return ``Workflow(name, stages)`` read from ``source``, checked for scale; errors name ``source``.
+
+    Raises
+    ------
+    ConfigError
+        The stages do not make a workflow (:class:`Workflow`), or it is too large (:func:`check_scale`).
+    """
+    try:
+        workflow = Workflow(name, stages)
+    except ConfigError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    check_scale(workflow, source)
+    return workflow

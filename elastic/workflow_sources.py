@@ -13,7 +13,7 @@ from typing import Any
 
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.limits import MAX_STAGES, check_count
-from elastic.workflow_model import STAGES_WHY, Stage, Workflow, check_scale
+from elastic.workflow_model import STAGES_WHY, Stage, Workflow, workflow_from_stages
 from elastic.workflow_suite import PUBLISHED_SHAPES
 from elastic.workflow_wfformat import is_wfformat, workflow_from_wfformat
 
@@ -240,9 +240,4 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
             )
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-    try:
-        workflow = Workflow(name, tuple(stages))
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-    check_scale(workflow, source)
-    return workflow
+    return workflow_from_stages(name, tuple(stages), source)

@@ -66,7 +66,7 @@ from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 from elastic.limits import MAX_WORKFLOW_TASKS, check_count
-from elastic.workflow_model import MAX_RUNTIME_CV, WORKFLOW_TASKS_WHY, Stage, Workflow, check_scale
+from elastic.workflow_model import MAX_RUNTIME_CV, WORKFLOW_TASKS_WHY, Stage, Workflow, workflow_from_stages
 
 __all__ = ["MIN_STAGE_RUNTIME", "is_wfformat", "workflow_from_wfformat"]
 
@@ -290,9 +290,4 @@ def _stages(
             waiting[child] -= 1
             if waiting[child] == 0:
                 heapq.heappush(ready, (first[child], child))
-    try:
-        workflow = Workflow(name, tuple(stages))
-    except ConfigError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
-    check_scale(workflow, source)
-    return workflow
+    return workflow_from_stages(name, tuple(stages), source)
