@@ -152,6 +152,8 @@ def load_workflow(path: str | Path) -> Workflow:
         message names the file and the offending field (e.g. ``stages[1].tasks``).
     """
     path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a directory; give a workflow file (.toml or .json)")
     if not path.is_file():
         raise ConfigError(f"{path}: workflow file not found")
     suffix = path.suffix.lower()
@@ -172,7 +174,7 @@ def load_workflow(path: str | Path) -> Workflow:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+            raise ConfigError(f"{path}:{exc.lineno}: invalid JSON: {exc.msg} (column {exc.colno})") from None
     elif suffix == ".toml":
         if sys.version_info >= (3, 11):
             import tomllib
@@ -202,7 +204,10 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
         raise ConfigError(f"{source}: expected a table/object with a 'stages' list at the top level")
     unknown = set(data) - {"name", "stages"}
     if unknown:
-        raise ConfigError(f"{source}: unknown top-level keys {sorted(unknown)}; allowed: name, stages")
+        raise ConfigError(
+            f"{source}: unknown top-level keys {sorted(unknown)}; allowed: name, stages (or a WfCommons "
+            "instance: a 'workflow' object of tasks)"
+        )
     name = data.get("name", default_name)
     if not isinstance(name, str) or not name:
         raise ConfigError(f"{source}: name must be a non-empty string, got {name!r}")

@@ -179,10 +179,17 @@ def _read_tasks(data: Mapping[str, object], source: str) -> dict[str, _Task]:
         where = f"{source}: task {key!r}"
         if key in tasks:
             raise ConfigError(f"{where} appears twice; every task needs its own name (or id)")
+        if spec is not None and key not in execution:
+            raise ConfigError(
+                f"{where} has no recorded run in workflow.execution.tasks (an instance of schema 1.5 "
+                "records each task's runtime there, by its id)"
+            )
         measured = execution.get(key, item)
         runtime = measured.get("runtimeInSeconds", measured.get("runtime", item.get("runtime")))
         if isinstance(runtime, bool) or not isinstance(runtime, (int, float)) or not math.isfinite(runtime):
             raise ConfigError(f"{where}: runtime must be a number of seconds, got {runtime!r}")
+        if runtime < 0:
+            raise ConfigError(f"{where}: runtime must be >= 0 seconds, got {runtime!r}")
         cores = measured.get("coreCount", measured.get("cores", item.get("cores", 1)))
         if (
             isinstance(cores, bool)
@@ -192,9 +199,7 @@ def _read_tasks(data: Mapping[str, object], source: str) -> dict[str, _Task]:
         ):
             raise ConfigError(f"{where}: cores must be a number > 0, got {cores!r}")
         category = _category(item, measured, task_name)
-        tasks[key] = _Task(
-            key, category, max(0.0, float(runtime)), max(1, math.ceil(cores)), _parents(item, source)
-        )
+        tasks[key] = _Task(key, category, float(runtime), max(1, math.ceil(cores)), _parents(item, source))
     for t in tasks.values():
         for p in t.parents:
             if p not in tasks:
@@ -273,9 +278,11 @@ def _stages(
         _, node = heapq.heappop(ready)
         group = members[node]
         runtimes = [t.runtime for t in group]
-        mean = sum(runtimes) / len(runtimes)
-        spread = math.sqrt(sum((r - mean) ** 2 for r in runtimes) / len(runtimes))
-        cv = min(spread / mean, MAX_RUNTIME_CV) if mean >= MIN_STAGE_RUNTIME else 0.0
+        mean = math.fsum(r / len(runtimes) for r in runtimes)  # no larger than the largest: never inf
+        cv = 0.0
+        if MIN_STAGE_RUNTIME <= mean < math.inf:  # the spread over the mean, taken so as not to overflow
+            spread = math.fsum((r / mean - 1.0) ** 2 for r in runtimes) / len(runtimes)
+            cv = min(math.sqrt(spread), MAX_RUNTIME_CV)
         stages.append(
             Stage(
                 name=label[node],

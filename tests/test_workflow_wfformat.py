@@ -233,6 +233,7 @@ def test_any_task_dag_reads_as_a_valid_workflow_keeping_every_task_and_every_dep
         ([_t14("a_ID1", "a", 1.0, [], cores=0)], "cores must be a number > 0"),
         ([_t14("a_ID1", "a", 1.0, ["b_ID2"]), _t14("b_ID2", "b", 1.0, ["a_ID1"])], "parents form a cycle"),
         ([{"name": "a", "runtime": 1, "parents": "b"}], "parents must be a list of task names"),
+        ([_t14("a_ID1", "a", -5.0, [])], "runtime must be >= 0 seconds, got -5.0"),
     ],
 )
 def test_a_broken_instance_is_refused_naming_the_file_and_the_task(tasks: list[Any], message: str) -> None:
@@ -257,3 +258,33 @@ def test_an_instance_file_loads_by_path_and_runs_through_elastic_compare(
     assert main(["compare", "--workflow", str(path), "--runs", "2", "--processors", "32", "--seed", "1"]) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert "mini-instance: 2 runs per strategy" in out and "asa: gap closed" in out
+
+
+def test_a_schema_1_5_task_without_a_recorded_run_is_refused_naming_it() -> None:
+    data = _v15([("ID01", "split", 1.0, [], None), ("ID02", "work", 2.0, ["ID01"], None)])
+    data["workflow"]["execution"]["tasks"].pop()
+    with pytest.raises(ConfigError, match=r"task 'ID02' has no recorded run in workflow.execution.tasks"):
+        _read(data)
+
+
+def test_runtimes_near_the_float_limit_give_a_stage_not_an_overflow() -> None:
+    wf = _read(
+        _v14([_t14("a_ID1", "a", 1e300, []), _t14("a_ID2", "a", 1e308, []), _t14("a_ID3", "a", 1e308, [])])
+    )
+    (stage,) = wf.stages
+    assert math.isfinite(stage.runtime) and 0 < stage.runtime_cv <= 1
+
+
+def test_files_that_are_no_workflow_say_what_a_workflow_file_is(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="is a directory; give a workflow file"):
+        load_workflow(tmp_path)
+    other = tmp_path / "other.json"
+    other.write_text('{"foo": 1}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="allowed: name, stages \\(or a WfCommons instance"):
+        load_workflow(other)
+    cut = tmp_path / "cut.json"
+    cut.write_text('{"name": "x", "stages": [{"name": "a', encoding="utf-8")
+    with pytest.raises(
+        ConfigError, match=r"cut.json:1: invalid JSON: Unterminated string starting at \(column \d+\)"
+    ):
+        load_workflow(cut)

@@ -45,7 +45,7 @@ from elastic.cli.arguments import add_background_arguments, add_submission_rate_
 from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output, check_output_dir, write_output
 from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
-from elastic.cli.weight import add_weight_argument, check_weight, strategy_options, weight_text
+from elastic.cli.weight import add_weight_argument, check_weight, is_asa, strategy_options, weight_text
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
 from elastic.experiments import BASELINES, MAX_RUNS, SHAPES, simulate_runs
@@ -76,10 +76,27 @@ COLUMNS: tuple[tuple[str, str, float], ...] = (
 
 
 # a strategy that is no baseline may be run in a shape of its own too (``asa-fine``: asa in jobs of one task)
-_names = name_list(
+_named = name_list(
     "strategy",
     [*STRATEGY_NAMES, *(f"{s}-{k}" for s in STRATEGY_NAMES if s not in BASELINES for k in SHAPES[1:])],
 )
+
+
+def _names(text: str) -> list[str]:
+    """Parse ``--strategies``; a baseline's shaped row (``bigjob-fine``) is pointed to ``--shapes``."""
+    try:
+        return _named(text)
+    except argparse.ArgumentTypeError as exc:
+        names = [n.strip() for n in text.split(",")]
+        shaped = [n for n in names if "-" in n and n.rsplit("-", 1)[0] in BASELINES]
+        if shaped:
+            raise argparse.ArgumentTypeError(
+                f"{exc}; a baseline's shapes come from --shapes ({', '.join(shaped)}: --strategies "
+                f"{shaped[0].rsplit('-', 1)[0]} --shapes {shaped[0].rsplit('-', 1)[1]})"
+            ) from None
+        raise
+
+
 _shapes = name_list("allocation shape", SHAPES)
 
 
@@ -314,7 +331,10 @@ def _run(args: argparse.Namespace) -> int:
         console = Console(width=200)
     if out is not None or len(workflows) > 1 or args.peak_cores or args.emulate:
         if csv is not None:
-            raise ConfigError("--csv is the single-workflow table's; with --out, runs.csv is in the report")
+            raise ConfigError(
+                "--csv is the single-workflow table's; with --out, --peak-cores, several workflows or "
+                "--emulate, give --out DIR: runs.csv is in the report"
+            )
         from elastic.cli.compare_report import run_report
 
         return run_report(args, workflows, console, out)
@@ -348,7 +368,7 @@ def _run(args: argparse.Namespace) -> int:
             progress.advance(task)
     elapsed = time.perf_counter() - began
     frame = summarise(results)
-    weight = f", asa's weight {weight_text(args.weight)}" if "asa" in args.strategies else ""
+    weight = f", asa's weight {weight_text(args.weight)}" if any(is_asa(s) for s in args.strategies) else ""
     title = (
         f"{workflow.name}: {args.runs} run{'' if args.runs == 1 else 's'} per strategy on "
         f"{background.processors} cores, "

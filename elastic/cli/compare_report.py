@@ -27,7 +27,7 @@ from rich.progress import (
 )
 
 from elastic.cli.arguments import BackgroundSetup, load_background
-from elastic.cli.weight import options_by_strategy, weight_text
+from elastic.cli.weight import is_asa, options_by_strategy, weight_text
 from elastic.errors import ConfigError
 from elastic.experiments import DEFAULT_SHAPES, shaped_strategies
 from elastic.extras import require
@@ -92,7 +92,7 @@ def settings(
                     f"{weight_text(weight)}: a second of makespan priced at so many seconds of the peak",
                 )
             ]
-            if "asa" in plan.strategies
+            if any(is_asa(s) for s in plan.strategies)
             else []
         ),
     ]

@@ -13,7 +13,22 @@ from typing import Any
 from elastic.cli.values import positive_float
 from elastic.errors import ConfigError
 
-__all__ = ["add_weight_argument", "check_weight", "options_by_strategy", "strategy_options", "weight_text"]
+__all__ = [
+    "add_weight_argument",
+    "check_weight",
+    "is_asa",
+    "options_by_strategy",
+    "strategy_options",
+    "weight_text",
+]
+
+ASA_LABELS = ("asa", "asa-split", "asa-fine")
+"""The row labels ``asa`` runs under (its own pieces, or a shape of :data:`elastic.experiments.SHAPES`)."""
+
+
+def is_asa(label: str) -> bool:
+    """Whether a strategy row label is ``asa``, in any shape (``--weight`` is its option)."""
+    return label in ASA_LABELS
 
 
 def add_weight_argument(parser: argparse.ArgumentParser) -> None:
@@ -31,7 +46,7 @@ def add_weight_argument(parser: argparse.ArgumentParser) -> None:
 def options_by_strategy(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     """Return, per strategy name, the options the command line gives it (``--weight``: ``asa``'s alone)."""
     weight = getattr(args, "weight", None)
-    return {} if weight is None else {label: {"weight": weight} for label in ("asa", "asa-split", "asa-fine")}
+    return {} if weight is None else {label: {"weight": weight} for label in ASA_LABELS}
 
 
 def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
@@ -51,7 +66,7 @@ def check_weight(args: argparse.Namespace, strategies: list[str]) -> None:
             f"--weight must be <= {MAX_WEIGHT:g} (a second of makespan at a million seconds of "
             f"the peak allocation is already priced above every core), got {weight:g}"
         )
-    if not any(s in ("asa", "asa-split", "asa-fine") for s in strategies):
+    if not any(is_asa(s) for s in strategies):
         advice = "use --strategy asa" if len(strategies) == 1 else "add asa to --strategies"
         raise ConfigError(
             f"--weight is asa's option (its price of a second of makespan), not "

@@ -133,6 +133,8 @@ def test_asa_may_be_run_in_a_shape_too_and_is_read_against_the_baselines_like_as
         assert (sizes == {1}) is one_core, (label, sizes)
     with pytest.raises(SystemExit):
         main([*args, "--strategies", "bigjob,bigjob-fine"])  # a baseline's shape comes from --shapes
-    assert "unknown strategy bigjob-fine" in capsys.readouterr().err
-    # --weight is asa's, in any of its shapes
+    err = " ".join(capsys.readouterr().err.split())
+    assert "unknown strategy bigjob-fine" in err and "(bigjob-fine: --strategies bigjob --shapes fine)" in err
+    # --weight is asa's, in any of its shapes, and the table's title says it
     assert main([*args, "--strategies", "asa-fine", "--weight", "0.5"]) == 0
+    assert "asa's weight 0.5 (--weight)" in " ".join(capsys.readouterr().out.split())
