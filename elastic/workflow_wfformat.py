@@ -74,6 +74,11 @@ MIN_STAGE_RUNTIME = 1.0
 """Seconds a stage's tasks are given at least: WfCommons records tasks of 0 s, which no batch task takes
 and a stage's runtime model cannot be (it must be > 0)."""
 
+_CUT_ROUNDS = 8
+"""Passes that cut the categories found waiting for themselves; past them every category is cut by depth
+(the published instances need at most two; a file built to need one per category would cost as many
+passes over its tasks)."""
+
 _ID_SUFFIX = re.compile(r"[_-]*(?:ID)?\d+$")
 _PROGRAM = re.compile(r"[\w.+-]{1,128}")  # one word: Nextflow records a whole script there
 
@@ -100,9 +105,10 @@ def workflow_from_wfformat(data: Mapping[str, object], *, default_name: str, sou
     Raises
     ------
     ConfigError
-        The instance has no task, a task without a name or with a runtime or core count that is not a
-        number, a parent that names no task, a task named twice, or a cycle of parents; the message
-        names ``source`` and the task.
+        The instance has no task, a task without a name, with a runtime that is not a number of seconds
+        >= 0, with a core count that is not a number > 0, or (schema 1.5) with no recorded run, a parent
+        that names no task, a task named twice, or a cycle of parents; the message names ``source`` and
+        the task.
     """
     name = default_name  # an instance's own name is its run's id (``Cycles-20200413T154303Z-0``)
     tasks = _read_tasks(data, source)
@@ -111,7 +117,11 @@ def workflow_from_wfformat(data: Mapping[str, object], *, default_name: str, sou
     for key in order:
         depth[key] = 1 + max((depth[p] for p in tasks[key].parents), default=-1)
     cut: set[str] = set()
+    rounds = 0
     while True:
+        rounds += 1
+        if rounds > _CUT_ROUNDS:  # every category cut by depth: a DAG at once, where looking again and
+            cut = {t.category for t in tasks.values()}  # again would cost a pass per category
         stage_of = {k: (t.category, depth[k] if t.category in cut else None) for k, t in tasks.items()}
         graph: dict[tuple[str, int | None], set[tuple[str, int | None]]] = {
             s: set() for s in stage_of.values()

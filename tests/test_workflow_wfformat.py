@@ -288,3 +288,17 @@ def test_files_that_are_no_workflow_say_what_a_workflow_file_is(tmp_path: Path) 
         ConfigError, match=r"cut.json:1: invalid JSON: Unterminated string starting at \(column \d+\)"
     ):
         load_workflow(cut)
+
+
+def test_many_categories_waiting_for_each_other_are_all_cut_by_depth_in_a_bounded_number_of_passes() -> None:
+    # twelve pairs of programs that alternate (a -> b -> a -> b): each pass finds one pair's cycle,
+    # so past a few passes every category is cut by depth at once, a lone one ("z") too
+    tasks = [_t14("z_ID0", "z", 1.0, [])]
+    for j in range(12):
+        names = [f"a{j}_ID{j}0", f"b{j}_ID{j}1", f"a{j}_ID{j}2", f"b{j}_ID{j}3"]
+        for i, name in enumerate(names):
+            tasks.append(_t14(name, name.split("_")[0], 1.0 + i, names[i - 1 : i] if i else []))
+    wf = _read(_v14(tasks))
+    assert sum(s.tasks for s in wf.stages) == len(tasks)
+    assert all("#" in s.name for s in wf.stages)
+    assert {s.name for s in wf.stages} >= {"a0#1", "b0#1", "a0#2", "b0#2", "z#1"}
