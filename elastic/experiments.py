@@ -34,17 +34,18 @@ if TYPE_CHECKING:
 __all__ = [
     "BASELINES",
     "DEFAULT_PROCESSORS",
-    "MAX_RUNS",
     "DEFAULT_SHAPES",
+    "MAX_RUNS",
     "PAPER_SHAPES",
     "SHAPES",
     "baseline_kind",
     "default_background",
+    "fine_cores",
     "parse_strategy",
+    "shape_cores",
+    "shape_label",
     "shaped_strategies",
     "simulate_runs",
-    "fine_cores",
-    "shape_cores",
     "split_cores",
     "start_points",
     "window",
@@ -84,9 +85,21 @@ PAPER_SHAPES = ("plain", "split")
 BASELINES = ("bigjob", "perstage")
 """The baseline kinds: a comparison reads every other strategy against the best run shape of each."""
 
-_SPLIT = "-split"
-_FINE = "-fine"
-_SUFFIXES = {"split": _SPLIT, "fine": _FINE}
+_SUFFIXES = {"split": "-split", "fine": "-fine"}
+"""The row-label suffix of each shape but ``plain``."""
+
+
+def shape_label(strategy: str, shape: str) -> str:
+    """Return the row label of ``strategy`` run in ``shape``: ``shape_label("asa", "fine") == "asa-fine"``."""
+    return strategy if shape == "plain" else f"{strategy}{_SUFFIXES[shape]}"
+
+
+def _unshaped(label: str) -> tuple[str, str]:
+    """Return ``(label without its shape's suffix, shape)``: ``("bigjob", "fine")``, ``("asa", "plain")``."""
+    for shape, suffix in _SUFFIXES.items():
+        if label.endswith(suffix):
+            return label.removesuffix(suffix), shape
+    return label, "plain"
 
 
 def split_cores(workflow: Workflow) -> int:
@@ -135,10 +148,9 @@ def parse_strategy(label: str) -> tuple[str, str]:
 
     if label in STRATEGY_NAMES:
         return label, "plain"
-    for shape, suffix in _SUFFIXES.items():
-        base = label.removesuffix(suffix)
-        if label.endswith(suffix) and base in STRATEGY_NAMES:
-            return base, shape
+    base, shape = _unshaped(label)
+    if base in STRATEGY_NAMES:
+        return base, shape
     shaped = [f"{s}{suffix}" for suffix in _SUFFIXES.values() for s in STRATEGY_NAMES]
     raise UnknownNameError("strategy", label, [*STRATEGY_NAMES, *shaped])
 
@@ -151,7 +163,7 @@ def baseline_kind(label: str) -> str | None:
     >>> [baseline_kind(s) for s in ("perstage-split", "bigjob-fine", "asa", "mine")]
     ['perstage', 'bigjob', None, None]
     """
-    base = label.removesuffix(_SPLIT).removesuffix(_FINE)
+    base = _unshaped(label)[0]
     return base if base in BASELINES else None
 
 
@@ -193,9 +205,7 @@ def shaped_strategies(strategies: Sequence[str], shapes: Sequence[str]) -> tuple
             continue
         if "plain" in shapes:
             out.append(s)
-        for shape, suffix in _SUFFIXES.items():
-            if shape in shapes:
-                out.append(f"{s}{suffix}")
+        out.extend(shape_label(s, shape) for shape in _SUFFIXES if shape in shapes)
     return tuple(dict.fromkeys(out))
 
 

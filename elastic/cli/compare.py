@@ -48,7 +48,15 @@ from elastic.cli.values import int_in_range, name_list, parse_peaks, parse_seed
 from elastic.cli.weight import add_weight_argument, check_weight, is_asa, strategy_options, weight_text
 from elastic.control.execution import RunResult
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.experiments import BASELINES, MAX_RUNS, SHAPES, simulate_runs
+from elastic.experiments import (
+    BASELINES,
+    MAX_RUNS,
+    SHAPES,
+    baseline_kind,
+    parse_strategy,
+    shape_label,
+    simulate_runs,
+)
 from elastic.learners.choice import WAIT_LEARNERS
 from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
@@ -78,7 +86,10 @@ COLUMNS: tuple[tuple[str, str, float], ...] = (
 # a strategy that is no baseline may be run in a shape of its own too (``asa-fine``: asa in jobs of one task)
 _named = name_list(
     "strategy",
-    [*STRATEGY_NAMES, *(f"{s}-{k}" for s in STRATEGY_NAMES if s not in BASELINES for k in SHAPES[1:])],
+    [
+        *STRATEGY_NAMES,
+        *(shape_label(s, k) for s in STRATEGY_NAMES if s not in BASELINES for k in SHAPES if k != "plain"),
+    ],
 )
 
 
@@ -88,11 +99,12 @@ def _names(text: str) -> list[str]:
         return _named(text)
     except argparse.ArgumentTypeError as exc:
         names = [n.strip() for n in text.split(",")]
-        shaped = [n for n in names if "-" in n and n.rsplit("-", 1)[0] in BASELINES]
+        shaped = [n for n in names if baseline_kind(n) and n not in BASELINES]
         if shaped:
+            base, shape = parse_strategy(shaped[0])
             raise argparse.ArgumentTypeError(
-                f"{exc}; a baseline's shapes come from --shapes ({', '.join(shaped)}: --strategies "
-                f"{shaped[0].rsplit('-', 1)[0]} --shapes {shaped[0].rsplit('-', 1)[1]})"
+                f"{exc}; a baseline's shapes come from --shapes ({', '.join(shaped)}: --strategies {base} "
+                f"--shapes {shape})"
             ) from None
         raise
 

@@ -176,7 +176,7 @@ def run_report(
             seed=args.seed,
             queue_rules=setup.queue_rules,
             submission_rate=args.submission_rate,
-            options=options_by_strategy(args),
+            options=options_by_strategy(args, plan.strategies),
         )
         execution = None
         verb = "simulated"

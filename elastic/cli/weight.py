@@ -8,10 +8,11 @@ reports it was used for.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Iterable
 from typing import Any
 
 from elastic.cli.values import positive_float
-from elastic.errors import ConfigError
+from elastic.errors import ConfigError, UnknownNameError
 
 __all__ = [
     "add_weight_argument",
@@ -22,13 +23,21 @@ __all__ = [
     "weight_text",
 ]
 
-ASA_LABELS = ("asa", "asa-split", "asa-fine")
-"""The row labels ``asa`` runs under (its own pieces, or a shape of :data:`elastic.experiments.SHAPES`)."""
-
 
 def is_asa(label: str) -> bool:
-    """Whether a strategy row label is ``asa``, in any shape (``--weight`` is its option)."""
-    return label in ASA_LABELS
+    """Whether a strategy row label is ``asa`` in any allocation shape (``--weight`` is its option).
+
+    Examples
+    --------
+    >>> [is_asa(s) for s in ("asa", "asa-fine", "asa-paper", "bigjob-split", "nonsense")]
+    [True, True, False, False, False]
+    """
+    from elastic.experiments import parse_strategy
+
+    try:
+        return parse_strategy(label)[0] == "asa"
+    except UnknownNameError:
+        return False
 
 
 def add_weight_argument(parser: argparse.ArgumentParser) -> None:
@@ -43,15 +52,15 @@ def add_weight_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def options_by_strategy(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Return, per strategy name, the options the command line gives it (``--weight``: ``asa``'s alone)."""
-    weight = getattr(args, "weight", None)
-    return {} if weight is None else {label: {"weight": weight} for label in ASA_LABELS}
+def options_by_strategy(args: argparse.Namespace, labels: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """Return, per row label of ``labels``, the options the command line gives it (if any)."""
+    return {label: options for label in labels if (options := strategy_options(args, label))}
 
 
 def strategy_options(args: argparse.Namespace, strategy: str) -> dict[str, Any]:
-    """Return the options of ``strategy`` the command line gives (:func:`options_by_strategy`)."""
-    return options_by_strategy(args).get(strategy, {})
+    """Return the options the command line gives ``strategy`` (a row label): ``--weight``, ``asa``'s alone."""
+    weight = getattr(args, "weight", None)
+    return {"weight": weight} if weight is not None and is_asa(strategy) else {}
 
 
 def check_weight(args: argparse.Namespace, strategies: list[str]) -> None:
