@@ -3,7 +3,7 @@
 Each cell is ``elastic compare`` of the same runs (same seed, same start points for every strategy). The
 baselines run in every allocation shape of ``--shapes`` (default ``plain,split,fine``: one batch job
 per allocation; jobs of at most half the peak, rounded up: ``bigjob-split``, ``perstage-split``; and
-jobs of the widest task, ``bigjob-fine``, ``perstage-fine``:
+jobs of each request's widest task, ``bigjob-fine``, ``perstage-fine``:
 :data:`elastic.experiments.SHAPES`), and ``asa`` is read against the best shape of each baseline (the
 lowest mean makespan of its kind, :func:`elastic.report.tables.versus_baselines`). A row gives mean and
 median makespan and core-hours charged of every row label, the best Big-Job and Per-Stage, the share of

@@ -69,8 +69,8 @@ SHAPES = ("plain", "split", "fine")
 ``plain``: one batch job per allocation, as in the ASA paper. ``split``: every allocation wider than
 :func:`split_cores` (half the workflow's peak width, rounded up) is submitted as batch jobs of at most
 that many cores (run control's ``job_cores``), each released on its own once idle. ``fine``: batch jobs
-as narrow as the workflow's widest task (:func:`fine_cores`; one core for single-core tasks), as a user
-would run them as a job array. The shape is not a strategy: any strategy may be run in any shape; a
+as narrow as the widest task of each request (:func:`fine_cores`; one core for single-core tasks), as a
+user would run them as a job array. The shape is not a strategy: any strategy may be run in any shape; a
 run in one is labelled ``<strategy>-split`` or ``<strategy>-fine``."""
 
 DEFAULT_SHAPES = SHAPES
@@ -115,15 +115,22 @@ def split_cores(workflow: Workflow) -> int:
 
 
 def fine_cores(workflow: Workflow) -> int:
-    """Return the ``job_cores`` of the ``fine`` shape: the cores of ``workflow``'s widest task.
+    """Return the ``job_cores`` of the ``fine`` shape: 1, so each request's jobs are as narrow as its tasks.
+
+    Run control never makes a job narrower than the widest task of what it is asked for
+    (:func:`~elastic.control.scheduler.split_request`), so with ``job_cores=1`` each request is asked in
+    jobs of its own widest task: Big-Job (one request for every stage) in jobs of the workflow's widest
+    task, Per-Stage in jobs of each stage's. ``workflow`` is not read: the rule is the same for every
+    workflow and strategy, and is kept as a function beside :func:`split_cores`.
 
     Examples
     --------
     >>> from elastic.workflow import builtin_workflow
     >>> fine_cores(builtin_workflow("montage")), fine_cores(builtin_workflow("bwa"))
-    (1, 4)
+    (1, 1)
     """
-    return max(s.cores for s in workflow.stages)
+    del workflow  # the same for every workflow
+    return 1
 
 
 def shape_cores(workflow: Workflow, shape: str) -> int | None:

@@ -13,11 +13,10 @@ Allocation shape is not a strategy: ``--shapes`` (:data:`~elastic.experiments.SH
 :data:`~elastic.experiments.DEFAULT_SHAPES` in simulation, ``plain`` with ``--emulate``) runs the
 baselines (Big-Job, Per-Stage) as one batch job per allocation (``plain``), split into jobs of at most
 half the workflow's peak width (``split``, rows ``bigjob-split`` and ``perstage-split``), or in jobs as
-narrow as the widest task (``fine``, rows ``bigjob-fine`` and ``perstage-fine``). Every other strategy
-is read against the best shape of each baseline (lowest mean makespan): the share of their makespan gap
-it closes
-(:func:`~elastic.metrics.gap_closed`, ``n/a`` where the gap is within 5 % of the better makespan) and
-its core-hours over the best Per-Stage's.
+narrow as each request's widest task (``fine``, rows ``bigjob-fine`` and ``perstage-fine``). Every
+other strategy is read against the best shape of each baseline (lowest mean makespan): the share of
+their makespan gap it closes (:func:`~elastic.metrics.gap_closed`, ``n/a`` where the gap is within 5 %
+of the better makespan) and its core-hours over the best Per-Stage's.
 
 With ``--out DIR``, several workflows (``--workflow montage,blast,statistics``) or ``--peak-cores
 28,56,112`` it runs the ASA paper's experiment instead and prints its Table 1, writing the report to
@@ -179,8 +178,8 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="plain,split,fine",
         help="allocation shapes of the baselines: plain (one batch job per allocation), split (jobs of at "
-        "most half the peak width: rows bigjob-split, perstage-split), fine (jobs of the widest task: "
-        "bigjob-fine, perstage-fine); default all three, plain with --emulate",
+        "most half the peak width: rows bigjob-split, perstage-split), fine (jobs of each request's widest "
+        "task: bigjob-fine, perstage-fine); default all three, plain with --emulate",
     )
     parser.add_argument(
         "--learner",

@@ -73,8 +73,8 @@ def settings(
         (
             "allocation shapes",
             "plain: one batch job per allocation; -split: each allocation as batch jobs of at most half "
-            "the workflow's peak width, rounded up; -fine: batch jobs as narrow as the widest task (others "
-            "plan their own)",
+            "the workflow's peak width, rounded up; -fine: batch jobs as narrow as each request's widest "
+            "task (others plan their own)",
         ),
         ("runs per cell", str(plan.runs)),
         (

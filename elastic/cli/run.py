@@ -1,7 +1,8 @@
 """``elastic run``: run one workflow under one strategy and print its metrics.
 
 ``elastic run --workflow FILE_OR_NAME --strategy bigjob|perstage|asa|asa-naive --backend mock|slurm
-[--simulate] [--speedup K] [--trace PATH] [--seed S] [--poll SECONDS] [--store URL | --no-store]``
+[--simulate] [--speedup K] [--trace PATH] [--seed S] [--poll SECONDS] [--job-cores N]
+[--store URL | --no-store]``
 
 - ``--backend mock --simulate``: pure simulation (virtual clock, no processes).
 - ``--backend mock``: real execution through the pool; the mock backend's clock runs ``--speedup`` times
@@ -46,7 +47,7 @@ from elastic.cli.commands import add_command
 from elastic.cli.outputs import check_output
 from elastic.cli.run_demo import add_demo_arguments, check_demo_arguments, print_outcome, run_demo
 from elastic.cli.run_view import PlainLines, live_view, metrics_table, sigterm_interrupts, write_events
-from elastic.cli.values import parse_seed, positive_float, speedup
+from elastic.cli.values import parse_seed, positive_float, positive_int, speedup
 from elastic.cli.weight import add_weight_argument, check_weight, strategy_options
 from elastic.control.execution import Execution, RunResult
 from elastic.control.runner import Runner
@@ -113,6 +114,14 @@ def register(subparsers: Any) -> None:
         help="wait learner (default: the strategy's own: ewma, tuned for the paper's ASA)",
     )
     add_weight_argument(parser)
+    parser.add_argument(
+        "--job-cores",
+        type=positive_int,
+        default=None,
+        metavar="N",
+        help="ask each allocation as batch jobs of at most N cores, none narrower than the widest task it "
+        "must run (1: jobs of one task, as a job array would run them); default: the strategy's own jobs",
+    )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
     parser.add_argument("--partition", help="Slurm partition")
@@ -168,6 +177,7 @@ def _simulate(
         shared=store,
         poll_interval=args.poll or 30.0,
         submission_rate=args.submission_rate,
+        job_cores=args.job_cores,
         # off a terminal, or on one: the same lines, as the run goes (a large one takes minutes)
         on_iteration=None if args.no_progress else PlainLines(console),
         progress=None
@@ -232,6 +242,7 @@ def _real(
                 poll_interval=poll,
                 on_iteration=on_iteration,
                 submission_rate=args.submission_rate,
+                job_cores=args.job_cores,
             )
             return runner.run()
     finally:

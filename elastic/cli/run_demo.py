@@ -209,6 +209,7 @@ def run_demo(args: argparse.Namespace, store: ResilientStore | None) -> DemoOutc
         "learner": args.learner,
         "poll_interval": args.poll,
         "submission_rate": args.submission_rate,
+        "job_cores": args.job_cores,
         "bind": args.bind,
         "progress": not getattr(args, "no_progress", False),
     }

@@ -91,6 +91,16 @@ def test_the_fine_shape_runs_each_baseline_as_jobs_of_its_widest_task(
     assert {e.cores for e in plain.events if e.kind.value == "alloc_submit"} == {wf.max_width}
     with pytest.raises(ConfigError, match="bigjob-fine sets its own job_cores"):
         simulate_runs(wf, "bigjob-fine", runs=1, job_cores=2)
+    # one rule for every strategy: each request in jobs of its own widest task, so Per-Stage asks a stage
+    # of 1-core tasks in 1-core jobs beside one of 4-core tasks in 4-core jobs
+    from elastic.workflow_model import Stage, Workflow
+
+    mixed = Workflow("mixed", (Stage("narrow", 8, 1, runtime=600.0), Stage("wide", 2, 4, runtime=600.0)))
+    (per,) = simulate_runs(mixed, "perstage-fine", runs=1, seed=1)
+    asked = {(e.stage, e.cores) for e in per.events if e.kind.value == "alloc_submit"}
+    assert asked == {("narrow", 1), ("wide", 4)}, asked
+    (big,) = simulate_runs(mixed, "bigjob-fine", runs=1, seed=1)
+    assert {e.cores for e in big.events if e.kind.value == "alloc_submit"} == {4}
     # on the command line: the fine rows beside the others, and the best shape read from all of them
     csv = tmp_path / "runs.csv"
     args = ["compare", "--workflow", "montage", "--runs", "2", "--seed", "1", "--processors", "64"]
