@@ -35,16 +35,19 @@ __all__ = [
     "BASELINES",
     "DEFAULT_PROCESSORS",
     "DEFAULT_SHAPES",
+    "HORIZON",
     "MAX_RUNS",
     "PAPER_SHAPES",
     "SHAPES",
     "baseline_kind",
+    "check_horizon",
     "default_background",
     "fine_cores",
     "parse_strategy",
     "shape_cores",
     "shape_label",
     "shaped_strategies",
+    "shortest_chain",
     "simulate_runs",
     "split_cores",
     "start_points",
@@ -243,8 +246,63 @@ def _check_runs(runs: int) -> None:
         )
 
 
+HORIZON = 4 * 86400.0
+"""Simulated seconds a run may take before it gives up (:func:`simulate_runs`' ``horizon``)."""
+
+_Z_999 = 3.090232306167813
+"""The standard normal distribution's 99.9 % quantile."""
+
+
+def shortest_chain(workflow: Workflow) -> float:
+    """Return the seconds ``workflow``'s longest chain of dependent stages takes at the least.
+
+    Each stage counts its tasks' runtime at its 0.1 % quantile (the lognormal of mean ``runtime`` and
+    cv ``runtime_cv``; ``runtime`` itself when the cv is 0; 0 when undeclared): a stage lasts at least
+    as long as one of its tasks, so a run is all but sure to take longer.
+
+    Examples
+    --------
+    >>> from elastic.workflow import Stage, Workflow
+    >>> wf = Workflow("w", (Stage("a", 4, 1, runtime=600.0), Stage("b", 1, 1, runtime=60.0),
+    ...                     Stage("c", 2, 1, runtime=3600.0, depends_on=("a",))))
+    >>> shortest_chain(wf)  # a then c; b runs beside c
+    4200.0
+    """
+    ends: dict[str, float] = {}
+    for s in workflow.stages:  # every stage's dependencies come before it
+        if s.runtime is None:
+            low = 0.0
+        elif s.runtime_cv == 0:
+            low = float(s.runtime)
+        else:
+            sigma2 = math.log1p(s.runtime_cv**2)
+            low = math.exp(math.log(s.runtime) - sigma2 / 2 - _Z_999 * math.sqrt(sigma2))
+        ends[s.name] = max((ends[d] for d in s.depends_on or ()), default=0.0) + low
+    return max(ends.values())
+
+
+def check_horizon(workflow: Workflow, horizon: float = HORIZON, *, where: str | None = None) -> None:
+    """Refuse a workflow whose stages alone outlast a simulated run's ``horizon`` (no run could end).
+
+    Raises
+    ------
+    ConfigError
+        :func:`shortest_chain` exceeds ``horizon``; the message gives both, and what to check.
+    """
+    chain = shortest_chain(workflow)
+    if chain > horizon:
+        name = where if where is not None else f"workflow {workflow.name!r}"
+        hours = chain / 3600
+        took = f"{hours:,.1f}" if hours < 1e6 else f"{hours:.3g}"
+        raise ConfigError(
+            f"{name}: its longest chain of stages takes at least {took} h (each stage's "
+            f"shortest likely runtime), beyond a simulated run's {horizon / 3600:,.0f} h horizon, so no "
+            "run could complete; check that its runtimes are in seconds"
+        )
+
+
 def start_points(
-    background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = 4 * 86400.0
+    background: Workload, runs: int, *, seed: int = 0, warmup: float = 86400.0, horizon: float = HORIZON
 ) -> npt.NDArray[np.float64]:
     """Draw run starts: uniform, ``warmup`` after the first background job, ``horizon`` before the last.
 
@@ -316,7 +374,7 @@ def simulate_runs(
     priority: str = DEFAULT_PRIORITY,
     learner: str | None = None,
     warmup: float = 86400.0,
-    horizon: float = 4 * 86400.0,
+    horizon: float = HORIZON,
     poll_interval: float = 30.0,
     strategy_options: Mapping[str, Any] | None = None,
     waits: WaitPredictor | None = None,
@@ -423,6 +481,7 @@ def simulate_runs(
             f"workflow {workflow.name!r} needs {workflow.max_width} cores but the partition has "
             f"{background.processors}; use a larger trace or --processors"
         )
+    check_horizon(workflow, horizon)
     starts = start_points(background, runs, seed=seed, warmup=warmup, horizon=horizon)
     learner = learner or strategy_learner(strategy)
     if waits is None:
