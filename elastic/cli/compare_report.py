@@ -29,7 +29,13 @@ from rich.progress import (
 from elastic.cli.arguments import BackgroundSetup, load_background
 from elastic.cli.weight import is_asa, options_by_strategy, weight_text
 from elastic.errors import ConfigError
-from elastic.experiments import DEFAULT_SHAPES, shaped_strategies
+from elastic.experiments import (
+    DEFAULT_SHAPES,
+    baseline_kind,
+    parse_strategy,
+    shape_label,
+    shaped_strategies,
+)
 from elastic.extras import require
 from elastic.report.experiment import Cell, CellRunner, ExperimentPlan, Simulation, emulation, run_experiment
 from elastic.report.records import RunRecord
@@ -49,6 +55,15 @@ def rows(args: argparse.Namespace) -> tuple[str, ...]:
     Without ``--shapes``: :data:`~elastic.experiments.DEFAULT_SHAPES`, ``plain`` with ``--emulate``
     (real runs of the demos cost minutes each).
     """
+    if args.shapes and not any(baseline_kind(s) for s in args.strategies):
+        # nothing to shape: said, not ignored
+        shaped = [x for x in args.shapes if x != "plain"]
+        example = shape_label(parse_strategy(args.strategies[0])[0], shaped[-1] if shaped else "fine")
+        raise ConfigError(
+            f"--shapes sets the baselines' allocation shapes, and --strategies {','.join(args.strategies)} "
+            f"has no baseline (bigjob, perstage); add one, or give a strategy in a shape as NAME-split or "
+            f"NAME-fine (--strategies {example})"
+        )
     shapes = args.shapes or (["plain"] if args.emulate else list(DEFAULT_SHAPES))
     return shaped_strategies(args.strategies, shapes)
 

@@ -148,3 +148,15 @@ def test_asa_may_be_run_in_a_shape_too_and_is_read_against_the_baselines_like_as
     # --weight is asa's, in any of its shapes, and the table's title says it
     assert main([*args, "--strategies", "asa-fine", "--weight", "0.5"]) == 0
     assert "asa's weight 0.5 (--weight)" in " ".join(capsys.readouterr().out.split())
+
+
+def test_shapes_without_a_baseline_are_refused_not_ignored(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["compare", "--workflow", "demo3", "--runs", "2", "--seed", "1"]
+    assert main([*args, "--strategies", "asa", "--shapes", "fine"]) == 2
+    err = capsys.readouterr().err
+    assert "--strategies asa has no baseline (bigjob, perstage)" in err
+    assert "(--strategies asa-fine)" in err
+    assert main([*args, "--strategies", "asa-fine", "--shapes", "plain,split"]) == 2
+    assert "(--strategies asa-split)" in capsys.readouterr().err
+    # with a baseline, the shapes are its own: no error
+    assert main([*args, "--strategies", "perstage,asa", "--shapes", "fine"]) == 0
