@@ -160,3 +160,23 @@ def test_shapes_without_a_baseline_are_refused_not_ignored(capsys: pytest.Captur
     assert "(--strategies asa-split)" in capsys.readouterr().err
     # with a baseline, the shapes are its own: no error
     assert main([*args, "--strategies", "perstage,asa", "--shapes", "fine"]) == 0
+
+
+def test_of_baseline_shapes_as_fast_the_cheapest_is_the_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # demo3, seed 1, one run: every Per-Stage shape and two Big-Job shapes take the same time; asa is read
+    # against the cheapest of them, not the first in row order
+    csv = tmp_path / "runs.csv"
+    assert main(["compare", "--workflow", "demo3", "--runs", "1", "--seed", "1", "--csv", str(csv)]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    runs = pd.read_csv(csv).set_index("strategy")
+    for kind in ("bigjob", "perstage"):
+        shapes = runs[[s.startswith(kind) for s in runs.index]]
+        fastest = shapes[shapes["makespan"] == shapes["makespan"].min()]
+        assert len(fastest) > 1, "the shapes no longer tie: pick another seed"
+        best = str(fastest["core_hours_charged"].idxmin())
+        label = {"bigjob": "Big-Job", "perstage": "Per-Stage"}[kind]
+        assert f"best {label}: {best} " in out
+    ratio = runs.loc["asa", "core_hours_charged"] / runs.loc["perstage-fine", "core_hours_charged"]
+    assert f"{ratio:.2f}x the best Per-Stage's core-hours" in out
