@@ -12,6 +12,7 @@ import importlib
 import logging
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from elastic import __version__
 from elastic.cli.commands import COMMANDS
@@ -32,9 +33,20 @@ def _chosen_command(argv: Sequence[str]) -> str | None:
     return None
 
 
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line, as every other bad input's (``docs/guide/cli.md``).
+
+    argparse prints the whole usage (16 lines for ``elastic compare``) before the line that says what
+    is wrong; the line alone, with where to find the usage, is what a user reads.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} -h)\n")
+
+
 def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     """Build the parser; only the subcommand named in ``argv`` gets its full (imported) parser."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="elastic",
         description=(
             "Run HPC workflows on pilot batch allocations as one pool, and compare "
@@ -53,12 +65,28 @@ def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     return parser
 
 
+_HINTS: dict[tuple[str | None, str], str] = {
+    ("compare", "--job-cores"): "; a strategy runs in jobs of one task as NAME-fine (--strategies "
+    "bigjob,perstage,asa,asa-fine)",
+}
+"""For an option given to the wrong subcommand: what the user likely meant."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``elastic`` command line; return the exit code."""
     if argv is None:
         argv = sys.argv[1:]
     parser = _parser(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand, whose options they were taken for
+        command = getattr(args, "command", None)
+        prog = f"elastic {command}" if command else "elastic"
+        hint = _HINTS.get((command, unknown[0].split("=")[0]), "")
+        print(
+            f"{prog}: error: unrecognized arguments: {' '.join(unknown)}{hint} (usage: {prog} -h)",
+            file=sys.stderr,
+        )
+        return 2
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if getattr(args, "func", None) is None:
