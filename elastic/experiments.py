@@ -297,7 +297,8 @@ def check_horizon(workflow: Workflow, horizon: float = HORIZON, *, where: str | 
         raise ConfigError(
             f"{name}: its longest chain of stages takes at least {took} h (each stage's "
             f"shortest likely runtime), beyond a simulated run's {horizon / 3600:,.0f} h horizon, so no "
-            "run could complete; check that its runtimes are in seconds"
+            "run could complete; check that its runtimes are in seconds (a real run, without --simulate, "
+            "has no such bound)"
         )
 
 

@@ -144,7 +144,12 @@ class Runner:
                     break
                 if self.max_duration is not None and now - start >= self.max_duration:
                     status = "timeout"
-                    logger.warning("%s: gave up after %.0f s (max_duration)", self.strategy.name, now - start)
+                    logger.warning(
+                        "%s: gave up after %.1f h, its max_duration (a simulated run's horizon), with "
+                        "stages not done: the run counts as not completed",
+                        self.strategy.name,
+                        (now - start) / 3600,
+                    )
                     break
                 if self.on_iteration is not None:
                     self.on_iteration(self.controller.view(now))
