@@ -819,12 +819,12 @@ def test_the_pieces_kept_are_the_busy_ones_whatever_their_number() -> None:
 # -- the scheduler's estimate scaled by its bias learned from the run's own requests (issue 28) -----------
 
 
-def _calibration_view(now: float, starts: tuple[float | None, float | None]) -> RunView:
-    # wide1's request (as two pieces) was made at 0 on an estimate of an hour; ``starts``: when each
-    # piece started (None: it still waits)
+def _calibration_view(now: float, starts: tuple[float | None, ...]) -> RunView:
+    # wide1's 28-core request was made at 0 on an estimate of an hour, as ``len(starts)`` pieces (two, or
+    # many: jobs of one task); ``starts``: when each piece started (None: it still waits)
     view = _first_request_view(wait=3600.0)
     pieces = tuple(
-        Allocation(f"a{i}", cores=14, walltime=9000.0, stage="wide1", submit_time=0.0,
+        Allocation(f"a{i}", cores=28 // len(starts), walltime=9000.0, stage="wide1", submit_time=0.0,
                    state=AllocationState.REQUESTED if start is None else AllocationState.RUNNING,
                    start_time=start, eligible_time=0.0, piece_of="a1")
         for i, start in enumerate(starts, 1)
@@ -850,32 +850,20 @@ def test_a_calibrated_planner_scales_the_estimate_by_the_waits_that_followed_its
     assert planner.queue.waits(_calibration_view(1800.0, (None, None)), 28, True)[0] == pytest.approx(3600.0)
 
 
-def _jobs_view(now: float, starts: tuple[float | None, ...]) -> RunView:
-    # wide1's 28-core request made at 0 on an estimate of an hour, as jobs of one task (job_cores=1)
-    view = _first_request_view(wait=3600.0)
-    jobs = tuple(
-        Allocation(f"a{i}", cores=28 // len(starts), walltime=9000.0, stage="wide1", submit_time=0.0,
-                   state=AllocationState.REQUESTED if start is None else AllocationState.RUNNING,
-                   start_time=start, eligible_time=0.0, piece_of="a1")
-        for i, start in enumerate(starts, 1)
-    )  # fmt: skip
-    return dataclasses.replace(view, now=now, allocations=jobs)
-
-
 def test_a_request_of_many_jobs_is_read_at_its_middle_job() -> None:
     planner = Planner()
     planner.decide(_first_request_view(wait=3600.0))
     # its first job backfilled at once, the others wait: that says nothing yet of when its cores come
-    first_only = _jobs_view(1200.0, (60.0, None, None, None))
+    first_only = _calibration_view(1200.0, (60.0, None, None, None))
     assert planner.queue.waits(first_only, 28, True)[0] == pytest.approx(3600.0)
     # once half of them started, its wait is the middle job's, 20 minutes, not the first's minute
-    half = _jobs_view(1500.0, (60.0, 1200.0, None, None))
+    half = _calibration_view(1500.0, (60.0, 1200.0, None, None))
     factor = math.exp(math.log(1260.0 / 3660.0) / 2)
     assert planner.queue.waits(half, 28, True)[0] == pytest.approx(3600.0 * factor)
     # of two pieces the first is the middle one, as before (the test above)
     two = Planner()
     two.decide(_first_request_view(wait=3600.0))
-    assert two.queue.waits(_jobs_view(1500.0, (60.0, None)), 28, True)[0] == pytest.approx(
+    assert two.queue.waits(_calibration_view(1500.0, (60.0, None)), 28, True)[0] == pytest.approx(
         3600.0 * math.exp(math.log(120.0 / 3660.0) / 2)
     )
 
