@@ -120,7 +120,8 @@ def register(subparsers: Any) -> None:
         default=None,
         metavar="N",
         help="ask each allocation as batch jobs of at most N cores, none narrower than the widest task it "
-        "must run (1: jobs of one task, as a job array would run them); default: the strategy's own jobs",
+        "must run (1: jobs as narrow as that task, as a job array would run them); default: the "
+        "strategy's own jobs",
     )
     parser.add_argument("--store", metavar="URL", help="SQLAlchemy URL of the store (default: see docs)")
     parser.add_argument("--no-store", action="store_true", help="keep nothing across runs")
