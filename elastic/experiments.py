@@ -25,6 +25,7 @@ from elastic.errors import ConfigError, UnknownNameError
 from elastic.simulator.priority import DEFAULT_PRIORITY
 from elastic.simulator.workload import Workload
 from elastic.workflow import Workflow
+from elastic.workflow_model import check_horizon
 
 if TYPE_CHECKING:
     from elastic.learners.base import LearnerStateStore, WaitPredictor
@@ -40,14 +41,12 @@ __all__ = [
     "PAPER_SHAPES",
     "SHAPES",
     "baseline_kind",
-    "check_horizon",
     "default_background",
     "fine_cores",
     "parse_strategy",
     "shape_cores",
     "shape_label",
     "shaped_strategies",
-    "shortest_chain",
     "simulate_runs",
     "split_cores",
     "start_points",
@@ -247,59 +246,8 @@ def _check_runs(runs: int) -> None:
 
 
 HORIZON = 4 * 86400.0
-"""Simulated seconds a run may take before it gives up (:func:`simulate_runs`' ``horizon``)."""
-
-_Z_999 = 3.090232306167813
-"""The standard normal distribution's 99.9 % quantile."""
-
-
-def shortest_chain(workflow: Workflow) -> float:
-    """Return the seconds ``workflow``'s longest chain of dependent stages takes at the least.
-
-    Each stage counts its tasks' runtime at its 0.1 % quantile (the lognormal of mean ``runtime`` and
-    cv ``runtime_cv``; ``runtime`` itself when the cv is 0; 0 when undeclared): a stage lasts at least
-    as long as one of its tasks, so a run is all but sure to take longer.
-
-    Examples
-    --------
-    >>> from elastic.workflow import Stage, Workflow
-    >>> wf = Workflow("w", (Stage("a", 4, 1, runtime=600.0), Stage("b", 1, 1, runtime=60.0),
-    ...                     Stage("c", 2, 1, runtime=3600.0, depends_on=("a",))))
-    >>> shortest_chain(wf)  # a then c; b runs beside c
-    4200.0
-    """
-    ends: dict[str, float] = {}
-    for s in workflow.stages:  # every stage's dependencies come before it
-        if s.runtime is None:
-            low = 0.0
-        elif s.runtime_cv == 0:
-            low = float(s.runtime)
-        else:
-            sigma2 = math.log1p(s.runtime_cv**2)
-            low = math.exp(math.log(s.runtime) - sigma2 / 2 - _Z_999 * math.sqrt(sigma2))
-        ends[s.name] = max((ends[d] for d in s.depends_on or ()), default=0.0) + low
-    return max(ends.values())
-
-
-def check_horizon(workflow: Workflow, horizon: float = HORIZON, *, where: str | None = None) -> None:
-    """Refuse a workflow whose stages alone outlast a simulated run's ``horizon`` (no run could end).
-
-    Raises
-    ------
-    ConfigError
-        :func:`shortest_chain` exceeds ``horizon``; the message gives both, and what to check.
-    """
-    chain = shortest_chain(workflow)
-    if chain > horizon:
-        name = where if where is not None else f"workflow {workflow.name!r}"
-        hours = chain / 3600
-        took = f"{hours:,.1f}" if hours < 1e6 else f"{hours:.3g}"
-        raise ConfigError(
-            f"{name}: its longest chain of stages takes at least {took} h (each stage's "
-            f"shortest likely runtime), beyond a simulated run's {horizon / 3600:,.0f} h horizon, so no "
-            "run could complete; check that its runtimes are in seconds (a real run, without --simulate, "
-            "has no such bound)"
-        )
+"""Simulated seconds a run may take before it gives up (:func:`simulate_runs`' ``horizon``; a workflow
+whose stages alone outlast it is refused, :func:`~elastic.workflow_model.check_horizon`)."""
 
 
 def start_points(

@@ -20,7 +20,9 @@ __all__ = [
     "TASKS_WHY",
     "Stage",
     "Workflow",
+    "check_horizon",
     "check_scale",
+    "shortest_chain",
     "workflow_from_stages",
 ]
 
@@ -243,6 +245,60 @@ def check_scale(workflow: Workflow, source: str | None = None) -> None:
         check_count(stage.tasks, MAX_STAGE_TASKS, f"{where}: stage {stage.name!r}: tasks", TASKS_WHY)
     total = sum(stage.tasks for stage in workflow.stages)
     check_count(total, MAX_WORKFLOW_TASKS, f"{where}: tasks of all stages", WORKFLOW_TASKS_WHY)
+
+
+_Z_999 = 3.090232306167813
+"""The standard normal distribution's 99.9 % quantile."""
+
+
+def shortest_chain(workflow: Workflow) -> float:
+    """Return the seconds ``workflow``'s longest chain of dependent stages takes at the least.
+
+    Each stage counts its tasks' runtime at its 0.1 % quantile (the lognormal of mean ``runtime`` and
+    cv ``runtime_cv``; ``runtime`` itself when the cv is 0; 0 when undeclared): a stage lasts at least
+    as long as one of its tasks, so a run is all but sure to take longer.
+
+    Examples
+    --------
+    >>> wf = Workflow("w", (Stage("a", 4, 1, runtime=600.0), Stage("b", 1, 1, runtime=60.0),
+    ...                     Stage("c", 2, 1, runtime=3600.0, depends_on=("a",))))
+    >>> shortest_chain(wf)  # a then c; b runs beside c
+    4200.0
+    """
+    ends: dict[str, float] = {}
+    for s in workflow.stages:  # every stage's dependencies come before it
+        if s.runtime is None:
+            low = 0.0
+        elif s.runtime_cv == 0:
+            low = float(s.runtime)
+        else:
+            sigma2 = math.log1p(s.runtime_cv**2)
+            low = math.exp(math.log(s.runtime) - sigma2 / 2 - _Z_999 * math.sqrt(sigma2))
+        ends[s.name] = max((ends[d] for d in s.depends_on or ()), default=0.0) + low
+    return max(ends.values())
+
+
+def check_horizon(workflow: Workflow, horizon: float, *, where: str | None = None) -> None:
+    """Refuse a workflow whose stages alone outlast a simulated run's ``horizon`` seconds (none could end).
+
+    ``horizon`` is :data:`elastic.experiments.HORIZON` for every simulated run.
+
+    Raises
+    ------
+    ConfigError
+        :func:`shortest_chain` exceeds ``horizon``; the message gives both, and what to check.
+    """
+    chain = shortest_chain(workflow)
+    if chain > horizon:
+        name = where if where is not None else f"workflow {workflow.name!r}"
+        hours = chain / 3600
+        took = f"{hours:,.1f}" if hours < 1e6 else f"{hours:.3g}"
+        raise ConfigError(
+            f"{name}: its longest chain of stages takes at least {took} h (each stage's "
+            f"shortest likely runtime), beyond a simulated run's {horizon / 3600:,.0f} h horizon, so no "
+            "run could complete; check that its runtimes are in seconds (a real run, without --simulate, "
+            "has no such bound)"
+        )
 
 
 def workflow_from_stages(name: str, stages: tuple[Stage, ...], source: str) -> Workflow:

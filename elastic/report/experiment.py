@@ -151,10 +151,11 @@ class Simulation:
 
     def check(self, cells: Sequence[Cell]) -> None:
         """Refuse a workflow wider than the partition (naming it and the widths), or too long to end."""
-        from elastic.experiments import check_horizon
+        from elastic.experiments import HORIZON
+        from elastic.workflow_model import check_horizon
 
         for c in cells:
-            check_horizon(c.workflow, where=f"workflow {c.base!r}")
+            check_horizon(c.workflow, HORIZON, where=f"workflow {c.base!r}")
             if c.workflow.max_width > self.background.processors:
                 raise ConfigError(
                     f"workflow {c.base!r} at {c.cores} peak cores needs {c.workflow.max_width} cores but "

@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from elastic.cli import main
 from elastic.errors import ConfigError
-from elastic.experiments import HORIZON, check_horizon, shortest_chain
+from elastic.experiments import HORIZON
 from elastic.workflow import Stage, Workflow
+from elastic.workflow_model import check_horizon, shortest_chain
 
 HUGE = """name = "huge"
 [[stages]]
@@ -76,7 +77,7 @@ def test_a_long_spread_workflow_that_may_end_in_time_is_kept() -> None:
     # 100 h of mean runtime with cv 3: most runs take far less (the lognormal's median is a third of its
     # mean), so it is simulated, not refused
     wf = Workflow("spread", (Stage("a", 1, 1, runtime=100 * 3600.0, runtime_cv=3.0),))
-    check_horizon(wf)
+    check_horizon(wf, HORIZON)
     with pytest.raises(ConfigError, match=r"takes at least 100\.0 h"):
-        check_horizon(Workflow("flat", (Stage("a", 1, 1, runtime=100 * 3600.0),)))
+        check_horizon(Workflow("flat", (Stage("a", 1, 1, runtime=100 * 3600.0),)), HORIZON)
     assert HORIZON == 96 * 3600.0
