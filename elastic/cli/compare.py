@@ -267,8 +267,16 @@ def versus_lines(frame: pd.DataFrame) -> list[str]:
         {str(s): float(m) / 3600.0 for s, m in by["makespan"].mean().items()},
         {str(s): float(m) for s, m in by["core_hours_charged"].mean().items()},
     )
-    if v is None:
-        return []
+    if v is None:  # said, where a strategy is left unread for want of a baseline
+        labels = [str(s) for s in by.groups]
+        others = [s for s in labels if baseline_kind(s) is None]
+        missing = [k for k in BASELINES if k not in {baseline_kind(s) for s in labels}]
+        if not others or not missing:
+            return []
+        return [
+            f"{', '.join(others)}: not read against the baselines, which needs a Big-Job and a Per-Stage; "
+            f"--strategies has no {' and no '.join(missing)}"
+        ]
     head = (
         f"best Big-Job: {v.bigjob} ({v.bigjob_makespan:.2f} h), best Per-Stage: {v.perstage} "
         f"({v.perstage_makespan:.2f} h)"

@@ -85,7 +85,7 @@ def register(subparsers: Any) -> None:
     )
     add_demo_arguments(parser)
     parser.add_argument("--workflow", help="built-in name (e.g. demo3) or .toml/.json file (or a DEMO)")
-    parser.add_argument("--strategy", required=True, choices=STRATEGY_NAMES)
+    parser.add_argument("--strategy", required=True, type=_strategy_name, choices=STRATEGY_NAMES)
     parser.add_argument(
         "--backend", default="mock", help="mock or slurm, or local for a DEMO (default: mock)"
     )
@@ -137,6 +137,22 @@ def register(subparsers: Any) -> None:
         help="show no progress while the run goes on (default: a live view on a terminal, else log lines)",
     )
     add_background_arguments(parser)
+
+
+def _strategy_name(text: str) -> str:
+    """Return ``text``; refuse a row label of ``elastic compare`` (``asa-fine``), saying what it is here."""
+    if text in STRATEGY_NAMES:
+        return text
+    from elastic.experiments import parse_strategy
+
+    try:
+        name, shape = parse_strategy(text)
+    except UnknownNameError:
+        return text  # the choices say what is allowed
+    how = "--job-cores 1" if shape == "fine" else "--job-cores N (compare's split: half the peak width)"
+    raise argparse.ArgumentTypeError(
+        f"{text} is a row label of elastic compare; here: --strategy {name} {how}"
+    )
 
 
 SIM_PROGRESS_INTERVAL = 5.0

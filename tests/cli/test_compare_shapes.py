@@ -73,7 +73,11 @@ def test_shapes_are_checked_and_plain_keeps_the_paper_rows(
     assert main([*args, "--csv", str(csv)]) == 0
     assert list(dict.fromkeys(pd.read_csv(csv)["strategy"])) == ["perstage-split", "asa"]
     out = capsys.readouterr().out
-    assert "gap closed" not in out  # no Big-Job: nothing to read asa against
+    assert "gap closed" not in out  # no Big-Job: nothing to read asa against, and it says why
+    assert (
+        "asa: not read against the baselines, which needs a Big-Job and a Per-Stage; --strategies has no "
+        "bigjob" in " ".join(out.split())
+    )
 
 
 def test_the_fine_shape_runs_each_baseline_as_jobs_of_its_widest_task(

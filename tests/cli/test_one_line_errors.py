@@ -30,6 +30,10 @@ def _stderr_of(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["compare", "--strategies", "bigjob-fine"], "(bigjob-fine: --strategies bigjob --shapes fine)"),
         (["compare", "--shapes", "round"], "unknown allocation shape round"),
         (
+            ["run", "--strategy", "asa-fine"],
+            "asa-fine is a row label of elastic compare; here: --strategy asa --job-cores 1",
+        ),
+        (
             ["compare", "--job-cores", "1"],
             "elastic compare: error: unrecognized arguments: --job-cores 1; a ",
         ),
