@@ -22,6 +22,7 @@ __all__ = [
     "Workflow",
     "check_horizon",
     "check_scale",
+    "finite_number",
     "shortest_chain",
     "workflow_from_stages",
 ]
@@ -76,11 +77,11 @@ class Stage:
             raise ConfigError(f"{where}: tasks must be an integer >= 1, got {self.tasks!r}")
         if isinstance(self.cores, bool) or not isinstance(self.cores, int) or self.cores < 1:
             raise ConfigError(f"{where}: cores must be an integer >= 1, got {self.cores!r}")
-        if self.runtime is not None and (not _finite(self.runtime) or self.runtime <= 0):
+        if self.runtime is not None and (finite_number(self.runtime) is None or self.runtime <= 0):
             raise ConfigError(
                 f"{where}: runtime must be a number of seconds > 0 (or left out), got {self.runtime!r}"
             )
-        if not _finite(self.runtime_cv) or not 0 <= self.runtime_cv <= MAX_RUNTIME_CV:
+        if finite_number(self.runtime_cv) is None or not 0 <= self.runtime_cv <= MAX_RUNTIME_CV:
             allowed = f">= 0 and <= {MAX_RUNTIME_CV:g}"
             raise ConfigError(f"{where}: runtime_cv must be a number {allowed}, got {self.runtime_cv!r}")
         if self.command is not None and not (isinstance(self.command, str) and self.command.strip()):
@@ -207,8 +208,14 @@ def _replace_deps(stage: Stage, deps: tuple[str, ...]) -> Stage:
     )
 
 
-def _finite(x: object) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def finite_number(x: object) -> float | None:
+    """Return ``x`` as a float if it is an int or float (not a bool) and finite, else None.
+
+    What a field of seconds or cores read from a file may be.
+    """
+    if isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x):
+        return float(x)
+    return None
 
 
 STAGES_WHY = (
@@ -248,7 +255,8 @@ def check_scale(workflow: Workflow, source: str | None = None) -> None:
 
 
 _Z_999 = 3.090232306167813
-"""The standard normal distribution's 99.9 % quantile."""
+"""The standard normal distribution's 99.9 % quantile, ``scipy.stats.norm.ppf(0.999)``, written out so that
+reading a workflow does not import ``scipy.stats`` (0.6 s of start-up for every command)."""
 
 
 def shortest_chain(workflow: Workflow) -> float:

@@ -66,7 +66,14 @@ from dataclasses import dataclass
 
 from elastic.errors import ConfigError
 from elastic.limits import MAX_WORKFLOW_TASKS, check_count
-from elastic.workflow_model import MAX_RUNTIME_CV, WORKFLOW_TASKS_WHY, Stage, Workflow, workflow_from_stages
+from elastic.workflow_model import (
+    MAX_RUNTIME_CV,
+    WORKFLOW_TASKS_WHY,
+    Stage,
+    Workflow,
+    finite_number,
+    workflow_from_stages,
+)
 
 __all__ = ["MIN_STAGE_RUNTIME", "is_wfformat", "workflow_from_wfformat"]
 
@@ -196,20 +203,17 @@ def _read_tasks(data: Mapping[str, object], source: str) -> dict[str, _Task]:
             )
         measured = execution.get(key, item)
         runtime = measured.get("runtimeInSeconds", measured.get("runtime", item.get("runtime")))
-        if isinstance(runtime, bool) or not isinstance(runtime, (int, float)) or not math.isfinite(runtime):
+        seconds = finite_number(runtime)
+        if seconds is None:
             raise ConfigError(f"{where}: runtime must be a number of seconds, got {runtime!r}")
-        if runtime < 0:
+        if seconds < 0:
             raise ConfigError(f"{where}: runtime must be >= 0 seconds, got {runtime!r}")
         cores = measured.get("coreCount", measured.get("cores", item.get("cores", 1)))
-        if (
-            isinstance(cores, bool)
-            or not isinstance(cores, (int, float))
-            or not math.isfinite(cores)
-            or cores <= 0
-        ):
+        used = finite_number(cores)
+        if used is None or used <= 0:
             raise ConfigError(f"{where}: cores must be a number > 0, got {cores!r}")
         category = _category(item, measured, task_name)
-        tasks[key] = _Task(key, category, float(runtime), max(1, math.ceil(cores)), _parents(item, source))
+        tasks[key] = _Task(key, category, seconds, max(1, math.ceil(used)), _parents(item, source))
     for t in tasks.values():
         for p in t.parents:
             if p not in tasks:
