@@ -22,7 +22,10 @@ sequence for every configuration of one repetition), and runs the same Montage-s
 - ``elastic-bigjob-split``, ``elastic-perstage-split``: the same baselines in ``elastic compare``'s split
   shape (``job_cores`` = half the widest stage, rounded up: :func:`benchmarks.slurm_queue.elastic_strategy`),
   as ``asa`` asks its allocations in pieces; the fair comparison reads ``asa`` against the better shape of
-  each baseline.
+  each baseline;
+- ``elastic-bigjob-fine``, ``elastic-perstage-fine``, ``elastic-asa-fine``: every allocation in jobs of one
+  task (``job_cores=1``, ``elastic compare``'s ``fine`` shape), which start in backfill holes a wider job
+  waits for. HTEX's finest shape is ``htex-auto``'s one-node blocks.
 
 HTEX workers are told the node has ``cores_per_node`` cores (``PARSL_CORES``): the local cluster's nodes all
 live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where
@@ -84,6 +87,9 @@ CONFIGS = (
     "elastic-perstage-split",
     "elastic-asa",
     "elastic-asa-split",
+    "elastic-bigjob-fine",
+    "elastic-perstage-fine",
+    "elastic-asa-fine",
 )
 
 

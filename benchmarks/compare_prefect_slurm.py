@@ -17,7 +17,10 @@ name:tasks:seconds; each stage's tasks ``wait_for`` every task of the previous o
 - ``elastic-bigjob-split``, ``elastic-perstage-split``: the same baselines in ``elastic compare``'s split
   shape (``job_cores`` = half the widest stage, rounded up: :func:`benchmarks.slurm_queue.elastic_strategy`),
   as ``asa`` asks its allocations in pieces; the fair comparison reads ``asa`` against the better shape of
-  each baseline. ``--job-cores`` sets the other Elastic configurations' ``job_cores``, not these.
+  each baseline;
+- ``elastic-bigjob-fine``, ``elastic-perstage-fine``, ``elastic-asa-fine``: every allocation in jobs of one
+  task (``job_cores=1``, ``elastic compare``'s ``fine`` shape). ``--job-cores`` sets the plain Elastic
+  configurations' ``job_cores``, not the split or fine ones.
 
 Dask configurations need ``prefect-dask`` and ``dask-jobqueue``; without them they are left out, with the
 reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last
@@ -82,6 +85,9 @@ CONFIGS = (
     "elastic-perstage",
     "elastic-perstage-split",
     "elastic-asa",
+    "elastic-bigjob-fine",
+    "elastic-perstage-fine",
+    "elastic-asa-fine",
 )
 
 
@@ -103,7 +109,7 @@ def make_runner(
     store: Any,
     job_cores: int | None = None,
 ) -> Any:
-    """Return the task runner of ``config``; ``job_cores`` for the Elastic ones that are not split."""
+    """Return the task runner of ``config``; ``job_cores`` for the plain Elastic ones (not split or fine)."""
     if config.startswith("elastic-"):
         from elastic.executors.prefect_runner import ElasticTaskRunner
 
@@ -233,8 +239,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--job-cores",
         type=int,
-        help="Elastic's configurations but the -split ones: most cores in one batch job (default: one job "
-        "per allocation)",
+        help="Elastic's plain configurations (not -split or -fine): most cores in one batch job "
+        "(default: one job per allocation)",
     )
     parser.add_argument(
         "--jobs", action="store_true", help="after each run, one line per batch job: when it ran, how busy"

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run as a script 
 
 from benchmarks._support import LocalSlurmCluster
 from elastic.backends.slurm import SlurmBackend
-from elastic.experiments import parse_strategy, split_cores
+from elastic.experiments import parse_strategy, shape_cores
 from elastic.simulator.synthetic import synthetic_workload
 from elastic.workflow import Stage, Workflow
 
@@ -130,21 +130,21 @@ def elastic_strategy(config: str, stages: Sequence[tuple[str, int, float]]) -> t
     """Return the strategy and ``job_cores`` of an ``elastic-...`` configuration (``elastic-bigjob-split``).
 
     The shape is read as ``elastic compare`` reads its row labels
-    (:func:`~elastic.experiments.parse_strategy`): a ``-split`` configuration submits every allocation
-    wider than :func:`~elastic.experiments.split_cores` of the workflow (half the widest stage, rounded up;
-    one core per task here) as batch jobs of at most that many cores; any other runs one batch job per
-    allocation (``job_cores`` None).
+    (:func:`~elastic.experiments.parse_strategy`, :func:`~elastic.experiments.shape_cores`): a ``-split``
+    configuration submits every allocation wider than half the widest stage (rounded up; one core per task
+    here) as batch jobs of at most that many cores; a ``-fine`` one submits each allocation in jobs of one
+    task (``job_cores`` 1); any other runs one batch job per allocation (``job_cores`` None).
 
     >>> elastic_strategy("elastic-perstage-split", [("a", 4, 1.0), ("b", 6, 1.0)])
     ('perstage', 3)
+    >>> elastic_strategy("elastic-asa-fine", [("a", 4, 1.0)])
+    ('asa', 1)
     >>> elastic_strategy("elastic-asa", [("a", 4, 1.0)])
     ('asa', None)
     """
     strategy, shape = parse_strategy(config.removeprefix("elastic-"))
-    if shape != "split":
-        return strategy, None
     workflow = Workflow("stages", tuple(Stage(name, tasks, 1, seconds) for name, tasks, seconds in stages))
-    return strategy, split_cores(workflow)
+    return strategy, shape_cores(workflow, shape)
 
 
 class Background:

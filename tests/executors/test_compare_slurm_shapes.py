@@ -1,10 +1,10 @@
-"""The Slurm comparisons give the baselines ``elastic compare``'s split shape, by the same rule.
+"""The Slurm comparisons give the baselines ``elastic compare``'s split and fine shapes, by the same rule.
 
 ``benchmarks/compare_parsl_slurm.py`` and ``benchmarks/compare_prefect_slurm.py`` name their Elastic
 configurations ``elastic-<row label>``: the label is read by :func:`elastic.experiments.parse_strategy`, and a
-``-split`` one gets :func:`elastic.experiments.split_cores` of the workflow as ``job_cores``. Checked here
-without Slurm; the short runs of ``test_compare_parsl_slurm.py`` / ``test_compare_prefect_slurm.py`` check
-that the split runs submit more than one batch job.
+``-split`` one gets :func:`elastic.experiments.split_cores` of the workflow as ``job_cores``, a ``-fine`` one
+1. Checked here without Slurm; the short runs of ``test_compare_parsl_slurm.py`` /
+``test_compare_prefect_slurm.py`` check that the split runs submit more than one batch job.
 """
 
 from __future__ import annotations
@@ -50,16 +50,17 @@ def _prefect_configs() -> tuple[str, ...]:
 
 
 @pytest.mark.parametrize("front", ["parsl", "prefect"])
-def test_every_baseline_is_there_in_both_shapes_as_elastic_compare_has_them(front: str) -> None:
+def test_every_baseline_is_there_in_every_shape_as_elastic_compare_has_them(front: str) -> None:
     configs = PARSL_CONFIGS if front == "parsl" else _prefect_configs()
     labels = _elastic(configs)
-    expected = shaped_strategies([*BASELINES, "asa"], ["plain", "split"])
+    expected = shaped_strategies([*BASELINES, "asa"], ["plain", "split", "fine"])
+    assert "asa-fine" in labels  # asa in jobs of one task, as the README advises on a busy queue
     # asa under the split baselines' cap as well (Parsl): on nodes its own pieces stay whole nodes
-    assert sorted(set(labels) - {"asa-split"}) == sorted(expected)
+    assert sorted(set(labels) - {"asa-split", "asa-fine"}) == sorted(expected)
 
 
 @given(stages_st)
-def test_a_split_configuration_gets_half_the_widest_stage_and_a_plain_one_none(
+def test_a_split_configuration_gets_half_the_widest_stage_a_fine_one_1_and_a_plain_one_none(
     stages: list[tuple[str, int, float]],
 ) -> None:
     widest = max(t for _, t, _ in stages)
@@ -70,6 +71,8 @@ def test_a_split_configuration_gets_half_the_widest_stage_and_a_plain_one_none(
         assert strategy == parse_strategy(label)[0]
         if label.endswith("-split"):
             assert job_cores == math.ceil(widest / 2)
+        elif label.endswith("-fine"):
+            assert job_cores == 1
         else:
             assert job_cores is None
 
