@@ -9,6 +9,7 @@ windows, core ranges, seeds, bounded counts) are in :mod:`elastic.cli.values`.
 from __future__ import annotations
 
 import argparse
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -352,9 +353,7 @@ class BackgroundSetup:
 
     def describe(self) -> str:
         """One line for titles: source, mode, reserve, queue policy and priority model."""
-        source = self.workload.source
-        if len(source) > 60:  # e.g. synthetic(jobs=..., ...): keep the name, drop the parameter list
-            source = source.split("(", 1)[0] + "(...)" if "(" in source else "..." + source[-57:]
+        source = _short_source(self.workload.source)
         extra = "" if self.mode == "replay" else f", mode {self.mode}"
         if self.mode == "calibrated":
             extra += f" (reserve {self.reserve} cores)"
@@ -363,6 +362,23 @@ class BackgroundSetup:
         from elastic.simulator.priority import describe_priority
 
         return f"background {source}{extra}, policy {self.policy}, {describe_priority(self.priority)}"
+
+
+def _short_source(source: str) -> str:
+    """Return a workload's source for a title: a synthetic load by job count and seed, a long path by its end.
+
+    Examples
+    --------
+    >>> _short_source("synthetic(jobs=2000, processors=64, arrival_rate=0.01/s, seed=3)")
+    'synthetic load (2000 jobs, seed 3)'
+    >>> _short_source("traces/hpc2n.swf.gz")
+    'traces/hpc2n.swf.gz'
+    """
+    if source.startswith("synthetic("):
+        fields = dict(re.findall(r"(\w+)=([^,()\[\]]+)", source))
+        if "jobs" in fields and "seed" in fields:
+            return f"synthetic load ({fields['jobs']} jobs, seed {fields['seed']})"
+    return source if len(source) <= 60 else "..." + source[-57:]
 
 
 def check_background_arguments(args: argparse.Namespace) -> None:

@@ -67,6 +67,7 @@ __all__ = [
     "COLUMNS",
     "register",
     "summarise",
+    "left_out_line",
     "versus_lines",
 ]
 
@@ -234,8 +235,9 @@ def table(frame: pd.DataFrame, title: str) -> Table:
     """Rich table: one row per strategy, ``mean ± 95% CI`` per metric over the runs all completed."""
     common = _common(frame)
     compared = common["run"].nunique()
+    runs = f"{compared} run{'' if compared == 1 else 's'}"
     out = Table(
-        title=f"{title}\nmeans over the {compared} runs every strategy completed",
+        title=f"{title}\nmeans over the {runs} every strategy completed",
         caption="queue wait: every request's wait until its cores were usable, summed (requests asked ahead "
         "wait side by side, so it may exceed the makespan); perceived wait: the time in which some ready "
         "stage waited for cores",
@@ -255,6 +257,38 @@ def table(frame: pd.DataFrame, title: str) -> Table:
         cells.append("/".join(map(str, hits)))
         out.add_row(*cells)
     return out
+
+
+_STATUS_WORDS = {"timeout": "reached the horizon", "failed": "failed", "interrupted": "interrupted"}
+
+
+def left_out_line(frame: pd.DataFrame) -> str | None:
+    """Say which runs the means leave out, and why, when some strategy did not complete every run.
+
+    The table's means pair the strategies over the runs every one of them completed; this line names the
+    strategies whose runs were left out, with how many ended in each way, so a mean over the survivors is
+    not read as one over every run.
+
+    Examples
+    --------
+    >>> frame = pd.DataFrame({"strategy": ["a", "a", "b", "b"], "run": [0, 1, 0, 1],
+    ...                       "status": ["completed", "completed", "completed", "timeout"]})
+    >>> left_out_line(frame)
+    'read over 1 of 2 runs; left out: b: 1 reached the horizon'
+    >>> left_out_line(frame.assign(status="completed")) is None
+    True
+    """  # fmt: skip
+    runs = frame["run"].nunique()
+    compared = _common(frame)["run"].nunique()
+    if compared == runs:
+        return None
+    missed = []
+    for strategy, group in frame.groupby("strategy", sort=False):
+        counts = group.loc[group["status"] != "completed", "status"].value_counts()
+        if len(counts):
+            ways = ", ".join(f"{n} {_STATUS_WORDS.get(str(k), str(k))}" for k, n in counts.items())
+            missed.append(f"{strategy}: {ways}")
+    return f"read over {compared} of {runs} runs; left out: {'; '.join(missed)}"
 
 
 def versus_lines(frame: pd.DataFrame) -> list[str]:
@@ -394,6 +428,9 @@ def _run(args: argparse.Namespace) -> int:
         f"{setup.describe()} (seed {args.seed}{weight})"
     )
     console.print(table(frame, title))
+    left_out = left_out_line(frame)
+    if left_out is not None:
+        console.print(left_out, highlight=False)
     for line in versus_lines(frame):
         console.print(line, highlight=False)
     total = args.runs * len(labels)
