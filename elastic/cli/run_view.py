@@ -17,7 +17,7 @@ from rich.console import Console, Group
 from rich.table import Table
 
 from elastic.cli.outputs import write_output
-from elastic.front.progress import short_duration
+from elastic.front.progress import ended_word, short_duration
 from elastic.metrics import RunMetrics
 
 if TYPE_CHECKING:
@@ -184,7 +184,8 @@ class PlainLines:
                 line = f"allocation {a.alloc_id}: running after {waited:.0f} s in the queue"
                 out.append((_at(a.start_time, view), line))
             if state not in ("REQUESTED", "RUNNING"):
-                out.append((_at(a.end_time, view), f"allocation {a.alloc_id}: {state.lower()}"))
+                word = ended_word(state, a.start_time is not None)
+                out.append((_at(a.end_time, view), f"allocation {a.alloc_id}: {word}"))
             self._allocs[a.alloc_id] = state
         out.sort(key=lambda line: line[0])  # stable: one record's lines keep their order
         return out

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Set
 from typing import TYPE_CHECKING, Any, TextIO
 
 from elastic.allocations import AllocationState
@@ -35,6 +35,7 @@ __all__ = [
     "ProgressLogger",
     "RunProgress",
     "check_progress",
+    "ended_word",
     "event_line",
     "short_duration",
 ]
@@ -74,7 +75,26 @@ def short_duration(seconds: float | None) -> str:
 _s = short_duration
 
 
-def event_line(event: Event, *, submitted: dict[str, float] | None = None) -> str | None:
+def ended_word(state: str, started: bool) -> str:
+    """Return how a progress line words an allocation's end state (``CANCELLED``, ``TIMEOUT``, ...).
+
+    A batch job cancelled after it started was given back (the strategy released its cores, or the run
+    ended): ``released``; cancelled while it waited: ``cancelled``. Other states are their name.
+
+    Examples
+    --------
+    >>> ended_word("CANCELLED", started=True), ended_word("CANCELLED", started=False)
+    ('released', 'cancelled')
+    >>> ended_word("TIMEOUT", started=True)
+    'timeout'
+    """
+    word = state.lower()
+    return "released" if word == "cancelled" and started else word
+
+
+def event_line(
+    event: Event, *, submitted: dict[str, float] | None = None, started: Set[str] = frozenset()
+) -> str | None:
     """Return the progress line of one run event, or None for events not shown (task events).
 
     Parameters
@@ -83,6 +103,9 @@ def event_line(event: Event, *, submitted: dict[str, float] | None = None) -> st
         A run event.
     submitted
         Submission times by allocation id, so an ALLOC_START line can say how long the allocation waited.
+    started
+        Allocations that started, so an ALLOC_END line can say a running one was released
+        (:func:`ended_word`).
     """
     kind = event.kind
     if kind not in _LOGGED:
@@ -108,8 +131,10 @@ def event_line(event: Event, *, submitted: dict[str, float] | None = None) -> st
         since = event.eligible if event.eligible is not None else (submitted or {}).get(alloc)
         waited = f" after {_s(event.time - since)} in the queue" if since is not None else ""
         return f"allocation {alloc}: running{waited}"
-    # the batch job's end state, worded as ``elastic run``'s lines word it ("allocation a1: cancelled")
-    return f"allocation {alloc}: {event.note.lower()}" if event.note else f"allocation {alloc}: ended"
+    # the batch job's end state, worded as ``elastic run``'s lines word it ("allocation a1: released")
+    if not event.note:
+        return f"allocation {alloc}: ended"
+    return f"allocation {alloc}: {ended_word(event.note, alloc in started)}"
 
 
 def _reaches(logger: logging.Logger, stream: TextIO) -> bool:
@@ -159,6 +184,7 @@ class RunProgress:
         isatty = getattr(self._stream, "isatty", None)
         self.live = bool(live if live is not None else (callable(isatty) and isatty()))
         self._submitted: dict[str, float] = {}
+        self._started: set[str] = set()
         self._t0: float | None = None  # the run's start, backend seconds
         self._lock = threading.Lock()
         self._live: Live | None = None
@@ -199,7 +225,9 @@ class RunProgress:
                     self._t0 = event.time
                 if event.kind is EventKind.ALLOC_SUBMIT and event.allocation is not None:
                     self._submitted[event.allocation] = event.time
-                line = event_line(event, submitted=self._submitted)
+                if event.kind is EventKind.ALLOC_START and event.allocation is not None:
+                    self._started.add(event.allocation)
+                line = event_line(event, submitted=self._submitted, started=self._started)
             if line is not None:
                 self.logger.info(line, extra={"elastic_progress": id(self)})
         except Exception:  # progress must never break a run

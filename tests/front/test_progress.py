@@ -56,6 +56,27 @@ def test_event_lines_say_what_happened() -> None:
         "allocation a1: completed"  # as elastic run's lines say it
     )
     assert event_line(Event(1.0, EventKind.TASK_END, task="t1")) is None  # task events are not lines
+    cancel = Event(70.0, EventKind.ALLOC_END, allocation="a1", note="CANCELLED")
+    assert event_line(cancel, started={"a1"}) == "allocation a1: released"  # it ran: given back
+    assert event_line(cancel) == "allocation a1: cancelled"  # it never started
+
+
+def test_a_run_says_released_for_an_allocation_given_back_after_it_ran() -> None:
+    """``RunProgress`` learns the starts from the run's own events: a running allocation the run gave back
+    reads ``released``, one cancelled in the queue ``cancelled``."""
+    out = io.StringIO()
+    progress = RunProgress(stream=out, live=False)
+    progress.start()
+    try:
+        progress.event(Event(0.0, EventKind.ALLOC_SUBMIT, allocation="a1", cores=2, walltime=60.0, stage="s"))
+        progress.event(Event(0.0, EventKind.ALLOC_SUBMIT, allocation="a2", cores=2, walltime=60.0, stage="s"))
+        progress.event(Event(5.0, EventKind.ALLOC_START, allocation="a1"))
+        progress.event(Event(9.0, EventKind.ALLOC_END, allocation="a1", note="CANCELLED"))
+        progress.event(Event(9.0, EventKind.ALLOC_END, allocation="a2", note="CANCELLED"))
+    finally:
+        progress.stop()
+    text = out.getvalue()
+    assert "allocation a1: released" in text and "allocation a2: cancelled" in text, text
 
 
 def test_a_run_shows_stage_and_allocation_lines_by_default(capsys: pytest.CaptureFixture[str]) -> None:
