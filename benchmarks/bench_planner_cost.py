@@ -17,7 +17,11 @@ while nothing but the clock changed; not the same decisions). Imports are done b
 wait learner's first import of scipy took seconds and was charged to ``asa``'s first run).
 
     .venv/bin/python benchmarks/bench_planner_cost.py [--runs 3] [--seed 1] [--trace PATH] [--reuse]
-        [--pace S] [--profile] [--pace-check [--workflows suite] [--queues Q] [--peaks 28,56]]
+        [--pace S] [--job-cores N] [--profile] [--pace-check [--workflows suite] [--queues Q] [--peaks 28,56]]
+
+``--job-cores N`` measures the three goals with every strategy's allocations asked as batch jobs of at most
+``N`` cores (``job_cores``; 1: jobs of one task, ``elastic compare``'s ``fine`` shape), ``asa`` and
+Per-Stage alike: the planner then plans requests of many pieces.
 
 ``--pace-check`` prints instead what pacing (:class:`~elastic.strategies.base.Paced`) changes: per cell of
 the published suite and the paper's workflows (``--workflows``, default ``suite``) x ``--queues`` (default
@@ -271,6 +275,9 @@ def main() -> int:
     parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--reuse", action="store_true", help="asa with reuse=True (kept searches)")
     parser.add_argument("--pace", type=float, default=None, help="asa with Planner(pace=S); 0: every poll")
+    parser.add_argument(
+        "--job-cores", type=int, default=None, help="every strategy in jobs of at most N cores (1: fine)"
+    )
     parser.add_argument("--scale", help="stage counts of whole large runs to time, e.g. 1000,2000,5000")
     parser.add_argument("--limit", type=float, default=120.0, help="--scale: seconds before a run is stopped")
     parser.add_argument("--horizon-check", action="store_true", help="asa with and without its horizon")
@@ -302,9 +309,13 @@ def main() -> int:
     chain = random_dag(40, seed=args.seed, chain=True)
     dag = random_dag(100, seed=args.seed)
 
+    if args.job_cores is not None and args.job_cores < 1:
+        parser.error(f"--job-cores must be >= 1, got {args.job_cores}")
+
     def sim(workflow: Workflow, strategy: str, runs: int, **kw: Any) -> Callable[[], Any]:
         if strategy == "asa":
             kw["strategy_options"] = options
+        kw["job_cores"] = args.job_cores
         return lambda: simulate_runs(workflow, strategy, runs=runs, seed=args.seed, **kw)
 
     if args.profile:
