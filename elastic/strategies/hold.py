@@ -22,9 +22,9 @@ Limits that apply whatever the prices say:
 - **Idle beside the stage's last tasks.** A batch job of a split request (a piece) whose tasks are done
   while the stage's last ones run on the others (or that started before its stage while another piece
   runs some other task, such as a re-run) is released once the cores it idled cost as much as getting
-  them back for when they are needed would (:func:`idled_out`): the stage's end is a guess that a
-  straggler keeps pushing on, and this break-even rule of the ski-rental problem pays at most twice what
-  knowing the end would have.
+  them back for when they are needed would (:func:`idled_out`), even while other pieces of its request
+  still wait in the queue: the stage's end is a guess that a straggler keeps pushing on, and this
+  break-even rule of the ski-rental problem pays at most twice what knowing the end would have.
 - **Width.** No allocation is kept wider than the widest stage left needs (the planner never plans
   it; a property test checks it).
 

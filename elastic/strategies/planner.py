@@ -396,7 +396,8 @@ class Planner:
                 continue
             a = live[0]
             # pieces still waiting were asked for these stages with the running ones: the plan counts them,
-            # and none is cut away until all have started
+            # and the holds cut none away until all have started (a started piece idle beside the stage's
+            # last tasks may still idle out, below)
             waiting = [b for b in jobs if b.pending]
             cores = sum(b.cores for b in live + waiting)
             open_labels = sorted(
@@ -427,7 +428,7 @@ class Planner:
                     actions.append(Cancel(b.alloc_id, reason))
                     kept.pop(b.alloc_id)
                 continue
-            if busy and not waiting and len(live) > 1 and (not current.ready or _all_placed(current)):
+            if busy and len(live) > 1 and (not current.ready or _all_placed(current)):
                 lead = current_work if current.ready else max(timeline.soonest_need(current) - view.now, 0.0)
                 idlers.append(_Idler(tuple(live), current.name, lead))
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
@@ -509,6 +510,17 @@ class Planner:
         at a coefficient of variation of 0.71) for a 60-s stage after it, the stage's end predicted soon
         at every decision; and (run 13) its two pieces, started early, idled 27 of their 28 cores for
         1.7 h while one ran ``ExtractSGT``'s re-run, then could no longer cover their stage.
+
+        Pieces of the request that still wait in the queue do not keep the started ones from idling out.
+        A request in jobs of one task (``job_cores=1``) has jobs that wait hours after the others started:
+        on CyberShake 28 (synthetic queue, run 29), 7 of ``SeismogramSynthesis``'s 28 jobs waited until
+        the stage ended, and while they did, 18 started ones idled 0.5-0.7 h each beside its straggler
+        (asa's core-hours 1.50x fine Per-Stage's in that cell, 1.15x with this). Checked on issue 28's
+        grid with every strategy in jobs of one task (seed 1: 82 to 93 of 150 cells met, as many slower
+        than both baselines; the main job, Montage 28 on the synthetic queue, among the 4 lost), at seed 2
+        on the synthetic queue and the replay (32 to 36 of 60) and on the Lublin-Feitelson trace
+        (``docs/results/strategies.md``, "Idle pieces go while others of their request wait"). A request
+        of two pieces (``asa``'s own default) has no waiting piece beside two started ones: unchanged.
         """
         now = view.now
         seen, self._idle_since = self._idle_since, {}  # only the pieces seen idle at this decision

@@ -957,6 +957,34 @@ def test_a_piece_idle_beside_its_stages_last_tasks_goes_once_it_idled_what_askin
     assert not [a for a in again.decide(_straggling_view(due)).actions if isinstance(a, Cancel)]
 
 
+def test_a_piece_idle_beside_its_stages_last_tasks_goes_at_the_break_even_while_another_piece_waits() -> None:
+    """A request in jobs of one task has pieces that wait long after the others started; they kept every
+    started piece of the request, idle beside the stage's straggler, until the stage ended (CyberShake 28,
+    synthetic queue, run 29, in 1-core jobs: 7 of 28 jobs pending, 18 idle for 0.5-0.7 h each)."""
+
+    def view(now: float) -> RunView:
+        # as _straggling_view, with the 28 cores asked as three pieces: 10 idle, 10 running the stage's
+        # last 8 tasks, and 8 still waiting in the queue
+        base = _straggling_view(now)
+        running = AllocationState.RUNNING
+        jobs = (
+            alloc("a1", "wide1", 10, 1e5, running, -20000.0, 0.0, piece_of="a1"),
+            alloc("a2", "wide1", 10, 1e5, running, -20000.0, 0.0, busy=8, piece_of="a1"),
+            alloc("a3", "wide1", 8, 1e5, AllocationState.REQUESTED, -20000.0, piece_of="a1"),
+        )
+        records, busy = split(jobs)
+        return RunView(now, base.workflow, base.stages, records, base.knowledge, busy)
+
+    planner = Planner(weight=1.0)
+    first = planner.decide(view(1700.0))
+    assert not [a for a in first.actions if isinstance(a, Cancel)]
+    assert first.wake_at is not None and first.wake_at > 1700.0  # due at the break-even
+    assert not [a for a in planner.decide(view(first.wake_at - 1.0)).actions if isinstance(a, Cancel)]
+    cancels = [a for a in planner.decide(view(first.wake_at)).actions if isinstance(a, Cancel)]
+    # the idle piece goes; the busy one and the one still waiting stay
+    assert [a.alloc_id for a in cancels] == ["a1"] and "idled" in cancels[0].reason
+
+
 def test_a_piece_idle_while_its_stage_still_has_tasks_to_place_is_not_released_as_idled_out() -> None:
     # wide1 has tasks waiting for cores: an idle piece is about to get one, and is no straggler's
     planner = Planner(weight=1.0)
