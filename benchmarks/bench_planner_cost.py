@@ -288,6 +288,15 @@ def main() -> int:
     parser.add_argument("--peaks", default="28,56", help="--pace-check: peaks")
     parser.add_argument("--one", nargs=4, help=argparse.SUPPRESS)  # kind n strategy queue: one --scale run
     args = parser.parse_args()
+    if args.job_cores is not None:
+        if not 1 <= args.job_cores <= 10_000:
+            parser.error(f"--job-cores must be between 1 and 10000, got {args.job_cores}")
+        others = [
+            flag for flag in ("horizon_check", "hold_check", "pace_check", "scale") if getattr(args, flag)
+        ]
+        if others:
+            flag = "--" + others[0].replace("_", "-")
+            parser.error(f"--job-cores applies to the three goals only, not with {flag}")
     if args.one:
         return _one(*args.one, seed=args.seed)
     if args.horizon_check or args.hold_check:
@@ -308,9 +317,6 @@ def main() -> int:
     background = default_background(64, seed=args.seed)
     chain = random_dag(40, seed=args.seed, chain=True)
     dag = random_dag(100, seed=args.seed)
-
-    if args.job_cores is not None and args.job_cores < 1:
-        parser.error(f"--job-cores must be >= 1, got {args.job_cores}")
 
     def sim(workflow: Workflow, strategy: str, runs: int, **kw: Any) -> Callable[[], Any]:
         if strategy == "asa":

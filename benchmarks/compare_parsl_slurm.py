@@ -23,6 +23,8 @@ sequence for every configuration of one repetition), and runs the same Montage-s
   shape (``job_cores`` = half the widest stage, rounded up: :func:`benchmarks.slurm_queue.elastic_strategy`),
   as ``asa`` asks its allocations in pieces; the fair comparison reads ``asa`` against the better shape of
   each baseline;
+- ``elastic-asa-split``: ``asa`` under the split baselines' cap (``job_cores`` = half the widest stage): on
+  whole nodes its own pieces stay whole nodes, the baselines' cap splits inside one;
 - ``elastic-bigjob-fine``, ``elastic-perstage-fine``, ``elastic-asa-fine``: every allocation in jobs of one
   task (``job_cores=1``, ``elastic compare``'s ``fine`` shape), which start in backfill holes a wider job
   waits for. HTEX's finest shape is ``htex-auto``'s one-node blocks.

@@ -253,7 +253,8 @@ def table(frame: pd.DataFrame, title: str) -> Table:
         for key, _, divisor in COLUMNS:
             mean, half = _mean_ci(list(paired[key] / divisor))
             cells.append(f"{mean:.2f}" + ("" if math.isnan(half) else f" ± {half:.2f}"))
-        hits = [int(group[k].sum()) for k in ("prediction_hits", "prediction_misses", "prediction_under")]
+        # counted over the same runs as the means (the title's), not over runs the others did not complete
+        hits = [int(paired[k].sum()) for k in ("prediction_hits", "prediction_misses", "prediction_under")]
         cells.append("/".join(map(str, hits)))
         out.add_row(*cells)
     return out
@@ -435,11 +436,17 @@ def _run(args: argparse.Namespace) -> int:
         console.print(line, highlight=False)
     total = args.runs * len(labels)
     console.print(
-        f"{total} simulated runs in {elapsed:.1f} s ({elapsed / total * 1000:.0f} ms per run); "
-        "mean ± 95% confidence interval",
+        f"{total} simulated run{'' if total == 1 else 's'} in {elapsed:.1f} s "
+        f"({elapsed / total * 1000:.0f} ms per run); mean ± 95% confidence interval",
         highlight=False,
     )
     if csv is not None:
         write_output(csv, "--csv", lambda path: frame.to_csv(path, index=False))
         console.print(f"per-run metrics written to {csv}", highlight=False)
+    if _common(frame).empty:  # nothing was compared: not a result a script should take as one
+        console.print(
+            "no run was completed by every strategy: nothing to compare (exit 1); see the left-out line",
+            highlight=False,
+        )
+        return 1
     return 0
