@@ -297,6 +297,16 @@ def main() -> int:
         if others:
             flag = "--" + others[0].replace("_", "-")
             parser.error(f"--job-cores applies to the three goals only, not with {flag}")
+    traces = Path(
+        os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[1] / "../shared/data/traces")
+    )
+    replay = args.trace or traces / "SDSC-BLUE-2000-4.2-cln.swf.gz"
+    goals = not (args.one or args.scale or args.horizon_check or args.hold_check or args.pace_check)
+    if goals and not args.skip_replay and not replay.is_file():  # checked before minutes of the others
+        parser.error(
+            f"the replay goal's trace {replay} is not there: give --trace PATH, set ELASTIC_TRACES to the "
+            "folder that holds it, or --skip-replay"
+        )
     if args.one:
         return _one(*args.one, seed=args.seed)
     if args.horizon_check or args.hold_check:
@@ -348,18 +358,14 @@ def main() -> int:
     if not args.skip_replay:
         from elastic.simulator.trace import read_swf
 
-        traces = Path(
-            os.environ.get("ELASTIC_TRACES", Path(__file__).resolve().parents[1] / "../shared/data/traces")
-        )
-        path = args.trace or traces / "SDSC-BLUE-2000-4.2-cln.swf.gz"
-        workload = read_swf(path)
+        workload = read_swf(replay)
         montage = resolve_workflow("montage")
         cpu = {
             s: _cpu(sim(montage, s, args.runs, background=workload)) / args.runs for s in ("perstage", "asa")
         }
         ratio = cpu["asa"] / max(cpu["perstage"], 1e-9)
         print(
-            f"replay {path.name}, montage: asa {cpu['asa']:.2f} s, perstage {cpu['perstage']:.2f} s CPU "
+            f"replay {replay.name}, montage: asa {cpu['asa']:.2f} s, perstage {cpu['perstage']:.2f} s CPU "
             f"per run: {ratio:.1f}x (goal <= {REPLAY_RATIO:.0f}x)"
         )
         if ratio > REPLAY_RATIO:
