@@ -120,10 +120,27 @@ class Stage:
         size = self.tasks if n is None else n
         if self.runtime_cv == 0:
             return np.full(size, float(self.runtime))
-        # lognormal parameters from mean m and cv c: sigma^2 = ln(1 + c^2), mu = ln(m) - sigma^2 / 2
+        mu, sigma = self._lognormal()
+        return rng.lognormal(mu, sigma, size)
+
+    def runtime_quantile(self, z: float) -> float:
+        """Return the task runtime at the standard normal quantile ``z`` (``runtime`` when the cv is 0).
+
+        The runtime model is the lognormal :meth:`sample_runtimes` draws from; 0 when the stage has none.
+        """
+        if self.runtime is None:
+            return 0.0
+        if self.runtime_cv == 0:
+            return float(self.runtime)
+        mu, sigma = self._lognormal()
+        return math.exp(mu + z * sigma)
+
+    def _lognormal(self) -> tuple[float, float]:
+        """Return ``(mu, sigma)`` of the lognormal of mean ``runtime`` and cv ``runtime_cv``."""
+        assert self.runtime is not None
+        # from mean m and cv c: sigma^2 = ln(1 + c^2), mu = ln(m) - sigma^2 / 2
         sigma2 = math.log1p(self.runtime_cv**2)
-        mu = math.log(self.runtime) - sigma2 / 2
-        return rng.lognormal(mu, math.sqrt(sigma2), size)
+        return math.log(self.runtime) - sigma2 / 2, math.sqrt(sigma2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,13 +292,7 @@ def shortest_chain(workflow: Workflow) -> float:
     """
     ends: dict[str, float] = {}
     for s in workflow.stages:  # every stage's dependencies come before it
-        if s.runtime is None:
-            low = 0.0
-        elif s.runtime_cv == 0:
-            low = float(s.runtime)
-        else:
-            sigma2 = math.log1p(s.runtime_cv**2)
-            low = math.exp(math.log(s.runtime) - sigma2 / 2 - _Z_999 * math.sqrt(sigma2))
+        low = s.runtime_quantile(-_Z_999)
         ends[s.name] = max((ends[d] for d in s.depends_on or ()), default=0.0) + low
     return max(ends.values())
 
