@@ -41,7 +41,12 @@ class _Parser(argparse.ArgumentParser):
     """
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message} (usage: {self.prog} -h)\n")
+        self.exit(2, _error_line(self.prog, message) + "\n")
+
+
+def _error_line(prog: str, message: str) -> str:
+    """Return the one line an option error is: what is wrong and where the usage is."""
+    return f"{prog}: error: {message} (usage: {prog} -h)"
 
 
 def _parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
@@ -82,10 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = getattr(args, "command", None)
         prog = f"elastic {command}" if command else "elastic"
         hint = _HINTS.get((command, unknown[0].split("=")[0]), "")
-        print(
-            f"{prog}: error: unrecognized arguments: {' '.join(unknown)}{hint} (usage: {prog} -h)",
-            file=sys.stderr,
-        )
+        print(_error_line(prog, f"unrecognized arguments: {' '.join(unknown)}{hint}"), file=sys.stderr)
         return 2
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)
     logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
