@@ -278,7 +278,7 @@ def left_out_line(frame: pd.DataFrame) -> str | None:
     'read over 1 of 2 runs; left out: b: 1 reached the horizon'
     >>> left_out_line(frame.assign(status="completed")) is None
     True
-    """  # fmt: skip
+    """
     runs = frame["run"].nunique()
     compared = _common(frame)["run"].nunique()
     if compared == runs:
