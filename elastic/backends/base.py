@@ -11,12 +11,18 @@ Slurm, simulated seconds for the mock backend.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
-from elastic.batch import JobInfo, JobSpec, PartitionInfo
+from elastic.batch import Dependency, JobInfo, JobSpec, PartitionInfo
 
-__all__ = ["BatchBackend", "EstimatesReleasing", "ReportsJobChanges", "ShortensWalltime"]
+__all__ = [
+    "BatchBackend",
+    "ChangesDependencies",
+    "EstimatesReleasing",
+    "ReportsJobChanges",
+    "ShortensWalltime",
+]
 
 
 @runtime_checkable
@@ -103,6 +109,25 @@ class ShortensWalltime(Protocol):
         """Lower pending job ``job_id``'s walltime to ``walltime`` seconds.
 
         A job that started or ended meanwhile, or already asks at most that, is left as it is.
+        """
+        ...
+
+
+@runtime_checkable
+class ChangesDependencies(Protocol):
+    """A backend that can change a pending job's dependencies (both built-in ones).
+
+    Slurm lets a user replace the dependencies of their pending job (``scontrol update Dependency=``,
+    empty to clear them), and under ``priority/basic`` the job keeps the rank its submission gave it.
+    Run control asks a request ahead to follow (``afterany``) the allocation before it, so that it keeps
+    its queue place and starts once those cores are freed; when the plan later keeps one of those
+    allocations for the request's own stage, waiting for it to end would run the stage in waves on it.
+    """
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
+        """Replace pending job ``job_id``'s dependencies by ``dependencies`` (empty: none).
+
+        A job that started or ended meanwhile is left as it is.
         """
         ...
 

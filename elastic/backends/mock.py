@@ -28,6 +28,7 @@ import atexit
 import logging
 import math
 import threading
+from collections.abc import Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -333,6 +334,20 @@ class MockBackend:
         with self._lock:
             self._catch_up()
             self._engine.shorten(self._index(job_id), float(walltime))
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
+        """Replace a pending job's dependencies (``scontrol update Dependency=``).
+
+        See :meth:`SlurmBackend.set_dependencies`. A job that started or ended meanwhile is left as it
+        is. Raises UnknownJobError for an id this backend never handed out, and DependencyError for a
+        dependency on one.
+        """
+        with self._lock:
+            self._catch_up()
+            j = self._index(job_id)
+            if self._engine.set_dependencies(j, self._dependencies(tuple(dependencies))):
+                self._job_changes += 1
+                self._change_log.append(j)
 
     def state(self, job_id: str) -> JobInfo:
         """Return the current state of one job (ended ones included)."""

@@ -27,7 +27,7 @@ import math
 import os
 import re
 import time
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import platformdirs
@@ -36,7 +36,7 @@ from elastic.backends import _slurm_parse as parse
 from elastic.backends import _slurm_queue as _queue
 from elastic.backends._slurm_commands import Jobcomp, SlurmCommands
 from elastic.backends._slurm_script import render_job_script
-from elastic.batch import DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
+from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo
 from elastic.errors import (
     BackendError,
     ConfigError,
@@ -210,7 +210,7 @@ class SlurmBackend:
         BackendUnavailableError
             Slurm is not installed here or slurmctld does not answer.
         """
-        self._check_dependencies(spec)
+        self._check_dependencies(spec.dependencies)
         self.workdir.mkdir(parents=True, exist_ok=True)
         script = self._script(spec)
         args = ["sbatch", "--parsable"]
@@ -274,6 +274,33 @@ class SlurmBackend:
                 return
             self._commands.fail(args, proc)
         logger.info("slurm: job %s time limit lowered to %d min", job_id, minutes)
+
+    def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
+        """Replace a pending job's dependencies: ``scontrol update JobId=ID Dependency=LIST``.
+
+        An empty ``dependencies`` clears them (``Dependency=``). Slurm lets a user change the
+        dependencies of their own pending job, and ``priority/basic`` keeps the rank its submission
+        gave it. A job that is no longer pending is left alone.
+
+        Raises
+        ------
+        UnknownJobError
+            ``job_id`` is not a Slurm job id, or Slurm does not know it.
+        DependencyError
+            A dependency is not a Slurm job id or names a job Slurm has never heard of.
+        """
+        deps = tuple(dependencies)
+        self._check_dependencies(deps)
+        if self.state(job_id).state is not JobState.PENDING:
+            return
+        args = ["scontrol", "update", f"JobId={job_id}", "Dependency=" + ",".join(str(d) for d in deps)]
+        proc = self._commands.run(args, check=False)
+        if proc.returncode != 0:
+            if "no longer pending" in proc.stderr or "already completing or completed" in proc.stderr:
+                logger.debug("slurm: set dependencies of %s: %s", job_id, proc.stderr.strip())
+                return
+            self._commands.fail(args, proc)
+        logger.info("slurm: job %s now depends on %s", job_id, ",".join(str(d) for d in deps) or "nothing")
 
     def state(self, job_id: str) -> JobInfo:
         """State of one job: ``scontrol show job -o``, or the jobcomp file once slurmctld forgot it.
@@ -482,14 +509,14 @@ class SlurmBackend:
         if not _JOB_ID.fullmatch(job_id):
             raise UnknownJobError(job_id)
 
-    def _check_dependencies(self, spec: JobSpec) -> None:
+    def _check_dependencies(self, dependencies: Sequence[Dependency]) -> None:
         """Refuse dependencies Slurm would silently treat as satisfied (ids it has never seen)."""
-        if not spec.dependencies:
+        if not dependencies:
             return
-        ids = sorted({dep.job_id for dep in spec.dependencies})
+        ids = sorted({dep.job_id for dep in dependencies})
         bad = [i for i in ids if not _JOB_ID.fullmatch(i)]
         if bad:
-            raise DependencyError(f"JobSpec.dependencies name {bad}, which are not Slurm job ids (digits)")
+            raise DependencyError(f"dependencies name {bad}, which are not Slurm job ids (digits)")
         args = ["squeue", "-h", "-t", "all", "-j", ",".join(ids), "-o", "%i"]
         proc = self._commands.run(args, check=False)
         if proc.returncode != 0 and "Invalid job id" not in proc.stderr:
@@ -498,7 +525,7 @@ class SlurmBackend:
         unknown = [i for i in ids if i not in known and self._jobcomp.get(i) is None]
         if unknown:
             raise DependencyError(
-                f"JobSpec.dependencies name jobs {unknown} unknown to Slurm (neither slurmctld nor the "
+                f"dependencies name jobs {unknown} unknown to Slurm (neither slurmctld nor the "
                 "jobcomp file has them); Slurm would treat them as satisfied, so this is refused"
             )
 

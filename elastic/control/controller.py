@@ -54,7 +54,13 @@ from dataclasses import dataclass
 from itertools import compress
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.backends.base import BatchBackend, NamesJobChanges, ReportsJobChanges, ShortensWalltime
+from elastic.backends.base import (
+    BatchBackend,
+    ChangesDependencies,
+    NamesJobChanges,
+    ReportsJobChanges,
+    ShortensWalltime,
+)
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState
 from elastic.control.execution import Execution, ReportsBusyChanges, ReportsClaims
 from elastic.control.history import learn_runtimes
@@ -509,7 +515,7 @@ class AllocationController:
                 if self._submit(action, now, queued):
                     queued = None
             elif isinstance(action, Serve):
-                self._serve(action)
+                self._serve(action, now)
             elif isinstance(action, Shorten):
                 self._shorten(action)
             else:
@@ -698,6 +704,8 @@ class AllocationController:
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
         eligible = eligible_by(a, self._allocs, at)
+        if a.eligible_time is not None:  # a dependency dropped later (_follow_not) released it then
+            eligible = min(max(eligible, a.eligible_time), at)
         # the limit the batch system set, where it differs from the request (Slurm: whole minutes, so 68 s
         # asked run up to 120 s): follow-ups, releases and the pool's drain go by what the job really has
         walltime = granted if granted is not None and granted > a.walltime else a.walltime
@@ -787,9 +795,11 @@ class AllocationController:
         alloc_id = f"a{len(self._allocs) + 1}"
         deps: list[Dependency] = []
         dep_ids: list[tuple[str, DependencyKind]] = []
+        own = set(action.serves or (action.stage,))
         for stage in action.after:
             for other in self._allocs.values():
-                if other.stage == stage and not other.ended:
+                # never one kept for the request's own stages: they run on it, so it ends after them
+                if other.stage == stage and not other.ended and not own.intersection(other.labels):
                     deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
                     dep_ids.append((other.alloc_id, action.dependency))
         # registered before the job exists: its agent may start, and join, before sbatch returns
@@ -853,7 +863,7 @@ class AllocationController:
             action.reason,
         )
 
-    def _serve(self, action: Serve) -> None:
+    def _serve(self, action: Serve, now: float) -> None:
         a = self._allocs.get(action.alloc_id)
         if a is None or a.ended:
             return
@@ -866,6 +876,37 @@ class AllocationController:
             action.reason,
         )
         self._put(dataclasses.replace(a, serves=action.stages))
+        self._follow_not(a.alloc_id, set(action.stages), now)
+
+    def _follow_not(self, kept: str, stages: set[str], now: float) -> None:
+        """Drop the dependency on allocation ``kept``, now kept for ``stages``, of requests for them.
+
+        A request asked ahead follows (``afterany``) the allocation before it, to keep its queue place
+        and start as its cores are freed. Once the plan keeps that allocation for the request's own
+        stages, it ends after them: waiting for it would run the stages in waves on it alone (seen on
+        the local Slurm cluster: ``mDiffFit``'s jobs held until ``mProject``'s, kept for ``mDiffFit``,
+        ended). Where the backend cannot change a pending job's dependencies
+        (:class:`~elastic.backends.base.ChangesDependencies`) the request keeps them.
+        """
+        if not isinstance(self.backend, ChangesDependencies):
+            return
+        for b in self._index.snapshot().live:
+            if not b.pending or b.cancelled or not stages.intersection(b.labels):
+                continue
+            left = tuple((d, kind) for d, kind in b.dependencies if d != kept)
+            if len(left) == len(b.dependencies):
+                continue
+            self.backend.set_dependencies(
+                self._job_ids[b.alloc_id], [Dependency(kind, self._job_ids[d]) for d, kind in left]
+            )
+            b = dataclasses.replace(b, dependencies=left)
+            since = eligible_since(b, self._allocs, now)
+            if since is not None:  # eligible from now on, not from its submission
+                b = dataclasses.replace(b, eligible_time=max(since, now))
+            logger.info(
+                "%s: %s no longer follows %s, kept for its stages", self.strategy.name, b.alloc_id, kept
+            )
+            self._put(b)
 
     def _shorten(self, action: Shorten) -> None:
         """Lower a pending allocation's walltime where the backend can; the record takes what it got."""

@@ -16,7 +16,7 @@ from elastic.batch import DependencyKind, PendingReason
 from elastic.errors import DependencyError
 from elastic.simulator.jobs import COMPLETED, FAILED, FUTURE, PENDING, TIMEOUT, DepRecord, JobTable
 
-__all__ = ["attach", "check_parents", "eligible", "pending_reason", "resolve_children"]
+__all__ = ["attach", "check_parents", "detach", "eligible", "pending_reason", "resolve_children"]
 
 _NONE = PendingReason.NONE  # looked up once: an enum member read costs microseconds on Python 3.11
 
@@ -46,6 +46,16 @@ def attach(jobs: JobTable, j: int, dependencies: Sequence[tuple[DependencyKind, 
         elif rec.status == 2:
             jobs.dep_never.add(j)
     jobs.dep_pending[j] = pending
+
+
+def detach(jobs: JobTable, j: int) -> None:
+    """Forget every dependency of job ``j`` (before :func:`attach` gives it new ones)."""
+    for rec in jobs.deps.pop(j, ()):
+        children = jobs.children.get(rec.parent)
+        if children is not None and j in children:
+            children.remove(j)
+    jobs.dep_pending.pop(j, None)
+    jobs.dep_never.discard(j)
 
 
 def eligible(jobs: JobTable, j: int, now: float) -> bool:

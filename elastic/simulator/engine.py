@@ -646,6 +646,41 @@ class Engine:
         self._schedule()
         return True
 
+    def set_dependencies(self, j: int, dependencies: Sequence[tuple[DependencyKind, int]]) -> bool:
+        """Replace pending job ``j``'s dependencies by ``dependencies``; return whether it was pending.
+
+        Slurm lets a user change the dependencies of their pending job (``scontrol update
+        Dependency=``, empty to clear them). The job keeps its rank: where a held job ranks once
+        eligible is the priority model's, as for a dependency satisfied by its parent. A job that
+        becomes eligible is queued and the policy runs at once; one that gains an unsatisfied
+        dependency leaves the queue for the held jobs; one whose new dependency can never be satisfied
+        is cancelled under ``kill_invalid_dep``. A job that is not pending is left alone (False).
+
+        Raises
+        ------
+        DependencyError
+            A dependency names a job index that does not exist or has not arrived.
+        """
+        jobs = self.jobs
+        _deps.check_parents(jobs, dependencies)
+        if jobs.state[j] != PENDING:
+            return False
+        _deps.detach(jobs, j)
+        if dependencies:
+            _deps.attach(jobs, j, dependencies)
+        self.version += 1
+        if j in jobs.dep_never and self.kill_invalid_dep:
+            self._cancel_pending(j, self._now)
+        elif self._eligible(j):
+            if j in self.held:
+                self._became_eligible(j)
+        elif j in self.queue:
+            self.queue.remove(j)
+            self.release_count += 1
+            self.held.add(j)
+        self._schedule()
+        return True
+
     def _cancel_pending(self, j: int, t: float) -> None:
         jobs = self.jobs
         self.held.discard(j)

@@ -368,3 +368,29 @@ def test_multifactor_without_accounting_database_cannot_age_jobs(tmp_path: Path)
         assert backend.priority_model() == "basic"
         h_start, b_start = _held_then_fresh(backend, cluster.total_cores)
         assert h_start < b_start
+
+
+def test_a_job_whose_dependency_is_dropped_keeps_its_submit_rank(backend: SlurmBackend) -> None:
+    # priority/basic (the local cluster's): ranked by submission, also once a dependency no longer holds it
+    # back; run control counts on it when it drops a dependency on an allocation kept for the request's
+    # own stage (tests/control/test_follow_not_kept.py shows the same on the mock in priority "basic")
+    part = backend.partition()
+    whole = backend.submit(JobSpec(cores=part.cores - 1, walltime=3600.0, name="whole"))
+    parent = backend.submit(JobSpec(cores=1, walltime=3600.0, name="parent"))
+    wait_for(backend, whole, running)
+    wait_for(backend, parent, running)
+    child = backend.submit(
+        JobSpec(
+            cores=part.cores,
+            walltime=3600.0,
+            name="child",
+            dependencies=(Dependency(DependencyKind.AFTERANY, parent),),
+        )
+    )
+    later = backend.submit(JobSpec(cores=part.cores, walltime=3600.0, name="later"))
+    backend.set_dependencies(child, ())
+    assert backend.state(child).state is JobState.PENDING
+    backend.cancel(whole)
+    backend.cancel(parent)
+    wait_for(backend, child, running)
+    assert backend.state(later).state is JobState.PENDING

@@ -30,7 +30,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from elastic.backends.base import BatchBackend, ShortensWalltime
+from elastic.backends.base import BatchBackend, ChangesDependencies, ShortensWalltime
 from elastic.backends.mock import MockBackend
 from elastic.backends.slurm import SlurmBackend
 from elastic.batch import Dependency, DependencyKind, JobInfo, JobSpec, JobState, PartitionInfo, PendingReason
@@ -303,6 +303,33 @@ def test_shorten_lowers_a_pending_walltime_only(backend: BatchBackend, profile: 
     assert backend.state(waiting).walltime == 600.0
     backend.cancel(waiting)
     backend.cancel(whole.job_id)
+
+
+def test_set_dependencies_releases_a_held_job_and_leaves_a_started_one(
+    backend: BatchBackend, profile: Profile, tmp_path: Path
+) -> None:
+    assert isinstance(backend, ChangesDependencies)
+    go = tmp_path / "go"
+    parent = backend.submit(JobSpec(cores=1, walltime=SHORT, name="parent", script=gated(go)))
+    running(backend, profile, parent)
+    child = backend.submit(after(DependencyKind.AFTERANY, parent, script=gated(go)))
+    wait_for(
+        backend, profile, child, lambda i: i.reason is PendingReason.DEPENDENCY, "held by its dependency"
+    )
+    for bad in (UNKNOWN_ID,):  # refused before anything changes
+        with pytest.raises(DependencyError):
+            backend.set_dependencies(child, (Dependency(DependencyKind.AFTERANY, bad),))
+        with pytest.raises(UnknownJobError):
+            backend.set_dependencies(bad, ())
+    assert backend.state(child).reason is PendingReason.DEPENDENCY
+    backend.set_dependencies(child, ())  # cleared: it starts beside its parent, which still runs
+    running(backend, profile, child)
+    assert backend.state(parent).state is JobState.RUNNING
+    backend.set_dependencies(child, (Dependency(DependencyKind.AFTERANY, parent),))  # started: left alone
+    assert backend.state(child).state is JobState.RUNNING
+    go.touch()
+    assert final(backend, profile, child).state is JobState.COMPLETED
+    assert final(backend, profile, parent).state is JobState.COMPLETED
 
 
 @pytest.mark.parametrize("job_id", [UNKNOWN_ID, "abc"])
