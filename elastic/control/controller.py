@@ -309,6 +309,8 @@ class AllocationController:
         self._index = AllocationIndex()
         """:attr:`_allocs` by stage, by label and live, for the views (kept up to date by :meth:`_put`)."""
         self._retiring: dict[str, Cancel] = {}
+        self._followed: dict[str, frozenset[str]] = {}  # restricted to these stages (_restrict_followed)
+        self._followed_of: AllocationIndexes | None = None  # the allocations it was found for
         """Cancelled allocations that still ran a task: the job is cancelled once they are idle."""
         self._job_ids: dict[str, str] = {}
         self.priority = priority_model(backend)  # the backend's model for held jobs (None: it does not say)
@@ -377,6 +379,7 @@ class AllocationController:
             self._makes_tasks.dispatch(now)
         self._advance(now)
         self._retire(now)
+        self._restrict_followed()
         wake = now + self.poll_interval
         for t in (decision.wake_at, self.execution.next_event_time(), self.rate.pending(now)):
             if t is not None:
@@ -521,6 +524,7 @@ class AllocationController:
             else:
                 self._cancel(action, now)
                 queued = None
+        self._restrict_followed()
 
     def view(self, now: float) -> RunView:
         """Return what the strategy sees at ``now``."""
@@ -877,6 +881,40 @@ class AllocationController:
         )
         self._put(dataclasses.replace(a, serves=action.stages))
         self._follow_not(a.alloc_id, set(action.stages), now)
+
+    def _restrict_followed(self) -> None:
+        """Keep each allocation a pending request of the run follows to the stages it is kept for.
+
+        A request asked ahead follows (``afterany``) the allocation before it, and starts only once that
+        one ended; a task of another stage placed there (the pool places any task on any allocation)
+        delays the start by its runtime. On the local Slurm cluster, ``mDiffFit``'s six jobs followed
+        ``mProject``'s four; at the stage boundary the pool ran ``mDiffFit``'s tasks on ``mProject``'s jobs,
+        and the six waited for them, so the stage ran in two waves. Such an allocation takes tasks of the
+        stages it is kept for only (:meth:`Execution.restrict`), until nothing follows it; one kept for
+        the request's own stages is not followed (:meth:`_follow_not`).
+        """
+        indexes = self._index.snapshot()
+        if indexes is self._followed_of:  # no allocation changed since
+            return
+        self._followed_of = indexes
+        followed: dict[str, frozenset[str]] = {}
+        allocs = self._allocs
+        for a in indexes.live:
+            if not a.pending or a.cancelled:
+                continue
+            for dep_id, kind in a.dependencies:
+                dep = allocs[dep_id]
+                if kind is not DependencyKind.AFTER and not dep.ended and TOTAL not in dep.labels:
+                    followed[dep_id] = frozenset(dep.labels)
+        if followed == self._followed:
+            return
+        for alloc_id in self._followed.keys() - followed.keys():
+            if not allocs[alloc_id].ended:
+                self.execution.restrict(alloc_id, None)
+        for alloc_id, stages in followed.items():
+            if self._followed.get(alloc_id) != stages:
+                self.execution.restrict(alloc_id, stages)
+        self._followed = followed
 
     def _follow_not(self, kept: str, stages: set[str], now: float) -> None:
         """Drop the dependency on allocation ``kept``, now kept for ``stages``, of requests for them.

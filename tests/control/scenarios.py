@@ -37,6 +37,7 @@ from elastic.control.sim_execution import SimExecution
 from elastic.learners.choice import make_wait_learner
 from elastic.metrics import EventKind
 from elastic.pool.tasks import Task
+from elastic.simulator.synthetic import synthetic_workload
 from elastic.store import Store
 from elastic.strategies import Knowledge, MemoryHistory, RunView, make_strategy, strategy_learner
 from elastic.strategies.knowledge import TOTAL
@@ -100,6 +101,12 @@ class Scenario:
     max_queued: int | None = None
     """The backlog: requests waiting in the batch queue at once (None: the default,
     :data:`~elastic.control.rate.DEFAULT_MAX_QUEUED`)."""
+    load: float = 0.0
+    """Offered load of a synthetic background queue on the partition (0: none): other users' jobs that a
+    request waits behind, so that holding cores across a stage can pay."""
+    priority: str = "age"
+    """How the mock ranks a job held by a dependency once eligible (``age``: from then; ``basic``: at its
+    submit place, where ``asa`` chains a request on the allocation before it with ``afterany``)."""
 
     def workflow(self, name: str = "random") -> Workflow:
         """Return the scenario's workflow (stage ``i`` is ``s{i}``; ``after`` indexes earlier stages)."""
@@ -115,6 +122,21 @@ class Scenario:
             for i, spec in enumerate(self.stages)
         )
         return Workflow(name, stages)
+
+    def backend(self) -> MockBackend:
+        """Return the scenario's mock backend: its partition, priority model and background queue."""
+        workload = None
+        if self.load > 0:
+            workload = synthetic_workload(
+                jobs=400,
+                processors=self.nodes,
+                utilisation=self.load,
+                max_cores=self.nodes,
+                runtime_median=600.0,
+                runtime_sigma=1.0,
+                seed=self.seed,
+            )
+        return MockBackend(nodes=self.nodes, priority=self.priority, workload=workload)
 
     def past_workflow(self, name: str = "random") -> Workflow:
         """Return what the earlier runs (:attr:`history`) ran under the same name (:attr:`remembered`)."""
@@ -188,6 +210,10 @@ def random_scenario(rng: np.random.Generator, *, max_stages: int = 50) -> Scenar
     front = str(rng.choice(FRONTS))  # drawn after all the above, which are as they were before it existed
     if front != "runner":
         scenario = replace(scenario, front=front, declares=bool(rng.random() < 0.3))
+    if rng.random() < 0.3:  # drawn last, as above
+        scenario = replace(scenario, priority="basic")
+    if rng.random() < 0.3:
+        scenario = replace(scenario, load=float(rng.choice([0.5, 0.9])))
     return scenario
 
 
@@ -236,6 +262,7 @@ class _Checks:
         self.idle_check = True
         """Check the release rule (off for ``asa``, whose planner keeps an idle allocation for a stage it
         plans to run there, which the view does not show)."""
+        self._stranded: list[tuple[float, str]] = []  # each stranded stage's violation, with its time
         self._idle: dict[str, float] = {}  # allocation -> since when it idles with its stages complete
         self._idle_ids: tuple[str, ...] = ()
 
@@ -246,6 +273,15 @@ class _Checks:
             live = [a for a in view.allocations if a.running and a.backend_job_id]
             if live:
                 backend.cancel(live[0].backend_job_id or "")
+        if last[1] is not view.allocations:  # a request follows no allocation kept for its own stages
+            by_id = {a.alloc_id: a for a in view.allocations}
+            for a in view.allocations:
+                if a.pending and not a.cancelled and a.dependencies:
+                    kept = [d for d, _ in a.dependencies if set(by_id[d].labels) & set(a.labels)]
+                    if kept:
+                        self.violations.append(
+                            f"t={view.now:.0f}: {a.alloc_id} follows {kept}, kept for its stages {a.labels}"
+                        )
         assert self.controller is not None
         retry_at = self.controller.rate.retry_at
         if retry_at is not None and retry_at > view.now:
@@ -277,6 +313,7 @@ class _Checks:
                 )
         for name in last[2]:  # type: ignore[attr-defined]
             self.violations.append(f"t={view.now:.0f}: stage {name} waits with no allocation for it")
+            self._stranded.append((view.now, self.violations[-1]))
         idle = self._idle
         for alloc_id in [x for x in idle if x not in self._idle_ids]:
             del idle[alloc_id]
@@ -293,7 +330,11 @@ class _Checks:
         """Check how the run ended, and that none of its batch jobs is left."""
         violations = self.violations
         if result.status == "failed" and "was lost" in result.detail:
-            pass  # documented: TaskLostError, retries exhausted (the invariant allows it)
+            # documented: TaskLostError, retries exhausted (the invariant allows it); the run then releases
+            # every allocation, and its stages wait with none at the instant it ends
+            end = max((e.time for e in result.events), default=math.inf)
+            dropped = {v for t, v in self._stranded if t >= end}
+            violations[:] = [v for v in violations if v not in dropped]
         elif result.status != "completed":
             violations.append(f"run {result.status} after {result.metrics.makespan:.0f} s: {result.detail}")
         elif len(ends) != expected or len(set(ends)) != expected:
@@ -313,7 +354,7 @@ def _run_once(
     kills: list[float],
     check_settled: bool = False,
 ) -> Outcome:
-    backend = MockBackend(nodes=scenario.nodes)
+    backend = scenario.backend()
     checks = _Checks(backend, kills)
     checks.idle_check = scenario.strategy != "asa"
     runner = Runner(
@@ -352,7 +393,7 @@ def _run_live(
     Also checked: the store's row of the run says how it ended (``completed``, or ``failed`` with the
     documented lost-task error), never ``running``.
     """
-    backend = MockBackend(nodes=scenario.nodes)
+    backend = scenario.backend()
     checks = _Checks(backend, kills)
     checks.idle_check = scenario.strategy != "asa"
     door = VirtualFrontDoor(

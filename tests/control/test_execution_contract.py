@@ -103,3 +103,56 @@ def test_real_task_events_reach_a_step_only_once_its_clock_has_passed_them() -> 
             assert events[0].time <= events[1].time and pool_exec.next_event_time() is None
         finally:
             pool_exec.close()
+
+
+# (task id, stage): "kept" takes stage "s" only while it is restricted (a request of the run follows it)
+RESTRICTED = (("s0", "s"), ("t0", "t"), ("t1", "t"))
+
+
+def _restricted_specs() -> list[TaskSpec]:
+    return [TaskSpec(t, stage, i, 1, 100.0, 300.0) for i, (t, stage) in enumerate(RESTRICTED)]
+
+
+def test_simulated_execution_places_no_task_of_a_ruled_out_stage() -> None:
+    sim = SimExecution(drain_margin=30.0)
+    for alloc_id, cores in (("kept", 2), ("open", 1)):
+        sim.register(alloc_id, cores, 3600.0, "s")
+        sim.add_allocation(alloc_id, cores, walltime_end=3600.0, at=0.0)
+    sim.restrict("kept", frozenset({"s"}))
+    for spec in _restricted_specs():
+        sim.submit(spec)
+    # t1 would fit on "kept"'s free core, which it may not take: it waits
+    assert _starts(sim, 0.0) == {"s0": "kept", "t0": "open"}
+    sim.restrict("kept", None)  # nothing follows it any more
+    assert _starts(sim, 1.0) == {"t1": "kept"}
+
+
+@pytest.mark.timeout(120)
+def test_real_agents_place_no_task_of_a_ruled_out_stage() -> None:
+    with MockBackend(nodes=3, clock="scaled", speedup=SPEEDUP) as backend:
+        pool_exec = PoolExecution(backend, speedup=SPEEDUP, drain_margin=30.0)
+        try:
+            for alloc_id, cores in (("kept", 2), ("open", 1)):
+                pool_exec.register(alloc_id, cores, 3600.0, "s")
+                script = pool_exec.job_script(alloc_id, cores, 3600.0, "s")
+                backend.submit(JobSpec(cores=cores, walltime=3600.0, script=script))
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and set(pool_exec.pool.free_cores()) != {"kept", "open"}:
+                time.sleep(0.05)
+            pool_exec.restrict("kept", frozenset({"s"}))
+            for spec in _restricted_specs():
+                pool_exec.submit(spec)
+            starts: dict[str, str] = {}
+            while time.monotonic() < deadline and len(starts) < 2:
+                starts.update(_starts(pool_exec, backend.now()))
+                time.sleep(0.05)
+            time.sleep(0.5)  # t1 would have started by now (30 backend s)
+            starts.update(_starts(pool_exec, backend.now()))
+            assert starts == {"s0": "kept", "t0": "open"}
+            pool_exec.restrict("kept", None)
+            while time.monotonic() < deadline and len(starts) < 3:
+                starts.update(_starts(pool_exec, backend.now()))
+                time.sleep(0.05)
+            assert starts == {"s0": "kept", "t0": "open", "t1": "kept"}
+        finally:
+            pool_exec.close()

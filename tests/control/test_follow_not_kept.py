@@ -17,6 +17,7 @@ from elastic.control.execution import RunResult
 from elastic.control.runner import Runner
 from elastic.control.sim_execution import SimExecution
 from elastic.errors import DependencyError, UnknownJobError
+from elastic.metrics import EventKind
 from elastic.strategies.actions import Cancel, Decision, Serve, Submit
 from elastic.strategies.base import RunView
 from elastic.strategies.knowledge import Knowledge
@@ -134,3 +135,67 @@ def test_a_job_given_an_unsatisfied_dependency_leaves_the_queue_until_it_holds()
     backend.cancel(third)
     backend.sleep(1.0)
     assert backend.state(second).state is JobState.RUNNING
+
+
+class SlowToRelease:
+    """Asks ``b``'s cores ahead, chained on ``a``'s, and releases ``a``'s 30 s after ``a`` is done.
+
+    The lag stands for a live run's: the pool places a ready stage's tasks at once, from its own thread,
+    while the strategy decides at its next step.
+    """
+
+    name = "slow-to-release"
+
+    def __init__(self) -> None:
+        self.done_at: float | None = None
+
+    def decide(self, view: RunView) -> Decision:
+        if not view.allocations:
+            return Decision(
+                (
+                    Submit("a", 2, 3600.0, reason="initial"),
+                    Submit("b", 2, 3600.0, after=("a",), reason="initial"),
+                ),
+                wake_at=view.now + 1.0,
+            )
+        if view.stage("a").complete and self.done_at is None:
+            self.done_at = view.now
+        actions: list[Cancel] = []
+        if self.done_at is not None and view.now >= self.done_at + 30.0:
+            actions = [
+                Cancel(a.alloc_id) for a in view.allocations_for("a") if not a.ended and not a.cancelled
+            ]
+        if view.stage("b").complete:
+            actions = [Cancel(a.alloc_id) for a in view.live_allocations]
+        return Decision(tuple(actions), wake_at=view.now + 1.0)
+
+
+def test_an_allocation_a_request_follows_takes_no_task_of_another_stage() -> None:
+    workflow = Workflow(
+        "w",
+        (
+            Stage("a", tasks=2, cores=1, runtime=600.0),
+            Stage("b", tasks=2, cores=1, runtime=300.0, depends_on=("a",)),
+        ),
+    )
+    runner = Runner(
+        workflow,
+        SlowToRelease(),
+        MockBackend(nodes=8, priority="basic"),
+        SimExecution(),
+        Knowledge(workflow),
+        max_duration=6 * 3600.0,
+        poll_interval=1.0,
+    )
+    result = runner.run()
+    allocs = {a.stage: a for a in runner.controller.allocations}
+    a, b = allocs["a"], allocs["b"]
+    assert a.start_time is not None and b.start_time is not None
+    a_done = a.start_time + 600.0
+    # b's tasks waited for b's own job, which started once a's was released 30 s later; placed on a's
+    # idle job they would have held it (and so b's job) until they ended, 300 s after a
+    ran_on = {
+        e.task: e.allocation for e in result.events if e.kind is EventKind.TASK_START and e.stage == "b"
+    }
+    assert set(ran_on.values()) == {b.alloc_id}
+    assert b.start_time == pytest.approx(a_done + 30.0, abs=3.0)

@@ -84,6 +84,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
         remembered=draw(st.sampled_from(["same", "other", "first"])),
         front=draw(st.sampled_from(["runner", "futures", "announce", "loop"])),
         declares=draw(st.booleans()),
+        priority=draw(st.sampled_from(["age", "basic"])),
     )
 
 
