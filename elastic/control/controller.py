@@ -309,9 +309,9 @@ class AllocationController:
         self._index = AllocationIndex()
         """:attr:`_allocs` by stage, by label and live, for the views (kept up to date by :meth:`_put`)."""
         self._retiring: dict[str, Cancel] = {}
-        self._followed: dict[str, frozenset[str]] = {}  # restricted to these stages (_restrict_followed)
-        self._followed_of: AllocationIndexes | None = None  # the allocations it was found for
         """Cancelled allocations that still ran a task: the job is cancelled once they are idle."""
+        self._unchained_of: tuple[AllocationIndexes, tuple[StageView, ...]] | None = None
+        """The allocations and stages :meth:`_unchain_ready` last saw (the same objects: nothing to do)."""
         self._job_ids: dict[str, str] = {}
         self.priority = priority_model(backend)  # the backend's model for held jobs (None: it does not say)
         self._estimate = WaitEstimates(backend, user, self._open_job)
@@ -366,6 +366,7 @@ class AllocationController:
         self.demand.update(now)
         if self.demand.done:
             return None
+        self._unchain_ready(now)
         decision = self._holds(now)
         if decision is None:
             view = self.view(now)
@@ -379,7 +380,6 @@ class AllocationController:
             self._makes_tasks.dispatch(now)
         self._advance(now)
         self._retire(now)
-        self._restrict_followed()
         wake = now + self.poll_interval
         for t in (decision.wake_at, self.execution.next_event_time(), self.rate.pending(now)):
             if t is not None:
@@ -518,13 +518,12 @@ class AllocationController:
                 if self._submit(action, now, queued):
                     queued = None
             elif isinstance(action, Serve):
-                self._serve(action, now)
+                self._serve(action)
             elif isinstance(action, Shorten):
                 self._shorten(action)
             else:
                 self._cancel(action, now)
                 queued = None
-        self._restrict_followed()
 
     def view(self, now: float) -> RunView:
         """Return what the strategy sees at ``now``."""
@@ -708,7 +707,7 @@ class AllocationController:
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
         eligible = eligible_by(a, self._allocs, at)
-        if a.eligible_time is not None:  # a dependency dropped later (_follow_not) released it then
+        if a.eligible_time is not None:  # a dependency dropped later (_unchain) released it then
             eligible = min(max(eligible, a.eligible_time), at)
         # the limit the batch system set, where it differs from the request (Slurm: whole minutes, so 68 s
         # asked run up to 120 s): follow-ups, releases and the pool's drain go by what the job really has
@@ -799,11 +798,9 @@ class AllocationController:
         alloc_id = f"a{len(self._allocs) + 1}"
         deps: list[Dependency] = []
         dep_ids: list[tuple[str, DependencyKind]] = []
-        own = set(action.serves or (action.stage,))
         for stage in action.after:
             for other in self._allocs.values():
-                # never one kept for the request's own stages: they run on it, so it ends after them
-                if other.stage == stage and not other.ended and not own.intersection(other.labels):
+                if other.stage == stage and not other.ended:
                     deps.append(Dependency(action.dependency, self._job_ids[other.alloc_id]))
                     dep_ids.append((other.alloc_id, action.dependency))
         # registered before the job exists: its agent may start, and join, before sbatch returns
@@ -867,7 +864,7 @@ class AllocationController:
             action.reason,
         )
 
-    def _serve(self, action: Serve, now: float) -> None:
+    def _serve(self, action: Serve) -> None:
         a = self._allocs.get(action.alloc_id)
         if a is None or a.ended:
             return
@@ -880,71 +877,50 @@ class AllocationController:
             action.reason,
         )
         self._put(dataclasses.replace(a, serves=action.stages))
-        self._follow_not(a.alloc_id, set(action.stages), now)
 
-    def _restrict_followed(self) -> None:
-        """Keep each allocation a pending request of the run follows to the stages it is kept for.
+    def _unchain_ready(self, now: float) -> None:
+        """Drop every dependency of a pending request once a stage it is kept for is ready.
 
-        A request asked ahead follows (``afterany``) the allocation before it, and starts only once that
-        one ended; a task of another stage placed there (the pool places any task on any allocation)
-        delays the start by its runtime. On the local Slurm cluster, ``mDiffFit``'s six jobs followed
-        ``mProject``'s four; at the stage boundary the pool ran ``mDiffFit``'s tasks on ``mProject``'s jobs,
-        and the six waited for them, so the stage ran in two waves. Such an allocation takes tasks of the
-        stages it is kept for only (:meth:`Execution.restrict`), until nothing follows it; one kept for
-        the request's own stages is not followed (:meth:`_follow_not`).
+        The dependency (``afterany`` on the allocation before it) keeps the request from starting, and
+        being charged, before its stage can use it, while under ``priority/basic`` the job keeps the
+        queue place its submission gave it. Once the stage is ready it holds nothing back that the stage
+        needs: the job may start as soon as the queue lets it (at that place), while the allocation before
+        it runs the stage's first tasks if it is still there, as any allocation may. Otherwise a task of
+        the stage placed on that allocation (the pool places tasks as soon as they come, before run
+        control's next step) held it, and so the request, until the task ended: on the local Slurm
+        cluster ``mDiffFit``'s six jobs waited while ``mProject``'s four ran its tasks in two waves. The
+        same holds when the plan keeps that allocation for the request's stage.
         """
-        indexes = self._index.snapshot()
-        if indexes is self._followed_of:  # no allocation changed since
+        indexes, stages = self._index.snapshot(), self.demand.stages()
+        last = self._unchained_of
+        if last is not None and last[0] is indexes and last[1] is stages:  # neither changed since
             return
-        self._followed_of = indexes
-        followed: dict[str, frozenset[str]] = {}
-        allocs = self._allocs
-        for a in indexes.live:
-            if not a.pending or a.cancelled:
-                continue
-            for dep_id, kind in a.dependencies:
-                dep = allocs[dep_id]
-                if kind is not DependencyKind.AFTER and not dep.ended and TOTAL not in dep.labels:
-                    followed[dep_id] = frozenset(dep.labels)
-        if followed == self._followed:
+        self._unchained_of = (indexes, stages)
+        chained = [b for b in indexes.live if b.dependencies and b.pending and not b.cancelled]
+        if not chained:
             return
-        for alloc_id in self._followed.keys() - followed.keys():
-            if not allocs[alloc_id].ended:
-                self.execution.restrict(alloc_id, None)
-        for alloc_id, stages in followed.items():
-            if self._followed.get(alloc_id) != stages:
-                self.execution.restrict(alloc_id, stages)
-        self._followed = followed
+        ready = {s.name for s in stages if s.ready}
+        for b in chained:
+            if ready.intersection(b.labels):
+                self._unchain(b, now)
 
-    def _follow_not(self, kept: str, stages: set[str], now: float) -> None:
-        """Drop the dependency on allocation ``kept``, now kept for ``stages``, of requests for them.
+    def _unchain(self, b: Allocation, now: float) -> None:
+        """Drop every dependency of pending allocation ``b``, where the backend can.
 
-        A request asked ahead follows (``afterany``) the allocation before it, to keep its queue place
-        and start as its cores are freed. Once the plan keeps that allocation for the request's own
-        stages, it ends after them: waiting for it would run the stages in waves on it alone (seen on
-        the local Slurm cluster: ``mDiffFit``'s jobs held until ``mProject``'s, kept for ``mDiffFit``,
-        ended). Where the backend cannot change a pending job's dependencies
-        (:class:`~elastic.backends.base.ChangesDependencies`) the request keeps them.
+        Where the backend cannot change a pending job's dependencies
+        (:class:`~elastic.backends.base.ChangesDependencies`) the request keeps them. Its queue wait counts
+        from now, when it became eligible.
         """
         if not isinstance(self.backend, ChangesDependencies):
             return
-        for b in self._index.snapshot().live:
-            if not b.pending or b.cancelled or not stages.intersection(b.labels):
-                continue
-            left = tuple((d, kind) for d, kind in b.dependencies if d != kept)
-            if len(left) == len(b.dependencies):
-                continue
-            self.backend.set_dependencies(
-                self._job_ids[b.alloc_id], [Dependency(kind, self._job_ids[d]) for d, kind in left]
-            )
-            b = dataclasses.replace(b, dependencies=left)
-            since = eligible_since(b, self._allocs, now)
-            if since is not None:  # eligible from now on, not from its submission
-                b = dataclasses.replace(b, eligible_time=max(since, now))
-            logger.info(
-                "%s: %s no longer follows %s, kept for its stages", self.strategy.name, b.alloc_id, kept
-            )
-            self._put(b)
+        self.backend.set_dependencies(self._job_ids[b.alloc_id], ())
+        logger.info(
+            "%s: %s no longer follows %s: its stage is ready",
+            self.strategy.name,
+            b.alloc_id,
+            ", ".join(d for d, _ in b.dependencies),
+        )
+        self._put(dataclasses.replace(b, dependencies=(), eligible_time=now))
 
     def _shorten(self, action: Shorten) -> None:
         """Lower a pending allocation's walltime where the backend can; the record takes what it got."""

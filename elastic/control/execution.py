@@ -124,14 +124,6 @@ class Execution(Protocol):
         """Place no new task on ``alloc_id``: the driver is about to cancel it (its tasks may still end)."""
         ...
 
-    def restrict(self, alloc_id: str, stages: frozenset[str] | None) -> None:
-        """Place only tasks of ``stages`` on ``alloc_id`` from now on (None: any task, the default).
-
-        Run control restricts an allocation that a request of the run follows (``afterany``) to the stages
-        it is kept for: a task of another stage would delay that request's start by its runtime.
-        """
-        ...
-
     def submit(self, task: TaskSpec) -> None:
         """Queue a task."""
         ...

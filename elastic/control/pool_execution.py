@@ -193,10 +193,6 @@ class PoolExecution:
         """
         self.pool.drain(alloc_id, "released by the strategy")
 
-    def restrict(self, alloc_id: str, stages: frozenset[str] | None) -> None:
-        """Place only tasks of ``stages`` on the allocation in the pool (None: any task)."""
-        self.pool.restrict(alloc_id, stages)
-
     def submit(self, task: TaskSpec) -> None:
         """Submit the task to the pool (a sleep of its sampled duration unless its stage has a command)."""
         command = task.command or f"exec sleep {task.duration / self.speedup:.3f}"

@@ -146,7 +146,6 @@ class SimExecution:
         self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
-        self._only: dict[str, frozenset[str]] = {}  # allocations that take tasks of these stages only
         self._busy_changes = 0
         """Counts the changes of any allocation's busy cores (:meth:`busy_version`)."""
         self._quiet: float | None = None
@@ -240,15 +239,6 @@ class SimExecution:
     def release(self, alloc_id: str) -> None:
         """Nothing to do: on the virtual clock a cancel takes effect before any task is placed again."""
 
-    def restrict(self, alloc_id: str, stages: frozenset[str] | None) -> None:
-        """Place only tasks of ``stages`` on ``alloc_id`` from now on (None: any task)."""
-        if stages is None:
-            if self._only.pop(alloc_id, None) is None:
-                return
-        else:
-            self._only[alloc_id] = stages
-        self._quiet = self._quiet_until = None
-
     def submit(self, task: TaskSpec) -> None:
         """Queue ``task`` (placed at the next :meth:`advance`)."""
         bisect.insort(self._queue, (task.order, next(self._seq), task), key=_queue_key)
@@ -325,14 +315,7 @@ class SimExecution:
             if t < self._quiet_until:
                 return
         offers = [
-            Offer(
-                a.alloc_id.encode(),
-                a.alloc_id,
-                a.free,
-                a.walltime_end - t,
-                a.stage,
-                self._only.get(a.alloc_id),
-            )
+            Offer(a.alloc_id.encode(), a.alloc_id, a.free, a.walltime_end - t, a.stage)
             for a in self._live.values()
             if a.free > 0 and a.ready <= t and usable(a.walltime_end - t, self.drain_margin)
         ]

@@ -33,7 +33,6 @@ __all__ = [
     "estimate_after_loss",
     "has_room",
     "plan_placement",
-    "takes",
     "usable",
 ]
 
@@ -71,8 +70,6 @@ class Offer:
         Seconds of walltime the allocation has left.
     stage : str or None
         The stage its allocation was requested for (None: not known); a task of that stage prefers it.
-    only : frozenset of str or None
-        The stages whose tasks it may take (None: any), :func:`takes`.
     """
 
     agent: bytes
@@ -80,7 +77,6 @@ class Offer:
     free: int
     remaining: float
     stage: str | None = None
-    only: frozenset[str] | None = None
 
 
 def estimate_after_loss(estimate: float | None, ran: float) -> float | None:
@@ -118,25 +114,6 @@ def admits(task: Placeable, agent: bytes) -> bool:
     """
     wanted = getattr(task, "agent", None)
     return wanted is None or wanted.encode() == agent
-
-
-def takes(offer: Offer, task: Placeable) -> bool:
-    """Whether ``offer`` may take ``task``: it names no agent or this one, and its stage is not ruled out.
-
-    Run control rules out the stages an allocation is not kept for while a request of the run follows
-    it (``afterany``): every task it takes then delays that request's start by the task's runtime (on
-    the local Slurm cluster, ``mDiffFit``'s six jobs waited while ``mProject``'s four ran its tasks in
-    two waves).
-
-    Examples
-    --------
-    >>> from elastic.pool.tasks import Task
-    >>> t = Task.shell("true", stage="a", task_id="t")
-    >>> kept_for_a = Offer(b"x", "a1", 1, 60.0, only=frozenset({"a"}))
-    >>> takes(kept_for_a, t), takes(Offer(b"y", "a2", 1, 60.0, only=frozenset({"b"})), t)
-    (True, False)
-    """
-    return admits(task, offer.agent) and (offer.only is None or getattr(task, "stage", None) in offer.only)
 
 
 def requested_for(task: Placeable, offer: Offer) -> bool:
@@ -226,8 +203,7 @@ def plan_placement(
     offer has left and at least half its estimate (for a task lost before, whose estimate is twice what it
     ran, at least as long as that attempt ran: the walltime follow-up asked for it, a little short of the
     doubled estimate, rather than an allocation about to end). Otherwise it goes to the fitting offer with
-    the most time left. A task that names its agent considers that agent's offer only (:func:`admits`),
-    and an offer that rules out the task's stage is not considered (:func:`takes`)
+    the most time left. A task that names its agent considers that agent's offer only (:func:`admits`)
     and never waits for another. ``tasks`` is read lazily and no further than the last placement that
     can still happen (it stops once every offered core is taken).
 
@@ -270,18 +246,15 @@ def plan_placement(
     # the offers that fit a task and those with its time depend on its cores, the agent it names and its
     # estimate only, until a placement takes cores: found once per such kind of task in between (a wide
     # DAG queues thousands of tasks of a few kinds)
-    kinds: dict[tuple[int, str | None, float, str | None], tuple[list[Offer], list[Offer]]] = {}
-    passed: set[tuple[int, str | None, float, str | None, Hashable]] = (
-        set()
-    )  # kinds not started since the last placement
+    kinds: dict[tuple[int, str | None, float], tuple[list[Offer], list[Offer]]] = {}
+    passed: set[tuple[int, str | None, float, Hashable]] = set()  # kinds not started since the last placement
     widest = max(free.values())  # a task wider than every offer's free cores fits none (the common case)
-    ruled = any(o.only is not None for o in offers)  # then the offers that take a task depend on its stage
     for task in tasks:
         if task.cores > widest:
             continue
         need = task.estimate or 0.0
         agent = getattr(task, "agent", None)
-        shape = (task.cores, agent, need, getattr(task, "stage", None) if ruled else None)
+        shape = (task.cores, agent, need)
         if kind is not None:
             key = (*shape, kind(task))
             if key in passed:
@@ -289,7 +262,7 @@ def plan_placement(
             passed.add(key)  # taken out again below if it starts
         found = kinds.get(shape)
         if found is None:
-            fits = [o for o in offers if free[o.agent] >= task.cores and takes(o, task)]
+            fits = [o for o in offers if free[o.agent] >= task.cores and admits(task, o.agent)]
             found = kinds[shape] = (fits, [o for o in fits if o.remaining >= need])
         fits, in_time = found
         if not fits:

@@ -387,16 +387,6 @@ class Pool:
         self._wake()
         self._deliver()
 
-    def restrict(self, alloc_id: str, stages: Iterable[str] | None) -> None:
-        """Place only tasks of ``stages`` on an allocation from now on (None: any task, the default).
-
-        Its running tasks, and those sent ahead to its agents, are left as they are. Raises ConfigError for
-        an unknown allocation.
-        """
-        with self._lock:
-            self._state.restrict(alloc_id, None if stages is None else frozenset(stages))
-        self._wake()
-
     def allocation(self, alloc_id: str) -> Allocation:
         """Return the current record of one allocation (raises ConfigError for unknown ids)."""
         with self._lock:

@@ -213,8 +213,6 @@ class PoolState:
         in place, so a recorded event keeps the subscribers it had when it happened.
     pending : list of (PoolEvent, tuple of callable)
         Events recorded and not delivered yet, oldest first, each with the subscribers it goes to.
-    only : dict of str to frozenset of str
-        Allocations that take tasks of some stages only (:meth:`restrict`), and those stages.
     refused : int
         Connections and messages refused so far (wrong secret, malformed, replayed, unknown allocation).
         Each is counted; at most :data:`_REFUSALS_RECORDED` per :data:`_REFUSAL_WINDOW` seconds are logged
@@ -243,7 +241,6 @@ class PoolState:
         self._durations: dict[str, tuple[int, float]] = {}  # stage -> (finished tasks, mean seconds)
         self._clock = clock
         self.allocs: dict[str, Allocation] = {}
-        self.only: dict[str, frozenset[str]] = {}  # allocation -> the stages it may take tasks of (restrict)
         self.agents: dict[bytes, AgentRecord] = {}
         self._seen: set[bytes] = set()  # every agent identity that ever registered
         self._drain_on_start: dict[str, str] = {}  # drained before their owner told their start: why
@@ -354,17 +351,6 @@ class PoolState:
         that usually follows a drain takes effect).
         """
         self._drain(self.allocation(alloc_id), reason)
-
-    def restrict(self, alloc_id: str, stages: frozenset[str] | None) -> None:
-        """Place only tasks of ``stages`` on an allocation from now on (None: any task, as before).
-
-        Tasks it runs or was sent ahead are left as they are.
-        """
-        self.allocation(alloc_id)  # known, or ConfigError
-        if stages is None:
-            self.only.pop(alloc_id, None)
-        else:
-            self.only[alloc_id] = frozenset(stages)
 
     def allocation(self, alloc_id: str) -> Allocation:
         """Return the current record of one allocation (raises ConfigError for unknown ids)."""
@@ -858,14 +844,7 @@ class PoolState:
         remaining = {a.alloc_id: self._remaining(a.alloc_id, now) for a in live}
         # agents still holding tasks sent ahead start those first: they are not offered free cores
         offers = [
-            Offer(
-                a.ident,
-                a.alloc_id,
-                a.free,
-                remaining[a.alloc_id],
-                self.allocs[a.alloc_id].stage,
-                self.only.get(a.alloc_id),
-            )
+            Offer(a.ident, a.alloc_id, a.free, remaining[a.alloc_id], self.allocs[a.alloc_id].stage)
             for a in live
             if a.free > 0 and not a.assigned
         ]
@@ -908,7 +887,6 @@ class PoolState:
                 and remaining[a.alloc_id] >= need
                 and work[a.ident] + cost <= budget[a.ident]
                 and admits(task, a.ident)
-                and (a.alloc_id not in self.only or task.stage in self.only[a.alloc_id])
             ]
             if not fits:
                 continue

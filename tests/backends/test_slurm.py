@@ -372,8 +372,8 @@ def test_multifactor_without_accounting_database_cannot_age_jobs(tmp_path: Path)
 
 def test_a_job_whose_dependency_is_dropped_keeps_its_submit_rank(backend: SlurmBackend) -> None:
     # priority/basic (the local cluster's): ranked by submission, also once a dependency no longer holds it
-    # back; run control counts on it when it drops a dependency on an allocation kept for the request's
-    # own stage (tests/control/test_follow_not_kept.py shows the same on the mock in priority "basic")
+    # back; run control counts on it when it drops a request's dependencies once its stage is ready
+    # (tests/control/test_unchain_ready.py shows the same on the mock in priority "basic")
     part = backend.partition()
     whole = backend.submit(JobSpec(cores=part.cores - 1, walltime=3600.0, name="whole"))
     parent = backend.submit(JobSpec(cores=1, walltime=3600.0, name="parent"))

@@ -262,6 +262,7 @@ class _Checks:
         self.idle_check = True
         """Check the release rule (off for ``asa``, whose planner keeps an idle allocation for a stage it
         plans to run there, which the view does not show)."""
+        self._chained: set[str] = set()  # pending requests with a dependency, a stage of theirs ready
         self._stranded: list[tuple[float, str]] = []  # each stranded stage's violation, with its time
         self._idle: dict[str, float] = {}  # allocation -> since when it idles with its stages complete
         self._idle_ids: tuple[str, ...] = ()
@@ -273,15 +274,19 @@ class _Checks:
             live = [a for a in view.allocations if a.running and a.backend_job_id]
             if live:
                 backend.cancel(live[0].backend_job_id or "")
-        if last[1] is not view.allocations:  # a request follows no allocation kept for its own stages
-            by_id = {a.alloc_id: a for a in view.allocations}
-            for a in view.allocations:
-                if a.pending and not a.cancelled and a.dependencies:
-                    kept = [d for d, _ in a.dependencies if set(by_id[d].labels) & set(a.labels)]
-                    if kept:
-                        self.violations.append(
-                            f"t={view.now:.0f}: {a.alloc_id} follows {kept}, kept for its stages {a.labels}"
-                        )
+        # a request follows no allocation once a stage it is kept for is ready: at the latest after the
+        # next step (on the front door a stage may become ready between a step and this check)
+        ready = {s.name for s in view.stages if s.ready}
+        chained = {
+            a.alloc_id
+            for a in view.allocations
+            if a.pending and not a.cancelled and a.dependencies and ready.intersection(a.labels)
+        }
+        for alloc_id in chained & self._chained:
+            self.violations.append(
+                f"t={view.now:.0f}: {alloc_id} still follows an allocation, its stage ready"
+            )
+        self._chained = chained
         assert self.controller is not None
         retry_at = self.controller.rate.retry_at
         if retry_at is not None and retry_at > view.now:

@@ -1,10 +1,12 @@
-"""A request never waits for an allocation kept for its own stages (issue 28: the Slurm comparisons).
+"""A request asked ahead stops following the allocation before it once its stage is ready (issue 28).
 
 ``asa`` asks a stage's allocation ahead with ``afterany`` on the allocation before it, so that it keeps
-its queue place and starts as those cores are freed. When the plan then keeps that allocation for the
-request's own stage, the allocation ends after the stage: on the local Slurm cluster ``mDiffFit``'s jobs
-waited for ``mProject``'s, kept for ``mDiffFit``, and its tasks ran in two waves on them. Run control now
-drops such a dependency, at the submission and when the plan keeps the allocation later.
+its queue place (``priority/basic``) and cannot start, and be charged, before its stage can use it. On
+the local Slurm cluster the pool ran ``mDiffFit``'s first tasks on ``mProject``'s jobs as soon as they
+came, which ``mDiffFit``'s own jobs followed: those started only once the tasks ended, and the stage ran
+in two waves. The same happened where the plan kept ``mProject``'s jobs for ``mDiffFit``. Run control
+now drops a pending request's dependencies once its stage is ready (``scontrol update Dependency=``;
+the mock does the same, keeping the job's rank as Slurm's ``priority/basic`` does).
 """
 
 from __future__ import annotations
@@ -90,8 +92,8 @@ def test_a_request_for_the_stage_an_allocation_is_kept_for_does_not_wait_for_it(
     assert b.start_time <= a_done + 2.0
     assert b.dependencies == ()
     assert result.metrics.makespan == pytest.approx(a_done + 300.0 - a.submit_time, abs=5.0)
-    if not serve_at_submit:  # it was held until then: its queue wait counts from the drop
-        assert b.eligible_time is not None and b.eligible_time == pytest.approx(a_done, abs=2.0)
+    # held until then (also where a's job was kept for b when b was asked): its queue wait counts from then
+    assert b.eligible_time is not None and b.eligible_time == pytest.approx(a_done, abs=2.0)
 
 
 def test_the_mock_changes_a_pending_jobs_dependencies_as_scontrol_update_does() -> None:
@@ -140,8 +142,8 @@ def test_a_job_given_an_unsatisfied_dependency_leaves_the_queue_until_it_holds()
 class SlowToRelease:
     """Asks ``b``'s cores ahead, chained on ``a``'s, and releases ``a``'s 30 s after ``a`` is done.
 
-    The lag stands for a live run's: the pool places a ready stage's tasks at once, from its own thread,
-    while the strategy decides at its next step.
+    ``b``'s tasks go to ``a``'s idle job meanwhile, as in a live run, where the pool places a ready
+    stage's tasks at once, from its own thread, while the strategy decides at its next step.
     """
 
     name = "slow-to-release"
@@ -170,7 +172,7 @@ class SlowToRelease:
         return Decision(tuple(actions), wake_at=view.now + 1.0)
 
 
-def test_an_allocation_a_request_follows_takes_no_task_of_another_stage() -> None:
+def test_a_request_does_not_wait_for_the_tasks_of_its_stage_on_the_allocation_it_follows() -> None:
     workflow = Workflow(
         "w",
         (
@@ -192,10 +194,12 @@ def test_an_allocation_a_request_follows_takes_no_task_of_another_stage() -> Non
     a, b = allocs["a"], allocs["b"]
     assert a.start_time is not None and b.start_time is not None
     a_done = a.start_time + 600.0
-    # b's tasks waited for b's own job, which started once a's was released 30 s later; placed on a's
-    # idle job they would have held it (and so b's job) until they ended, 300 s after a
+    # b's tasks started on a's idle job; b's own job, no longer held by it, started at once beside them
+    # (before: it waited for them to end, 300 s after a)
     ran_on = {
         e.task: e.allocation for e in result.events if e.kind is EventKind.TASK_START and e.stage == "b"
     }
-    assert set(ran_on.values()) == {b.alloc_id}
-    assert b.start_time == pytest.approx(a_done + 30.0, abs=3.0)
+    assert set(ran_on.values()) == {a.alloc_id}
+    assert b.start_time == pytest.approx(a_done, abs=2.0)
+    assert b.dependencies == () and b.eligible_time == pytest.approx(a_done, abs=2.0)
+    assert result.metrics.makespan == pytest.approx(a_done + 300.0 - (a.submit_time or 0.0), abs=5.0)
