@@ -266,14 +266,8 @@ class SlurmBackend:
         info = self.state(job_id)
         if info.state is not JobState.PENDING or info.walltime <= minutes * 60.0:
             return
-        args = ["scontrol", "update", f"JobId={job_id}", f"TimeLimit={minutes}"]
-        proc = self._commands.run(args, check=False)
-        if proc.returncode != 0:
-            if "no longer pending" in proc.stderr or "already completing or completed" in proc.stderr:
-                logger.debug("slurm: shorten %s: %s", job_id, proc.stderr.strip())  # it started meanwhile
-                return
-            self._commands.fail(args, proc)
-        logger.info("slurm: job %s time limit lowered to %d min", job_id, minutes)
+        if self._update_pending(job_id, f"TimeLimit={minutes}"):
+            logger.info("slurm: job %s time limit lowered to %d min", job_id, minutes)
 
     def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:
         """Replace a pending job's dependencies: ``scontrol update JobId=ID Dependency=LIST``.
@@ -293,14 +287,23 @@ class SlurmBackend:
         self._check_dependencies(deps)
         if self.state(job_id).state is not JobState.PENDING:
             return
-        args = ["scontrol", "update", f"JobId={job_id}", "Dependency=" + ",".join(str(d) for d in deps)]
+        listed = ",".join(str(d) for d in deps)
+        if self._update_pending(job_id, f"Dependency={listed}"):
+            logger.info("slurm: job %s now depends on %s", job_id, listed or "nothing")
+
+    def _update_pending(self, job_id: str, setting: str) -> bool:
+        """Run ``scontrol update JobId=ID SETTING`` on a job read as pending; False if it started meanwhile.
+
+        Raises BackendError naming the command for any other refusal.
+        """
+        args = ["scontrol", "update", f"JobId={job_id}", setting]
         proc = self._commands.run(args, check=False)
-        if proc.returncode != 0:
-            if "no longer pending" in proc.stderr or "already completing or completed" in proc.stderr:
-                logger.debug("slurm: set dependencies of %s: %s", job_id, proc.stderr.strip())
-                return
-            self._commands.fail(args, proc)
-        logger.info("slurm: job %s now depends on %s", job_id, ",".join(str(d) for d in deps) or "nothing")
+        if proc.returncode == 0:
+            return True
+        if "no longer pending" in proc.stderr or "already completing or completed" in proc.stderr:
+            logger.debug("slurm: %s %s: %s", setting, job_id, proc.stderr.strip())  # it started meanwhile
+            return False
+        self._commands.fail(args, proc)
 
     def state(self, job_id: str) -> JobInfo:
         """State of one job: ``scontrol show job -o``, or the jobcomp file once slurmctld forgot it.
