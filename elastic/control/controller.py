@@ -901,7 +901,8 @@ class AllocationController:
             return
         ready = {s.name for s in stages if s.ready}
         for b in chained:
-            if ready.intersection(b.labels):
+            # one its dependencies released already waits in the queue as it is, from when they did
+            if ready.intersection(b.labels) and eligible_since(b, self._allocs, now) is None:
                 self._unchain(b, now)
 
     def _unchain(self, b: Allocation, now: float) -> None:

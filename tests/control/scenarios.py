@@ -29,6 +29,7 @@ import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.backends.mock import MockBackend
+from elastic.batch import DependencyKind
 from elastic.control.controller import AllocationController
 from elastic.control.execution import RunResult
 from elastic.control.rate import SubmissionLimit
@@ -277,10 +278,19 @@ class _Checks:
         # a request follows no allocation once a stage it is kept for is ready: at the latest after the
         # next step (on the front door a stage may become ready between a step and this check)
         ready = {s.name for s in view.stages if s.ready}
+        by_id = {a.alloc_id: a for a in view.allocations}
         chained = {
             a.alloc_id
             for a in view.allocations
-            if a.pending and not a.cancelled and a.dependencies and ready.intersection(a.labels)
+            if a.pending
+            and not a.cancelled
+            and ready.intersection(a.labels)
+            and any(  # a dependency not satisfied yet
+                (by_id[d].start_time is None and not by_id[d].ended)
+                if kind is DependencyKind.AFTER
+                else not by_id[d].ended
+                for d, kind in a.dependencies
+            )
         }
         for alloc_id in chained & self._chained:
             self.violations.append(
