@@ -120,8 +120,8 @@ class ChangesDependencies(Protocol):
     Slurm lets a user replace the dependencies of their pending job (``scontrol update Dependency=``,
     empty to clear them), and under ``priority/basic`` the job keeps the rank its submission gave it.
     Run control asks a request ahead to follow (``afterany``) the allocation before it, so that it keeps
-    its queue place and starts once those cores are freed; when the plan later keeps one of those
-    allocations for the request's own stage, waiting for it to end would run the stage in waves on it.
+    its queue place and cannot start before its stage can use it; once the stage is ready it drops the
+    dependency, which would otherwise hold the request while that allocation runs the stage's first tasks.
     """
 
     def set_dependencies(self, job_id: str, dependencies: Sequence[Dependency]) -> None:

@@ -707,8 +707,6 @@ class AllocationController:
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
         eligible = eligible_by(a, self._allocs, at)
-        if a.eligible_time is not None:  # a dependency dropped later (_unchain) released it then
-            eligible = min(max(eligible, a.eligible_time), at)
         # the limit the batch system set, where it differs from the request (Slurm: whole minutes, so 68 s
         # asked run up to 120 s): follow-ups, releases and the pool's drain go by what the job really has
         walltime = granted if granted is not None and granted > a.walltime else a.walltime

@@ -338,7 +338,13 @@ def eligible_since(a: Allocation, allocs: Mapping[str, Allocation], now: float) 
 
 
 def eligible_by(a: Allocation, allocs: Mapping[str, Allocation], at: float) -> float:
-    """Return when ``a`` could start as far as its dependencies and begin time go (never after ``at``)."""
+    """Return when ``a`` could start as far as its dependencies and begin time go (never after ``at``).
+
+    An eligibility run control recorded already stands: found as here at a poll, or the moment it
+    dropped the job's dependencies (its record then names none).
+    """
+    if a.eligible_time is not None:
+        return min(a.eligible_time, at)
     submitted = a.submit_time if a.submit_time is not None else at
     eligible = max(submitted, a.begin if a.begin is not None else submitted)
     for dep_id, kind in a.dependencies:

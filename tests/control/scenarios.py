@@ -29,11 +29,11 @@ import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.backends.mock import MockBackend
-from elastic.batch import DependencyKind
 from elastic.control.controller import AllocationController
 from elastic.control.execution import RunResult
 from elastic.control.rate import SubmissionLimit
 from elastic.control.runner import Runner
+from elastic.control.scheduler import eligible_since
 from elastic.control.sim_execution import SimExecution
 from elastic.learners.choice import make_wait_learner
 from elastic.metrics import EventKind
@@ -284,13 +284,9 @@ class _Checks:
             for a in view.allocations
             if a.pending
             and not a.cancelled
+            and a.dependencies
             and ready.intersection(a.labels)
-            and any(  # a dependency not satisfied yet
-                (by_id[d].start_time is None and not by_id[d].ended)
-                if kind is DependencyKind.AFTER
-                else not by_id[d].ended
-                for d, kind in a.dependencies
-            )
+            and eligible_since(a, by_id, view.now) is None  # a dependency not satisfied yet
         }
         for alloc_id in chained & self._chained:
             self.violations.append(
