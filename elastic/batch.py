@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from elastic.errors import ConfigError
+from elastic.limits import MAX_WALLTIME
 
 __all__ = [
     "Dependency",
@@ -106,7 +107,8 @@ class JobSpec:
     cores : int
         Number of cores (Slurm ``--ntasks`` with one CPU each).
     walltime : float
-        Requested walltime limit in seconds; the job is killed (TIMEOUT) when it runs longer.
+        Requested walltime limit in seconds, at most :data:`~elastic.limits.MAX_WALLTIME` (100 years); the
+        job is killed (TIMEOUT) when it runs longer.
     name : str, default "elastic"
         Job name.
     nodes : int or None, default None
@@ -146,8 +148,11 @@ class JobSpec:
     def __post_init__(self) -> None:
         if self.cores < 1:
             raise ConfigError(f"JobSpec.cores must be >= 1, got {self.cores}")
-        if not self.walltime > 0:
-            raise ConfigError(f"JobSpec.walltime must be > 0 seconds, got {self.walltime}")
+        if not 0 < self.walltime <= MAX_WALLTIME:
+            raise ConfigError(
+                f"JobSpec.walltime must be > 0 seconds and at most 100 years ({MAX_WALLTIME:g} s), got "
+                f"{self.walltime}"
+            )
         if self.nodes is not None and self.nodes < 1:
             raise ConfigError(f"JobSpec.nodes must be >= 1 or None, got {self.nodes}")
         if self.runtime is not None and self.runtime < 0:

@@ -30,6 +30,13 @@ limit                       value                why
                                                  also the most processors of one trace job
 :data:`MAX_TRACE_SECONDS`   100 years            a time in a trace (submit, wait, runtime, requested
                                                  time): beyond it, a field is a unit or typing error
+:data:`MAX_RUNTIME`         1 year               a stage's mean task runtime: no batch partition runs one
+                                                 job that long (a site's limit is hours to weeks); beyond
+                                                 it the runtime is a unit or typing error
+:data:`MAX_WALLTIME`        100 years            a batch job's walltime; a request beyond it is asked at
+                                                 it. A job script computes its end in nanoseconds in
+                                                 bash's 64-bit integers, which overflow about 230 years
+                                                 from now (the allocation then ended at once, drained)
 ==========================  ===================  ===========================================================
 
 Limits that belong to one module are kept beside their code: :data:`elastic.simulator.synthetic.MAX_JOBS`
@@ -52,11 +59,13 @@ from elastic.errors import ConfigError
 
 __all__ = [
     "MAX_PROCESSORS",
+    "MAX_RUNTIME",
     "MAX_SPEEDUP",
     "MAX_STAGES",
     "MAX_STAGE_TASKS",
     "MAX_WORKFLOW_TASKS",
     "MAX_TRACE_SECONDS",
+    "MAX_WALLTIME",
     "MIN_SPEEDUP",
     "SPEEDUP_RANGE",
     "check_count",
@@ -85,6 +94,12 @@ MAX_PROCESSORS = 20_000_000
 
 MAX_TRACE_SECONDS = 100 * 365.25 * 86400.0
 """Longest time a trace field may hold (100 years, in seconds)."""
+
+MAX_RUNTIME = 365.25 * 86400.0
+"""Longest mean task runtime a declared stage may have (a year, in seconds)."""
+
+MAX_WALLTIME = 100 * 365.25 * 86400.0
+"""Longest walltime a batch job is asked for (100 years, in seconds); longer requests are asked at it."""
 
 
 def speedup_problem(speedup: object) -> str | None:

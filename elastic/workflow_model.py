@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, MAX_WORKFLOW_TASKS, check_count
+from elastic.limits import MAX_RUNTIME, MAX_STAGE_TASKS, MAX_STAGES, MAX_WORKFLOW_TASKS, check_count
 
 __all__ = [
     "MAX_RUNTIME_CV",
@@ -47,8 +47,9 @@ class Stage:
     cores : int
         Cores per task, >= 1.
     runtime : float or None, default None
-        Mean task runtime in seconds, > 0 (also the user's estimate before any history exists); ``None``
-        when unknown (a plan for the front door; running a declared workflow needs it).
+        Mean task runtime in seconds, > 0 and at most a year (:data:`~elastic.limits.MAX_RUNTIME`; also
+        the user's estimate before any history exists); ``None`` when unknown (a plan for the front door;
+        running a declared workflow needs it).
     runtime_cv : float, default 0.0
         Coefficient of variation of the task runtime (standard deviation / mean), in
         ``[0, MAX_RUNTIME_CV]``. Durations follow a lognormal distribution with this mean and cv; 0 means
@@ -80,6 +81,11 @@ class Stage:
         if self.runtime is not None and (finite_number(self.runtime) is None or self.runtime <= 0):
             raise ConfigError(
                 f"{where}: runtime must be a number of seconds > 0 (or left out), got {self.runtime!r}"
+            )
+        if self.runtime is not None and self.runtime > MAX_RUNTIME:
+            raise ConfigError(
+                f"{where}: runtime {self.runtime:g} s is more than a year ({MAX_RUNTIME:g} s), longer than "
+                "any batch partition runs one job; check that it is the mean task runtime in seconds"
             )
         if finite_number(self.runtime_cv) is None or not 0 <= self.runtime_cv <= MAX_RUNTIME_CV:
             allowed = f">= 0 and <= {MAX_RUNTIME_CV:g}"

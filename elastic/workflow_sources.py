@@ -224,7 +224,7 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
         if bad:
             allowed = ", ".join(sorted(_STAGE_KEYS))
             raise ConfigError(f"{where}: unknown keys {sorted(bad)}; allowed: {allowed}")
-        for key in ("name", "tasks", "cores"):
+        for key in ("name", "tasks"):
             if key not in item:
                 raise ConfigError(f"{where}: missing required key {key!r}")
         deps = item.get("depends_on")
@@ -236,7 +236,7 @@ def workflow_from_mapping(data: object, *, default_name: str, source: str) -> Wo
                 Stage(
                     name=item["name"],
                     tasks=item["tasks"],
-                    cores=item["cores"],
+                    cores=item.get("cores", 1),  # as in WfCommons' format: a task of one core
                     runtime=item.get("runtime"),
                     runtime_cv=item.get("runtime_cv", 0.0),
                     depends_on=None if deps is None else tuple(deps),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.limits import MAX_RUNTIME
 from elastic.workflow import Stage, Workflow, builtin_workflow, load_workflow, resolve_workflow
 
 
@@ -34,6 +36,8 @@ def test_unknown_builtin_lists_the_names() -> None:
         ({"cores": 1.5}, "cores must be an integer >= 1"),
         ({"runtime": -1.0}, "runtime must be a number of seconds > 0"),
         ({"runtime_cv": float("nan")}, "runtime_cv must be a number >= 0"),
+        ({"runtime": 1e300}, "runtime 1e\\+300 s is more than a year"),
+        ({"runtime": 366 * 86400.0}, "check that it is the mean task runtime in seconds"),
     ],
 )
 def test_stage_validation_names_the_field(kwargs: dict[str, object], match: str) -> None:
@@ -63,6 +67,18 @@ def test_load_toml_and_json(tmp_path: Path) -> None:
     js = tmp_path / "other.json"
     js.write_text(json.dumps({"stages": [{"name": "a", "tasks": 1, "cores": 1, "runtime": 5}]}))
     assert resolve_workflow(str(js)).name == "other"
+
+
+def test_a_stage_without_cores_has_tasks_of_one_core(tmp_path: Path) -> None:
+    path = tmp_path / "wf.toml"
+    path.write_text('[[stages]]\nname = "a"\ntasks = 3\nruntime = 60\n')
+    assert load_workflow(path).stage("a").cores == 1
+
+
+def test_a_runtime_of_a_year_is_kept_and_beyond_it_refused() -> None:
+    assert Stage("s", 1, 1, runtime=MAX_RUNTIME).runtime == MAX_RUNTIME
+    with pytest.raises(ConfigError, match="more than a year"):
+        Stage("s", 1, 1, runtime=math.nextafter(MAX_RUNTIME, math.inf))
 
 
 @pytest.mark.parametrize(

@@ -78,6 +78,7 @@ from elastic.control.scheduler import (
 )
 from elastic.control.work import Demand, EventSink, MakesTasks
 from elastic.errors import ConfigError, ElasticError
+from elastic.limits import MAX_WALLTIME
 from elastic.metrics import Event, EventKind
 from elastic.strategies.allocation_index import AllocationIndex, AllocationIndexes
 from elastic.strategies.base import (
@@ -762,6 +763,15 @@ class AllocationController:
             action = dataclasses.replace(
                 action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
             )
+        if action.walltime > MAX_WALLTIME:  # e.g. a quantile of a stage of runtime_cv 100: asked at the most
+            logger.info(
+                "%s: %s asks for %.3g s of walltime; requesting the most allowed, %.3g s",
+                self.strategy.name,
+                action.stage,
+                action.walltime,
+                MAX_WALLTIME,
+            )
+            action = dataclasses.replace(action, walltime=MAX_WALLTIME)
         if self._task_cores_in is not self._task_cores_of:  # read when a request needs it, not every step
             self._task_cores = {st.name: st.cores for st in self._task_cores_in}
             self._task_cores_of = self._task_cores_in

@@ -23,6 +23,7 @@ from elastic.allocations import Allocation
 from elastic.backends.base import BatchBackend, EstimatesReleasing
 from elastic.batch import DependencyKind, JobSpec
 from elastic.errors import ConfigError, ElasticError
+from elastic.limits import MAX_WALLTIME
 from elastic.strategies.base import Releasing, Submit
 from elastic.strategies.knowledge import TOTAL
 
@@ -131,7 +132,7 @@ class WaitEstimates:
             jobs = tuple(sorted((job, at) for job, at in found if job is not None))
         key = (cores, walltime, jobs)
         if key not in self._estimates:
-            spec = JobSpec(cores=cores, walltime=walltime, user=self.user)
+            spec = JobSpec(cores=cores, walltime=min(walltime, MAX_WALLTIME), user=self.user)  # as submitted
             try:
                 if jobs and may_release is not None:
                     start = may_release.expected_start(spec, releasing=dict(jobs))

@@ -279,7 +279,10 @@ class RunProgress:
                     waited = view.now - (a.eligible_time or a.submit_time)
                 else:
                     waited = None
-                state = a.state.value.lower() + (" (queued)" if a.state in _WAITING else "")
+                if a.ended:  # the last ones, once none is live: worded as the progress lines word them
+                    state = ended_word(a.state.value, started=a.start_time is not None)
+                else:
+                    state = a.state.value.lower() + (" (queued)" if a.state in _WAITING else "")
                 row += [a.alloc_id, str(a.cores), state, _s(waited), _s(a.predicted_wait)]
             else:
                 row += ["", "", "", "", ""]

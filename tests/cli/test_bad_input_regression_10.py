@@ -81,6 +81,17 @@ def test_binary_runtimes_file_names_file_and_line(tmp_path: Path, capsys: pytest
     assert exc.value.line == 3
 
 
+def test_a_runtime_beyond_a_year_is_refused_before_a_real_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # a real run has no horizon: it asked a walltime of 1.5e300 s, whose end overflowed the job script's
+    # arithmetic, and its tasks slept for ever on an allocation drained at once
+    path = tmp_path / "long.toml"
+    path.write_text('[[stages]]\nname = "a"\ntasks = 2\ncores = 1\nruntime = 1e300\n')
+    err = refused(capsys, ["run", "--workflow", str(path), "--strategy", "bigjob", "--no-store"])
+    assert "stages[0]" in err and "runtime 1e+300 s is more than a year" in err
+
+
 def test_huge_runtime_cv_is_refused_with_the_field(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -142,6 +142,34 @@ def test_the_live_view_shows_stages_done_and_allocations_with_their_waits() -> N
     assert re.search(r"a2\s+4\s+requested \(queued\)\s+60 s\s+90 s", text), text
 
 
+def test_the_live_view_words_ended_allocations_as_the_progress_lines_do() -> None:
+    # once none is live it shows the last ones: one given back after it ran, one withdrawn from the queue
+    view = FrontDoorView(
+        now=900.0,
+        stages=(StageView("align", 0, tasks=8, cores=1, depends_on=(), done=8, running=0),),
+        allocations=(
+            Allocation(
+                "a1",
+                cores=4,
+                walltime=600.0,
+                stage="align",
+                state=AllocationState.CANCELLED,
+                submit_time=0.0,
+                start_time=20.0,
+                end_time=500.0,
+            ),
+            Allocation("a2", cores=4, walltime=600.0, stage="align", state=AllocationState.CANCELLED),
+        ),
+        busy_cores={},
+        queued=0,
+    )
+    out = io.StringIO()
+    progress = RunProgress(view=lambda: view, stream=io.StringIO(), live=True)
+    Console(file=out, width=120).print(progress._render())
+    text = out.getvalue()
+    assert re.search(r"a1\s+4\s+released", text) and re.search(r"a2\s+4\s+cancelled", text), text
+
+
 @pytest.mark.slow
 def test_parsl_progress_lands_in_parsl_run_log_and_on_stderr(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
