@@ -16,6 +16,7 @@ from collections.abc import Set as AbstractSet
 from elastic.allocations import Allocation, AllocationState
 from elastic.strategies import merge
 from elastic.strategies.base import Releasing, RunView, Shorten, StageView
+from elastic.strategies.rules import SHORTEN_SLACK
 
 __all__ = [
     "HOLD_HORIZON",
@@ -27,9 +28,6 @@ __all__ = [
     "window_after",
 ]
 
-SHORTEN_SLACK = 60.0
-"""Seconds a pending request may ask beyond what its ready stages need before it is lowered (Slurm's
-limits are whole minutes)."""
 
 HORIZON = 64
 """Stages not complete each search of a decision plans at most, in plan order (``Planner(horizon=)``).

@@ -12,11 +12,12 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.strategies.actions import Action, Cancel, Decision, Submit
+from elastic.strategies.actions import Action, Cancel, Decision, Shorten, Submit
 from elastic.strategies.knowledge import TOTAL
 from elastic.strategies.view import RunView, StageView
 
 __all__ = [
+    "SHORTEN_SLACK",
     "cores_waited_for",
     "needs_allocation",
     "release_idle",
@@ -25,6 +26,10 @@ __all__ = [
     "walltime_follow_ups",
     "walltimes_so_far",
 ]
+
+SHORTEN_SLACK = 60.0
+"""Seconds a pending request may ask beyond what it needs before it is lowered (Slurm's limits are whole
+minutes)."""
 
 
 def walltimes_so_far(view: RunView, label: str) -> list[float]:
@@ -333,9 +338,11 @@ def walltime_follow_ups(
     timing rule's lead for a follow-up (:func:`elastic.strategies.timing.lead_time`).
 
     A follow-up still waiting in the queue that asks at least twice the cores its label's tasks not done
-    need by now is replaced by one as wide as they need (:func:`_narrowed`).
+    need by now is replaced by one as wide as they need, and one still waiting once the allocations it
+    was to take over from have ended no longer asks the walltime to cover until then
+    (:func:`_waiting_follow_ups`).
     """
-    actions: list[Action] = _narrowed(view, labels)
+    actions: list[Action] = _waiting_follow_ups(view, labels)
     wake: float | None = None
     k = view.knowledge
     for label, mine in followed(view, labels):
@@ -375,40 +382,72 @@ def walltime_follow_ups(
     return Decision(tuple(actions), wake)
 
 
-def _narrowed(view: RunView, labels: Sequence[str]) -> list[Action]:
-    """Replace follow-ups still waiting that ask at least twice the cores their label's tasks need now.
+def _waiting_follow_ups(view: RunView, labels: Sequence[str]) -> list[Action]:
+    """Narrow or lower follow-ups still waiting in the queue to what their label's tasks need now.
 
-    A follow-up asked ahead is as wide as the label's tasks not done then (:meth:`RunView.width_left`);
-    most of them may end before the allocation it follows runs out, leaving the follow-up for the few
-    that do not. Seismology 28 on the busy synthetic queue, run 15: ``asa`` asked 28 cores for
-    ``sG1IterDecon`` right after its first allocation started (a 12-h wait predicted), 27 of its 28 tasks
-    ended within 3.3 h, the last one was lost at the walltime, and the 28-core follow-up started 21 h
-    later and ran it alone for 6.8 h: 184 idle core-hours. The replacement (same walltime and reason;
-    each pending job of the request cancelled, none if one of them started) is narrower and fits
-    holes the wide one does not, at the price of its place in the queue: it is asked only where it
-    halves the cores or more.
+    **Narrowed.** A follow-up asked ahead is as wide as the label's tasks not done then
+    (:meth:`RunView.width_left`); most of them may end before the allocation it follows runs out, leaving
+    the follow-up for the few that do not. Seismology 28 on the busy synthetic queue, run 15: ``asa``
+    asked 28 cores for ``sG1IterDecon`` right after its first allocation started (a 12-h wait predicted),
+    27 of its 28 tasks ended within 3.3 h, the last one was lost at the walltime, and the 28-core
+    follow-up started 21 h later and ran it alone for 6.8 h: 184 idle core-hours. A follow-up that asks
+    at least twice the cores the label's tasks need now is replaced (same reason; each pending job of
+    the request cancelled, none if one of them started) by one as wide as they need. It fits holes the
+    wide one does not, at the price of its place in the queue.
+
+    **Lowered.** A follow-up asked before the allocation it follows runs out also asks the seconds until
+    then, in case it starts at once and idles until the lost tasks re-run on it
+    (:func:`walltime_follow_ups`). Once no allocation of the label runs any more, that cover can no
+    longer be used, and a shorter limit fits backfill holes a longer one does not: SDSC Blue capacity,
+    BLAST 28, run 3, in jobs of one task, ``asa`` asked the follow-up of two tasks lost at 2.6 h with
+    4,011 s of cover (27,225 s) and it started at 32.9 h, where Per-Stage's, asked at the walltime's end
+    with 61 s of cover (23,214 s), started at 14.3 h. Each of its waiting jobs is lowered (:class:`Shorten`,
+    at its place in the queue) to what a follow-up asked now would ask: the label's next walltime after
+    those that ran before it, at most the partition's limit. Every strategy that follows walltimes gets
+    it (Big-Job and Per-Stage too: theirs are asked ahead by the predicted wait).
     """
     out: list[Action] = []
     for label in labels:
         if not _may_follow_up(view, label):  # the labels a follow-up is asked for, as the rule reads them
             continue
         requests: dict[str, list[Allocation]] = {}
+        running = False
         for a in view.allocations_serving(label):
+            running = running or a.running
             if a.reason in _FOLLOW_UPS and a.stage == label and not a.ended and not a.cancelled:
                 requests.setdefault(a.request, []).append(a)
         if not requests:
             continue
         need = view.width_left(label)
+        uncovered = None if running else _uncovered_walltime(view, label)
         for jobs in requests.values():
-            cores = sum(a.cores for a in jobs)
-            if any(not a.pending for a in jobs) or cores < 2 * need:
+            if any(not a.pending for a in jobs):
                 continue
             first = jobs[0]
-            out.extend(Cancel(a.alloc_id, f"{label} needs {need} of its {cores} cores now") for a in jobs)
-            out.append(
-                Submit(label, need, first.walltime, reason=first.reason, predicted_wait=first.predicted_wait)
-            )
+            walltime = first.walltime if uncovered is None else min(first.walltime, uncovered)
+            cores = sum(a.cores for a in jobs)
+            if cores >= 2 * need:
+                out.extend(Cancel(a.alloc_id, f"{label} needs {need} of its {cores} cores now") for a in jobs)
+                out.append(
+                    Submit(label, need, walltime, reason=first.reason, predicted_wait=first.predicted_wait)
+                )
+            elif uncovered is not None:
+                why = f"no allocation of {label} runs: no cover to keep"
+                lower = [a for a in jobs if a.walltime > uncovered + SHORTEN_SLACK]
+                out.extend(Shorten(a.alloc_id, uncovered, why) for a in lower)
     return out
+
+
+def _uncovered_walltime(view: RunView, label: str) -> float:
+    """Return the walltime a follow-up of ``label`` asked now would ask: the sequence's next, no cover.
+
+    The sequence's ``previous`` are the label's walltimes before its waiting requests
+    (:func:`walltimes_so_far` without those still pending), as when they were asked.
+    """
+    k = view.knowledge
+    previous = [a.walltime for a in view.allocations_for(label) if not a.cancelled and not a.pending]
+    walltime = float(math.ceil(k.walltime(label, previous)))
+    return walltime if k.max_walltime is None else min(walltime, k.max_walltime)
 
 
 def walltime_checks(view: RunView, labels: Sequence[str], *, margin: float = 60.0) -> float | None:

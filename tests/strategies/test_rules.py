@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 from hypothesis import given, settings
@@ -24,7 +25,7 @@ from elastic.strategies import (
     Submit,
     make_strategy,
 )
-from elastic.strategies.actions import Cancel
+from elastic.strategies.actions import Cancel, Shorten
 from elastic.strategies.base import release_idle, walltime_checks, walltime_follow_ups
 from elastic.strategies.rules import walltimes_so_far
 from elastic.workflow import builtin_workflow
@@ -495,3 +496,62 @@ def test_a_waiting_follow_up_of_a_done_stage_is_not_narrowed_but_left_to_the_rel
     view = _view(1200.0, stages, (a3,), 300.0)
     assert not walltime_follow_ups(view, ["process"]).actions  # no 1-core request for a stage done
     assert [c.alloc_id for c in release_idle(view)] == ["a3"]
+
+
+def _uncovering_view(followed: AllocationState, asked: float, done: int = 6, cores: int = 2) -> RunView:
+    """process (8 x 1 core): ``done`` tasks done; a2 (1000 s, started at 600 s) runs the rest, or ran out
+    at 1600 s; a3, the follow-up of ``cores`` cores asked at 1500 s with ``asked`` seconds (the next
+    walltime of the sequence and the cover until a2's end), still waits."""
+    running = followed is AllocationState.RUNNING
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "done": done, "running": (8 - done) * running},
+    )
+    a2 = alloc("a2", "process", 8, 1000.0, followed, 600.0, 600.0, None if running else 1600.0)
+    a3 = alloc("a3", "process", cores, asked, AllocationState.REQUESTED, 1500.0, reason="walltime")
+    return _view(1550.0 if running else 1700.0, stages, (a2, a3), 300.0)
+
+
+def _next_walltime() -> int:
+    """The walltime a follow-up of process asks after a2's 1000 s ran out (no cover)."""
+    return math.ceil(_uncovering_view(AllocationState.TIMEOUT, 1.0).knowledge.walltime("process", [1000.0]))
+
+
+@pytest.mark.parametrize("strategy", [None, "perstage", "asa"])
+def test_a_waiting_follow_up_drops_its_cover_once_the_allocation_it_follows_ended(
+    strategy: str | None,
+) -> None:
+    # SDSC Blue capacity, BLAST 28, run 3 (jobs of one task): asa's follow-up of two tasks lost at 2.6 h
+    # kept 4,011 s of cover it could no longer use, and started at 32.9 h where Per-Stage's, asked at
+    # the walltime's end with 61 s of it, started at 14.3 h. Every strategy that follows walltimes lowers it
+    needed = _next_walltime()
+    view = _uncovering_view(AllocationState.TIMEOUT, needed + 100.0)
+    decision = (
+        walltime_follow_ups(view, ["process"]) if strategy is None else make_strategy(strategy).decide(view)
+    )
+    shortens = [(a.alloc_id, a.walltime) for a in decision.actions if isinstance(a, Shorten)]
+    assert shortens == [("a3", needed)]
+    assert not [a for a in decision.actions if isinstance(a, (Submit, Cancel))]  # kept at its queue place
+
+
+@pytest.mark.parametrize(
+    ("followed", "extra"),
+    [(AllocationState.RUNNING, 100.0), (AllocationState.TIMEOUT, 30.0), (AllocationState.TIMEOUT, -500.0)],
+)
+def test_a_follow_up_keeps_its_walltime_while_its_cover_may_be_used_or_it_asks_no_more(
+    followed: AllocationState, extra: float
+) -> None:
+    # while a2 runs the follow-up may start before a2 ends; within a minute of what it needs, or below
+    # it (a walltime is never raised), nothing to lower
+    view = _uncovering_view(followed, _next_walltime() + extra)
+    assert not [a for a in walltime_follow_ups(view, ["process"]).actions if isinstance(a, Shorten)]
+
+
+def test_a_follow_up_narrowed_once_uncovered_asks_no_cover_either() -> None:
+    needed = _next_walltime()
+    view = _uncovering_view(AllocationState.TIMEOUT, needed + 100.0, done=7, cores=2)
+    actions = walltime_follow_ups(view, ["process"]).actions
+    (submit,) = [a for a in actions if isinstance(a, Submit)]
+    assert [a.alloc_id for a in actions if isinstance(a, Cancel)] == ["a3"]
+    assert (submit.cores, submit.walltime, submit.reason) == (1, needed, "walltime")
+    assert not [a for a in actions if isinstance(a, Shorten)]
