@@ -444,10 +444,8 @@ def _uncovered_walltime(view: RunView, label: str) -> float:
     The sequence's ``previous`` are the label's walltimes before its waiting requests
     (:func:`walltimes_so_far` without those still pending), as when they were asked.
     """
-    k = view.knowledge
     previous = [a.walltime for a in view.allocations_for(label) if not a.cancelled and not a.pending]
-    walltime = float(math.ceil(k.walltime(label, previous)))
-    return walltime if k.max_walltime is None else min(walltime, k.max_walltime)
+    return view.knowledge.walltime(label, previous)  # whole seconds, at most the partition's limit
 
 
 def walltime_checks(view: RunView, labels: Sequence[str], *, margin: float = 60.0) -> float | None:
