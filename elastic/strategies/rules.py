@@ -419,11 +419,11 @@ def _waiting_follow_ups(view: RunView, labels: Sequence[str]) -> list[Action]:
         if not requests:
             continue
         need = view.width_left(label)
-        uncovered = None if running else _uncovered_walltime(view, label)
         for jobs in requests.values():
             if any(not a.pending for a in jobs):
                 continue
             first = jobs[0]
+            uncovered = None if running else _uncovered_walltime(view, label, first)
             walltime = first.walltime if uncovered is None else min(first.walltime, uncovered)
             cores = sum(a.cores for a in jobs)
             if cores >= 2 * need:
@@ -438,13 +438,24 @@ def _waiting_follow_ups(view: RunView, labels: Sequence[str]) -> list[Action]:
     return out
 
 
-def _uncovered_walltime(view: RunView, label: str) -> float:
-    """Return the walltime a follow-up of ``label`` asked now would ask: the sequence's next, no cover.
+def _uncovered_walltime(view: RunView, label: str, follow_up: Allocation) -> float:
+    """Return the walltime ``follow_up`` of ``label`` would ask without cover: the sequence's next value.
 
-    The sequence's ``previous`` are the label's walltimes before its waiting requests
-    (:func:`walltimes_so_far` without those still pending), as when they were asked.
+    The sequence's ``previous`` are those :func:`walltimes_so_far` read when it was asked: the label's
+    allocations asked before it and not cancelled by then. The allocations it followed may have been
+    cancelled since (released idle once it was asked, as they could not end the stage): read without
+    them, the sequence started again and CyberShake 112 on the busy synthetic queue, run 27, had its
+    19,102-s follow-up lowered to the first value, 4,359 s, replaced at once, and 3.4x the core-hours.
     """
-    previous = [a.walltime for a in view.allocations_for(label) if not a.cancelled and not a.pending]
+    asked = follow_up.submit_time
+    assert asked is not None, "a request has a submit time"
+    previous = [
+        a.walltime
+        for a in view.allocations_for(label)
+        if a.submit_time is not None
+        and a.submit_time < asked
+        and not (a.cancelled and a.end_time is not None and a.end_time <= asked)
+    ]
     return view.knowledge.walltime(label, previous)  # whole seconds, at most the partition's limit
 
 

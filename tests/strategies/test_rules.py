@@ -498,16 +498,19 @@ def test_a_waiting_follow_up_of_a_done_stage_is_not_narrowed_but_left_to_the_rel
     assert [c.alloc_id for c in release_idle(view)] == ["a3"]
 
 
-def _uncovering_view(followed: AllocationState, asked: float, done: int = 6, cores: int = 2) -> RunView:
-    """process (8 x 1 core): ``done`` tasks done; a2 (1000 s, started at 600 s) runs the rest, or ran out
-    at 1600 s; a3, the follow-up of ``cores`` cores asked at 1500 s with ``asked`` seconds (the next
+def _uncovering_view(
+    followed: AllocationState, asked: float, done: int = 6, cores: int = 2, walltime: float = 1000.0
+) -> RunView:
+    """process (8 x 1 core): ``done`` tasks done; a2 (``walltime`` s, started at 600 s) runs the rest, or
+    ended at 1600 s; a3, the follow-up of ``cores`` cores asked at 1500 s with ``asked`` seconds (the next
     walltime of the sequence and the cover until a2's end), still waits."""
     running = followed is AllocationState.RUNNING
     stages = _stages(
         prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
         process={"ready_time": 600.0, "start_time": 600.0, "done": done, "running": (8 - done) * running},
     )
-    a2 = alloc("a2", "process", 8, 1000.0, followed, 600.0, 600.0, None if running else 1600.0)
+    released = {"cancelled": True} if followed is AllocationState.CANCELLED else {}  # by run control
+    a2 = alloc("a2", "process", 8, walltime, followed, 600.0, 600.0, None if running else 1600.0, **released)
     a3 = alloc("a3", "process", cores, asked, AllocationState.REQUESTED, 1500.0, reason="walltime")
     return _view(1550.0 if running else 1700.0, stages, (a2, a3), 300.0)
 
@@ -532,6 +535,20 @@ def test_a_waiting_follow_up_drops_its_cover_once_the_allocation_it_follows_ende
     shortens = [(a.alloc_id, a.walltime) for a in decision.actions if isinstance(a, Shorten)]
     assert shortens == [("a3", needed)]
     assert not [a for a in decision.actions if isinstance(a, (Submit, Cancel))]  # kept at its queue place
+
+
+def test_a_follow_up_whose_allocation_was_released_after_it_was_asked_keeps_its_place_in_the_sequence() -> (
+    None
+):
+    # the allocation it follows was released once it was asked (it could not end the stage): the
+    # sequence is read as when the follow-up was asked. Read without it, it started again: CyberShake 112
+    # on the busy synthetic queue, run 27, a 19,102-s follow-up lowered to the first value (4,359 s)
+    k = _uncovering_view(AllocationState.CANCELLED, 1.0).knowledge
+    needed = k.walltime("process", [4000.0])
+    assert k.walltime("process", []) < needed  # the first value: what must not be asked
+    view = _uncovering_view(AllocationState.CANCELLED, needed + 100.0, walltime=4000.0)
+    shortens = [(a.alloc_id, a.walltime) for a in walltime_follow_ups(view, ["process"]).actions]
+    assert shortens == [("a3", needed)]
 
 
 @pytest.mark.parametrize(
