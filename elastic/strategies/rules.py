@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable, Iterator, Sequence
 
 from elastic.allocations import Allocation, AllocationState
+from elastic.pool.placement import estimate_after_loss
 from elastic.strategies.actions import Action, Cancel, Decision, Shorten, Submit
 from elastic.strategies.knowledge import TOTAL
 from elastic.strategies.view import RunView, StageView
@@ -441,8 +442,13 @@ def _waiting_follow_ups(view: RunView, labels: Sequence[str]) -> list[Action]:
 def _uncovered_walltime(view: RunView, label: str, follow_up: Allocation) -> float:
     """Return the walltime ``follow_up`` of ``label`` would ask without cover: the sequence's next value.
 
-    The sequence's ``previous`` are those :func:`walltimes_so_far` read when it was asked: the label's
-    allocations asked before it and not cancelled by then. The allocations it followed may have been
+    At least what the label's tasks lost at the walltime need to run again, as the pool places them
+    (:func:`~elastic.pool.placement.estimate_after_loss`, the liveness rule's floor): lowered below it,
+    the follow-up could not take them, and the liveness rule asked another (HPC2N capacity, Seismology
+    28, run 15, `asa`: a follow-up lowered to 38,436 s for a task lost after 19,986 s, a liveness
+    request of 117,271 s asked beside it, which started 39 h later). The sequence's ``previous`` are
+    those :func:`walltimes_so_far` read when it was asked: the label's allocations asked before it and
+    not cancelled by then. The allocations it followed may have been
     cancelled since (released idle once it was asked, as they could not end the stage): read without
     them, the sequence started again and CyberShake 112 on the busy synthetic queue, run 27, had its
     19,102-s follow-up lowered to the first value, 4,359 s, replaced at once, and 3.4x the core-hours.
@@ -456,7 +462,11 @@ def _uncovered_walltime(view: RunView, label: str, follow_up: Allocation) -> flo
         and a.submit_time < asked
         and not (a.cancelled and a.end_time is not None and a.end_time <= asked)
     ]
-    return view.knowledge.walltime(label, previous)  # whole seconds, at most the partition's limit
+    k = view.knowledge
+    stages = view.open_stages if label == TOTAL else (view.stage(label),)
+    need = max((estimate_after_loss(None, s.rerun_floor or 0.0) or 0.0 for s in stages), default=0.0)
+    walltime = max(k.walltime(label, previous), float(math.ceil(need)))
+    return walltime if k.max_walltime is None else min(walltime, k.max_walltime)
 
 
 def walltime_checks(view: RunView, labels: Sequence[str], *, margin: float = 60.0) -> float | None:

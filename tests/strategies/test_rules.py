@@ -499,7 +499,12 @@ def test_a_waiting_follow_up_of_a_done_stage_is_not_narrowed_but_left_to_the_rel
 
 
 def _uncovering_view(
-    followed: AllocationState, asked: float, done: int = 6, cores: int = 2, walltime: float = 1000.0
+    followed: AllocationState,
+    asked: float,
+    done: int = 6,
+    cores: int = 2,
+    walltime: float = 1000.0,
+    rerun_floor: float | None = None,
 ) -> RunView:
     """process (8 x 1 core): ``done`` tasks done; a2 (``walltime`` s, started at 600 s) runs the rest, or
     ended at 1600 s; a3, the follow-up of ``cores`` cores asked at 1500 s with ``asked`` seconds (the next
@@ -507,7 +512,13 @@ def _uncovering_view(
     running = followed is AllocationState.RUNNING
     stages = _stages(
         prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
-        process={"ready_time": 600.0, "start_time": 600.0, "done": done, "running": (8 - done) * running},
+        process={
+            "ready_time": 600.0,
+            "start_time": 600.0,
+            "done": done,
+            "running": (8 - done) * running,
+            "rerun_floor": rerun_floor,
+        },
     )
     released = {"cancelled": True} if followed is AllocationState.CANCELLED else {}  # by run control
     a2 = alloc("a2", "process", 8, walltime, followed, 600.0, 600.0, None if running else 1600.0, **released)
@@ -549,6 +560,19 @@ def test_a_follow_up_whose_allocation_was_released_after_it_was_asked_keeps_its_
     view = _uncovering_view(AllocationState.CANCELLED, needed + 100.0, walltime=4000.0)
     shortens = [(a.alloc_id, a.walltime) for a in walltime_follow_ups(view, ["process"]).actions]
     assert shortens == [("a3", needed)]
+
+
+@pytest.mark.parametrize(("asked", "lowered"), [(9000.0, 6000.0), (6030.0, None)])
+def test_an_uncovered_follow_up_keeps_what_its_lost_tasks_need_to_run_again(
+    asked: float, lowered: float | None
+) -> None:
+    # the tasks lost at a2's end ran 3,000 s: the pool places their re-run by twice that. Lowered below
+    # it, the follow-up could not take them and the liveness rule asked another beside it (HPC2N capacity,
+    # Seismology 28, run 15: 117,271 s asked, started 39 h later)
+    view = _uncovering_view(AllocationState.TIMEOUT, asked, rerun_floor=3000.0)
+    assert view.knowledge.walltime("process", [1000.0]) < 6000.0  # the floor binds, not the sequence
+    shortens = [(a.alloc_id, a.walltime) for a in walltime_follow_ups(view, ["process"]).actions]
+    assert shortens == ([] if lowered is None else [("a3", lowered)])
 
 
 @pytest.mark.parametrize(
