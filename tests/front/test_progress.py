@@ -110,63 +110,52 @@ def test_a_bad_progress_value_is_refused_before_anything_starts() -> None:
         Elastic("mock", "asa", store=False, progress="yes")  # type: ignore[arg-type]
 
 
-def test_the_live_view_shows_stages_done_and_allocations_with_their_waits() -> None:
-    view = FrontDoorView(
-        now=100.0,
-        stages=(StageView("align", 0, tasks=8, cores=1, depends_on=(), done=3, running=2),),
-        allocations=(
-            Allocation(
-                "a1",
-                cores=4,
-                walltime=600.0,
-                stage="align",
-                state=AllocationState.RUNNING,
-                submit_time=0.0,
-                start_time=20.0,
-            ),
-            Allocation("a2", cores=4, walltime=600.0, stage="align", submit_time=40.0, predicted_wait=90.0),
-        ),
-        busy_cores={"a1": 2},
-        queued=3,
+def _live(
+    now: float, done: int, state: AllocationState, end: float | None, second: Allocation
+) -> RunProgress:
+    """A live view of stage align (8 tasks, ``done`` done) with a1 (started at 20 s) and ``second``."""
+    a1 = Allocation(
+        "a1",
+        cores=4,
+        walltime=600.0,
+        stage="align",
+        state=state,
+        submit_time=0.0,
+        start_time=20.0,
+        end_time=end,
     )
-    progress = RunProgress(view=lambda: view, stream=io.StringIO(), live=True)
+    running = 2 if end is None else 0
+    view = FrontDoorView(
+        now=now,
+        stages=(StageView("align", 0, tasks=8, cores=1, depends_on=(), done=done, running=running),),
+        allocations=(a1, second),
+        busy_cores={"a1": running} if running else {},
+        queued=8 - done - running,
+    )
+    return RunProgress(view=lambda: view, stream=io.StringIO(), live=True)
+
+
+def _rendered(progress: RunProgress) -> str:
     out = io.StringIO()
     Console(file=out, width=120).print(progress._render())
-    text = out.getvalue()
+    return out.getvalue()
+
+
+def test_the_live_view_shows_stages_done_and_allocations_with_their_waits() -> None:
+    a2 = Allocation("a2", cores=4, walltime=600.0, stage="align", submit_time=40.0, predicted_wait=90.0)
+    progress = _live(100.0, 3, AllocationState.RUNNING, None, a2)
+    text = _rendered(progress)
     assert "t=100 s, 3 tasks queued" in text and "3/8" in text
     progress.event(Event(40.0, EventKind.RUN_START, note="asa"))
-    out = io.StringIO()
-    Console(file=out, width=120).print(progress._render())
-    assert "60 s into the run" in out.getvalue()
+    assert "60 s into the run" in _rendered(progress)
     assert re.search(r"a1\s+4\s+running\s+20 s", text), text
     assert re.search(r"a2\s+4\s+requested \(queued\)\s+60 s\s+90 s", text), text
 
 
 def test_the_live_view_words_ended_allocations_as_the_progress_lines_do() -> None:
     # once none is live it shows the last ones: one given back after it ran, one withdrawn from the queue
-    view = FrontDoorView(
-        now=900.0,
-        stages=(StageView("align", 0, tasks=8, cores=1, depends_on=(), done=8, running=0),),
-        allocations=(
-            Allocation(
-                "a1",
-                cores=4,
-                walltime=600.0,
-                stage="align",
-                state=AllocationState.CANCELLED,
-                submit_time=0.0,
-                start_time=20.0,
-                end_time=500.0,
-            ),
-            Allocation("a2", cores=4, walltime=600.0, stage="align", state=AllocationState.CANCELLED),
-        ),
-        busy_cores={},
-        queued=0,
-    )
-    out = io.StringIO()
-    progress = RunProgress(view=lambda: view, stream=io.StringIO(), live=True)
-    Console(file=out, width=120).print(progress._render())
-    text = out.getvalue()
+    a2 = Allocation("a2", cores=4, walltime=600.0, stage="align", state=AllocationState.CANCELLED)
+    text = _rendered(_live(900.0, 8, AllocationState.CANCELLED, 500.0, a2))
     assert re.search(r"a1\s+4\s+released", text) and re.search(r"a2\s+4\s+cancelled", text), text
 
 
