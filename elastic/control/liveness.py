@@ -89,11 +89,10 @@ import math
 from collections.abc import Iterable
 
 from elastic.allocations import Allocation, AllocationState
-from elastic.pool.placement import estimate_after_loss
 from elastic.strategies.actions import Action, merge
 from elastic.strategies.base import Cancel, Decision, RunView, Serve, StageView, Submit
 from elastic.strategies.knowledge import TOTAL
-from elastic.strategies.rules import backlog_held, walltimes_so_far
+from elastic.strategies.rules import backlog_held, rerun_need, walltimes_so_far
 
 __all__ = ["LIVENESS_REASON", "combine", "unserved"]
 
@@ -223,7 +222,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             cores = min(cores, max(max_cores - able.held, stage.cores))
         cores = max(cores, stage.cores)
         why = "the strategy's plan did not cover them"
-        out.append(_request(view, stage, cores, why, walltime=math.ceil(_rerun_need(stage))))
+        out.append(_request(view, stage, cores, why, walltime=math.ceil(rerun_need(stage))))
         able.add((stage.name,), _capped(cores, max_cores))
         offering.append((frozenset({stage.name}), True, 0))
     # the clock alone turns the re-run clause: a decision carried out again (Settles, Paced) holds no
@@ -343,7 +342,7 @@ def _rerun(
     """
     floor = stage.rerun_floor
     assert floor is not None
-    need = _rerun_need(stage)
+    need = rerun_need(stage)
     cap = view.knowledge.max_walltime
     if cap is not None:
         need = min(need, cap)  # the most any request can have: one with that much serves
@@ -359,15 +358,10 @@ def _rerun(
     cores = max(stage.rerun_waiting, 1) * stage.cores
     if max_cores is not None:
         cores = min(cores, max(max_cores - able.held, stage.cores))
-    walltime = math.ceil(_rerun_need(stage))
+    walltime = math.ceil(rerun_need(stage))
     why = f"tasks lost after {floor:.0f} s run again; no allocation kept for them has {need:.0f} s left"
     # routine after a loss (the loss itself is the news), not a plan that missed: logged at INFO
     return _request(view, stage, _capped(cores, max_cores), why, level=logging.INFO, walltime=walltime), None
-
-
-def _rerun_need(stage: StageView) -> float:
-    """Return the pool's estimate of ``stage``'s tasks waiting for a re-run (0: none waits)."""
-    return estimate_after_loss(None, stage.rerun_floor or 0.0) or 0.0
 
 
 def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:

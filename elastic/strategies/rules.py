@@ -23,6 +23,7 @@ __all__ = [
     "needs_allocation",
     "release_idle",
     "remaining_work",
+    "rerun_need",
     "walltime_checks",
     "walltime_follow_ups",
     "walltimes_so_far",
@@ -31,6 +32,11 @@ __all__ = [
 SHORTEN_SLACK = 60.0
 """Seconds a pending request may ask beyond what it needs before it is lowered (Slurm's limits are whole
 minutes)."""
+
+
+def rerun_need(stage: StageView) -> float:
+    """Return what ``stage``'s tasks waiting for a re-run need left to be placed (0: none waits)."""
+    return estimate_after_loss(None, stage.rerun_floor or 0.0) or 0.0
 
 
 def walltimes_so_far(view: RunView, label: str) -> list[float]:
@@ -464,7 +470,7 @@ def _uncovered_walltime(view: RunView, label: str, follow_up: Allocation) -> flo
     ]
     k = view.knowledge
     stages = view.open_stages if label == TOTAL else (view.stage(label),)
-    need = max((estimate_after_loss(None, s.rerun_floor or 0.0) or 0.0 for s in stages), default=0.0)
+    need = max((rerun_need(s) for s in stages), default=0.0)
     walltime = max(k.walltime(label, previous), float(math.ceil(need)))
     return walltime if k.max_walltime is None else min(walltime, k.max_walltime)
 
