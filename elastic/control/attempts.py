@@ -2,9 +2,10 @@
 
 A task whose allocation ended under it (walltime, cancel, a dead agent) is lost and queued again; its
 re-run starts from scratch. Both demands (:mod:`~elastic.control.demand` for declared workflows,
-:mod:`~elastic.control.live` for the front door) keep one :class:`Attempts` per stage, for the
-runtime history (a task's attempts summed), for :attr:`~elastic.strategies.base.StageView.rerun_end` and for
-:attr:`~elastic.strategies.base.StageView.rerun_floor`.
+:mod:`~elastic.control.live` for the front door) keep one :class:`Attempts` per stage, for
+:attr:`~elastic.strategies.base.StageView.rerun_end` and
+:attr:`~elastic.strategies.base.StageView.rerun_floor`. The runtime history takes a task's completing
+attempt, not its attempts summed (:meth:`~elastic.control.demand.DeclaredDemand.observe`).
 
 Examples
 --------

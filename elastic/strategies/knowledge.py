@@ -387,7 +387,7 @@ class Knowledge:
     def task_estimate(self, label: str) -> float:
         """Return the runtime estimate of one task of stage ``label``, which placement starts it by.
 
-        A task's figure, not the stage's (whose runtime is its slowest task, lost attempts summed: see
+        A task's figure, not the stage's (whose runtime is its slowest task: see
         ``docs/guide/strategies.md``): the mean of the recorded per-run task figures
         (:func:`task_label`: each run's mean plus one standard deviation) once ``min_history`` exist, else
         :meth:`prior_duration` (the same statistic from the model); never more than

@@ -47,8 +47,9 @@ class StageView:
     end_time: float | None = None
     runtime: float | None = None
     """Seconds it ran, as the runtime history learns it (:func:`~elastic.control.history.learn_runtimes`),
-    never counting time when its tasks only waited for cores. A declared stage: its longest task, that
-    task's attempts summed (its tasks are released together, so that is its runtime on its own width).
+    never counting time when its tasks only waited for cores. A declared stage: its longest task, the
+    attempt that completed it (its tasks are released together, so that is its runtime on its own width;
+    a lost attempt is run again from scratch, and its seconds are not part of it).
     A front-door stage, whose tasks arrive over time: first start to end, less the gaps when none of its
     tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts).
     ``None``: not measured (first start to last end is used)."""
