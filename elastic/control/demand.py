@@ -160,9 +160,9 @@ class DeclaredDemand:
         time is the attempt that completed it: a lost attempt is started again from scratch, so the
         seconds it ran are not part of the runtime a later allocation must cover. Summed in, they taught
         the next runs a walltime as long as a loss and a full run together: on SDSC Blue capacity,
-        Seismology 56, `asa` in jobs of one task asked 41,549 s in run 28 where fine Per-Stage, whose
-        earlier runs lost less, asked 37,777 s; the shorter job started at once, the longer one after
-        43 h (the queue plans every job's walltime).
+        Seismology 56, `asa` in jobs of one task asked 41,549 s in run 28 and fine Per-Stage 37,777 s, each
+        from its own earlier runs' lost attempts (with completing attempts only, both ask 26,830 s); the
+        shorter job started at once, the longer one after 43 h (the queue plans every job's walltime).
         """
         s = self._by_name.get(event.stage or "")
         if s is None or event.task is None:
