@@ -38,6 +38,17 @@ def _feed(demand: DeclaredDemand, ex: SimExecution, now: float) -> None:
     demand.update(now)
 
 
+def _lost_once() -> tuple[MemoryHistory, Knowledge, DeclaredDemand]:
+    """``WIDE``'s three 100-s tasks lost after 40 s with their allocation, then run again from 500 s."""
+    history, knowledge, ex, demand = _run()
+    ex.add_allocation("a", cores=3, walltime_end=10_000.0, at=0.0)
+    _feed(demand, ex, 40.0)
+    ex.allocation_ended("a", at=40.0)  # all three lost after 40 s
+    ex.add_allocation("b", cores=3, walltime_end=10_000.0, at=500.0)
+    _feed(demand, ex, 1_000.0)
+    return history, knowledge, demand
+
+
 def test_a_stage_run_one_task_after_another_on_a_narrow_allocation_records_its_longest_task() -> None:
     # Regression: HPC2N capacity, montage at 56 cores, `asa`: a wide stage ran its 56 tasks one after
     # another on the 1-core allocation of a later stage that started first. First start to last end
@@ -60,12 +71,7 @@ def test_a_task_lost_with_its_allocation_records_the_attempt_that_completed_it()
     # A lost attempt runs again from scratch: the seconds it ran are not part of the runtime a later
     # allocation must cover. Summed in (140 s here), they taught later runs a walltime as long as a loss
     # and a full run together (SDSC Blue capacity, Seismology 56: 41,549 s where 37,777 s started at once).
-    history, knowledge, ex, demand = _run()
-    ex.add_allocation("a", cores=3, walltime_end=10_000.0, at=0.0)
-    _feed(demand, ex, 40.0)
-    ex.allocation_ended("a", at=40.0)  # all three lost after 40 s
-    ex.add_allocation("b", cores=3, walltime_end=10_000.0, at=500.0)
-    _feed(demand, ex, 1_000.0)
+    history, knowledge, demand = _lost_once()
     (view,) = demand.stages()
     assert view.end_time == pytest.approx(600.0)
     assert view.runtime == pytest.approx(100.0)  # the attempt that completed: not 40 + 100 s, nor 460 s
@@ -155,12 +161,7 @@ def _task(live: LiveDemand, kind: EventKind, at: float, name: str) -> None:
 def test_a_stage_records_its_tasks_runtime_from_the_attempt_that_completed_each() -> None:
     # a task's runtime is the attempt that completed it (100 s, not the 140 s of both attempts): mean
     # plus one standard deviation of those, recorded under the task label
-    history, knowledge, ex, demand = _run()
-    ex.add_allocation("a", cores=3, walltime_end=10_000.0, at=0.0)
-    _feed(demand, ex, 40.0)
-    ex.allocation_ended("a", at=40.0)
-    ex.add_allocation("b", cores=3, walltime_end=10_000.0, at=500.0)
-    _feed(demand, ex, 1_000.0)
+    history, knowledge, demand = _lost_once()
     (view,) = demand.stages()
     assert view.runtime == pytest.approx(100.0) and view.task_runtime == pytest.approx(100.0)
     learn_runtimes(knowledge, demand.stages(), status="completed", end=600.0, width=3)
