@@ -41,7 +41,10 @@ def test_demo_through_the_front_door(name: str, strategy: str, tmp_path: Path, s
     if strategy == "bigjob":
         assert submitted == {"*"}  # one allocation for the whole workflow (and follow-ups)
     else:  # allocations per stage (a stage whose tasks all ran on a previous one's needs none)
-        assert demo.stages[0] in submitted and len(submitted) >= 2 and submitted <= set(demo.stages)
+        assert demo.stages[0] in submitted and submitted <= set(demo.stages)
+        # asa may plan to keep the first allocation for every stage where they are as narrow as it (on the
+        # scaled clock small Statistics ran all four stages on its 1-core allocation now and then)
+        assert strategy == "asa" or len(submitted) >= 2
     assert not backend.queue(), "an allocation outlived the run"
     runs = store.runs(workflow=name)
     assert list(runs["status"]) == ["completed"] and runs["strategy"].iloc[0] == strategy
