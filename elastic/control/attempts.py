@@ -22,9 +22,10 @@ Examples
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["Attempts"]
+__all__ = ["Attempts", "lost_alone"]
 
 
 @dataclass(slots=True)
@@ -78,3 +79,32 @@ class Attempts:
         if not waiting:
             return None
         return max(self.longest.get(t, 0.0) for t in waiting), len(waiting)
+
+
+def lost_alone(lost: Iterable[tuple[float, float]], kept: Iterable[tuple[float, float]]) -> float:
+    """Return the seconds in which only attempts later lost ran: ``lost`` spans covered by no ``kept`` one.
+
+    ``lost`` and ``kept``: (start, end) of a stage's lost attempts and of those that ended (completed or
+    failed). A front-door stage's runtime is measured over time (first start to end, less the gaps
+    when its queued tasks waited for cores); the seconds when nothing of it ran but attempts it ran
+    again from scratch are not part of it either, as a declared stage's runtime leaves lost attempts
+    out. A sweep over the spans' ends (sorted once): a stage's spans are few beside its run.
+
+    Examples
+    --------
+    >>> lost_alone([(0.0, 100.0)], [(50.0, 80.0), (300.0, 400.0)])  # 0-50 and 80-100 ran nothing else
+    70.0
+    >>> lost_alone([(0.0, 100.0), (60.0, 150.0)], [(0.0, 120.0)])
+    30.0
+    """
+    marks = sorted([(s, 0, 1) for s, _ in lost] + [(e, 0, -1) for _, e in lost]
+                   + [(s, 1, 1) for s, _ in kept] + [(e, 1, -1) for _, e in kept])  # fmt: skip
+    alone = 0.0
+    running = [0, 0]  # lost attempts, kept ones
+    previous = None
+    for at, which, step in marks:
+        if previous is not None and running[0] > 0 and running[1] == 0:
+            alone += at - previous
+        running[which] += step
+        previous = at
+    return alone

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from elastic.control.attempts import Attempts
+from elastic.control.attempts import Attempts, lost_alone
 from elastic.control.counts import StageCounts
 from elastic.control.work import EventSink
 from elastic.metrics import Event, EventKind
@@ -62,6 +62,9 @@ class _Stage:
     starved: float = 0.0  # seconds since its first start with none of its tasks running and some queued
     starved_since: float | None = None  # start of the current such gap
     attempts: Attempts = field(default_factory=Attempts)
+    lost_spans: list[tuple[float, float]] = field(default_factory=list)  # (start, loss) of lost attempts
+    kept_spans: list[tuple[float, float]] = field(default_factory=list)  # (start, end) of ended ones
+    alone: tuple[int, int, float] = (0, 0, 0.0)  # lost_alone of the spans, with their counts then
 
 
 class LiveDemand:
@@ -212,6 +215,10 @@ class LiveDemand:
                     st.starved += max(0.0, event.time - st.starved_since)
                     st.starved_since = None
                 return
+            begun = st.attempts.started.get(task)
+            if begun is not None:  # this attempt's span (kept ones only matter beside lost ones)
+                spans = st.lost_spans if kind is EventKind.TASK_LOST else st.kept_spans
+                spans.append((begun, event.time))
             if kind is EventKind.TASK_LOST:
                 st.attempts.lost(task, event.time)
                 c.lost(task)  # queued again by the pool (a TASK_DROPPED follows if it may not run again)
@@ -366,7 +373,17 @@ _TASK_KINDS = frozenset(
 
 
 def _runtime(st: _Stage) -> float | None:
-    """Return a complete stage's first start to end, less the gaps when its queued tasks waited for cores."""
+    """Return a complete stage's first start to end, less the gaps when its queued tasks waited for cores.
+
+    And less the seconds when only attempts later lost ran (:func:`~elastic.control.attempts.lost_alone`:
+    each runs again from scratch, so its seconds are not part of the stage's runtime).
+    """
     if st.end_time is None or st.first_start is None:
         return None
-    return max(0.0, st.end_time - st.first_start - st.starved)
+    alone = 0.0
+    if st.lost_spans:
+        counts = (len(st.lost_spans), len(st.kept_spans))
+        if st.alone[:2] != counts:  # the views are rebuilt at every change of any stage: once per change here
+            st.alone = (*counts, lost_alone(st.lost_spans, st.kept_spans))
+        alone = st.alone[2]
+    return max(0.0, st.end_time - st.first_start - st.starved - alone)

@@ -51,7 +51,8 @@ class StageView:
     attempt that completed it (its tasks are released together, so that is its runtime on its own width;
     a lost attempt is run again from scratch, and its seconds are not part of it).
     A front-door stage, whose tasks arrive over time: first start to end, less the gaps when none of its
-    tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts).
+    tasks ran and some were queued (a gap with nothing queued waits for inputs, and counts), and less the
+    seconds when only attempts later lost ran (:func:`~elastic.control.attempts.lost_alone`).
     ``None``: not measured (first start to last end is used)."""
     task_runtime: float | None = None
     """Seconds one of its tasks runs, as the runtime history learns it for placement

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from elastic.control.attempts import Attempts
+from elastic.control.attempts import Attempts, lost_alone
 from elastic.control.demand import DeclaredDemand
 from elastic.control.sim_execution import SimExecution
 from elastic.metrics import Event, EventKind
@@ -57,3 +57,20 @@ def test_a_declared_stage_reports_when_its_lost_task_can_end_at_the_soonest() ->
     assert demand.stages()[0].rerun_end == 700.0
     demand.observe(Event(750.0, EventKind.TASK_END, stage="s", allocation="a2", task="s.1"))
     assert demand.stages()[0].rerun_end is None
+
+
+spans = st.lists(
+    st.tuples(st.integers(0, 50), st.integers(0, 20)).map(lambda t: (float(t[0]), float(t[0] + t[1])))
+)
+
+
+@given(spans, spans)
+def test_lost_alone_is_the_time_only_lost_attempts_ran(
+    lost: list[tuple[float, float]], kept: list[tuple[float, float]]
+) -> None:
+    # on whole seconds, counted second by second
+    def covered(at: float, spans: list[tuple[float, float]]) -> bool:
+        return any(s <= at < e for s, e in spans)
+
+    expected = sum(1.0 for t in range(80) if covered(t + 0.5, lost) and not covered(t + 0.5, kept))
+    assert lost_alone(lost, kept) == expected

@@ -154,6 +154,28 @@ def test_a_front_door_gap_with_nothing_queued_is_runtime_the_stage_waited_for_in
     assert view.end_time == 110.0 and view.runtime == pytest.approx(110.0)
 
 
+def test_a_front_door_stage_leaves_out_the_seconds_only_a_lost_attempt_ran() -> None:
+    # t0 ran 40 s beside t1 and 30 s alone, was lost with its allocation at 70 s, waited for cores until
+    # 100 s and ran again from scratch for 100 s: the stage ran 40 s (both) + 100 s (the re-run); the
+    # 30 s only the lost attempt ran and the 30 s it waited are not runtime (a declared stage's runtime
+    # leaves lost attempts out likewise)
+    events: list[Event] = []
+    live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
+    for i in range(2):
+        live.queued("s", 1, None, task=f"t{i}")
+    _task(live, EventKind.TASK_START, 0.0, "t0")
+    _task(live, EventKind.TASK_START, 0.0, "t1")
+    _task(live, EventKind.TASK_END, 40.0, "t1")
+    _task(live, EventKind.TASK_LOST, 70.0, "t0")
+    _task(live, EventKind.TASK_START, 100.0, "t0")
+    _task(live, EventKind.TASK_END, 200.0, "t0")
+    live.update(200.0)
+    live.update(300.0)
+    (view,) = live.stages()
+    assert (view.start_time, view.end_time) == (0.0, 200.0)
+    assert view.runtime == pytest.approx(140.0)
+
+
 def _task(live: LiveDemand, kind: EventKind, at: float, name: str) -> None:
     live.observe(Event(at, kind, stage="s", allocation="a", task=name, cores=1))
 
