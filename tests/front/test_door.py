@@ -220,6 +220,13 @@ def test_bad_settings_are_refused_before_anything_starts() -> None:
         Elastic(MockBackend(nodes=4), store=False)
 
 
+def test_a_task_runtime_no_partition_could_run_is_refused_where_it_is_declared() -> None:
+    # a real run took a 1e300-s runtime and planned with it; a stage declared so is refused likewise
+    with pytest.raises(ConfigError, match=r"task\(runtime=...\): 1e\+300 s is more than a year"):
+        task(runtime=1e300)(square)
+    assert task(runtime=86400.0)(square) is square  # a day is a runtime
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage", "asa"])
