@@ -30,14 +30,14 @@ sequence for every configuration of one repetition), and runs the same Montage-s
   waits for. HTEX's finest shape is ``htex-auto``'s one-node blocks.
 
 HTEX workers are told the node has ``cores_per_node`` cores (``PARSL_CORES``): the local cluster's nodes all
-live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where
-HTEX submits its first block, to the last result), core-hours charged (from Slurm's own job records:
-cores x (end - start) of every batch job of the run, in Slurm's whole seconds, so up to cores x 1 s per
-job short: the CSV's ``core_h_resolution``), the widest batch job that ran
-(``widest_job_cores``: the shape the run used), idle core-hours (charged - the tasks' own core-seconds), and
-per-stage waits (from the last task end of the previous stage, or ``parsl.load``, to the first task start
-of the stage), all measured by the tasks themselves and by Slurm, whatever the executor. Each task also
-reports its batch job (``SLURM_JOB_ID``): ``tasks_outside`` counts tasks whose job was not charged.
+live on this 2-core machine, and the tasks only sleep. For each run: makespan (from ``parsl.load``, where HTEX
+submits its first block, to the last result), core-hours charged (from Slurm's own job records: cores x (end -
+start) of every batch job of the run, in Slurm's whole seconds, so up to cores x 1 s per job short: the CSV's
+``core_h_resolution``), the widest batch job that ran (``widest_job_cores``: the shape the run used), idle
+core-hours (charged - the tasks' own core-seconds), and per-stage waits (from the last task end of the
+previous stage, or ``parsl.load``, to the last task start of the stage: when the cores for all its tasks were
+there), all measured by the tasks themselves and by Slurm, whatever the executor. Each task also reports its
+batch job (``SLURM_JOB_ID``): ``tasks_outside`` counts tasks whose job was not charged.
 
     .venv/bin/python benchmarks/compare_parsl_slurm.py [--reps 3] [--configs htex-bigjob,...] [--csv out.csv]
 """

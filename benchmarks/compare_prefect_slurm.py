@@ -23,14 +23,14 @@ name:tasks:seconds; each stage's tasks ``wait_for`` every task of the previous o
   configurations' ``job_cores``, not the split or fine ones.
 
 Dask configurations need ``prefect-dask`` and ``dask-jobqueue``; without them they are left out, with the
-reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last
-task end), core-hours charged (from Slurm's job records: cores x (end - start) of every batch job of the
-run, in whole seconds, so up to cores x 1 s per job short: the CSV's ``core_h_resolution``; each task
-reports its job, and ``tasks_outside`` counts tasks whose job was not charged), the widest batch job that ran
-(``widest_job_cores``: the shape the run used), idle core-hours (charged -
-the tasks' own core-seconds), per-stage waits (from the last task end of the previous stage, or the flow
-call, to the first task start of the stage), batch jobs, *released mid-flow* (batch jobs of the run that
-ended before the last stage's first task started) and *requeued* (batch jobs of the run submitted after
+reason. For each run: makespan (from the flow call, before any cluster or allocation exists, to the last task
+end), core-hours charged (from Slurm's job records: cores x (end - start) of every batch job of the run, in
+whole seconds, so up to cores x 1 s per job short: the CSV's ``core_h_resolution``; each task reports its job,
+and ``tasks_outside`` counts tasks whose job was not charged), the widest batch job that ran
+(``widest_job_cores``: the shape the run used), idle core-hours (charged - the tasks' own core-seconds),
+per-stage waits (from the last task end of the previous stage, or the flow call, to the last task start of the
+stage: when the cores for all its tasks were there), batch jobs, *released mid-flow* (batch jobs of the run
+that ended before the last stage's first task started) and *requeued* (batch jobs of the run submitted after
 one of its jobs had been released mid-flow: release-and-requeue).
 
     .venv/bin/python benchmarks/compare_prefect_slurm.py [--reps 3] [--configs dask-adapt,...] [--csv out.csv]

@@ -228,12 +228,16 @@ Results = Sequence[Sequence[tuple[float, float, str]]]
 def stage_times(results: Results, t0: float) -> tuple[float, tuple[float, ...], float]:
     """Return the workflow's end, each stage's wait and the core-hours its tasks used (one core each).
 
-    A stage's wait runs from the previous stage's end (the first stage's: from ``t0``) to its first start.
+    A stage's wait runs from the previous stage's end (the first stage's: from ``t0``) to its last task's
+    start: until the cores for all its tasks were there (the metrics' rule for a request's wait: the last of
+    its pieces for the stage's need; every stage of these flows fits its allocation, so none runs in
+    waves). To the first task's start, as before, it understated jobs of one task, whose first job starts
+    while the others still wait.
     """
     end = max(task[1] for stage in results for task in stage)
     waits, previous_end = [], t0
     for stage in results:
-        waits.append(min(task[0] for task in stage) - previous_end)
+        waits.append(max(task[0] for task in stage) - previous_end)
         previous_end = max(task[1] for task in stage)
     used = sum(task[1] - task[0] for stage in results for task in stage) / 3600
     return end, tuple(waits), used

@@ -17,11 +17,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from benchmarks.slurm_queue import elastic_strategy
+from benchmarks.slurm_queue import elastic_strategy, stage_times
 from elastic.experiments import BASELINES, parse_strategy, shaped_strategies
 from elastic.strategies import STRATEGY_NAMES
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_stage_waits_until_the_cores_for_all_its_tasks_are_there() -> None:
+    # jobs of one task: the stage's first job started 2 s after the flow call, its last after 9 s; the
+    # next stage's after 3 s and 4 s past the first one's last end (12 s). Its first start understated it.
+    results = [[(2.0, 10.0, "1"), (9.0, 12.0, "2")], [(15.0, 20.0, "3"), (16.0, 18.0, "4")]]
+    end, waits, used = stage_times(results, 0.0)
+    assert (end, waits) == (20.0, (9.0, 4.0))
+    assert used == pytest.approx((8 + 3 + 5 + 2) / 3600)
+
 
 pytest.importorskip("parsl")
 
