@@ -13,7 +13,7 @@ from elastic.control.live import LiveDemand
 from elastic.control.sim_execution import SimExecution
 from elastic.learners.asa import ASAEstimator
 from elastic.metrics import Event, EventKind
-from elastic.strategies import Knowledge, MemoryHistory
+from elastic.strategies import Knowledge, MemoryHistory, StageView
 from elastic.strategies.knowledge import task_label
 from elastic.workflow import Stage, Workflow
 
@@ -115,20 +115,16 @@ def test_the_recorded_runtime_is_the_longest_task_whatever_the_cores(
 def test_a_front_door_stage_leaves_out_the_time_its_queued_tasks_waited_for_cores() -> None:
     # One task of "s" ran early (on an allocation that was already there), the other two once their own
     # allocation started 100 s later: first start to last end is 115 s, the stage ran 10 + 15 s.
-    events: list[Event] = []
-    live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
-    for i in range(3):
-        live.queued("s", 1, None, task=f"t{i}")
-
-    _task(live, EventKind.TASK_START, 0.0, "t0")
-    _task(live, EventKind.TASK_END, 10.0, "t0")
-    _task(live, EventKind.TASK_START, 100.0, "t1")
-    _task(live, EventKind.TASK_START, 100.0, "t2")
-    _task(live, EventKind.TASK_END, 110.0, "t1")
-    _task(live, EventKind.TASK_END, 115.0, "t2")
-    live.update(115.0)
-    live.update(200.0)  # idle past idle_timeout: complete
-    (view,) = live.stages()
+    S, E = EventKind.TASK_START, EventKind.TASK_END
+    steps = [
+        (S, 0.0, "t0"),
+        (E, 10.0, "t0"),
+        (S, 100.0, "t1"),
+        (S, 100.0, "t2"),
+        (E, 110.0, "t1"),
+        (E, 115.0, "t2"),
+    ]
+    live, view = _front_door_stage(3, steps)
     assert (view.start_time, view.end_time) == (0.0, 115.0)
     assert view.runtime == pytest.approx(25.0)
     history = MemoryHistory()
@@ -159,21 +155,31 @@ def test_a_front_door_stage_leaves_out_the_seconds_only_a_lost_attempt_ran() -> 
     # 100 s and ran again from scratch for 100 s: the stage ran 40 s (both) + 100 s (the re-run); the
     # 30 s only the lost attempt ran and the 30 s it waited are not runtime (a declared stage's runtime
     # leaves lost attempts out likewise)
-    events: list[Event] = []
-    live = LiveDemand("live", record=events.append, clock=lambda: 0.0, idle_timeout=1.0)
-    for i in range(2):
-        live.queued("s", 1, None, task=f"t{i}")
-    _task(live, EventKind.TASK_START, 0.0, "t0")
-    _task(live, EventKind.TASK_START, 0.0, "t1")
-    _task(live, EventKind.TASK_END, 40.0, "t1")
-    _task(live, EventKind.TASK_LOST, 70.0, "t0")
-    _task(live, EventKind.TASK_START, 100.0, "t0")
-    _task(live, EventKind.TASK_END, 200.0, "t0")
-    live.update(200.0)
-    live.update(300.0)
-    (view,) = live.stages()
+    S, E, L = EventKind.TASK_START, EventKind.TASK_END, EventKind.TASK_LOST
+    steps = [
+        (S, 0.0, "t0"),
+        (S, 0.0, "t1"),
+        (E, 40.0, "t1"),
+        (L, 70.0, "t0"),
+        (S, 100.0, "t0"),
+        (E, 200.0, "t0"),
+    ]
+    _, view = _front_door_stage(2, steps)
     assert (view.start_time, view.end_time) == (0.0, 200.0)
     assert view.runtime == pytest.approx(140.0)
+
+
+def _front_door_stage(tasks: int, steps: list[tuple[EventKind, float, str]]) -> tuple[LiveDemand, StageView]:
+    """Stage "s" of a front door: ``tasks`` tasks queued, then ``steps``; complete once idle after them."""
+    live = LiveDemand("live", record=[].append, clock=lambda: 0.0, idle_timeout=1.0)
+    for i in range(tasks):
+        live.queued("s", 1, None, task=f"t{i}")
+    for kind, at, name in steps:
+        _task(live, kind, at, name)
+    live.update(steps[-1][1])
+    live.update(steps[-1][1] + 100.0)  # idle past idle_timeout: complete
+    (view,) = live.stages()
+    return live, view
 
 
 def _task(live: LiveDemand, kind: EventKind, at: float, name: str) -> None:
