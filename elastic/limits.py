@@ -30,9 +30,10 @@ limit                       value                why
                                                  also the most processors of one trace job
 :data:`MAX_TRACE_SECONDS`   100 years            a time in a trace (submit, wait, runtime, requested
                                                  time): beyond it, a field is a unit or typing error
-:data:`MAX_RUNTIME`         1 year               a stage's mean task runtime: no batch partition runs one
-                                                 job that long (a site's limit is hours to weeks); beyond
-                                                 it the runtime is a unit or typing error
+:data:`MAX_RUNTIME`         1 year               a stage's mean task runtime, or ``task(runtime=...)``: no
+                                                 batch partition runs one job that long (a site's limit
+                                                 is hours to weeks); beyond it the runtime is a unit or
+                                                 typing error (:func:`check_runtime`)
 :data:`MAX_WALLTIME`        100 years            a batch job's walltime; a request beyond it is asked at
                                                  it. A job script computes its end in nanoseconds in
                                                  bash's 64-bit integers, which overflow about 230 years
@@ -69,6 +70,7 @@ __all__ = [
     "MIN_SPEEDUP",
     "SPEEDUP_RANGE",
     "check_count",
+    "check_runtime",
     "check_speedup",
     "speedup_problem",
 ]
@@ -175,4 +177,25 @@ def check_count(value: int, limit: int, what: str, why: str) -> None:
     if value > limit:
         raise ConfigError(
             f"{what}: at most {limit:,} allowed, got {value:,} ({why}; limits in elastic.limits)"
+        )
+
+
+def check_runtime(runtime: float, said: str, what: str) -> None:
+    """Refuse a ``runtime`` of more than :data:`MAX_RUNTIME` (a year): ``said`` names it, ``what`` it means.
+
+    One rule for every place a runtime is declared (a workflow's stage, ``task(runtime=...)``).
+
+    Raises
+    ------
+    ConfigError
+        ``runtime > MAX_RUNTIME``.
+
+    Examples
+    --------
+    >>> check_runtime(3600.0, "task(runtime=...):", "one task's runtime")
+    """
+    if runtime > MAX_RUNTIME:
+        raise ConfigError(
+            f"{said} {runtime:g} s is more than a year ({MAX_RUNTIME:g} s), longer than any batch partition "
+            f"runs one job; check that it is {what} in seconds"
         )

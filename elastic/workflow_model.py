@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from elastic.errors import ConfigError, UnknownNameError
-from elastic.limits import MAX_RUNTIME, MAX_STAGE_TASKS, MAX_STAGES, MAX_WORKFLOW_TASKS, check_count
+from elastic.limits import MAX_STAGE_TASKS, MAX_STAGES, MAX_WORKFLOW_TASKS, check_count, check_runtime
 
 __all__ = [
     "MAX_RUNTIME_CV",
@@ -82,11 +82,8 @@ class Stage:
             raise ConfigError(
                 f"{where}: runtime must be a number of seconds > 0 (or left out), got {self.runtime!r}"
             )
-        if self.runtime is not None and self.runtime > MAX_RUNTIME:
-            raise ConfigError(
-                f"{where}: runtime {self.runtime:g} s is more than a year ({MAX_RUNTIME:g} s), longer than "
-                "any batch partition runs one job; check that it is the mean task runtime in seconds"
-            )
+        if self.runtime is not None:
+            check_runtime(self.runtime, f"{where}: runtime", "the mean task runtime")
         if finite_number(self.runtime_cv) is None or not 0 <= self.runtime_cv <= MAX_RUNTIME_CV:
             allowed = f">= 0 and <= {MAX_RUNTIME_CV:g}"
             raise ConfigError(f"{where}: runtime_cv must be a number {allowed}, got {self.runtime_cv!r}")

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from elastic.errors import ConfigError, PoolError
-from elastic.limits import MAX_RUNTIME
+from elastic.limits import check_runtime
 
 __all__ = ["DependencyError", "TaskOptions", "declared_options", "options_of", "resolve_arguments", "task"]
 
@@ -58,11 +58,8 @@ class TaskOptions:
             isinstance(self.runtime, (int, float)) and math.isfinite(self.runtime) and self.runtime >= 0
         ):
             raise ConfigError(f"task(runtime=...) must be finite seconds >= 0 or None, got {self.runtime!r}")
-        if self.runtime is not None and self.runtime > MAX_RUNTIME:
-            raise ConfigError(
-                f"task(runtime=...): {self.runtime:g} s is more than a year ({MAX_RUNTIME:g} s), longer than "
-                "any batch partition runs one job; check that it is one task's runtime in seconds"
-            )
+        if self.runtime is not None:
+            check_runtime(self.runtime, "task(runtime=...):", "one task's runtime")
 
 
 def task(
