@@ -14,8 +14,8 @@ Examples
 6000.0
 >>> a.rerun_floor()  # it waits for cores; its re-run takes more than the 3000 s it lost
 (3000.0, 1)
->>> a.start("t", 3600.0); a.rerun_end(), a.rerun_floor()  # restarted at 3600 s
-(6600.0, None)
+>>> a.start("t", 3600.0); a.rerun_end(), a.rerun_floor(), a.oldest_start()  # restarted at 3600 s
+(6600.0, None, 3600.0)
 >>> a.end("t", 7000.0), a.rerun_end()  # ran 3000 s + 3400 s in all
 (6400.0, None)
 """
@@ -68,6 +68,14 @@ class Attempts:
         """
         ends = [self.started.get(t, self.lost_at.get(t, 0.0)) + s for t, s in self.spent.items()]
         return max(ends, default=None)
+
+    def oldest_start(self) -> float | None:
+        """Return the start of the oldest attempt still running (None: none runs).
+
+        If its allocation runs out under it, the attempt is lost having run from then: its re-run is placed
+        by twice that (:func:`~elastic.pool.placement.estimate_after_loss`).
+        """
+        return min(self.started.values(), default=None)
 
     def rerun_floor(self) -> tuple[float, int] | None:
         """Return the longest attempt lost by a task waiting for a re-run, and how many wait (None: none).

@@ -70,6 +70,7 @@ class _Stage:
             rerun_end=self.attempts.rerun_end(),
             rerun_floor=floor,
             rerun_waiting=waiting,
+            running_since=self.attempts.oldest_start(),
         )
 
 

@@ -296,6 +296,7 @@ class LiveDemand:
                         rerun_end=st.attempts.rerun_end(),
                         rerun_floor=floor,
                         rerun_waiting=waiting,
+                        running_since=st.attempts.oldest_start(),
                         queued=c.queued,
                         outstanding=c.outstanding,
                         awaiting_offers=c.expected if st.expected_ready else 0,

@@ -21,6 +21,7 @@ __all__ = [
     "SHORTEN_SLACK",
     "cores_waited_for",
     "needs_allocation",
+    "outlived_need",
     "release_idle",
     "remaining_work",
     "rerun_need",
@@ -37,6 +38,19 @@ minutes)."""
 def rerun_need(stage: StageView) -> float:
     """Return what ``stage``'s tasks waiting for a re-run need left to be placed (0: none waits)."""
     return estimate_after_loss(None, stage.rerun_floor or 0.0) or 0.0
+
+
+def outlived_need(view: RunView, label: str, end: float) -> float:
+    """Return what ``label``'s oldest running attempt needs to run again if lost at ``end`` (0: none runs).
+
+    Twice what it will have run then (:attr:`StageView.running_since`), as the pool places a lost task's
+    re-run (:func:`~elastic.pool.placement.estimate_after_loss`). ``label`` ``"*"``: over the open stages.
+    """
+    stages = view.open_stages if label == TOTAL else (view.stage(label),)
+    since = min((s.running_since for s in stages if s.running_since is not None), default=None)
+    if since is None or since >= end:
+        return 0.0
+    return estimate_after_loss(None, end - since) or 0.0
 
 
 def walltimes_so_far(view: RunView, label: str) -> list[float]:
@@ -327,7 +341,9 @@ def walltime_follow_ups(
     - the running allocation ends (``start + walltime``) before the expected remaining work: submit the
       next walltime of the sequence at ``walltime_end - lead - margin``, so the new allocation is there
       when the old one is killed (lost tasks re-run on it), with the seconds until then added to its
-      walltime (it may start at once and idle until then; capped at the partition's limit).
+      walltime (it may start at once and idle until then; capped at the partition's limit). It asks at
+      least what the label's oldest running attempt needs to run again if lost then, as the pool places
+      it (:func:`outlived_need`).
 
     A follow-up is for ``label`` only, also when the allocation it follows was kept for more stages
     (:attr:`Allocation.labels`): the stages after it are planned by the strategy when they come. It is as
@@ -380,7 +396,15 @@ def walltime_follow_ups(
             # the re-run lost again after 3,958 of its 5,301 s; the next request, 21,898 s, waited 14.8 h).
             # Checked on issue 28's five-queue grid (76 of 150 cells met with it and without) and the
             # Lublin-Feitelson trace (18 of 30, 19 without: it helped split Per-Stage more than asa there)
-            walltime = k.walltime(label, previous) + math.ceil(max(0.0, end - view.now))
+            #
+            # And at least what an attempt running now needs to run again if it is lost at ``end``, as
+            # the pool places it (twice what it will have run, :func:`outlived_need`): shorter, the
+            # follow-up cannot take it, and the liveness rule asks another, longer one, which waits longer
+            # (SDSC Blue capacity, Seismology 28, run 17: ``asa`` asked 37,120 s 60 s before the end for a
+            # task started with the allocation 19,914 s before, its re-run needed 39,828 s, the liveness
+            # rule's 90,304-s request started 44 h later; the baselines, asking 3 h ahead, covered it).
+            floor = max(k.walltime(label, previous), math.ceil(outlived_need(view, label, end)))
+            walltime = floor + math.ceil(max(0.0, end - view.now))
             if k.max_walltime is not None:
                 walltime = min(walltime, k.max_walltime)
             actions.append(Submit(label, cores, walltime, reason="walltime", predicted_wait=wait))

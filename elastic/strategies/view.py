@@ -71,6 +71,12 @@ class StageView:
     twice that (:func:`~elastic.pool.placement.estimate_after_loss`). ``None``: no such task waits."""
     rerun_waiting: int = 0
     """How many tasks of this stage wait for cores after a lost attempt (those :attr:`rerun_floor` is for)."""
+    running_since: float | None = None
+    """When the oldest attempt of this stage still running started (None: none runs). Lost when its
+    allocation runs out at ``end``, it will have run ``end - running_since`` seconds, and its re-run is
+    placed by twice that (:func:`~elastic.pool.placement.estimate_after_loss`): a follow-up asked ahead
+    of that end asks at least as much (:func:`~elastic.strategies.rules.walltime_follow_ups`). Progress,
+    like :attr:`running` (not compared by :meth:`progressed_from`)."""
     queued: int | None = None
     """Tasks queued for cores now (they could run on any allocation wide enough). ``None``: every task
     neither done nor running (a declared stage's tasks are all released when it is ready); a front-door

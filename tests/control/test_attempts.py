@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from elastic.control.attempts import Attempts, lost_alone
 from elastic.control.demand import DeclaredDemand
+from elastic.control.live import LiveDemand
 from elastic.control.sim_execution import SimExecution
 from elastic.metrics import Event, EventKind
 from elastic.strategies.knowledge import Knowledge
@@ -37,6 +38,7 @@ def test_a_task_re_run_ends_no_sooner_than_its_restart_plus_what_its_lost_attemp
             running[task] = now
         expected = [running.get(t, lost_at.get(t, 0.0)) + s for t, s in spent.items()]
         assert a.rerun_end() == (max(expected) if expected else None)
+        assert a.oldest_start() == min(running.values(), default=None)
     for task in sorted(set(running) | set(spent)):
         ran = a.end(task, now + 1.0)
         assert ran == pytest.approx(spent.get(task, 0.0) + (now + 1.0 - running.get(task, now + 1.0)))
@@ -51,10 +53,12 @@ def test_a_declared_stage_reports_when_its_lost_task_can_end_at_the_soonest() ->
     for task in ("s.0", "s.1"):
         demand.observe(Event(0.0, EventKind.TASK_START, stage="s", allocation="a1", task=task))
     assert demand.stages()[0].rerun_end is None
+    assert demand.stages()[0].running_since == 0.0
     demand.observe(Event(300.0, EventKind.TASK_LOST, stage="s", allocation="a1", task="s.1"))
     assert demand.stages()[0].rerun_end == 600.0  # waits for cores: from its loss
     demand.observe(Event(400.0, EventKind.TASK_START, stage="s", allocation="a2", task="s.1"))
     assert demand.stages()[0].rerun_end == 700.0
+    assert demand.stages()[0].running_since == 0.0  # s.0 runs since 0 s, s.1 again since 400 s
     demand.observe(Event(750.0, EventKind.TASK_END, stage="s", allocation="a2", task="s.1"))
     assert demand.stages()[0].rerun_end is None
 
@@ -74,3 +78,22 @@ def test_lost_alone_is_the_time_only_lost_attempts_ran(
 
     expected = sum(1.0 for t in range(80) if covered(t + 0.5, lost) and not covered(t + 0.5, kept))
     assert lost_alone(lost, kept) == expected
+
+
+def test_a_front_door_stage_reports_when_its_oldest_running_attempt_started() -> None:
+    live = LiveDemand("live", record=[].append, clock=lambda: 0.0, idle_timeout=1000.0)
+    for name in ("t0", "t1"):
+        live.queued("s", 1, None, task=name)
+
+    def step(kind: EventKind, at: float, name: str) -> float | None:
+        live.observe(Event(at, kind, stage="s", allocation="a", task=name, cores=1))
+        live.update(at)
+        (view,) = live.stages()
+        return view.running_since
+
+    assert step(EventKind.TASK_START, 10.0, "t0") == 10.0
+    assert step(EventKind.TASK_START, 20.0, "t1") == 10.0
+    assert step(EventKind.TASK_LOST, 70.0, "t0") == 20.0  # the lost attempt no longer runs
+    assert step(EventKind.TASK_START, 100.0, "t0") == 20.0
+    assert step(EventKind.TASK_END, 130.0, "t1") == 100.0
+    assert step(EventKind.TASK_END, 200.0, "t0") is None

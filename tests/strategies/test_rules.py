@@ -498,6 +498,28 @@ def test_a_waiting_follow_up_of_a_done_stage_is_not_narrowed_but_left_to_the_rel
     assert [c.alloc_id for c in release_idle(view)] == ["a3"]
 
 
+@pytest.mark.parametrize(("since", "floor"), [(600.0, 10_000.0), (4000.0, None), (None, None)])
+def test_a_follow_up_asked_ahead_asks_what_the_attempt_it_may_lose_needs_to_run_again(
+    since: float | None, floor: float | None
+) -> None:
+    # process (about 1800 s) outlived every estimate on a2 (5,000 s from 600 s); its oldest running
+    # attempt started at ``since``. Lost at a2's end it will have run 5600 - since, and the pool places its
+    # re-run by twice that. SDSC Blue capacity, Seismology 28, run 17: ``asa`` asked 37,120 s a minute
+    # before the end for a task that had run from the allocation's start (its re-run needed 39,828 s), the
+    # liveness rule asked 90,304 s beside it, and that waited 44 h
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 8, "running_since": since},
+    )
+    a2 = alloc("a2", "process", 8, 5000.0, AllocationState.RUNNING, 600.0, 600.0, busy=8)
+    view = _view(5540.0, stages, (a2,), 300.0)
+    sequence = view.knowledge.walltime("process", [5000.0])
+    assert sequence < 10_000.0  # the sequence's next value is less than twice the walltime that runs out
+    (submit,) = walltime_follow_ups(view, ["process"]).actions
+    assert isinstance(submit, Submit) and submit.reason == "walltime"
+    assert submit.walltime == (sequence if floor is None else floor) + 60.0  # and the cover until a2 ends
+
+
 def _uncovering_view(
     followed: AllocationState,
     asked: float,
