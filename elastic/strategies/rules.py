@@ -4,6 +4,11 @@
 allocation will reach its walltime with work left, pre-submits the next value of its stage's speculative
 sequence, ahead of the expiry by the predicted queue wait, and replaces allocations that ended under us;
 :func:`needs_allocation`, :func:`remaining_work` and :func:`cores_waited_for` are what they test.
+
+Over 500 lines because the walltime follow-ups (asked ahead, narrowed, lowered, and how long each must
+be to take the tasks it follows, :func:`outlived_need`, :func:`rerun_need`) and the release rule read
+the same allocations by label and must agree on what a follow-up is; each rule carries the run that
+showed why it is so. Moving the follow-ups to a module of their own is the next split.
 """
 
 from __future__ import annotations

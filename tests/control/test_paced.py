@@ -148,7 +148,7 @@ def test_every_field_of_a_stage_view_is_progress_or_not() -> None:
 
     from elastic.strategies.view import StageView
 
-    progress = {"done", "running", "runtime", "task_runtime", "queued", "outstanding"}
+    progress = {"done", "running", "runtime", "task_runtime", "queued", "outstanding", "running_since"}
     base = StageView("a", 0, 4, 1, (), done=1, running=2, ready_time=10.0, start_time=12.0)
     for f in dataclasses.fields(StageView):
         value = getattr(base, f.name)
