@@ -24,7 +24,11 @@ ran. How sure a verdict is: ``met_share``, the share of :data:`RESAMPLES` resamp
 (drawn with replacement, the same runs for every row label) in which the goal is met, the best shapes
 chosen anew in each (:func:`met_share`). On heavy-tailed queues a few runs decide a mean: a verdict
 whose share is near 0.5 could have gone either way on other start points of the same queue.
-Baselines are measured in the same run as ``asa``. Queues: ``synthetic`` (busy synthetic load, 90 %
+Baselines are measured in the same run as ``asa``. ``--strategies asa,asa-fine`` reads ``asa`` in jobs of
+one task too, as a row of its own against the same baselines (columns prefixed ``asa-fine_``). Where
+a planner misses, ``why`` (``<label>_why``) says which goal and by how much, and whether one or two runs
+decide it (leaving them out of every label's mean meets the goal: :func:`why`); the cause is read from
+those runs. Queues: ``synthetic`` (busy synthetic load, 90 %
 offered, on ``max(64, 2 x peak)`` cores), ``replay`` (the HPC2N trace replayed with EASY), ``capacity``
 (HPC2N, ``--mode capacity``: the centre's recorded waits), ``capacity-ctc`` and ``capacity-sdsc`` (the
 same on the CTC SP2 and SDSC Blue Horizon traces). ``--workflows`` takes built-in names and the groups
@@ -34,7 +38,8 @@ is appended to ``--csv`` at once, so a long grid can be stopped and its finished
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows suite]
 [--peaks 28,56,112] [--queues synthetic,replay,capacity,capacity-ctc,capacity-sdsc]
 [--priorities age,basic,accrue-always] [--runs 30] [--seed 1] [--shapes plain,split,fine] [--job-cores N]
-[--learned-waits] [--no-estimates] [--weight W] [--pace S] [--no-calibrate] [--csv OUT]
+[--learned-waits] [--no-estimates] [--weight W] [--pace S] [--no-calibrate] [--strategies asa[,asa-fine]]
+[--csv OUT]
 ``--shapes plain`` compares against the paper's baselines only (one job per allocation). ``--job-cores N``
 submits every strategy's allocations, ``asa``'s too, as batch jobs of at most N cores (``job_cores``;
 with ``--shapes plain`` only: the other shapes set their own). ``--learned-waits`` prices ``asa``'s
@@ -61,7 +66,15 @@ from pathlib import Path
 
 import numpy as np
 
-from elastic.experiments import DEFAULT_SHAPES, default_background, shaped_strategies, simulate_runs
+from elastic.experiments import (
+    BASELINES,
+    DEFAULT_SHAPES,
+    baseline_kind,
+    default_background,
+    parse_strategy,
+    shaped_strategies,
+    simulate_runs,
+)
 from elastic.metrics import format_gap
 from elastic.report.scaling import scale_workflow
 from elastic.report.tables import versus_baselines
@@ -77,13 +90,14 @@ TRACE_FILES = {
     "ctc": "CTC-SP2-1996-3.1-cln.swf.gz",
     "sdsc": "SDSC-BLUE-2000-4.2-cln.swf.gz",
 }
-STRATEGIES = ("bigjob", "perstage", "asa")
 RESAMPLES = 1000
 """Paired resamples of a cell's runs behind its ``met_share`` (:func:`met_share`)."""
 HARD = 1.3
 GAP_GOAL = 0.75
 CORE_H_GOAL = 1.10
 TOLERANCE = 1.05
+MIN_LEFT = 5
+"""Fewest paired runs :func:`why` leaves one or two out of (with fewer, every run decides the mean)."""
 QUEUES = ("synthetic", "replay", "capacity", "capacity-ctc", "capacity-sdsc")
 
 
@@ -119,8 +133,14 @@ def cell(
     pace: float | None = None,
     shapes: tuple[str, ...] = DEFAULT_SHAPES,
     calibrate: bool = True,
+    planners: tuple[str, ...] = ("asa",),
 ) -> dict[str, object]:
-    """Simulate one cell (every row label of ``shapes``) and return its row."""
+    """Simulate one cell (every baseline in every one of ``shapes``, and ``planners``) and return its row.
+
+    ``planners``: the row labels read against the baselines (``asa``, ``asa-fine``: ``asa`` in jobs of
+    one task); each gets its verdict (:func:`verdict`), how sure it is (:func:`met_share`) and why it
+    missed (:func:`why`).
+    """
     if job_cores is not None and shapes != ("plain",):
         raise SystemExit("--job-cores splits every strategy: use it with --shapes plain")
     wf = scale_workflow(builtin_workflow(workflow), peak, scaling="weak")  # task runtimes kept (README)
@@ -140,7 +160,7 @@ def cell(
         options["pace"] = pace
     options["calibrate"] = calibrate
     measured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-    for name in shaped_strategies(STRATEGIES, shapes):
+    for name in (*shaped_strategies(BASELINES, shapes), *planners):
         results = simulate_runs(
             wf,
             name,
@@ -151,7 +171,7 @@ def cell(
             mode=mode,
             priority=priority,
             job_cores=job_cores,
-            strategy_options=options if name == "asa" else None,
+            strategy_options=options if parse_strategy(name)[0] == "asa" else None,
         )
         span = np.array([r.metrics.makespan for r in results]) / 3600.0
         core_h = np.array([r.metrics.core_hours_charged for r in results])
@@ -168,13 +188,22 @@ def cell(
         row[f"{name}_ch"], row[f"{name}_ch_med"] = float(core_h.mean()), float(np.median(core_h))
     row["seconds"] = time.perf_counter() - began
     kept = {name: (span[paired], core_h[paired]) for name, (span, core_h, _) in measured.items()}
-    return {**verdict(row), "met_share": met_share(kept, seed=seed)}
+    numbers = np.flatnonzero(paired) if paired.any() else np.arange(runs)
+    for planner in planners:
+        prefix = _prefix(planner)
+        row = verdict(row, planner)
+        row[f"{prefix}met_share"] = met_share(kept, seed=seed, strategy=planner)
+        row[f"{prefix}why"] = why(row, kept, numbers, planner)
+    return row
 
 
 def met_share(
-    measured: dict[str, tuple[np.ndarray, np.ndarray]], resamples: int = RESAMPLES, seed: int = 0
+    measured: dict[str, tuple[np.ndarray, np.ndarray]],
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    strategy: str = "asa",
 ) -> float:
-    """Return the share of paired resamples of a cell's runs in which the goal is met (nan: no run).
+    """Return the share of paired resamples of a cell's runs where ``strategy`` meets the goal (nan: none).
 
     ``measured``: per row label, the makespans and core-hours of the runs every label completed, in the
     same run order. Each resample draws as many runs with replacement, the same ones for every label,
@@ -194,7 +223,7 @@ def met_share(
         for s in names:
             row[f"{s}_completed"] = n
             row[f"{s}_h"], row[f"{s}_ch"] = float(means[s][0][b]), float(means[s][1][b])
-        met += bool(verdict(row)["goal_met"])
+        met += _met(row, strategy)
     return met / resamples
 
 
@@ -203,32 +232,132 @@ def labels(row: dict[str, object]) -> list[str]:
     return [key.removesuffix("_completed") for key in row if key.endswith("_completed")]
 
 
-def verdict(row: dict[str, object]) -> dict[str, object]:
-    """Add the best baselines, the gap closed, the core-hour ratio and the goal's verdict to a cell's row."""
-    names = labels(row)
+def _prefix(strategy: str) -> str:
+    """The prefix of ``strategy``'s verdict columns: none for ``asa`` (the grid's own), else ``<label>_``."""
+    return "" if strategy == "asa" else f"{strategy}_"
+
+
+def verdict(row: dict[str, object], strategy: str = "asa") -> dict[str, object]:
+    """Add the best baselines, the gap closed, the core-hour ratio and the goal's verdict to a cell's row.
+
+    Read for ``strategy`` (a row label that is no baseline); its columns are prefixed by :func:`_prefix`,
+    the best baselines and ``hard`` are the cell's. Every other label that is no baseline is left out
+    of the choice of the best baselines, whatever it is.
+    """
+    names = [s for s in labels(row) if s == strategy or baseline_kind(s) is not None]
+    if strategy not in names:
+        raise SystemExit(f"the cell has no row for {strategy!r}")
     span = {s: float(row[f"{s}_h"]) for s in names}  # type: ignore[arg-type]
     core_h = {s: float(row[f"{s}_ch"]) for s in names}  # type: ignore[arg-type]
     v = versus_baselines(span, core_h)
     if v is None:
         raise SystemExit("the grid needs a Big-Job and a Per-Stage row in every cell")
-    big, per, asa = v.bigjob_makespan, v.perstage_makespan, span["asa"]
+    big, per, own = v.bigjob_makespan, v.perstage_makespan, span[strategy]
     hard = per >= HARD * big
-    gap, ratio = v.gap_closed["asa"], v.core_hours["asa"]
-    worst = asa > TOLERANCE * max(big, per)  # worse than both baselines by more than 5 %
+    gap, ratio = v.gap_closed[strategy], v.core_hours[strategy]
+    worst = own > TOLERANCE * max(big, per)  # worse than both baselines by more than 5 %
     if hard:
         met = gap >= GAP_GOAL and ratio <= CORE_H_GOAL
     else:
-        met = asa <= TOLERANCE * min(big, per) and ratio <= CORE_H_GOAL
-    row.update(
-        best_bigjob=v.bigjob,
-        best_perstage=v.perstage,
-        hard=hard,
-        gap_closed=gap,
-        core_h_ratio=ratio,
-        goal_met=met and not worst,
-        worst=worst,
-    )
+        met = own <= TOLERANCE * min(big, per) and ratio <= CORE_H_GOAL
+    p = _prefix(strategy)
+    row.update({
+        "best_bigjob": v.bigjob,
+        "best_perstage": v.perstage,
+        "hard": hard,
+        f"{p}gap_closed": gap,
+        f"{p}core_h_ratio": ratio,
+        f"{p}goal_met": met and not worst,
+        f"{p}worst": worst,
+    })  # fmt: skip
     return row
+
+
+def _met(row: dict[str, object], strategy: str) -> bool:
+    return bool(verdict(row, strategy)[f"{_prefix(strategy)}goal_met"])
+
+
+def _means_row(measured: dict[str, tuple[np.ndarray, np.ndarray]], keep: np.ndarray) -> dict[str, object]:
+    """A row of the means over the runs ``keep`` selects, as :func:`verdict` reads it."""
+    row: dict[str, object] = {}
+    for s, (span, core_h) in measured.items():
+        row[f"{s}_completed"] = int(keep.sum())
+        row[f"{s}_h"], row[f"{s}_ch"] = float(span[keep].mean()), float(core_h[keep].mean())
+    return row
+
+
+def why(
+    row: dict[str, object],
+    measured: dict[str, tuple[np.ndarray, np.ndarray]],
+    numbers: np.ndarray,
+    strategy: str = "asa",
+) -> str:
+    """Return why ``strategy`` missed a cell (empty where it met the goal): each goal it missed, by how
+    much, and whether one or two runs decide it.
+
+    ``row``: the cell's row with ``strategy``'s verdict (:func:`verdict`); ``measured``: per row label,
+    the makespans and core-hours of the paired runs; ``numbers``: their run numbers (0-based start
+    points, as ``elastic compare`` numbers them). A run decides the verdict where leaving it out of
+    every label's mean meets the goal; no run is left out of a cell of fewer than :data:`MIN_LEFT` runs.
+    The cause is read run by run from there (``docs/results/strategies.md``, "Where `asa` misses").
+
+    Examples
+    --------
+    >>> spans = {"bigjob": [5.0] * 6, "perstage": [5.0] * 6, "asa": [5.0] * 5 + [20.0]}
+    >>> measured = {s: (np.array(x), np.ones(6)) for s, x in spans.items()}
+    >>> row = verdict(_means_row(measured, np.ones(6, bool)))
+    >>> why(row, measured, np.arange(6))
+    'slower than both baselines by 50 %; met without run 5'
+    """
+    p = _prefix(strategy)
+    if row[f"{p}goal_met"]:
+        return ""
+    span = float(row[f"{strategy}_h"])  # type: ignore[arg-type]
+    big = float(row[f"{row['best_bigjob']}_h"])  # type: ignore[arg-type]
+    per = float(row[f"{row['best_perstage']}_h"])  # type: ignore[arg-type]
+    ratio = float(row[f"{p}core_h_ratio"])  # type: ignore[arg-type]
+    reasons: list[str] = []
+    if row[f"{p}worst"]:
+        reasons.append(f"slower than both baselines by {span / max(big, per) - 1:.0%}".replace("%", " %"))
+    elif row["hard"] and float(row[f"{p}gap_closed"]) < GAP_GOAL:  # type: ignore[arg-type]
+        reasons.append(f"closes {format_gap(float(row[f'{p}gap_closed']))} of the gap")  # type: ignore[arg-type]
+    elif not row["hard"] and span > TOLERANCE * min(big, per):
+        reasons.append(f"makespan {span / min(big, per):.2f}x the better baseline's")
+    if ratio > CORE_H_GOAL:
+        fastest = " (the fastest of the three)" if span < min(big, per) else ""
+        reasons.append(f"core-hours {ratio:.2f}x the best Per-Stage's{fastest}")
+    n = len(numbers)
+    decided = "too few runs to leave one out"
+    if n >= MIN_LEFT:
+        everyone = np.ones(n, dtype=bool)
+
+        def met_without(*left: int) -> bool:
+            keep = everyone.copy()
+            keep[list(left)] = False
+            return _met(_means_row(measured, keep), strategy)
+
+        ones = [i for i in range(n) if met_without(i)]
+        if ones:
+            decided = "met without run " + " or ".join(str(numbers[i]) for i in ones[:3])
+        else:
+            pair = next(((i, j) for i in range(n) for j in range(i + 1, n) if met_without(i, j)), None)
+            decided = (
+                f"met without runs {numbers[pair[0]]} and {numbers[pair[1]]}"
+                if pair
+                else "not decided by one or two runs"
+            )
+    return "; ".join([*reasons, decided])
+
+
+def _summary(row: dict[str, object], planner: str) -> str:
+    """One planner's verdict on a cell, as the grid prints it."""
+    p = _prefix(planner)
+    text = (
+        f"{planner} {format_gap(float(row[f'{p}gap_closed']))} {row[f'{p}core_h_ratio']:.2f}x "  # type: ignore[arg-type]
+        f"{'met' if row[f'{p}goal_met'] else 'MISSED'}{' WORST' if row[f'{p}worst'] else ''} "
+        f"(met in {float(row[f'{p}met_share']) * 100:.0f} % of resamples)"  # type: ignore[arg-type]
+    )
+    return text + (f": {row[f'{p}why']}" if row[f"{p}why"] else "")
 
 
 def main() -> None:
@@ -247,15 +376,26 @@ def main() -> None:
     parser.add_argument("--weight", type=float, default=None)
     parser.add_argument("--pace", type=float, default=None)
     parser.add_argument("--calibrate", action=argparse.BooleanOptionalAction, default=True)
+    parser.add_argument("--strategies", default="asa")
     parser.add_argument("--csv", type=Path, default=None)
     args = parser.parse_args()
     shapes = tuple(args.shapes.split(","))
     if args.job_cores is not None and shapes != ("plain",):
         parser.error("--job-cores splits every strategy's allocations: use it with --shapes plain")
-    names = " ".join(shaped_strategies(STRATEGIES, shapes))
+    planners = tuple(args.strategies.split(","))
+    for planner in planners:
+        try:
+            kind, shape = parse_strategy(planner)
+        except Exception as e:  # the registry's own message names the strategies there are
+            parser.error(f"--strategies: {e}")
+        if kind != "asa":
+            parser.error(f"--strategies takes asa in a shape (asa, asa-split, asa-fine), not {planner!r}")
+        if shape != "plain" and args.job_cores is not None:
+            parser.error(f"--job-cores sets every job's width: {planner} sets its own")
+    names = " ".join((*shaped_strategies(BASELINES, shapes), *planners))
     print(
         f"workflow peak queue priority | makespan h mean (median): {names} | core-h mean (median): "
-        f"{names} | best Big-Job, best Per-Stage: gap closed, asa / best Per-Stage core-h, goal"
+        f"{names} | best Big-Job, best Per-Stage: per planner, gap closed, core-h / best Per-Stage's, goal"
     )
     for queue in args.queues.split(","):
         for priority in args.priorities.split(","):
@@ -265,18 +405,15 @@ def main() -> None:
                         workflow, peak, queue, priority, args.runs, args.seed, args.job_cores,
                         learned_waits=args.learned_waits,
                         estimates=not args.no_estimates, weight=args.weight, pace=args.pace, shapes=shapes,
-                        calibrate=args.calibrate,
+                        calibrate=args.calibrate, planners=planners,
                     )  # fmt: skip
                     spans = " ".join(f"{row[f'{s}_h']:.2f} ({row[f'{s}_h_med']:.2f})" for s in labels(row))
                     hours = " ".join(f"{row[f'{s}_ch']:.1f} ({row[f'{s}_ch_med']:.1f})" for s in labels(row))
                     print(
                         f"{workflow} {peak} {queue} {priority} | {spans} | {hours} | "
-                        f"{row['best_bigjob']}, {row['best_perstage']}: "
-                        f"{format_gap(float(row['gap_closed']))} {row['core_h_ratio']:.2f}x "  # type: ignore[arg-type]
-                        f"{'hard' if row['hard'] else 'easy'} {'met' if row['goal_met'] else 'MISSED'}"
-                        f"{' WORST' if row['worst'] else ''} "
-                        f"(met in {row['met_share'] * 100:.0f} % of resamples) "
-                        f"[{row['seconds']:.0f} s]",
+                        f"{row['best_bigjob']}, {row['best_perstage']}, {'hard' if row['hard'] else 'easy'}: "
+                        + "; ".join(_summary(row, planner) for planner in planners)
+                        + f" [{row['seconds']:.0f} s]",
                         flush=True,
                     )
                     if args.csv is not None:

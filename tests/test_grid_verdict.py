@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.bench_planner_grid import met_share, verdict
+from benchmarks.bench_planner_grid import met_share, verdict, why
 
 LABELS = ("bigjob", "bigjob-split", "perstage", "perstage-split", "asa")
 
@@ -71,3 +73,81 @@ def test_a_faster_asa_in_every_run_is_never_less_sure_to_meet_the_goal(
     share = met_share(_measured(spans, ch), resamples=200)
     quicker = met_share(_measured({**spans, "asa": [x * faster for x in spans["asa"]]}, ch), resamples=200)
     assert 0.0 <= share <= quicker <= 1.0
+
+
+def _row(measured: dict[str, tuple[np.ndarray, np.ndarray]], strategy: str = "asa") -> dict[str, object]:
+    row: dict[str, object] = {}
+    for s, (span, ch) in measured.items():
+        row[f"{s}_completed"], row[f"{s}_h"], row[f"{s}_ch"] = len(span), span.mean(), ch.mean()
+    return verdict(row, strategy)
+
+
+def test_why_names_the_goal_missed_and_the_one_run_that_decides_it_by_its_run_number() -> None:
+    spans = {s: [10.0] * 10 for s in LABELS if s != "asa"}
+    measured = _measured({**spans, "asa": [10.0] * 9 + [40.0]}, {s: [100.0] * 10 for s in LABELS})
+    numbers = np.array([0, 1, 2, 4, 5, 6, 7, 8, 9, 11])  # runs 3 and 10 were not completed by every label
+    assert why(_row(measured), measured, numbers) == (
+        "slower than both baselines by 30 %; met without run 11"
+    )
+
+
+def test_why_is_empty_where_the_goal_is_met_and_says_when_no_two_runs_decide() -> None:
+    spans = {s: [10.0 if s.startswith("bigjob") else 11.0] * 10 for s in LABELS if s != "asa"}
+    met = _measured({**spans, "asa": [10.0] * 10}, {s: [100.0] * 10 for s in LABELS})
+    assert why(_row(met), met, np.arange(10)) == ""
+    slow = _measured({**spans, "asa": [10.8] * 10}, {s: [100.0] * 10 for s in LABELS})
+    assert why(_row(slow), slow, np.arange(10)) == (
+        "makespan 1.08x the better baseline's; not decided by one or two runs"
+    )
+
+
+def test_why_names_two_runs_and_a_core_hour_miss_of_the_fastest() -> None:
+    spans = {s: [10.0] * 10 for s in LABELS if s != "asa"}
+    ch = {s: [100.0] * 10 for s in LABELS}
+    # 5 % fewer makespan, but two runs of 300 core-hours: 1.40x on the means, 1.00x without both
+    measured = _measured({**spans, "asa": [9.5] * 10}, {**ch, "asa": [100.0] * 8 + [300.0] * 2})
+    assert why(_row(measured), measured, np.arange(10)) == (
+        "core-hours 1.40x the best Per-Stage's (the fastest of the three); met without runs 8 and 9"
+    )
+
+
+def test_a_second_planner_row_is_read_on_its_own_and_leaves_the_first_unchanged() -> None:
+    spans = {s: [10.0 if s.startswith("bigjob") else 20.0] * 10 for s in LABELS if s != "asa"}
+    ch = {s: [100.0] * 10 for s in LABELS}
+    measured = _measured({**spans, "asa": [16.0] * 10}, ch)  # a hard cell: 40 % of the gap closed
+    alone = dict(_row(measured))
+    measured["asa-fine"] = (np.array([1.0] * 10), np.array([100.0] * 10))  # faster than every baseline
+    both = verdict(_row(measured), "asa-fine")
+    assert both["asa-fine_goal_met"] and not both["goal_met"]
+    # the baselines are chosen among the baselines only: asa-fine's 1 h is no Big-Job nor Per-Stage
+    for key in ("best_bigjob", "best_perstage", "hard", "gap_closed", "core_h_ratio", "goal_met", "worst"):
+        assert both[key] == alone[key], key
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    runs=st.lists(
+        st.tuples(*[st.floats(0.5, 50.0) for _ in LABELS], st.floats(0.5, 2.0)), min_size=5, max_size=10
+    )
+)
+def test_the_runs_why_names_meet_the_goal_when_left_out(runs: list[tuple[float, ...]]) -> None:
+    spans = {s: [r[i] for r in runs] for i, s in enumerate(LABELS)}
+    ch = {s: [10.0] * len(runs) for s in LABELS}
+    ch["asa"] = [10.0 * r[-1] for r in runs]
+    measured = _measured(spans, ch)
+    numbers = np.arange(len(runs)) * 2  # run numbers need not be the positions
+    text = why(_row(measured), measured, numbers)
+    assert (text == "") == bool(_row(measured)["goal_met"])
+    if not text:
+        return
+    if (pair := re.search(r"met without runs (\d+) and (\d+)$", text)) is not None:
+        groups = [[int(pair[1]) // 2, int(pair[2]) // 2]]
+    elif (one := re.search(r"met without run ([\d or]+)$", text)) is not None:
+        groups = [[int(n) // 2] for n in one[1].split(" or ")]
+    else:  # no run decides it alone
+        groups = [[i] for i in range(len(runs))]
+    for group in groups:
+        keep = np.ones(len(runs), dtype=bool)
+        keep[group] = False
+        met = _row({s: (x[keep], y[keep]) for s, (x, y) in measured.items()})["goal_met"]
+        assert met == ("not decided" not in text), (text, group)
