@@ -562,6 +562,7 @@ class AllocationController:
                 submittable,
                 queued >= self.rate.max_queued,
                 inputs.claimed,
+                self._job_widths if self.job_cores is not None or self.node_cores is not None else None,
             )
         self._view = (inputs, view)
         return view
@@ -787,6 +788,10 @@ class AllocationController:
         for cores in widths:
             self._submit_job(dataclasses.replace(action, cores=cores, pieces=1), now, piece_of=first)
         return True
+
+    def _job_widths(self, cores: int, task: int) -> tuple[int, ...]:
+        """Return the batch jobs a one-piece request of ``cores`` is submitted as (``RunView.job_widths``)."""
+        return tuple(split_request(cores, 1, self.job_cores, task, self.node_cores))
 
     def queued_requests(self) -> int:
         """Return how many of this run's requests wait for cores in the batch queue (the backlog's count).

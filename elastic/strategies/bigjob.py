@@ -1,8 +1,10 @@
 """Big-Job: one allocation as wide as the widest stage, for the whole run.
 
 The walltime is the first value of the speculative sequence of the workflow's *total* runtime (history
-label ``"*"``). If the allocation is about to reach its walltime with work left, the next value of that
-sequence is pre-submitted (as wide as the widest stage still to run); lost tasks re-run on it.
+label ``"*"``); two of it where run control submits the allocation as several batch jobs and that costs
+no wait (:func:`~elastic.strategies.pieces.split_walltime`). If the allocation is about to reach its
+walltime with work left, the next value of that sequence is pre-submitted (as wide as the widest stage
+still to run); lost tasks re-run on it.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from elastic.strategies.base import (
     walltime_follow_ups,
 )
 from elastic.strategies.knowledge import TOTAL
+from elastic.strategies.pieces import split_walltime
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
 __all__ = ["BigJob"]
@@ -37,7 +40,9 @@ class BigJob:
         """Submit the one big allocation at the start; follow up on walltime; release at the end."""
         if needs_allocation(view, TOTAL) and not view.done:
             cores = view.label_width(TOTAL)
-            return Decision((Submit(TOTAL, cores, view.knowledge.walltime(TOTAL), reason="initial"),))
+            task = max((s.cores for s in view.open_stages), default=1)
+            walltime = split_walltime(view, cores, view.knowledge.walltime(TOTAL), task)
+            return Decision((Submit(TOTAL, cores, walltime, reason="initial"),))
         return merge(walltime_follow_ups(view, [TOTAL]), Decision(tuple(release_idle(view))))
 
     def settled_until(self, view: RunView) -> tuple[float, None]:

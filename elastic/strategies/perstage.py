@@ -1,8 +1,10 @@
 """Per-Stage: the allocation for a stage is submitted when the stage becomes ready (E-HPC's strategy).
 
 Stage ``k``'s allocation is requested once every stage it depends on has completed, exactly as wide as
-stage ``k``, with the first walltime of stage ``k``'s speculative sequence. An allocation whose stage is
-done is released at once. Cheapest in core-hours; each stage pays a full queue wait.
+stage ``k``, with the first walltime of stage ``k``'s speculative sequence (two waves of it where run
+control submits the request as several batch jobs and that costs no wait:
+:func:`~elastic.strategies.pieces.split_walltime`). An allocation whose stage is done is released at once.
+Cheapest in core-hours; each stage pays a full queue wait.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from elastic.strategies.base import (
     release_idle,
     walltime_follow_ups,
 )
+from elastic.strategies.pieces import split_walltime
 from elastic.strategies.rules import backlog_held
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
@@ -44,7 +47,9 @@ class PerStage:
             ()
             if backlog_held(view, releases)
             else tuple(
-                Submit(s.name, s.width, view.knowledge.walltime(s.name), reason="initial")
+                Submit(
+                    s.name, s.width, split_walltime(view, s.width, view.knowledge.walltime(s.name), s.cores)
+                )
                 for s in view.active_stages
                 if needs_allocation(view, s.name)
             )

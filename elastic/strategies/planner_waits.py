@@ -46,11 +46,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from elastic.allocations import Allocation
-from elastic.strategies import merge, timing
+from elastic.strategies import merge, pieces, timing
 from elastic.strategies.base import Releasing, RunView
 from elastic.strategies.planner_rules import window
 from elastic.strategies.planner_walltimes import WalltimesLeft, knowledge_key
-from elastic.strategies.search import WAVES, Waits
+from elastic.strategies.search import Waits
 
 __all__ = ["BIAS_FLOOR", "BIAS_PRIOR", "HEADROOM_SLACK", "QueueWaits", "estimate_bias"]
 
@@ -315,20 +315,16 @@ class QueueWaits:
         out with its second wave running, and the follow-up waited 7 h). But a longer walltime waits longer
         where the scheduler plans every job's walltime (conservative backfill): on HPC2N capacity against
         baselines split as finely, pieces asking two waves took 1.05-1.64x the better baseline's makespan.
-        So a piece asks :data:`WAVES` waves only where the scheduler's estimate starts it no later (within
-        :data:`HEADROOM_SLACK`) than with one, as :meth:`headroom` does for holds; without an estimate,
-        one wave (the walltime rule's follow-up continues a piece that runs out). ``idling``: walltime
-        asked on top, to idle until the stages' need.
+        So a piece asks :data:`~elastic.strategies.pieces.WAVES` waves only where the scheduler's
+        estimate starts it no later than with one, as :meth:`headroom` does for holds; without an
+        estimate (or with ``estimates`` off), one wave (the walltime rule's follow-up continues a piece
+        that runs out). ``idling``: walltime asked on top, to idle until the stages' need. The rule is
+        every strategy's (:func:`elastic.strategies.pieces.waves_walltime`): Big-Job and Per-Stage ask it
+        for the jobs run control splits their requests into.
         """
-        one = walltime + idling
-        if not self.estimates or view.estimate is None:
-            return one
-        short_wait = view.estimate(width, one, releasing)
-        if short_wait is None:
-            return one
-        waves = walltime * WAVES + idling
-        long_wait = view.estimate(width, waves, releasing)
-        return waves if long_wait is not None and long_wait <= short_wait + HEADROOM_SLACK else one
+        if not self.estimates:
+            return walltime + idling
+        return pieces.waves_walltime(view, width, walltime, idling, releasing)
 
     def headroom(self, view: RunView, g: merge.Group, walltime: float, releasing: Releasing) -> float:
         """Return the walltime to request for group ``g``: ``walltime``, or more where it costs no wait.

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import InitVar, dataclass, field
 from typing import Protocol
 
@@ -203,6 +203,12 @@ class RunView:
         none): a Mesos framework's, from the launch of its task until it heard that the task ended, and
         while they are offered to it (:class:`~elastic.control.execution.ReportsClaims`). They run nothing
         the pool sees, but are not idle: the framework may launch on them at any moment.
+    job_widths : callable or None, default None
+        ``job_widths(cores, task)``: the widths of the batch jobs run control submits a request of
+        ``cores`` asked in one piece as, for tasks of ``task`` cores (the run's ``job_cores`` and
+        ``node_cores``: :func:`~elastic.control.scheduler.split_request`); None: one job per request.
+        A strategy asks such a request's walltime by its jobs
+        (:func:`~elastic.strategies.pieces.split_walltime`).
     """
 
     now: float
@@ -218,6 +224,7 @@ class RunView:
     submittable: int | None = None
     backlog_full: bool = False
     claimed: Mapping[str, int] = field(default_factory=dict)
+    job_widths: Callable[[int, int], tuple[int, ...]] | None = field(default=None, repr=False, compare=False)
     _positions: Mapping[str, int] = field(init=False, repr=False, compare=False)
     _indexes: AllocationIndexes = field(init=False, repr=False, compare=False)
     _open: tuple[tuple[StageView, ...], tuple[StageView, ...]] | None = field(
