@@ -177,6 +177,9 @@ class Allocation:
         the request's first job, shared by all of them. Each such job is released on its own, idle, once
         the other running jobs have idle cores for every task of its stages still waiting
         (:func:`~elastic.strategies.base.release_idle`).
+    waves : int, default 1
+        Waves of its stages' tasks its walltime was asked for (the request's
+        :attr:`~elastic.strategies.actions.Submit.waves`).
 
     Examples
     --------
@@ -204,6 +207,7 @@ class Allocation:
     serves: tuple[str, ...] = ()
     eligible_time: float | None = None
     piece_of: str | None = None
+    waves: int = 1
 
     def __post_init__(self) -> None:
         if not self.alloc_id:

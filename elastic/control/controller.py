@@ -849,6 +849,7 @@ class AllocationController:
                 begin=action.begin,
                 serves=action.serves,
                 piece_of=piece_of,
+                waves=action.waves,
             )
         )
         self._record(

@@ -47,6 +47,12 @@ class Submit:
         first): the pool runs the stages' tasks on whichever have started, an idle piece is released in
         a stage's tail (:func:`release_idle`), and a strategy can keep some pieces across a narrow stage
         and release the others. At most ``cores``.
+    waves : int, default 1
+        Waves of its stages' tasks the walltime was asked for
+        (:func:`~elastic.strategies.pieces.waves_walltime`: two where the scheduler's estimate said
+        that costs no wait). Kept on the allocation
+        (:attr:`Allocation.waves`): a request of several jobs still waiting when its stages are ready is
+        lowered to no fewer waves than it asked (the planner's ``_shortened``).
 
     Raises
     ------
@@ -64,8 +70,11 @@ class Submit:
     predicted_wait: float | None = None
     serves: tuple[str, ...] = ()
     pieces: int = 1
+    waves: int = 1
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.waves, int) and self.waves >= 1):
+            raise ConfigError(f"Submit.waves must be a whole number >= 1, got {self.waves!r}")
         if not (isinstance(self.pieces, int) and 1 <= self.pieces <= max(self.cores, 1)):
             raise ConfigError(f"Submit.pieces must be a whole number in 1..{self.cores}, got {self.pieces!r}")
 

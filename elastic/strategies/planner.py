@@ -85,6 +85,7 @@ from elastic.strategies.base import (
 )
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
+from elastic.strategies.pieces import WAVES
 from elastic.strategies.planner_rules import (
     HOLD_HORIZON,
     HORIZON,
@@ -108,7 +109,7 @@ from elastic.strategies.planner_rules import (
 from elastic.strategies.planner_timeline import Timeline
 from elastic.strategies.planner_waits import HEADROOM_SLACK, QueueWaits, estimate_bias
 from elastic.strategies.rules import backlog_held
-from elastic.strategies.search import BEAM, WAVES, StagePlan, Waits, plan
+from elastic.strategies.search import BEAM, StagePlan, Waits, plan
 
 __all__ = [
     "BEAM",
@@ -310,7 +311,7 @@ class Planner:
             Decision(tuple(idled), idle_wake),
             Decision(tuple(held_actions)),
             Decision(tuple(submits), wake),
-            Decision(tuple(_shortened(view, lambda width, w: self.queue.waves_walltime(view, width, w)))),
+            Decision(tuple(_shortened(view))),
             walltime_follow_ups(
                 view,
                 active,
@@ -646,6 +647,7 @@ class Planner:
                         own = self.queue.waves_walltime(
                             view, -(-g.cores // pieces), walltime, idling, released
                         )
+                    waves = WAVES if own >= walltime * WAVES + idling else 1
                     if jobs < budget:
                         asked = self.queue.headroom(view, g, own, released)
                     else:
@@ -666,6 +668,7 @@ class Planner:
                             predicted_wait=None if chain else early,
                             serves=g.stages,
                             pieces=pieces,
+                            waves=waves,
                         )
                     )
                     before = g.stages[0]
