@@ -19,7 +19,7 @@ from elastic.strategies.base import (
     walltime_follow_ups,
 )
 from elastic.strategies.knowledge import TOTAL
-from elastic.strategies.pieces import split_walltime
+from elastic.strategies.pieces import split_walltime, waves_of
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
 __all__ = ["BigJob"]
@@ -41,8 +41,9 @@ class BigJob:
         if needs_allocation(view, TOTAL) and not view.done:
             cores = view.label_width(TOTAL)
             task = max((s.cores for s in view.open_stages), default=1)
-            walltime = split_walltime(view, cores, view.knowledge.walltime(TOTAL), task)
-            return Decision((Submit(TOTAL, cores, walltime, reason="initial"),))
+            walltime = view.knowledge.walltime(TOTAL)
+            asked = split_walltime(view, cores, walltime, task)
+            return Decision((Submit(TOTAL, cores, asked, reason="initial", waves=waves_of(asked, walltime)),))
         return merge(walltime_follow_ups(view, [TOTAL]), Decision(tuple(release_idle(view))))
 
     def settled_until(self, view: RunView) -> tuple[float, None]:

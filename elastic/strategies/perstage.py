@@ -12,13 +12,14 @@ from __future__ import annotations
 from elastic.strategies.base import (
     Decision,
     RunView,
+    StageView,
     Submit,
     merge,
     needs_allocation,
     release_idle,
     walltime_follow_ups,
 )
-from elastic.strategies.pieces import split_walltime
+from elastic.strategies.pieces import split_walltime, waves_of
 from elastic.strategies.rules import backlog_held
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
@@ -46,13 +47,7 @@ class PerStage:
         submits = (
             ()
             if backlog_held(view, releases)
-            else tuple(
-                Submit(
-                    s.name, s.width, split_walltime(view, s.width, view.knowledge.walltime(s.name), s.cores)
-                )
-                for s in view.active_stages
-                if needs_allocation(view, s.name)
-            )
+            else tuple(self._initial(view, s) for s in view.active_stages if needs_allocation(view, s.name))
         )
         return merge(
             Decision(releases),
@@ -60,6 +55,13 @@ class PerStage:
             # the rule skips every stage not ready or complete: only the active ones are passed
             walltime_follow_ups(view, [s.name for s in view.active_stages]),
         )
+
+    @staticmethod
+    def _initial(view: RunView, stage: StageView) -> Submit:
+        """Return the request for ``stage``: its walltime, two waves of it where split jobs get them free."""
+        walltime = view.knowledge.walltime(stage.name)
+        asked = split_walltime(view, stage.width, walltime, stage.cores)
+        return Submit(stage.name, stage.width, asked, waves=waves_of(asked, walltime))
 
     def settled_until(self, view: RunView) -> tuple[float, None]:
         """Return until when :meth:`decide` of ``view`` holds while only the clock moves, and no wake-up.

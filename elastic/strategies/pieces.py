@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from elastic.strategies.view import Releasing, RunView
 
-__all__ = ["WAVES", "WAVES_SLACK", "split_walltime", "waves_walltime"]
+__all__ = ["WAVES", "WAVES_SLACK", "split_walltime", "waves_of", "waves_walltime"]
 
 WAVES = 2
 """Waves of its request's tasks a batch job asks walltime for where that costs no wait."""
@@ -82,3 +82,14 @@ def split_walltime(view: RunView, cores: int, walltime: float, task: int = 1) ->
     if len(widths) < 2:
         return walltime
     return waves_walltime(view, max(widths), walltime)
+
+
+def waves_of(asked: float, walltime: float) -> int:
+    """Return the waves of tasks of ``walltime`` that a request asking ``asked`` (no cover in it) holds.
+
+    :data:`WAVES` where it holds them all, else 1 (:attr:`~elastic.strategies.actions.Submit.waves`).
+
+    >>> waves_of(7200.0, 3600.0), waves_of(5000.0, 3600.0)
+    (2, 1)
+    """
+    return WAVES if asked >= walltime * WAVES else 1

@@ -85,7 +85,7 @@ from elastic.strategies.base import (
 )
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
-from elastic.strategies.pieces import WAVES
+from elastic.strategies.pieces import WAVES, waves_of
 from elastic.strategies.planner_rules import (
     HOLD_HORIZON,
     HORIZON,
@@ -647,7 +647,7 @@ class Planner:
                         own = self.queue.waves_walltime(
                             view, -(-g.cores // pieces), walltime, idling, released
                         )
-                    waves = WAVES if own >= walltime * WAVES + idling else 1
+                    waves = waves_of(own - idling, walltime)
                     if jobs < budget:
                         asked = self.queue.headroom(view, g, own, released)
                     else:

@@ -99,6 +99,7 @@ def test_per_stage_and_big_job_ask_two_waves_for_split_requests_only(split: bool
     assert (stage.stage, stage.cores, stage.walltime) == ("prepare", 1, view.knowledge.walltime("prepare"))
     assert (big.stage, big.cores) == (TOTAL, 8)
     assert big.walltime == view.knowledge.walltime(TOTAL) * (WAVES if split else 1)
+    assert (stage.waves, big.waves) == (1, WAVES if split else 1)  # the record says what was asked
 
 
 @pytest.mark.parametrize("strategy", ["bigjob", "perstage"])
