@@ -2,7 +2,7 @@
 
 The walltime is the first value of the speculative sequence of the workflow's *total* runtime (history
 label ``"*"``); two of it where run control submits the allocation as several batch jobs and that costs
-no wait (:func:`~elastic.strategies.pieces.split_walltime`). If the allocation is about to reach its
+no wait (:func:`~elastic.strategies.pieces.initial_request`). If the allocation is about to reach its
 walltime with work left, the next value of that sequence is pre-submitted (as wide as the widest stage
 still to run); lost tasks re-run on it.
 """
@@ -12,14 +12,13 @@ from __future__ import annotations
 from elastic.strategies.base import (
     Decision,
     RunView,
-    Submit,
     merge,
     needs_allocation,
     release_idle,
     walltime_follow_ups,
 )
 from elastic.strategies.knowledge import TOTAL
-from elastic.strategies.pieces import split_walltime, waves_of
+from elastic.strategies.pieces import initial_request
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
 __all__ = ["BigJob"]
@@ -39,11 +38,8 @@ class BigJob:
     def decide(self, view: RunView) -> Decision:
         """Submit the one big allocation at the start; follow up on walltime; release at the end."""
         if needs_allocation(view, TOTAL) and not view.done:
-            cores = view.label_width(TOTAL)
             task = max((s.cores for s in view.open_stages), default=1)
-            walltime = view.knowledge.walltime(TOTAL)
-            asked = split_walltime(view, cores, walltime, task)
-            return Decision((Submit(TOTAL, cores, asked, reason="initial", waves=waves_of(asked, walltime)),))
+            return Decision((initial_request(view, TOTAL, view.label_width(TOTAL), task),))
         return merge(walltime_follow_ups(view, [TOTAL]), Decision(tuple(release_idle(view))))
 
     def settled_until(self, view: RunView) -> tuple[float, None]:

@@ -3,7 +3,7 @@
 Stage ``k``'s allocation is requested once every stage it depends on has completed, exactly as wide as
 stage ``k``, with the first walltime of stage ``k``'s speculative sequence (two waves of it where run
 control submits the request as several batch jobs and that costs no wait:
-:func:`~elastic.strategies.pieces.split_walltime`). An allocation whose stage is done is released at once.
+:func:`~elastic.strategies.pieces.initial_request`). An allocation whose stage is done is released at once.
 Cheapest in core-hours; each stage pays a full queue wait.
 """
 
@@ -12,14 +12,12 @@ from __future__ import annotations
 from elastic.strategies.base import (
     Decision,
     RunView,
-    StageView,
-    Submit,
     merge,
     needs_allocation,
     release_idle,
     walltime_follow_ups,
 )
-from elastic.strategies.pieces import split_walltime, waves_of
+from elastic.strategies.pieces import initial_request
 from elastic.strategies.rules import backlog_held
 from elastic.strategies.settle import follow_ups_until, release_idle_until
 
@@ -47,7 +45,11 @@ class PerStage:
         submits = (
             ()
             if backlog_held(view, releases)
-            else tuple(self._initial(view, s) for s in view.active_stages if needs_allocation(view, s.name))
+            else tuple(
+                initial_request(view, s.name, s.width, s.cores)
+                for s in view.active_stages
+                if needs_allocation(view, s.name)
+            )
         )
         return merge(
             Decision(releases),
@@ -55,13 +57,6 @@ class PerStage:
             # the rule skips every stage not ready or complete: only the active ones are passed
             walltime_follow_ups(view, [s.name for s in view.active_stages]),
         )
-
-    @staticmethod
-    def _initial(view: RunView, stage: StageView) -> Submit:
-        """Return the request for ``stage``: its walltime, two waves of it where split jobs get them free."""
-        walltime = view.knowledge.walltime(stage.name)
-        asked = split_walltime(view, stage.width, walltime, stage.cores)
-        return Submit(stage.name, stage.width, asked, waves=waves_of(asked, walltime))
 
     def settled_until(self, view: RunView) -> tuple[float, None]:
         """Return until when :meth:`decide` of ``view`` holds while only the clock moves, and no wake-up.

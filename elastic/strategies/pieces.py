@@ -24,9 +24,10 @@ split Big-Job 10.19 h at 226.3, against `asa`'s 10.49 h at 222.5 (``docs/results
 
 from __future__ import annotations
 
+from elastic.strategies.actions import Submit
 from elastic.strategies.view import Releasing, RunView
 
-__all__ = ["WAVES", "WAVES_SLACK", "split_walltime", "waves_of", "waves_walltime"]
+__all__ = ["WAVES", "WAVES_SLACK", "initial_request", "split_walltime", "waves_of", "waves_walltime"]
 
 WAVES = 2
 """Waves of its request's tasks a batch job asks walltime for where that costs no wait."""
@@ -93,3 +94,15 @@ def waves_of(asked: float, walltime: float) -> int:
     (2, 1)
     """
     return WAVES if asked >= walltime * WAVES else 1
+
+
+def initial_request(view: RunView, label: str, cores: int, task: int = 1) -> Submit:
+    """Return the first request for ``label`` (a stage, or ``"*"``) of ``cores``, for tasks of ``task``.
+
+    The first value of ``label``'s speculative sequence, two waves of it where run control submits the
+    request as several batch jobs and that costs no wait (:func:`split_walltime`), with the waves it
+    asked recorded (:attr:`~elastic.strategies.actions.Submit.waves`): Big-Job's and Per-Stage's rule.
+    """
+    walltime = view.knowledge.walltime(label)
+    asked = split_walltime(view, cores, walltime, task)
+    return Submit(label, cores, asked, reason="initial", waves=waves_of(asked, walltime))
