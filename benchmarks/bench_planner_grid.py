@@ -160,6 +160,7 @@ def cell(
         options["pace"] = pace
     options["calibrate"] = calibrate
     measured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    idles: dict[str, np.ndarray] = {}  # per label, each run's idle core-hours by part (IDLE_PARTS)
     for name in (*shaped_strategies(BASELINES, shapes), *planners):
         results = simulate_runs(
             wf,
@@ -177,6 +178,8 @@ def cell(
         core_h = np.array([r.metrics.core_hours_charged for r in results])
         done = np.array([r.status == "completed" for r in results])
         measured[name] = span, core_h, done
+        idles[name] = np.array([[getattr(r.metrics.idle, part) for part in IDLE_PARTS] for r in results])
+        idles[name] = idles[name].reshape(len(results), len(IDLE_PARTS)) / 3600.0
         row[f"{name}_completed"] = int(done.sum())
     # a run that gave up at the horizon has no makespan and charged only what it ran: compare the runs
     # every strategy completed (the same start points)
@@ -186,6 +189,9 @@ def cell(
         span, core_h = (span[paired], core_h[paired]) if paired.any() else (span, core_h)
         row[f"{name}_h"], row[f"{name}_h_med"] = float(span.mean()), float(np.median(span))
         row[f"{name}_ch"], row[f"{name}_ch_med"] = float(core_h.mean()), float(np.median(core_h))
+        idle = idles[name][paired] if paired.any() else idles[name]
+        for part, hours in zip(IDLE_PARTS, idle.mean(axis=0), strict=True):
+            row[f"{name}_idle_{part}"] = float(hours)
     row["seconds"] = time.perf_counter() - began
     kept = {name: (span[paired], core_h[paired]) for name, (span, core_h, _) in measured.items()}
     numbers = np.flatnonzero(paired) if paired.any() else np.arange(runs)
@@ -286,6 +292,39 @@ def _means_row(measured: dict[str, tuple[np.ndarray, np.ndarray]], keep: np.ndar
     return row
 
 
+IDLE_PARTS = ("early", "between", "after", "unused")
+"""The parts of a run's idle core-hours (:class:`~elastic.figures.IdleParts`), as the row's columns."""
+
+_IDLE_WORDS = {
+    "early": "before its jobs' first tasks",
+    "between": "between their tasks",
+    "after": "after their last tasks",
+    "unused": "in jobs that ran no task",
+}
+
+
+def _idle_excess(row: dict[str, object], strategy: str) -> str:
+    """Say where ``strategy``'s idle core-hours exceed the best Per-Stage's most (empty without the columns).
+
+    Examples
+    --------
+    >>> row = {"best_perstage": "p", **{f"p_idle_{k}": 0.5 for k in IDLE_PARTS}}
+    >>> row.update({f"asa_idle_{k}": h for k, h in zip(IDLE_PARTS, (1.5, 6.5, 0.5, 0.5))})
+    >>> _idle_excess(row, "asa")
+    '; idle 7.0 core-h more than it, 6.0 of them between their tasks'
+    """
+    per = row.get("best_perstage")
+    keys = [(f"{strategy}_idle_{k}", f"{per}_idle_{k}") for k in IDLE_PARTS]
+    if not all(a in row and b in row for a, b in keys):
+        return ""
+    extra = {k: float(row[a]) - float(row[b]) for k, (a, b) in zip(IDLE_PARTS, keys, strict=True)}  # type: ignore[arg-type]
+    total = sum(extra.values())
+    part = max(extra, key=lambda k: extra[k])
+    if total <= 0.0 or extra[part] <= 0.0:
+        return ""
+    return f"; idle {total:.1f} core-h more than it, {extra[part]:.1f} of them {_IDLE_WORDS[part]}"
+
+
 def why(
     row: dict[str, object],
     measured: dict[str, tuple[np.ndarray, np.ndarray]],
@@ -293,7 +332,8 @@ def why(
     strategy: str = "asa",
 ) -> str:
     """Return why ``strategy`` missed a cell (empty where it met the goal): each goal it missed, by how
-    much, and whether one or two runs decide it.
+    much (for core-hours, where its idle core-hours exceed the best Per-Stage's most, where the row has
+    each label's idle parts: :func:`_idle_excess`), and whether one or two runs decide it.
 
     ``row``: the cell's row with ``strategy``'s verdict (:func:`verdict`); ``measured``: per row label,
     the makespans and core-hours of the paired runs; ``numbers``: their run numbers (0-based start
@@ -325,7 +365,7 @@ def why(
         reasons.append(f"makespan {span / min(big, per):.2f}x the better baseline's")
     if ratio > CORE_H_GOAL:
         fastest = " (the fastest of the three)" if span < min(big, per) else ""
-        reasons.append(f"core-hours {ratio:.2f}x the best Per-Stage's{fastest}")
+        reasons.append(f"core-hours {ratio:.2f}x the best Per-Stage's{fastest}{_idle_excess(row, strategy)}")
     n = len(numbers)
     decided = "too few runs to leave one out"
     if n >= MIN_LEFT:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["PredictionOutcome", "RunMetrics", "StageMetrics"]
+__all__ = ["IdleParts", "PredictionOutcome", "RunMetrics", "StageMetrics"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,6 +31,30 @@ class PredictionOutcome:
 
 
 @dataclass(frozen=True, slots=True)
+class IdleParts:
+    """Where a run's idle core-seconds went, read per allocation from its own tasks (core-seconds).
+
+    An allocation's idle cores are in one of four parts: ``early``, before its first task started (it
+    started before its stage needed it: a request asked ahead that came early); ``between``, from its
+    first task's start to its last task's end, the cores none of its tasks used (a stage narrower than
+    it, kept across stages, or beside a stage's last tasks running elsewhere); ``after``, from its last
+    task's end until it ended (kept for work that did not come, until released or out of walltime); and
+    ``unused``, the whole of an allocation that ran no task. The four add up to the run's idle
+    core-seconds (charged - used) when every task ran on an allocation of the run.
+    """
+
+    early: float = 0.0
+    between: float = 0.0
+    after: float = 0.0
+    unused: float = 0.0
+
+    @property
+    def total(self) -> float:
+        """Idle core-seconds in all four parts."""
+        return self.early + self.between + self.after + self.unused
+
+
+@dataclass(frozen=True, slots=True)
 class RunMetrics:
     """All metrics of one run (seconds and core-seconds; core-hours as properties)."""
 
@@ -44,6 +68,8 @@ class RunMetrics:
     lost_tasks: int
     predictions: PredictionOutcome
     stages: tuple[StageMetrics, ...]
+    idle: IdleParts = IdleParts()
+    """Where the idle core-seconds went (:class:`IdleParts`)."""
 
     @property
     def overhead_core_seconds(self) -> float:
@@ -80,6 +106,10 @@ class RunMetrics:
             "prediction_hits": float(self.predictions.hits),
             "prediction_misses": float(self.predictions.over),
             "prediction_under": float(self.predictions.under),
+            "idle_early_core_hours": self.idle.early / 3600.0,
+            "idle_between_core_hours": self.idle.between / 3600.0,
+            "idle_after_core_hours": self.idle.after / 3600.0,
+            "idle_unused_core_hours": self.idle.unused / 3600.0,
         }
         for s in self.stages:
             for key, value in asdict(s).items():

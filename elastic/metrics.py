@@ -31,7 +31,12 @@ core-hours charged / used
     Charged = allocated cores x (allocation end - start), over allocations that started. Used = task cores x
     (task end - start) over every task attempt, lost attempts included (those cores were busy).
 overhead
-    Idle core-seconds = charged - used core-seconds (reported in core-hours).
+    Idle core-seconds = charged - used core-seconds (reported in core-hours), and where they went, read per
+    allocation from its own tasks (:class:`~elastic.figures.IdleParts`): *early*, before its first task
+    started; *between*, from its first task's start to its last task's end, the cores its tasks did not
+    use; *after*, from its last task's end until it ended; *unused*, an allocation that ran no task. A
+    strategy's idle cores are read by them: Big-Job's are between (one allocation through every stage),
+    a request asked ahead that came early is early, a piece kept for work that did not come is after.
 resubmissions
     Allocation submissions other than the first for a stage's plan: walltime follow-ups, replacements of
     lost allocations, and ASA-naive cancel-and-resubmit.
@@ -71,6 +76,7 @@ from elastic.errors import ConfigError
 __all__ = [
     "Event",
     "EventKind",
+    "IdleParts",
     "GAP_MIN_SHARE",
     "MetricsRecorder",
     "PredictionOutcome",
@@ -91,7 +97,7 @@ __all__ = [
 ]
 
 
-from elastic.figures import PredictionOutcome, RunMetrics, StageMetrics
+from elastic.figures import IdleParts, PredictionOutcome, RunMetrics, StageMetrics
 from elastic.gap import GAP_MIN_SHARE, format_gap, gap_closed
 from elastic.timeline import Event, EventKind
 
@@ -107,6 +113,9 @@ class _Alloc:
     start: float | None = None
     end: float | None = None
     eligible: float | None = None
+    first_task: float | None = None  # its first task's start
+    last_task: float | None = None  # its last task's end
+    used: float = 0.0  # core-seconds its tasks ran
 
     @property
     def wait(self) -> float | None:
@@ -159,11 +168,18 @@ class MetricsRecorder:
             self._open[key] = e
             if e.stage is not None:
                 self.first_start.setdefault(e.stage, e.time)
+            row = self.allocs.get(e.allocation) if e.allocation is not None else None
+            if row is not None and row.first_task is None:
+                row.first_task = e.time
         elif kind in (EventKind.TASK_END, EventKind.TASK_LOST, EventKind.TASK_FAILED):
             start = self._open.pop((e.task, e.allocation), None)
             if start is None:
                 raise ConfigError(f"{kind.value} at {e.time} for task {e.task!r} that was not running")
             self.core_seconds_used += start.cores * (e.time - start.time)
+            row = self.allocs.get(e.allocation) if e.allocation is not None else None
+            if row is not None:
+                row.used += start.cores * (e.time - start.time)
+                row.last_task = e.time if row.last_task is None else max(row.last_task, e.time)
             if kind is EventKind.TASK_LOST:
                 self.lost_tasks += 1
             elif kind is EventKind.TASK_END and e.stage is not None:
@@ -244,6 +260,27 @@ class MetricsRecorder:
             total += row.cores * (end - row.start)
         return total
 
+    def idle_parts(self) -> IdleParts:
+        """Return where the idle core-seconds went (:class:`~elastic.figures.IdleParts`), per allocation.
+
+        An allocation still open ends at RUN_END, as in :meth:`core_seconds_charged`.
+        """
+        run_end = max(self.run_end, default=None)
+        early = between = after = unused = 0.0
+        for row in self.allocs.values():
+            end = row.end if row.end is not None else run_end
+            if row.start is None or end is None:
+                continue
+            if row.first_task is None or row.last_task is None:
+                unused += row.cores * (end - row.start)
+                continue
+            pre = row.cores * (row.first_task - row.start)
+            post = row.cores * (end - row.last_task)
+            early += pre
+            after += post
+            between += row.cores * (end - row.start) - row.used - pre - post
+        return IdleParts(early, between, after, unused)
+
     def stage_execution_times(self) -> dict[str, float]:
         """Return ``stage -> last successful task end - first task start`` for stages that ran."""
         return {s: self.last_end[s] - self.first_start[s] for s in self.first_start if s in self.last_end}
@@ -307,6 +344,7 @@ class MetricsRecorder:
             lost_tasks=self.lost_tasks,
             predictions=self.prediction_outcomes(),
             stages=per_stage,
+            idle=self.idle_parts(),
         )
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from benchmarks.bench_planner_grid import met_share, verdict, why
+from benchmarks.bench_planner_grid import cell, met_share, verdict, why
 
 LABELS = ("bigjob", "bigjob-split", "perstage", "perstage-split", "asa")
 
@@ -151,3 +151,27 @@ def test_the_runs_why_names_meet_the_goal_when_left_out(runs: list[tuple[float, 
         keep[group] = False
         met = _row({s: (x[keep], y[keep]) for s, (x, y) in measured.items()})["goal_met"]
         assert met == ("not decided" not in text), (text, group)
+
+
+def test_a_core_hour_miss_says_where_the_extra_idle_cores_are() -> None:
+    spans = {s: [10.0] * 10 for s in LABELS if s != "asa"}
+    ch = {s: [100.0] * 10 for s in LABELS}
+    measured = _measured({**spans, "asa": [9.5] * 10}, {**ch, "asa": [130.0] * 10})
+    row = _row(measured)
+    for s in LABELS:
+        for part, hours in zip(("early", "between", "after", "unused"), (1.0, 2.0, 0.0, 0.0), strict=True):
+            row[f"{s}_idle_{part}"] = hours
+    row.update({"asa_idle_early": 25.0, "asa_idle_between": 9.0})  # 31 core-h more idle, 24 of them early
+    assert why(row, measured, np.arange(10)) == (
+        "core-hours 1.30x the best Per-Stage's (the fastest of the three); idle 31.0 core-h more than it, "
+        "24.0 of them before its jobs' first tasks; not decided by one or two runs"
+    )
+
+
+def test_a_cell_writes_each_rows_idle_parts_and_they_add_up_to_its_idle_core_hours() -> None:
+    row = cell("demo3", 28, "synthetic", "age", runs=2, seed=3, shapes=("plain",), planners=("asa",))
+    for s in ("bigjob", "perstage", "asa"):
+        parts = [float(row[f"{s}_idle_{p}"]) for p in ("early", "between", "after", "unused")]  # type: ignore[arg-type]
+        assert min(parts) >= 0.0
+        assert sum(parts) <= float(row[f"{s}_ch"]) + 1e-9  # type: ignore[arg-type]
+    assert float(row["bigjob_idle_between"]) > 0.0  # type: ignore[arg-type]

@@ -188,3 +188,97 @@ def test_the_gap_is_measured_against_the_better_makespan() -> None:
     # 4.1 - 4.0 is 2.5 % of 4.0: n/a (the issue's 1,226 % came from such a gap)
     assert format_gap(gap_closed(4.0, 4.1, 1.0)) == "n/a"
     assert format_gap(gap_closed(4.0, 4.4, 4.2)) == "50 %"
+
+
+@st.composite
+def _packed_allocations(
+    draw: st.DrawFn,
+) -> tuple[list[Event], list[tuple[int, int, int, list[tuple[int, int]]]]]:
+    """A random timeline of allocations each running tasks in core slots, at integer times.
+
+    Each allocation starts at ``start``, ends at ``end`` and runs, on each of its cores, a sequence of
+    one-core tasks within ``[start, end]`` (maybe none: it came early, idled after, or ran nothing). Returns
+    the events and each allocation's ``(cores, start, end, task intervals)``.
+    """
+    events: list[tuple[float, int, Event]] = [(0.0, 0, Event(0.0, K.RUN_START))]
+    allocs: list[tuple[int, int, int, list[tuple[int, int]]]] = []
+    end_all = 0
+    n = 0
+    for i in range(draw(st.integers(1, 5))):
+        aid = f"a{i}"
+        cores = draw(st.integers(1, 3))
+        start = draw(st.integers(0, 40))
+        end = start + draw(st.integers(0, 40))
+        events += [
+            (0.0, 1, Event(0.0, K.ALLOC_SUBMIT, allocation=aid, stage="s", cores=cores)),
+            (float(start), 2, Event(float(start), K.ALLOC_START, allocation=aid)),
+            (float(end), 5, Event(float(end), K.ALLOC_END, allocation=aid)),
+        ]
+        spans: list[tuple[int, int]] = []
+        for _ in range(cores):
+            t = start
+            for _ in range(draw(st.integers(0, 3))):
+                a = draw(st.integers(t, end))
+                b = draw(st.integers(a, end))
+                if b == a:
+                    break
+                task = f"t{n}"
+                n += 1
+                events += [
+                    (
+                        float(a),
+                        4,
+                        Event(float(a), K.TASK_START, task=task, stage="s", allocation=aid, cores=1),
+                    ),
+                    (float(b), 3, Event(float(b), K.TASK_END, task=task, stage="s", allocation=aid, cores=1)),
+                ]
+                spans.append((a, b))
+                t = b
+        allocs.append((cores, start, end, spans))
+        end_all = max(end_all, end)
+    events.append((float(end_all), 6, Event(float(end_all), K.RUN_END)))
+    return [e for _, _, e in sorted(events, key=lambda x: (x[0], x[1]))], allocs
+
+
+@settings(max_examples=300, deadline=None)
+@given(_packed_allocations())
+def test_the_idle_parts_add_up_to_the_idle_core_seconds_and_match_a_grid(
+    run: tuple[list[Event], list[tuple[int, int, int, list[tuple[int, int]]]]],
+) -> None:
+    events, allocs = run
+    m = compute_metrics(events)
+    parts = m.idle
+    assert min(parts.early, parts.between, parts.after, parts.unused) >= 0.0
+    assert parts.total == pytest.approx(m.overhead_core_seconds)
+    # brute force on unit steps: each idle core-second of an allocation, by where it falls in its tasks
+    grid = {"early": 0, "between": 0, "after": 0, "unused": 0}
+    for cores, start, end, spans in allocs:
+        for t in range(start, end):
+            idle = cores - sum(1 for a, b in spans if a <= t < b)
+            if not spans:
+                grid["unused"] += idle
+            elif t < min(a for a, _ in spans):
+                grid["early"] += idle
+            elif t >= max(b for _, b in spans):
+                grid["after"] += idle
+            else:
+                grid["between"] += idle
+    assert (parts.early, parts.between, parts.after, parts.unused) == (
+        grid["early"],
+        grid["between"],
+        grid["after"],
+        grid["unused"],
+    )
+
+
+def test_the_idle_parts_name_what_each_strategy_pays_for() -> None:
+    # the split run above: a1 runs A's task from its start to its end; a2 (a piece of the same request)
+    # starts 40 s later and runs nothing; a3 never starts (charged nothing); a4 runs B's task throughout
+    m = compute_metrics(_split_run(), stages=["A", "B"])
+    assert (m.idle.early, m.idle.between, m.idle.after) == (0.0, 0.0, 0.0)
+    assert m.idle.unused == 2 * 50.0  # a2's two cores from 50 to 100
+    summary = m.summary()
+    assert summary["idle_unused_core_hours"] == pytest.approx(100.0 / 3600.0)
+    assert summary["overhead_core_hours"] == pytest.approx(
+        sum(summary[f"idle_{k}_core_hours"] for k in ("early", "between", "after", "unused"))
+    )

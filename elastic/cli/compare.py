@@ -65,6 +65,8 @@ from elastic.workflow import expand_workflow_names, resolve_workflow
 
 __all__ = [
     "COLUMNS",
+    "IDLE_COLUMNS",
+    "idle_table",
     "register",
     "summarise",
     "left_out_line",
@@ -260,6 +262,38 @@ def table(frame: pd.DataFrame, title: str) -> Table:
     return out
 
 
+IDLE_COLUMNS: tuple[tuple[str, str], ...] = (
+    ("overhead_core_hours", "idle core-h"),
+    ("idle_early_core_hours", "before its first task"),
+    ("idle_between_core_hours", "between its tasks"),
+    ("idle_after_core_hours", "after its last task"),
+    ("idle_unused_core_hours", "in jobs that ran no task"),
+)
+"""The idle split shown (:class:`~elastic.figures.IdleParts`): (summary key, column title)."""
+
+
+def idle_table(frame: pd.DataFrame) -> Table:
+    """Rich table: where each strategy's idle core-hours went, means over the runs all completed.
+
+    Each allocation's idle cores, read from its own tasks, before its first task started, between its
+    tasks (cores they did not use), after its last task ended, or the whole of a job that ran none
+    (:class:`~elastic.figures.IdleParts`).
+    """
+    common = _common(frame)
+    out = Table(
+        title="where the idle core-hours go (core-h per run, the same runs)",
+        caption="each batch job's idle cores: before its first task (it came early), between its tasks "
+        "(cores they did not use: a narrower stage, a stage's last tasks elsewhere), after its last task "
+        "(kept for work that did not come), or a job that ran no task",
+    )
+    out.add_column("strategy")
+    for _, name in IDLE_COLUMNS:
+        out.add_column(name, justify="right")
+    for strategy, paired in common.groupby("strategy", sort=False):
+        out.add_row(str(strategy), *(f"{float(paired[key].mean()):.2f}" for key, _ in IDLE_COLUMNS))
+    return out
+
+
 _STATUS_WORDS = {"timeout": "reached the horizon", "failed": "failed", "interrupted": "interrupted"}
 
 
@@ -429,6 +463,8 @@ def _run(args: argparse.Namespace) -> int:
         f"{setup.describe()} (seed {args.seed}{weight})"
     )
     console.print(table(frame, title))
+    if not _common(frame).empty:
+        console.print(idle_table(frame))
     left_out = left_out_line(frame)
     if left_out is not None:
         console.print(left_out, highlight=False)

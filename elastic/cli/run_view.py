@@ -216,6 +216,10 @@ def metrics_table(metrics: RunMetrics, title: str) -> Table:
         ("core-hours charged", f"{metrics.core_hours_charged:.3f}"),
         ("core-hours used", f"{metrics.core_hours_used:.3f}"),
         ("overhead core-hours (idle)", f"{metrics.overhead_core_hours:.3f}"),
+        ("  of it before a job's first task", f"{metrics.idle.early / 3600.0:.3f}"),
+        ("  between a job's tasks", f"{metrics.idle.between / 3600.0:.3f}"),
+        ("  after a job's last task", f"{metrics.idle.after / 3600.0:.3f}"),
+        ("  in jobs that ran no task", f"{metrics.idle.unused / 3600.0:.3f}"),
         ("allocations / resubmissions", f"{metrics.allocations} / {metrics.resubmissions}"),
         ("lost task attempts", str(metrics.lost_tasks)),
         (
