@@ -35,8 +35,8 @@ overhead
     allocation from its own tasks (:class:`~elastic.figures.IdleParts`): *early*, before its first task
     started; *between*, from its first task's start to its last task's end, the cores its tasks did not
     use; *after*, from its last task's end until it ended; *unused*, an allocation that ran no task. A
-    strategy's idle cores are read by them: Big-Job's are between (one allocation through every stage),
-    a request asked ahead that came early is early, a piece kept for work that did not come is after.
+    strategy's idle cores are read by them: plain Big-Job's are between (one allocation through every
+    stage), a request asked ahead that came early is early, a piece kept for work that did not come is after.
 resubmissions
     Allocation submissions other than the first for a stage's plan: walltime follow-ups, replacements of
     lost allocations, and ASA-naive cancel-and-resubmit.
