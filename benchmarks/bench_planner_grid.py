@@ -75,6 +75,7 @@ from elastic.experiments import (
     shaped_strategies,
     simulate_runs,
 )
+from elastic.figures import IDLE_PARTS
 from elastic.metrics import format_gap
 from elastic.report.scaling import scale_workflow
 from elastic.report.tables import versus_baselines
@@ -178,8 +179,8 @@ def cell(
         core_h = np.array([r.metrics.core_hours_charged for r in results])
         done = np.array([r.status == "completed" for r in results])
         measured[name] = span, core_h, done
-        idles[name] = np.array([[getattr(r.metrics.idle, part) for part in IDLE_PARTS] for r in results])
-        idles[name] = idles[name].reshape(len(results), len(IDLE_PARTS)) / 3600.0
+        parts = [[getattr(r.metrics.idle, part) / 3600.0 for part in IDLE_PARTS] for r in results]
+        idles[name] = np.array(parts).reshape(-1, len(IDLE_PARTS))
         row[f"{name}_completed"] = int(done.sum())
     # a run that gave up at the horizon has no makespan and charged only what it ran: compare the runs
     # every strategy completed (the same start points)
@@ -291,9 +292,6 @@ def _means_row(measured: dict[str, tuple[np.ndarray, np.ndarray]], keep: np.ndar
         row[f"{s}_h"], row[f"{s}_ch"] = float(span[keep].mean()), float(core_h[keep].mean())
     return row
 
-
-IDLE_PARTS = ("early", "between", "after", "unused")
-"""The parts of a run's idle core-hours (:class:`~elastic.figures.IdleParts`), as the row's columns."""
 
 _IDLE_WORDS = {
     "early": "before its jobs' first tasks",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["IdleParts", "PredictionOutcome", "RunMetrics", "StageMetrics"]
+__all__ = ["IDLE_PARTS", "IdleParts", "PredictionOutcome", "RunMetrics", "StageMetrics"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +28,10 @@ class PredictionOutcome:
     hits: int = 0
     over: int = 0
     under: int = 0
+
+
+IDLE_PARTS = ("early", "between", "after", "unused")
+""":class:`IdleParts`' fields, in order (:meth:`RunMetrics.summary`: ``idle_<part>_core_hours``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,11 +110,9 @@ class RunMetrics:
             "prediction_hits": float(self.predictions.hits),
             "prediction_misses": float(self.predictions.over),
             "prediction_under": float(self.predictions.under),
-            "idle_early_core_hours": self.idle.early / 3600.0,
-            "idle_between_core_hours": self.idle.between / 3600.0,
-            "idle_after_core_hours": self.idle.after / 3600.0,
-            "idle_unused_core_hours": self.idle.unused / 3600.0,
         }
+        for part in IDLE_PARTS:
+            out[f"idle_{part}_core_hours"] = getattr(self.idle, part) / 3600.0
         for s in self.stages:
             for key, value in asdict(s).items():
                 if key != "name":

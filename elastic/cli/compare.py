@@ -56,6 +56,7 @@ from elastic.experiments import (
     shape_label,
     simulate_runs,
 )
+from elastic.figures import IDLE_PARTS
 from elastic.learners.choice import WAIT_LEARNERS
 from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
@@ -264,10 +265,11 @@ def table(frame: pd.DataFrame, title: str) -> Table:
 
 IDLE_COLUMNS: tuple[tuple[str, str], ...] = (
     ("overhead_core_hours", "idle core-h"),
-    ("idle_early_core_hours", "before its first task"),
-    ("idle_between_core_hours", "between its tasks"),
-    ("idle_after_core_hours", "after its last task"),
-    ("idle_unused_core_hours", "in jobs that ran no task"),
+    *zip(
+        (f"idle_{part}_core_hours" for part in IDLE_PARTS),
+        ("before its first task", "between its tasks", "after its last task", "in jobs that ran no task"),
+        strict=True,
+    ),
 )
 """The idle split shown (:class:`~elastic.figures.IdleParts`): (summary key, column title)."""
 
