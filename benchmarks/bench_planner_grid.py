@@ -162,6 +162,7 @@ def cell(
     options["calibrate"] = calibrate
     measured: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     idles: dict[str, np.ndarray] = {}  # per label, each run's idle core-hours by part (IDLE_PARTS)
+    unused: dict[str, np.ndarray] = {}  # per label, each run's jobs that started and ran no task
     for name in (*shaped_strategies(BASELINES, shapes), *planners):
         results = simulate_runs(
             wf,
@@ -181,6 +182,7 @@ def cell(
         measured[name] = span, core_h, done
         parts = [[getattr(r.metrics.idle, part) / 3600.0 for part in IDLE_PARTS] for r in results]
         idles[name] = np.array(parts).reshape(-1, len(IDLE_PARTS))
+        unused[name] = np.array([r.metrics.unused_jobs for r in results], dtype=float)
         row[f"{name}_completed"] = int(done.sum())
     # a run that gave up at the horizon has no makespan and charged only what it ran: compare the runs
     # every strategy completed (the same start points)
@@ -193,6 +195,7 @@ def cell(
         idle = idles[name][paired] if paired.any() else idles[name]
         for part, hours in zip(IDLE_PARTS, idle.mean(axis=0), strict=True):
             row[f"{name}_idle_{part}"] = float(hours)
+        row[f"{name}_unused_jobs"] = float((unused[name][paired] if paired.any() else unused[name]).mean())
     row["seconds"] = time.perf_counter() - began
     kept = {name: (span[paired], core_h[paired]) for name, (span, core_h, _) in measured.items()}
     numbers = np.flatnonzero(paired) if paired.any() else np.arange(runs)

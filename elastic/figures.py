@@ -74,6 +74,9 @@ class RunMetrics:
     stages: tuple[StageMetrics, ...]
     idle: IdleParts = IdleParts()
     """Where the idle core-seconds went (:class:`IdleParts`)."""
+    unused_jobs: int = 0
+    """Batch jobs that started and ran no task (their cores are :attr:`IdleParts.unused`): a job asked
+    ahead that came early and was released, a piece that started after its stage's tasks were all placed."""
 
     @property
     def overhead_core_seconds(self) -> float:
@@ -106,6 +109,7 @@ class RunMetrics:
             "overhead_core_hours": self.overhead_core_hours,
             "resubmissions": float(self.resubmissions),
             "allocations": float(self.allocations),
+            "unused_jobs": float(self.unused_jobs),
             "lost_tasks": float(self.lost_tasks),
             "prediction_hits": float(self.predictions.hits),
             "prediction_misses": float(self.predictions.over),

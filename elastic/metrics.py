@@ -345,6 +345,9 @@ class MetricsRecorder:
             predictions=self.prediction_outcomes(),
             stages=per_stage,
             idle=self.idle_parts(),
+            unused_jobs=sum(
+                1 for row in self.allocs.values() if row.start is not None and row.first_task is None
+            ),
         )
 
 

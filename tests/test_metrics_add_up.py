@@ -269,6 +269,8 @@ def test_the_idle_parts_add_up_to_the_idle_core_seconds_and_match_a_grid(
         grid["after"],
         grid["unused"],
     )
+    # the jobs that started and ran no task: those whose cores are the unused part
+    assert m.unused_jobs == sum(1 for _, start, end, spans in allocs if not spans)
 
 
 def test_the_idle_parts_name_what_each_strategy_pays_for() -> None:
@@ -277,6 +279,7 @@ def test_the_idle_parts_name_what_each_strategy_pays_for() -> None:
     m = compute_metrics(_split_run(), stages=["A", "B"])
     assert (m.idle.early, m.idle.between, m.idle.after) == (0.0, 0.0, 0.0)
     assert m.idle.unused == 2 * 50.0  # a2's two cores from 50 to 100
+    assert m.unused_jobs == 1  # a2 (a3 never started)
     summary = m.summary()
     assert summary["idle_unused_core_hours"] == pytest.approx(100.0 / 3600.0)
     assert summary["overhead_core_hours"] == pytest.approx(

@@ -221,6 +221,7 @@ def metrics_table(metrics: RunMetrics, title: str) -> Table:
         ("  after a job's last task", f"{metrics.idle.after / 3600.0:.3f}"),
         ("  in jobs that ran no task", f"{metrics.idle.unused / 3600.0:.3f}"),
         ("allocations / resubmissions", f"{metrics.allocations} / {metrics.resubmissions}"),
+        ("jobs that started and ran no task", str(metrics.unused_jobs)),
         ("lost task attempts", str(metrics.lost_tasks)),
         (
             "wait predictions hit / over / under",
