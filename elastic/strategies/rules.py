@@ -109,7 +109,8 @@ def release_idle(view: RunView) -> list[Cancel]:
     stage it was requested for. A batch job split from a wider request (:attr:`Allocation.piece_of`) is
     also released, idle, as soon as the idle cores of the other running jobs kept for its stages can take
     every task of those stages that waits for cores (:func:`cores_waited_for`): the finished cores of a
-    stage's tail, the cores a narrow stage after a wide one does not use. The tasks a job of stages all
+    stage's tail, the cores a narrow stage after a wide one does not use; and such a job still waiting in
+    the queue goes under the same test, before it starts only to be released. The tasks a job of stages all
     done runs with less walltime left than a task's estimate count as waiting (they will run again). An
     idle allocation whose stages are ready but cannot end on it, each with another allocation asked or
     running for it (the walltime follow-up, which their tasks wait for), is released too
@@ -136,6 +137,20 @@ def release_idle(view: RunView) -> list[Cancel]:
                     Cancel(a.alloc_id, f"{what} done; the jobs waiting for it would be faster (drained)")
                 )
             continue
+        if a.pending:
+            # a piece still waiting that the rule below would release idle as soon as it started goes now,
+            # before it starts for nothing (CyberShake 56, synthetic queue, in jobs of one task: 68 of fine
+            # Per-Stage's jobs per run started after their stage's tasks were all placed, and went at once)
+            if not a.cancelled and a.piece_of is not None and a.reason not in _FOLLOW_UPS:
+                open_ = {x for x in labels if _known(view, x) and not view.label_done(x)}
+                if open_ and _covered(view, a, open_, released):
+                    out.append(
+                        Cancel(
+                            a.alloc_id,
+                            f"not needed: other jobs have idle cores for what {_names(open_)} need",
+                        )
+                    )
+            continue
         # not idle either: cores a front-end promised to its own placement (a Mesos framework's, offered
         # to it or running a task it has not heard the end of): it launches there at any moment, and a
         # release then loses the task, and the width (test_pymesos_mock[asa] on a loaded machine: both
@@ -156,32 +171,40 @@ def release_idle(view: RunView) -> list[Cancel]:
             # asa-paper, job_cores=5, 2-core tasks)
             continue
         open_ = {x for x in known if not view.label_done(x)}
-        need = max(cores_waited_for(view, x) for x in open_)
-        # Tasks running on a job of stages all done (any task runs on any allocation) with less walltime
-        # left than a task's estimate will run again: that job's walltime was asked for its own stages,
-        # not for them. 1000Genome 112, HPC2N capacity, run 22: ``frequency``'s two fresh 56-core pieces
-        # were released as idle while its tasks ran on ``mutation_overlap``'s job, 4 minutes from its
-        # walltime; they were lost with it, and their follow-up waited 15 h. (Counting the stage's own
-        # jobs so too kept split Per-Stage's idle pieces while its last tasks ended in time: 1.4 % more
-        # core-hours on issue 28's grid, no faster.)
-        estimate = max((view.knowledge.task_estimate(x) for x in open_ if x != TOTAL), default=0.0)
-        idle = 0
-        for b in view.live_allocations:
-            if not b.running or b.alloc_id == a.alloc_id or b.alloc_id in released:
-                continue
-            if open_.intersection(b.labels):
-                if not b.cancelled:
-                    idle += max(0, b.cores - view.cores_in_use(b.alloc_id))
-            elif b.remaining(view.now) < estimate and _all_done(view, b.labels):
-                need += view.busy_cores(b.alloc_id)  # its tasks run out with it
-        if idle >= need:
+        if _covered(view, a, open_, released):
             released.add(a.alloc_id)
-            out.append(
-                Cancel(
-                    a.alloc_id, f"idle; other jobs have idle cores for what {', '.join(sorted(open_))} need"
-                )
-            )
+            out.append(Cancel(a.alloc_id, f"idle; other jobs have idle cores for what {_names(open_)} need"))
     return out
+
+
+def _names(labels: set[str]) -> str:
+    return ", ".join(sorted(labels))
+
+
+def _covered(view: RunView, a: Allocation, open_: set[str], released: set[str]) -> bool:
+    """Whether the idle cores of the running jobs other than ``a`` kept for ``open_`` take every waiting task.
+
+    Those of jobs in ``released`` count for nothing.
+    """
+    need = max(cores_waited_for(view, x) for x in open_)
+    # Tasks running on a job of stages all done (any task runs on any allocation) with less walltime
+    # left than a task's estimate will run again: that job's walltime was asked for its own stages,
+    # not for them. 1000Genome 112, HPC2N capacity, run 22: ``frequency``'s two fresh 56-core pieces
+    # were released as idle while its tasks ran on ``mutation_overlap``'s job, 4 minutes from its
+    # walltime; they were lost with it, and their follow-up waited 15 h. (Counting the stage's own
+    # jobs so too kept split Per-Stage's idle pieces while its last tasks ended in time: 1.4 % more
+    # core-hours on issue 28's grid, no faster.)
+    estimate = max((view.knowledge.task_estimate(x) for x in open_ if x != TOTAL), default=0.0)
+    idle = 0
+    for b in view.live_allocations:
+        if not b.running or b.alloc_id == a.alloc_id or b.alloc_id in released:
+            continue
+        if open_.intersection(b.labels):
+            if not b.cancelled:
+                idle += max(0, b.cores - view.cores_in_use(b.alloc_id))
+        elif b.remaining(view.now) < estimate and _all_done(view, b.labels):
+            need += view.busy_cores(b.alloc_id)  # its tasks run out with it
+    return idle >= need
 
 
 def _may_run_again(view: RunView, label: str) -> bool:

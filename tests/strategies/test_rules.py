@@ -327,6 +327,31 @@ def test_a_job_whose_cores_a_front_end_claimed_is_not_idle() -> None:
     assert release_idle(dataclasses.replace(view, claimed={"a3": 1})) == []
 
 
+@pytest.mark.parametrize(
+    ("done", "serves", "released"),
+    [(4, (), {"a4"}), (0, (), set()), (4, ("process", "merge"), set())],
+)
+def test_a_waiting_piece_goes_once_the_started_ones_can_take_every_task(
+    done: int, serves: tuple[str, ...], released: set[str]
+) -> None:
+    # "process" (8 one-core tasks) runs 4 on a2, a piece of 4 cores; a4, another piece of the request, still
+    # waits. With the other 4 tasks done, nothing waits for cores: a4 would be released idle as it started,
+    # and goes before it starts. With them waiting it is kept; so it is where it is kept for ``merge`` too
+    # (not ready: its task waits for cores that no started job has idle)
+    stages = _stages(
+        prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
+        process={"ready_time": 600.0, "start_time": 600.0, "running": 4, "done": done},
+    )
+    pieces = (
+        alloc("a2", "process", 4, 1e4, AllocationState.RUNNING, 600.0, 600.0, busy=4, piece_of="a2"),
+        alloc("a4", "process", 4, 1e4, AllocationState.REQUESTED, 600.0, piece_of="a2", serves=serves),
+    )
+    view = _view(1000.0, stages, pieces, 0.0)
+    cancels = release_idle(view)
+    assert {c.alloc_id for c in cancels} == released
+    assert all(c.reason.startswith("not needed: other jobs have idle cores") for c in cancels)
+
+
 def test_one_job_per_request_is_kept_whole_until_its_stage_is_done() -> None:
     # without a split, a running allocation with idle cores is kept: it cannot give back part of itself
     stages = _stages(
