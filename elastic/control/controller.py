@@ -976,16 +976,17 @@ class AllocationController:
         ``SeismogramSynthesis``'s 56 jobs started early) had the running jobs' cores start 30 of the
         pending ones before their cancels came.
         """
-        slots = [i for i, action in enumerate(actions) if isinstance(action, Cancel)]
-        cancels = [action for action in actions if isinstance(action, Cancel)]
         allocs = self._allocs
-        first = [c for c in cancels if (a := allocs.get(c.alloc_id)) is not None and a.pending]
+
+        def not_pending(c: Cancel) -> bool:  # True sorts after False; the sort is stable
+            a = allocs.get(c.alloc_id)
+            return a is None or not a.pending
+
+        slots = [i for i, action in enumerate(actions) if isinstance(action, Cancel)]
+        cancels = sorted((action for action in actions if isinstance(action, Cancel)), key=not_pending)
         out = list(actions)
-        if first and len(first) < len(cancels):
-            moved = {id(c) for c in first}
-            ordered = [*first, *(c for c in cancels if id(c) not in moved)]
-            for i, c in zip(slots, ordered, strict=True):
-                out[i] = c
+        for i, c in zip(slots, cancels, strict=True):
+            out[i] = c
         return out
 
     def _cancel(self, action: Cancel, now: float, *, kill: bool = False) -> None:
