@@ -142,7 +142,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
     max_cores : int or None, default None
         The most cores one allocation may have; a stage whose tasks are wider is skipped.
     """
-    cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    cancelled = frozenset(a.alloc_id for a in decision.actions if isinstance(a, Cancel))
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     # allocations of the run, once the decision is carried out: (stages kept for, cores of one batch job)
     able = _Able()
@@ -197,7 +197,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
                 cores = min(cores, max(max_cores - able.held, stage.cores))
             # routine (how Big-Job grows for a Mesos gang), not a plan that missed: logged at INFO
             why = "tasks announced ready wait for cores to be offered"
-            out.append(_request(view, stage, cores, why, level=logging.INFO))
+            out.append(_request(view, stage, cores, why, level=logging.INFO, leaving=cancelled))
             able.add((stage.name,), _capped(cores, max_cores))
             offering.append((frozenset({stage.name}), True, 0))
             continue
@@ -207,7 +207,7 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             continue
         if able.widest(stage.name) >= stage.cores:
             if stage.rerun_floor is not None:
-                added, until = _rerun(view, stage, lasting, able, max_cores)
+                added, until = _rerun(view, stage, lasting, able, max_cores, cancelled)
                 if added is not None:
                     out.append(added)
                     able.add((stage.name,), added.cores)
@@ -222,7 +222,9 @@ def unserved(view: RunView, decision: Decision, *, max_cores: int | None = None)
             cores = min(cores, max(max_cores - able.held, stage.cores))
         cores = max(cores, stage.cores)
         why = "the strategy's plan did not cover them"
-        out.append(_request(view, stage, cores, why, walltime=math.ceil(rerun_need(stage))))
+        out.append(
+            _request(view, stage, cores, why, walltime=math.ceil(rerun_need(stage)), leaving=cancelled)
+        )
         able.add((stage.name,), _capped(cores, max_cores))
         offering.append((frozenset({stage.name}), True, 0))
     # the clock alone turns the re-run clause: a decision carried out again (Settles, Paced) holds no
@@ -274,7 +276,7 @@ def _make_room(
     tasks (on a 2-core machine a framework's declined 1-core allocation would keep its 2-core one from
     ever starting); its stages get the wider one. ``offers=False``: no stage waits for offers.
     """
-    cancelled = {a.alloc_id for a in decision.actions if isinstance(a, Cancel)}
+    cancelled = frozenset(a.alloc_id for a in decision.actions if isinstance(a, Cancel))
     serves = {a.alloc_id: a.stages for a in decision.actions if isinstance(a, Serve)}
     live = [a for a in view.live_allocations if not a.cancelled and a.alloc_id not in cancelled]
     requested = [s for s in (*decision.actions, *added) if isinstance(s, Submit)]
@@ -335,6 +337,7 @@ def _rerun(
     lasting: list[_Lasting],
     able: _Able,
     max_cores: int | None,
+    leaving: frozenset[str] = frozenset(),
 ) -> tuple[Submit | None, float | None]:
     """Return the request for ``stage``'s tasks waiting for a re-run if no allocation has their estimate left.
 
@@ -361,7 +364,10 @@ def _rerun(
     walltime = math.ceil(rerun_need(stage))
     why = f"tasks lost after {floor:.0f} s run again; no allocation kept for them has {need:.0f} s left"
     # routine after a loss (the loss itself is the news), not a plan that missed: logged at INFO
-    return _request(view, stage, _capped(cores, max_cores), why, level=logging.INFO, walltime=walltime), None
+    submit = _request(
+        view, stage, _capped(cores, max_cores), why, level=logging.INFO, walltime=walltime, leaving=leaving
+    )
+    return submit, None
 
 
 def _useful(view: RunView, a: Allocation, labels: frozenset[str]) -> bool:
@@ -382,13 +388,14 @@ def _request(
     *,
     level: int = logging.WARNING,
     walltime: float = 0.0,
+    leaving: frozenset[str] = frozenset(),
 ) -> Submit:
     """Return the liveness request of ``cores`` cores for ``stage`` (logged at ``level`` with ``why``).
 
     Its walltime is the next of the stage's speculative sequence, at least ``walltime`` (within the
-    partition's limit).
+    partition's limit); the sequence so far leaves out the allocations the decision cancels (``leaving``).
     """
-    previous = walltimes_so_far(view, stage.name)
+    previous = walltimes_so_far(view, stage.name, leaving)
     k = view.knowledge
     wanted = max(k.walltime(stage.name, previous), walltime)
     if k.max_walltime is not None:

@@ -343,6 +343,24 @@ def test_a_re_run_continues_the_walltime_sequence_from_what_ran_out_not_from_req
     assert s.walltime < k.walltime("b", [10_138.0, 80.0])
 
 
+def test_a_re_run_request_the_decision_cancels_is_replaced_not_followed_in_the_sequence() -> None:
+    # Regression: 1000Genome 112 on CTC SP2 capacity, in jobs of one task: the strategy released the
+    # rule's pending request at each poll, and the rule asked again with the next walltime of the
+    # sequence each time (9,732 s to 2.6e9 s in five minutes: a job that never started)
+    ran_out = dataclasses.replace(
+        _alloc("a2", "b", 6, running=True), walltime=80.0, state=AllocationState.TIMEOUT, end_time=90.0
+    )
+    view = _view((_rerun("b", 500.0),), (ran_out,))
+    [first] = unserved(view, Decision()).actions
+    assert isinstance(first, Submit)
+    asked = dataclasses.replace(_alloc("a3", "b", 1), walltime=first.walltime, reason=LIVENESS_REASON)
+    again = _view((_rerun("b", 500.0),), (ran_out, asked))
+    [s] = unserved(again, Decision((Cancel("a3", "not needed"),))).actions
+    assert isinstance(s, Submit) and s.walltime == first.walltime
+    # while it stays, it serves the re-run: nothing more is asked
+    assert unserved(again, Decision()).actions == ()
+
+
 def test_a_strategy_request_too_short_for_a_re_run_is_lifted_not_dropped_beside_the_rule_s() -> None:
     # Regression: SDSC Blue capacity, BWA 28, run 3: the planner asked 3,863 s for a stage whose task was
     # lost after 2,051 s; the rule's request (twice that) was dropped as a second request of the stage,
