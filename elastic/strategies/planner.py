@@ -101,6 +101,7 @@ from elastic.strategies.planner_rules import (
     _released,
     _shortened,
     _subset_widths,
+    kept_short,
     plan_segments,
     stages_after,
     window,
@@ -549,7 +550,8 @@ class Planner:
         timeline: Timeline,
     ) -> tuple[list[Submit], float | None]:
         """Step 2: plan the stages no allocation is kept for, and request what is due."""
-        covered = {x for labels in kept.values() for x in labels}
+        short = kept_short(view, kept)  # kept on cores some of their pieces left: planned for the rest
+        covered = {x for labels in kept.values() for x in labels}.difference(short)
         segments = plan_segments(view, covered, window(view, self.horizon))
         submits: list[Submit] = []
         wake: float | None = None
@@ -571,7 +573,7 @@ class Planner:
             need = timeline.need(first)
             if need is None:
                 continue
-            plans = timeline.chain_plans(segment)
+            plans = timeline.chain_plans(segment, short)
             released = timeline.released_by(kept, need)
             cost, choices = self._search(
                 view,

@@ -9,7 +9,7 @@ for that decision's view only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from elastic.allocations import Allocation
 from elastic.strategies.base import Releasing, RunView, StageView
@@ -85,19 +85,26 @@ class Timeline:
                 starts.append(self.ready(a))
         return min(starts, default=now)
 
-    def chain_plans(self, chain: Sequence[StageView]) -> list[StagePlan]:
+    def chain_plans(
+        self, chain: Sequence[StageView], held: Mapping[str, int] | None = None
+    ) -> list[StagePlan]:
         """Return the search's stages for ``chain`` (:func:`_dag_order`), each with its siblings' cores.
 
         A ready stage is as wide as its tasks not done need (:meth:`RunView.width_left`), as the walltime
-        follow-ups and the liveness rule ask.
+        follow-ups and the liveness rule ask. ``held``: per stage, cores allocations already kept for it
+        have; the stage is planned for the rest (at least one task).
         """
         works = [self.work(s) for s in chain]
         beside = _beside(chain, works)
         view = self.view
-        return [
-            StagePlan(s.name, view.width_left(s.name) if s.ready else s.width, w, b)
-            for s, w, b in zip(chain, works, beside, strict=True)
-        ]
+        held = held or {}
+        out = []
+        for s, w, b in zip(chain, works, beside, strict=True):
+            width = view.width_left(s.name) if s.ready else s.width
+            if s.name in held:
+                width = max(width - held[s.name], s.cores)
+            out.append(StagePlan(s.name, width, w, b))
+        return out
 
     def end(self, name: str) -> float | None:
         """Predicted end of stage ``name`` (None: it has no allocation and is not ready to plan)."""
