@@ -352,15 +352,18 @@ def test_a_waiting_piece_goes_once_the_started_ones_can_take_every_task(
     assert all(c.reason.startswith("not needed: other jobs have idle cores") for c in cancels)
 
 
-@pytest.mark.parametrize(("left", "released"), [(900.0, set()), (2100.0, {"a4"})])
+@pytest.mark.parametrize(
+    ("left", "asked", "released"), [(900.0, 4000.0, set()), (2100.0, 4000.0, {"a4"}), (900.0, 1500.0, {"a4"})]
+)
 def test_a_waiting_piece_for_a_re_run_goes_only_where_the_idle_cores_have_the_re_run_s_time_left(
-    left: float, released: set[str]
+    left: float, asked: float, released: set[str]
 ) -> None:
     # "process" has one task lost after 1,000 s waiting to run again (the pool places it where 2,000 s
-    # are left), and a2's 3 idle cores have ``left`` s. a4, a piece of the request asked for the re-run,
-    # waits: released as surplus only where a2 could take the task. Regression: 1000Genome 112, CTC SP2
-    # capacity, in jobs of one task: the liveness rule's request was released at each poll, asked
-    # again, and 7 of 30 runs were given up
+    # are left), and a2's 3 idle cores have ``left`` s. a4, a piece asked ``asked`` s for the re-run,
+    # waits: released as surplus where a2 could take the task, or where a4 could not either.
+    # Regressions: 1000Genome 112, CTC SP2 capacity, in jobs of one task: the liveness rule's request was
+    # released at each poll, asked again, and 7 of 30 runs were given up; HPC2N capacity, run 16: pieces
+    # too short for the re-run, kept for it, held back the job that ran it (41.6 h against 13.0 h)
     stages = _stages(
         prepare={"ready_time": 0.0, "start_time": 0.0, "end_time": 600.0, "done": 1},
         process={
@@ -375,9 +378,7 @@ def test_a_waiting_piece_for_a_re_run_goes_only_where_the_idle_cores_have_the_re
     start = 3000.0 + left - 1e4
     pieces = (
         alloc("a2", "process", 4, 1e4, AllocationState.RUNNING, 0.0, start, busy=1, piece_of="a2"),
-        alloc(
-            "a4", "process", 1, 4000.0, AllocationState.REQUESTED, 2900.0, piece_of="a4", reason="liveness"
-        ),
+        alloc("a4", "process", 1, asked, AllocationState.REQUESTED, 2900.0, piece_of="a4", reason="liveness"),
     )
     view = _view(3000.0, stages, pieces, 0.0)
     assert {c.alloc_id for c in release_idle(view)} == released
