@@ -276,11 +276,9 @@ def kept_short(view: RunView, kept: Mapping[str, tuple[str, ...]]) -> dict[str, 
     """Return the stages kept on too few cores to run in two waves, with the cores kept for them.
 
     ``kept``: per allocation not ended, the stages it is kept for (step 1's holds). A stage not complete
-    (and not ready with every task placed) whose allocations together have less than ``1 / WAVES`` of
-    the cores its tasks not done need (:meth:`RunView.width_left`) is short: a hold plans a stage in at
-    most :data:`~elastic.strategies.search.WAVES` waves, so such a width was no plan's, but what some
-    of a request's pieces left. The planner plans the rest for it (step 2), as for a stage no
-    allocation is kept for.
+    (nor ready with every task placed) kept on less than ``1 / WAVES`` of the cores its tasks not done
+    need (:meth:`RunView.width_left`) is short: a hold plans at most :data:`~elastic.strategies.search.WAVES`
+    waves, so that width is what a request's pieces left; step 2 plans the rest for it.
 
     Found on 1000Genome 112 (CTC SP2 capacity, in jobs of one task, run 14): 14 of
     ``individuals_merge``'s 16 one-core jobs started 1.7 h early, idled out beside the two that ran
