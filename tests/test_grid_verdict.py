@@ -19,23 +19,34 @@ def _measured(
     return {s: (np.array(spans[s]), np.array(core_h[s])) for s in LABELS}
 
 
-def _point(measured: dict[str, tuple[np.ndarray, np.ndarray]]) -> bool:
+BASELINES = {
+    "bigjob": [10.0] * 5,
+    "bigjob-split": [9.0] * 5,
+    "perstage": [20.0] * 5,
+    "perstage-split": [18.0] * 5,
+}
+"""Five runs of each baseline: split Big-Job and split Per-Stage the best of their kinds, a hard cell."""
+
+
+def _means(
+    measured: dict[str, tuple[np.ndarray, np.ndarray]], completed: int | None = None
+) -> dict[str, object]:
+    """A cell's row of the means of ``measured``, each label completing ``completed`` runs (default: all)."""
     row: dict[str, object] = {}
     for s, (span, ch) in measured.items():
-        row[f"{s}_completed"], row[f"{s}_h"], row[f"{s}_ch"] = len(span), span.mean(), ch.mean()
-    return bool(verdict(row)["goal_met"])
+        done = len(span) if completed is None else completed
+        row[f"{s}_completed"], row[f"{s}_h"], row[f"{s}_ch"] = done, span.mean(), ch.mean()
+    return row
+
+
+def _point(measured: dict[str, tuple[np.ndarray, np.ndarray]]) -> bool:
+    return bool(verdict(_means(measured))["goal_met"])
 
 
 def test_runs_that_all_agree_give_the_cells_own_verdict_in_every_resample() -> None:
-    base = {
-        "bigjob": [10.0] * 5,
-        "bigjob-split": [9.0] * 5,
-        "perstage": [20.0] * 5,
-        "perstage-split": [18.0] * 5,
-    }
     ch = {s: [100.0] * 5 for s in LABELS}
-    met = _measured({**base, "asa": [10.0] * 5}, ch)  # closes 89 % of the gap at 1.00x
-    missed = _measured({**base, "asa": [13.0] * 5}, ch)  # 56 %
+    met = _measured({**BASELINES, "asa": [10.0] * 5}, ch)  # closes 89 % of the gap at 1.00x
+    missed = _measured({**BASELINES, "asa": [13.0] * 5}, ch)  # 56 %
     assert _point(met) and met_share(met) == 1.0
     assert not _point(missed) and met_share(missed) == 0.0
 
@@ -76,10 +87,7 @@ def test_a_faster_asa_in_every_run_is_never_less_sure_to_meet_the_goal(
 
 
 def _row(measured: dict[str, tuple[np.ndarray, np.ndarray]], strategy: str = "asa") -> dict[str, object]:
-    row: dict[str, object] = {}
-    for s, (span, ch) in measured.items():
-        row[f"{s}_completed"], row[f"{s}_h"], row[f"{s}_ch"] = len(span), span.mean(), ch.mean()
-    return verdict(row, strategy)
+    return verdict(_means(measured), strategy)
 
 
 def test_why_names_the_goal_missed_and_the_one_run_that_decides_it_by_its_run_number() -> None:
@@ -180,16 +188,8 @@ def test_a_cell_writes_each_rows_idle_parts_and_they_add_up_to_its_idle_core_hou
 def test_runs_given_up_that_the_best_baselines_completed_miss_the_goal() -> None:
     # asa's means over the runs every label completed meet the goal; it gave up 2 runs more than the best
     # Big-Job and Per-Stage: missed, and ``why`` says so (a plain Per-Stage that gave up more is no excuse)
-    spans = {
-        "bigjob": [10.0] * 5,
-        "bigjob-split": [9.0] * 5,
-        "perstage": [20.0] * 5,
-        "perstage-split": [18.0] * 5,
-    }
-    measured = _measured({**spans, "asa": [10.0] * 5}, {s: [100.0] * 5 for s in LABELS})
-    row: dict[str, object] = {}
-    for s, (span, ch) in measured.items():
-        row[f"{s}_completed"], row[f"{s}_h"], row[f"{s}_ch"] = 30, span.mean(), ch.mean()
+    measured = _measured({**BASELINES, "asa": [10.0] * 5}, {s: [100.0] * 5 for s in LABELS})
+    row = _means(measured, completed=30)
     assert verdict(dict(row))["goal_met"]
     row.update({"asa_completed": 28, "perstage_completed": 20})
     out = verdict(row)
