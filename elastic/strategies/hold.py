@@ -39,11 +39,20 @@ Examples
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from elastic.errors import ConfigError
 
-__all__ = ["COVER", "expires_idle", "hold_through", "idled_out", "keep_cost", "release_early"]
+__all__ = [
+    "COVER",
+    "expires_idle",
+    "hold_through",
+    "idled_out",
+    "keep_cost",
+    "release_early",
+    "slowdown",
+]
 
 COVER = 1.3
 """Remaining walltime / expected work an allocation must have to be kept for more stages."""
@@ -131,6 +140,26 @@ def release_early(held: int, idle_for: float, again: float, *, alpha: float = 1.
     False
     """
     return again < keep_cost(held, idle_for, alpha=alpha)
+
+
+def slowdown(tasks: int, task_cores: int, runtime: float, cores: int, leaving: int) -> float:
+    """Return how much longer ``tasks`` tasks of ``task_cores`` take on ``leaving`` fewer of ``cores``.
+
+    Each wave of tasks takes ``runtime`` seconds; inf where the cores left cannot run one task.
+
+    Examples
+    --------
+    >>> slowdown(56, 1, 60.0, cores=56, leaving=1), slowdown(56, 1, 60.0, cores=58, leaving=1)
+    (60.0, 0.0)
+    >>> slowdown(28, 4, 120.0, cores=8, leaving=4), slowdown(2, 4, 120.0, cores=4, leaving=1)
+    (1680.0, inf)
+    """
+    before, after = cores // task_cores, (cores - leaving) // task_cores
+    if tasks <= 0:
+        return 0.0
+    if after < 1:
+        return math.inf
+    return runtime * (math.ceil(tasks / after) - math.ceil(tasks / max(before, 1)))
 
 
 def idled_out(held: int, idled: float, again: float, *, alpha: float = 1.0) -> bool:

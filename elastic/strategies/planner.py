@@ -22,10 +22,14 @@ What :meth:`Planner.decide` does, each time it is asked:
    held; keep it for the leading stages the plan runs on it, as far as its walltime covers them
    (:func:`~elastic.strategies.hold.hold_through`), and no further (:class:`~elastic.strategies.base.Serve`).
    One that started before its stage can start and idles is released when idling until then costs more
-   than asking again (:func:`~elastic.strategies.hold.release_early`), or when its stage cannot end on
-   it (:func:`~elastic.strategies.hold.expires_idle`). A piece idle while its stage's last tasks run on
-   the others (or, before its stage, while another runs some other task) is released once the cores it
-   idled cost what getting them back would (:func:`~elastic.strategies.hold.idled_out`).
+   than asking again (:func:`~elastic.strategies.hold.release_early`), once what it idled costs that
+   much (a stage after a straggler is predicted soon at every decision:
+   :func:`~elastic.strategies.hold.idled_out`), or when its stage cannot end on it
+   (:func:`~elastic.strategies.hold.expires_idle`), with its pieces still waiting. A piece idle
+   while its stage's last tasks run on the others (or, before its stage, while another runs some other
+   task) is released once the cores it idled cost what getting them back would, which is no more than
+   the waves its absence adds to the stages it is kept for (:func:`~elastic.strategies.hold.idled_out`,
+   :func:`~elastic.strategies.hold.slowdown`).
 2. **For stages no allocation is kept for**: plan them from the moment they are needed (their
    predecessors' predicted end), and request each planned group's allocation (:func:`merge.groups`)
    when the timing rule says: at once with ``afterany`` on the allocation before it where held jobs
@@ -66,6 +70,8 @@ import logging
 import math
 from collections.abc import Hashable
 from typing import Any
+
+import numpy as np
 
 from elastic.allocations import Allocation
 from elastic.batch import DependencyKind
@@ -275,6 +281,9 @@ class Planner:
         self._idle_since: dict[str, float] = {}
         """By batch job: when a decision first saw it idle beside the others, in the decisions since
         (:meth:`_idled_out`)."""
+        self._early_since: dict[str, float] = {}
+        """By batch job: when a decision first saw it idle before its stage, in the decisions since
+        (:meth:`_holds`)."""
 
     # -- what the view says ------------------------------------------------------------------------------
 
@@ -305,7 +314,7 @@ class Planner:
         # after the release rule, which frees idle jobs knowing which one to keep for what the others
         # cannot cover: taking one of those first made it keep another (demo3 with job_cores=1: a 1-core
         # job idled 853 s for merge, which the straggler's job then ran)
-        idled, idle_wake = self._idled_out(view, idlers, {c.alloc_id for c in releases}, prices)
+        idled, idle_wake = self._idled_out(view, idlers, {c.alloc_id for c in releases}, prices, kept)
         active = [s.name for s in view.active_stages]  # one not ready or complete needs no follow-up
         return merge_decisions(
             Decision(tuple(releases)),
@@ -386,6 +395,7 @@ class Planner:
         """
         actions: list[Action] = []
         kept = {a.alloc_id: a.labels for a in view.live_allocations}
+        seen_early, self._early_since = self._early_since, {}  # only the pieces seen idle early now
         idlers: list[_Idler] = []
         # the batch jobs split from one request (its pieces, run control's job_cores) are planned as one
         # allocation while they are kept for the same stages
@@ -419,12 +429,21 @@ class Planner:
             if idle and hold.expires_idle(walltime_end, need or 0.0, current_work):
                 reason = f"started too early: {current.name} cannot end on it"
             elif not current.ready and busy == 0:
-                soonest = timeline.soonest_need(current)
+                early = timeline.soonest_need(current) - view.now
                 back = self.queue.waits(view, cores, True, _released(mine, view.now))  # to get them back
-                early = soonest - view.now
                 again = timing.acquire_cost(back, cores, prices, lead=early, model=view.priority)
+                # a stage after one that outlived every estimate is predicted to be needed soon at every
+                # decision: its started pieces are also released once what they idled reaches ``again``
+                # (the ski rental's break-even, as :meth:`_idled_out`)
+                since = min(
+                    self._early_since.setdefault(b.alloc_id, seen_early.get(b.alloc_id, view.now))
+                    for b in live
+                )
+                idled = view.now - since
                 if hold.release_early(cores, early, again):
-                    reason = f"started {soonest - view.now:.0f} s early for {current.name}: ask again later"
+                    reason = f"started {early:.0f} s early for {current.name}: ask again later"
+                elif hold.idled_out(sum(b.cores for b in live), idled, again):
+                    reason = f"idled {idled:.0f} s before {current.name}, due in {early:.0f} s: ask again"
             if reason is not None:
                 for b in jobs:
                     actions.append(Cancel(b.alloc_id, reason))
@@ -432,7 +451,7 @@ class Planner:
                 continue
             if busy and len(live) > 1 and (not current.ready or _all_placed(current)):
                 lead = current_work if current.ready else max(timeline.soonest_need(current) - view.now, 0.0)
-                idlers.append(_Idler(tuple(live), current.name, lead))
+                idlers.append(_Idler(tuple(live), current.name, lead, tuple(jobs), current.ready))
             requested = self._requested.setdefault(unit, a.labels)  # before any hold changed them
             others = {x for b, labels in kept.items() if b not in mine for x in labels}
             within = window_after(view, current, self.horizon, self.hold_horizon)
@@ -495,7 +514,12 @@ class Planner:
         return actions, kept, idlers
 
     def _idled_out(
-        self, view: RunView, idlers: list[_Idler], released: set[str], prices: timing.Prices
+        self,
+        view: RunView,
+        idlers: list[_Idler],
+        released: set[str],
+        prices: timing.Prices,
+        kept: dict[str, tuple[str, ...]],
     ) -> tuple[list[Cancel], float | None]:
         """Release the pieces of split allocations that idled out beside the others; and when to look again.
 
@@ -505,7 +529,13 @@ class Planner:
         ``released`` already is released once the cores it idled since a decision first saw it idle cost
         as much as getting them back for when they are needed, the idler's ``lead`` seconds from now as
         predicted (:func:`~elastic.strategies.hold.idled_out`); until then the decision wakes up when
-        that is due.
+        that is due. Getting them back delays the run by no more than the waves the piece's absence adds
+        to the stages it is kept for, on the cores the other pieces kept for them have (those this
+        decision releases left out: :func:`~elastic.strategies.hold.slowdown`), however long a new job
+        waits: priced at a new job's whole wait, ``SeismogramSynthesis``'s 1-core jobs that started
+        once every task of it had (CyberShake 56, synthetic queue, ``asa-fine``, run 0: 8 and 19 of
+        them) idled up to 17 min each for ``PeakValCalcOkaya``, whose 56 tasks of 60 s one core fewer
+        delays by one wave.
 
         Kept by the searches instead, on CyberShake 28 (SDSC Blue capacity, run 15), one of
         ``SeismogramSynthesis``'s two 14-core pieces idled 0.6 h beside a straggler (its 28 tasks of 860 s
@@ -528,14 +558,31 @@ class Planner:
         seen, self._idle_since = self._idle_since, {}  # only the pieces seen idle at this decision
         out: list[Cancel] = []
         wake: float | None = None
+        gone = set(released)
         for idler in idlers:
             for b in idler.pieces:
-                if b.alloc_id in released or view.cores_in_use(b.alloc_id):
+                if b.alloc_id in gone or view.cores_in_use(b.alloc_id):
                     continue
                 since = self._idle_since[b.alloc_id] = seen.get(b.alloc_id, now)
                 back = self.queue.waits(view, b.cores, True, _released({b.alloc_id}, now))
+                # without it, the stages it is kept for run on the cores the other pieces kept for them
+                # have: its replacement's wait delays the run by no more than the waves that adds
+                slower = 0.0
+                for x in kept.get(b.alloc_id, b.labels):
+                    s = view.stage(x) if view.has_stage(x) else None
+                    if s is None or s.complete or (x == idler.stage and idler.placed):
+                        continue
+                    have = sum(
+                        c.cores
+                        for c in idler.jobs
+                        if c.alloc_id not in gone and x in kept.get(c.alloc_id, c.labels)
+                    )
+                    task = view.knowledge.task_estimate(x)
+                    slower += hold.slowdown(s.tasks - s.done, s.cores, task, have, b.cores)
+                back = np.minimum(back, max(idler.lead, 0.0) + slower)
                 again = timing.acquire_cost(back, b.cores, prices, lead=idler.lead, model=view.priority)
                 if hold.idled_out(b.cores, now - since, again):
+                    gone.add(b.alloc_id)
                     out.append(Cancel(b.alloc_id, f"idled {now - since:.0f} s beside {idler.stage}'s tasks"))
                 else:
                     due = since + again / b.cores
@@ -695,3 +742,7 @@ class _Idler:
     """The stage it is kept for first."""
     lead: float
     """Seconds until its cores are needed, as predicted: its stage's end, or its need if not ready."""
+    jobs: tuple[Allocation, ...]
+    """All its pieces, waiting ones too."""
+    placed: bool
+    """Its stage is ready (and every task of it placed): the stage needs none of its idle cores."""

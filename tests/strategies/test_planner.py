@@ -660,6 +660,27 @@ def test_an_allocation_that_started_long_before_its_stage_is_released_if_asking_
     assert "a1" not in cancelled
 
 
+def test_an_allocation_started_before_a_straggling_stage_goes_once_it_idled_what_asking_again_costs() -> None:
+    # a2 started at 1700 s for wide2; wide1 then outlives its estimate, and every decision predicts its end
+    # soon (wide2 needed ~0.1 x wide1's age + narrow's 600 s from now): idling that is cheaper than a
+    # 3000-s wait for 28 cores again, so the early release alone keeps a2 at every decision. It goes once
+    # what it idled (28 cores since 1700 s) reaches what asking again costs (28 x (3000 s - the lead)):
+    # kept at 3600 s (1900 s idled, 2040 s of delay), released at 4000 s (2300 s against 2000 s)
+    base = _early_view(1700.0)
+
+    def at(now: float) -> list[Cancel]:
+        view = _estimated(dataclasses.replace(base, now=now), 3000.0)
+        return [a for a in planner.decide(view).actions if isinstance(a, Cancel)]
+
+    planner = Planner(weight=1.0)
+    assert not at(1700.0) and not at(3000.0) and not at(3600.0)
+    (cancel,) = at(4000.0)
+    assert cancel.alloc_id == "a2" and cancel.reason.startswith("idled 2300 s before wide2")
+    # the clock is the planner's own memory of the allocation idle: one that did not see it before keeps it
+    planner = Planner(weight=1.0)
+    assert not at(4000.0)
+
+
 @pytest.mark.parametrize(("rerun_end", "released"), [(None, False), (3400.0, True)])
 def test_a_task_re_run_after_a_loss_delays_the_need_of_the_allocations_after_it(
     rerun_end: float | None, released: bool
@@ -971,9 +992,10 @@ def test_a_piece_idle_beside_its_stages_last_tasks_goes_once_it_idled_what_askin
     first = planner.decide(_straggling_view(1700.0))
     assert not [a for a in first.actions if isinstance(a, Cancel)]
     due = first.wake_at
-    # break-even: 14 idle cores against the 20000-s wait's delay beyond the stage's predicted end, at
-    # 28 core-s a second (weight 1): 14 x idled = 28 x (20000 - 100)
-    assert due == pytest.approx(1700.0 + 28.0 * (20000.0 - 100.0) / 14.0, rel=0.01)
+    # break-even: 14 idle cores against what releasing them delays the run, at 28 core-s a second
+    # (weight 1): not the 20000-s wait of their replacement beyond the stage's predicted end, but the
+    # second wave of wide2's 28 tasks of 1800 s that runs on the 14 cores left: 14 x idled = 28 x 1800
+    assert due == pytest.approx(1700.0 + 28.0 * 1800.0 / 14.0, rel=0.01)
     # a decision before the break-even keeps it, the one at it releases it (and only it)
     assert not [a for a in planner.decide(_straggling_view(due - 1.0)).actions if isinstance(a, Cancel)]
     cancels = [a for a in planner.decide(_straggling_view(due)).actions if isinstance(a, Cancel)]
@@ -985,6 +1007,16 @@ def test_a_piece_idle_beside_its_stages_last_tasks_goes_once_it_idled_what_askin
     again.decide(_straggling_view(1700.0))
     again.decide(_straggling_view(due - 100.0, busy=(1, 7)))
     assert not [a for a in again.decide(_straggling_view(due)).actions if isinstance(a, Cancel)]
+
+
+def test_an_idle_piece_is_priced_by_the_waves_its_absence_adds_on_the_pieces_left_for_its_stages() -> None:
+    # three 14-core pieces for 28-core stages: the hold keeps two for wide2, the third goes now. The
+    # first is then weighed on the 28 cores left, not the 42 there were: without it wide2 runs a second
+    # wave of 1800 s, so it stays until it idled that (14 x idled = 28 x 1800), as in the test above
+    planner = Planner(weight=1.0)
+    first = planner.decide(_straggling_view(1700.0, busy=(0, 8, 0)))
+    assert [a.alloc_id for a in first.actions if isinstance(a, Cancel)] == ["a3"]
+    assert first.wake_at == pytest.approx(1700.0 + 28.0 * 1800.0 / 14.0, rel=0.01)
 
 
 def test_a_piece_idle_beside_its_stages_last_tasks_goes_at_the_break_even_while_another_piece_waits() -> None:
