@@ -535,7 +535,11 @@ class Planner:
         waits: priced at a new job's whole wait, ``SeismogramSynthesis``'s 1-core jobs that started
         once every task of it had (CyberShake 56, synthetic queue, ``asa-fine``, run 0: 8 and 19 of
         them) idled up to 17 min each for ``PeakValCalcOkaya``, whose 56 tasks of 60 s one core fewer
-        delays by one wave.
+        delays by one wave. Only where the other pieces' walltime covers those stages in those waves
+        (with a hold's :attr:`cover`): else the stages need new cores, and the new job's wait is the
+        price (Statistics 112, SDSC Blue capacity, ``asa``, run 12: one of two 56-core pieces released
+        beside ``merge`` for a second wave of ``period_stats`` the other could not cover; new cores
+        waited 8.8 h, 32.8 h against 16.1 h).
 
         Kept by the searches instead, on CyberShake 28 (SDSC Blue capacity, run 15), one of
         ``SeismogramSynthesis``'s two 14-core pieces idled 0.6 h beside a straggler (its 28 tasks of 860 s
@@ -567,18 +571,27 @@ class Planner:
                 back = self.queue.waits(view, b.cores, True, _released({b.alloc_id}, now))
                 # without it, the stages it is kept for run on the cores the other pieces kept for them
                 # have: its replacement's wait delays the run by no more than the waves that adds
-                slower = 0.0
+                # ... if their walltime covers the stages in those waves, as a hold must (COVER)
+                slower, span = 0.0, max(idler.lead, 0.0)
+                ends: list[float] = []
                 for x in kept.get(b.alloc_id, b.labels):
                     s = view.stage(x) if view.has_stage(x) else None
                     if s is None or s.complete or (x == idler.stage and idler.placed):
                         continue
-                    have = sum(
-                        c.cores
+                    others = [
+                        c
                         for c in idler.jobs
-                        if c.alloc_id not in gone and x in kept.get(c.alloc_id, c.labels)
-                    )
+                        if c.alloc_id not in gone and c is not b and x in kept.get(c.alloc_id, c.labels)
+                    ]
+                    have = b.cores + sum(c.cores for c in others)
+                    left = (have - b.cores) // s.cores
                     task = view.knowledge.task_estimate(x)
                     slower += hold.slowdown(s.tasks - s.done, s.cores, task, have, b.cores)
+                    waves = math.ceil((s.tasks - s.done) / left) if left >= 1 else 0
+                    span += waves * view.knowledge.expected_duration(x)
+                    ends += [c.remaining(now) for c in others]
+                if ends and min(ends) < self.cover * span:
+                    slower = math.inf
                 back = np.minimum(back, max(idler.lead, 0.0) + slower)
                 again = timing.acquire_cost(back, b.cores, prices, lead=idler.lead, model=view.priority)
                 if hold.idled_out(b.cores, now - since, again):

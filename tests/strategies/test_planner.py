@@ -1019,6 +1019,25 @@ def test_an_idle_piece_is_priced_by_the_waves_its_absence_adds_on_the_pieces_lef
     assert first.wake_at == pytest.approx(1700.0 + 28.0 * 1800.0 / 14.0, rel=0.01)
 
 
+@pytest.mark.parametrize(("walltime", "released"), [(1e5, True), (9000.0, False)])
+def test_an_idle_piece_is_priced_by_the_waves_it_adds_only_where_the_others_walltime_runs_them(
+    walltime: float, released: bool
+) -> None:
+    # as above at 5300 s (3600 s idled, the break-even of a second wave of wide2): with 3700 s of
+    # walltime left the other piece cannot run narrow and wide2 in two waves (4300 s, and a hold's
+    # cover), so releasing the idle one leaves wide2 to new cores: priced by their 20000-s wait, kept
+    def view(now: float) -> RunView:
+        base = _straggling_view(now)
+        return dataclasses.replace(
+            base, allocations=tuple(dataclasses.replace(a, walltime=walltime) for a in base.allocations)
+        )
+
+    planner = Planner(weight=1.0)
+    planner.decide(view(1700.0))
+    cancels = [a.alloc_id for a in planner.decide(view(5300.0)).actions if isinstance(a, Cancel)]
+    assert cancels == (["a1"] if released else [])
+
+
 def test_a_piece_idle_beside_its_stages_last_tasks_goes_at_the_break_even_while_another_piece_waits() -> None:
     """A request in jobs of one task has pieces that wait long after the others started; they kept every
     started piece of the request, idle beside the stage's straggler, until the stage ended (CyberShake 28,
