@@ -569,29 +569,7 @@ class Planner:
                     continue
                 since = self._idle_since[b.alloc_id] = seen.get(b.alloc_id, now)
                 back = self.queue.waits(view, b.cores, True, _released({b.alloc_id}, now))
-                # without it, the stages it is kept for run on the cores the other pieces kept for them
-                # have: its replacement's wait delays the run by no more than the waves that adds
-                # ... if their walltime covers the stages in those waves, as a hold must (COVER)
-                slower, span = 0.0, max(idler.lead, 0.0)
-                ends: list[float] = []
-                for x in kept.get(b.alloc_id, b.labels):
-                    s = view.stage(x) if view.has_stage(x) else None
-                    if s is None or s.complete or (x == idler.stage and idler.placed):
-                        continue
-                    others = [
-                        c
-                        for c in idler.jobs
-                        if c.alloc_id not in gone and c is not b and x in kept.get(c.alloc_id, c.labels)
-                    ]
-                    have = b.cores + sum(c.cores for c in others)
-                    left = (have - b.cores) // s.cores
-                    task = view.knowledge.task_estimate(x)
-                    slower += hold.slowdown(s.tasks - s.done, s.cores, task, have, b.cores)
-                    waves = math.ceil((s.tasks - s.done) / left) if left >= 1 else 0
-                    span += waves * view.knowledge.expected_duration(x)
-                    ends += [c.remaining(now) for c in others]
-                if ends and min(ends) < self.cover * span:
-                    slower = math.inf
+                slower = self._absence_delay(view, idler, b, kept, gone)
                 back = np.minimum(back, max(idler.lead, 0.0) + slower)
                 again = timing.acquire_cost(back, b.cores, prices, lead=idler.lead, model=view.priority)
                 if hold.idled_out(b.cores, now - since, again):
@@ -601,6 +579,38 @@ class Planner:
                     due = since + again / b.cores
                     wake = due if wake is None else min(wake, due)
         return out, wake
+
+    def _absence_delay(
+        self, view: RunView, idler: _Idler, b: Allocation, kept: dict[str, tuple[str, ...]], gone: set[str]
+    ) -> float:
+        """Return the most that releasing idle piece ``b`` of ``idler`` delays the run, whatever the wait.
+
+        Without it, the stages it is kept for run on the cores the other pieces kept for them have
+        (``gone``: those released left out): the waves its absence adds (:meth:`_idled_out`). Inf where
+        their walltime does not run those stages in those waves with a hold's :attr:`cover`.
+        """
+        now = view.now
+        slower, span = 0.0, max(idler.lead, 0.0)
+        ends: list[float] = []
+        for x in kept.get(b.alloc_id, b.labels):
+            s = view.stage(x) if view.has_stage(x) else None
+            if s is None or s.complete or (x == idler.stage and idler.placed):
+                continue
+            others = [
+                c
+                for c in idler.jobs
+                if c.alloc_id not in gone and c is not b and x in kept.get(c.alloc_id, c.labels)
+            ]
+            have = b.cores + sum(c.cores for c in others)
+            left = (have - b.cores) // s.cores
+            task = view.knowledge.task_estimate(x)
+            slower += hold.slowdown(s.tasks - s.done, s.cores, task, have, b.cores)
+            waves = math.ceil((s.tasks - s.done) / left) if left >= 1 else 0
+            span += waves * view.knowledge.expected_duration(x)
+            ends += [c.remaining(now) for c in others]
+        if ends and min(ends) < self.cover * span:
+            slower = math.inf
+        return slower
 
     def _requests(
         self,
