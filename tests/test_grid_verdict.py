@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import re
+from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import benchmarks.bench_planner_grid as grid
 from benchmarks.bench_planner_grid import cell, met_share, verdict, why
 
 LABELS = ("bigjob", "bigjob-split", "perstage", "perstage-split", "asa")
@@ -199,3 +203,25 @@ def test_runs_given_up_that_the_best_baselines_completed_miss_the_goal() -> None
     row["asa_h"] = 16.0
     out = verdict(row)
     assert why(out, measured, np.arange(5)).startswith("closes 22 % of the gap; gave up 2 runs")
+
+
+def test_the_held_out_queue_is_named_only_on_request_and_replays_its_trace(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "lublin" not in grid.QUEUES  # never in a default run, where rules are tuned
+    with pytest.raises(SystemExit, match="lublin"):
+        grid.queue_setting("no-such-queue", 28, 1)  # the error lists the held-out queue too
+    trace = tmp_path / "lublin_256.swf.gz"
+    with gzip.open(trace, "wt") as f:  # two jobs of a 256-core machine, in the SWF's 18 fields
+        f.write("; MaxProcs: 256\n")
+        f.write("1 0 5 100 4 -1 -1 4 200 -1 1 1 1 1 1 -1 -1 -1\n")
+        f.write("2 10 0 50 8 -1 -1 8 100 -1 1 1 1 1 1 -1 -1 -1\n")
+    monkeypatch.setattr(grid, "TRACES", tmp_path)
+    grid._trace.cache_clear()
+    try:
+        background, mode, policy = grid.queue_setting("lublin", 28, 1)
+    finally:
+        grid._trace.cache_clear()
+    assert (mode, policy) == ("replay", "easy")
+    assert background.processors == 256 and background.job_id.tolist() == [1, 2]
+    assert background.source.endswith("lublin_256.swf.gz")
