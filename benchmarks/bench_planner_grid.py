@@ -42,7 +42,7 @@ built-in names and the groups ``paper``, ``published`` and ``suite``
 is appended to ``--csv`` at once, so a long grid can be stopped and its finished cells kept.
 
 Usage: .venv/bin/python benchmarks/bench_planner_grid.py [--workflows suite]
-[--peaks 28,56,112] [--queues synthetic,replay,capacity,capacity-ctc,capacity-sdsc]
+[--peaks 28,56,112] [--queues synthetic,replay,capacity,capacity-ctc,capacity-sdsc|lublin]
 [--priorities age,basic,accrue-always] [--runs 30] [--seed 1] [--shapes plain,split,fine] [--job-cores N]
 [--learned-waits] [--no-estimates] [--weight W] [--pace S] [--no-calibrate] [--strategies asa[,asa-fine]]
 [--csv OUT]
@@ -115,6 +115,25 @@ queues is checked there before it becomes a default."""
 @functools.cache
 def _trace(name: str = "hpc2n") -> Workload:
     return read_swf(TRACES / TRACE_FILES[name])
+
+
+def queue_problem(queue: str) -> str | None:
+    """Return why ``queue`` cannot be run here (an unknown name, its trace missing), or None.
+
+    Checked for every ``--queues`` name before the first cell, so a typo or a missing trace in the last
+    queue does not end a grid hours in.
+    """
+    if queue not in QUEUES + HELD_OUT:
+        return f"unknown queue {queue!r}; choose from {', '.join(QUEUES + HELD_OUT)}"
+    name = {"synthetic": None, "replay": "hpc2n", "capacity": "hpc2n"}.get(
+        queue, queue.removeprefix("capacity-")
+    )
+    if name is not None and not (TRACES / TRACE_FILES[name]).is_file():
+        return (
+            f"queue {queue!r} replays {TRACE_FILES[name]}, not found in {TRACES}: set ELASTIC_TRACES to the "
+            "folder that holds it (`elastic traces download` fetches the Parallel Workloads Archive's)"
+        )
+    return None
 
 
 def queue_setting(queue: str, peak: int, seed: int) -> tuple[Workload, str, str]:
@@ -429,7 +448,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workflows", default="suite")
     parser.add_argument("--peaks", default="28,56,112")
-    parser.add_argument("--queues", default=",".join(QUEUES))
+    parser.add_argument(
+        "--queues",
+        default=",".join(QUEUES),
+        help=f"comma-separated, from {', '.join(QUEUES)}; held out, only when named: {', '.join(HELD_OUT)}",
+    )
     parser.add_argument("--priorities", default="age,basic,accrue-always")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--seed", type=int, default=1)
@@ -456,6 +479,10 @@ def main() -> None:
             parser.error(f"--strategies takes asa in a shape (asa, asa-split, asa-fine), not {planner!r}")
         if shape != "plain" and args.job_cores is not None:
             parser.error(f"--job-cores sets every job's width: {planner} sets its own")
+    for queue in args.queues.split(","):
+        problem = queue_problem(queue)
+        if problem is not None:
+            parser.error(f"--queues: {problem}")
     names = " ".join((*shaped_strategies(BASELINES, shapes), *planners))
     print(
         f"workflow peak queue priority | makespan h mean (median): {names} | core-h mean (median): "

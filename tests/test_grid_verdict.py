@@ -225,3 +225,19 @@ def test_the_held_out_queue_is_named_only_on_request_and_replays_its_trace(
     assert (mode, policy) == ("replay", "easy")
     assert background.processors == 256 and background.job_id.tolist() == [1, 2]
     assert background.source.endswith("lublin_256.swf.gz")
+
+
+def test_every_queue_named_is_checked_before_the_first_cell(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(grid, "TRACES", tmp_path)  # no trace there
+    assert grid.queue_problem("synthetic") is None  # needs none
+    assert "unknown queue 'lublinn'" in str(grid.queue_problem("lublinn"))
+    missing = str(grid.queue_problem("capacity-ctc"))
+    assert "CTC-SP2-1996-3.1-cln.swf.gz" in missing and "ELASTIC_TRACES" in missing
+    monkeypatch.setattr("sys.argv", ["grid", "--queues", "synthetic,lublin", "--runs", "1"])
+    with pytest.raises(SystemExit) as stopped:
+        grid.main()  # the synthetic queue would run first: refused before any cell
+    assert stopped.value.code == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "lublin_256.swf.gz" in err  # not even the header line: no cell ran
