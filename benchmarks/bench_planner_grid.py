@@ -125,9 +125,7 @@ def queue_problem(queue: str) -> str | None:
     """
     if queue not in QUEUES + HELD_OUT:
         return f"unknown queue {queue!r}; choose from {', '.join(QUEUES + HELD_OUT)}"
-    name = {"synthetic": None, "replay": "hpc2n", "capacity": "hpc2n"}.get(
-        queue, queue.removeprefix("capacity-")
-    )
+    name = _trace_of(queue)
     if name is not None and not (TRACES / TRACE_FILES[name]).is_file():
         return (
             f"queue {queue!r} replays {TRACE_FILES[name]}, not found in {TRACES}: set ELASTIC_TRACES to the "
@@ -136,19 +134,25 @@ def queue_problem(queue: str) -> str | None:
     return None
 
 
+def _trace_of(queue: str) -> str | None:
+    """Return the :data:`TRACE_FILES` name of the trace a known ``queue`` replays (None: synthetic)."""
+    if queue == "synthetic":
+        return None
+    if queue in ("replay", "capacity"):
+        return "hpc2n"
+    return queue.removeprefix("capacity-")
+
+
 def queue_setting(queue: str, peak: int, seed: int) -> tuple[Workload, str, str]:
     """Return the background load, mock backend mode and policy of one of the grid's queues (docstring)."""
-    if queue == "synthetic":
+    if queue not in QUEUES + HELD_OUT:
+        raise SystemExit(f"unknown queue {queue!r}; choose from {', '.join(QUEUES + HELD_OUT)}")
+    name = _trace_of(queue)
+    if name is None:
         return default_background(max(64, 2 * peak), seed=seed), "replay", "easy"
-    if queue == "capacity":
-        return _trace(), "capacity", "conservative"
-    if queue.startswith("capacity-"):
-        return _trace(queue.removeprefix("capacity-")), "capacity", "conservative"
-    if queue == "replay":
-        return _trace(), "replay", "easy"
-    if queue in HELD_OUT:
-        return _trace(queue), "replay", "easy"
-    raise SystemExit(f"unknown queue {queue!r}; choose from {', '.join(QUEUES + HELD_OUT)}")
+    if queue.startswith("capacity"):
+        return _trace(name), "capacity", "conservative"
+    return _trace(name), "replay", "easy"
 
 
 def cell(
