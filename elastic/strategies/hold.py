@@ -52,6 +52,7 @@ __all__ = [
     "keep_cost",
     "release_early",
     "slowdown",
+    "waves",
 ]
 
 COVER = 1.3
@@ -142,10 +143,25 @@ def release_early(held: int, idle_for: float, again: float, *, alpha: float = 1.
     return again < keep_cost(held, idle_for, alpha=alpha)
 
 
+def waves(tasks: int, task_cores: int, cores: int) -> float:
+    """Return how many waves ``tasks`` tasks of ``task_cores`` take on ``cores``: inf where none fits.
+
+    Examples
+    --------
+    >>> waves(56, 1, 28), waves(0, 4, 2), waves(3, 4, 2)
+    (2, 0, inf)
+    """
+    if tasks <= 0:
+        return 0
+    side_by_side = cores // task_cores
+    return math.inf if side_by_side < 1 else math.ceil(tasks / side_by_side)
+
+
 def slowdown(tasks: int, task_cores: int, runtime: float, cores: int, leaving: int) -> float:
     """Return how much longer ``tasks`` tasks of ``task_cores`` take on ``leaving`` fewer of ``cores``.
 
-    Each wave of tasks takes ``runtime`` seconds; inf where the cores left cannot run one task.
+    Each wave of tasks (:func:`waves`) takes ``runtime`` seconds; inf where the cores left cannot run one
+    task.
 
     Examples
     --------
@@ -154,12 +170,10 @@ def slowdown(tasks: int, task_cores: int, runtime: float, cores: int, leaving: i
     >>> slowdown(28, 4, 120.0, cores=8, leaving=4), slowdown(2, 4, 120.0, cores=4, leaving=1)
     (1680.0, inf)
     """
-    before, after = cores // task_cores, (cores - leaving) // task_cores
-    if tasks <= 0:
-        return 0.0
-    if after < 1:
-        return math.inf
-    return runtime * (math.ceil(tasks / after) - math.ceil(tasks / max(before, 1)))
+    after = waves(tasks, task_cores, cores - leaving)
+    if after == 0 or math.isinf(after):
+        return float(after)
+    return runtime * (after - waves(tasks, task_cores, cores))
 
 
 def idled_out(held: int, idled: float, again: float, *, alpha: float = 1.0) -> bool:

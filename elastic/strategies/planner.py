@@ -602,11 +602,10 @@ class Planner:
                 if c.alloc_id not in gone and c is not b and x in kept.get(c.alloc_id, c.labels)
             ]
             have = b.cores + sum(c.cores for c in others)
-            left = (have - b.cores) // s.cores
             task = view.knowledge.task_estimate(x)
             slower += hold.slowdown(s.tasks - s.done, s.cores, task, have, b.cores)
-            waves = math.ceil((s.tasks - s.done) / left) if left >= 1 else 0
-            span += waves * view.knowledge.expected_duration(x)
+            waves = hold.waves(s.tasks - s.done, s.cores, have - b.cores)
+            span += 0.0 if math.isinf(waves) else waves * view.knowledge.expected_duration(x)
             ends += [c.remaining(now) for c in others]
         if ends and min(ends) < self.cover * span:
             slower = math.inf
