@@ -27,7 +27,15 @@ from __future__ import annotations
 from elastic.strategies.actions import Submit
 from elastic.strategies.view import Releasing, RunView
 
-__all__ = ["WAVES", "WAVES_SLACK", "initial_request", "split_walltime", "waves_of", "waves_walltime"]
+__all__ = [
+    "WAVES",
+    "WAVES_SLACK",
+    "initial_request",
+    "split_walltime",
+    "waves_of",
+    "waves_walltime",
+    "widest_job",
+]
 
 WAVES = 2
 """Waves of its request's tasks a batch job asks walltime for where that costs no wait."""
@@ -79,10 +87,37 @@ def split_walltime(view: RunView, cores: int, walltime: float, task: int = 1) ->
     Where run control submits it as several batch jobs (:attr:`RunView.job_widths`), the walltime
     :func:`waves_walltime` gives its widest job; else ``walltime``.
     """
-    widths = (cores,) if view.job_widths is None else view.job_widths(cores, task)
-    if len(widths) < 2:
-        return walltime
-    return waves_walltime(view, max(widths), walltime)
+    widest = widest_job(view, cores, 1, task)
+    return walltime if widest is None else waves_walltime(view, widest, walltime)
+
+
+def widest_job(view: RunView, cores: int, pieces: int, task: int = 1) -> int | None:
+    """Return the width of the widest batch job a request of ``cores`` in ``pieces`` is submitted as.
+
+    Each of the near-equal pieces is split again where run control submits a piece as several jobs
+    (:attr:`RunView.job_widths`: the run's ``job_cores``), for tasks of ``task`` cores. None where the
+    request is one job: its walltime is its stages' (one wave).
+
+    A strategy asks the scheduler's estimate for that job (:func:`waves_walltime`). Asked for the piece
+    instead, a request of jobs of one task was priced as a 14-core job where its jobs were of one core:
+    CyberShake 28 on the Lublin-Feitelson trace, run 5, ``asa`` in jobs of one task asked two waves
+    (9,804 s) because a 14-core job waited 13 h either way, and its jobs of one core, which would have
+    started at once with one wave, waited 10.3 h; fine Per-Stage's (4,431 s) started at once.
+
+    >>> from elastic.strategies.knowledge import Knowledge
+    >>> from elastic.workflow import builtin_workflow
+    >>> wf = builtin_workflow("montage")
+    >>> plain = RunView(0.0, wf, (), (), Knowledge(wf))
+    >>> fine = RunView(0.0, wf, (), (), Knowledge(wf), job_widths=lambda cores, task: (1,) * cores)
+    >>> widest_job(plain, 28, 1), widest_job(plain, 28, 2), widest_job(fine, 28, 2), widest_job(fine, 1, 1)
+    (None, 14, 1, None)
+    """
+    pieces = min(pieces, cores)
+    piece = -(-cores // pieces)
+    widths = (piece,) if view.job_widths is None else view.job_widths(piece, task)
+    if pieces < 2 and len(widths) < 2:
+        return None
+    return max(widths)
 
 
 def waves_of(asked: float, walltime: float) -> int:

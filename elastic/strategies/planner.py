@@ -91,7 +91,7 @@ from elastic.strategies.base import (
 )
 from elastic.strategies.base import merge as merge_decisions
 from elastic.strategies.merge import Choice
-from elastic.strategies.pieces import WAVES, waves_of
+from elastic.strategies.pieces import WAVES, waves_of, widest_job
 from elastic.strategies.planner_rules import (
     HOLD_HORIZON,
     HORIZON,
@@ -668,7 +668,13 @@ class Planner:
             ends: dict[str, tuple[float, str | None]] = {}  # stage: its predicted end, its group's label
             stopped: set[str] = set()  # stages of groups not requested yet, and of the groups after them
             previous: tuple[str, ...] = ()
-            for i, g in enumerate(merge.groups(choices)):
+            todo = merge.groups(choices)
+            for i, g in enumerate(todo):  # a group cut in two (_merge_cut) goes on with its second part
+                if not g.held and len(g.stages) > 1 and self.queue.estimated(view):
+                    cut = self._merge_cut(view, g, released, ran_out.get(g.stages[0], ()))
+                    if cut is not None:
+                        todo[i : i + 1] = cut
+                        g = todo[i]
                 head = view.stage(g.stages[0])
                 # on a DAG a group waits for its own predecessors only: a sibling's group is needed when
                 # their stages end, not after the group before it in the plan, and is requested even where
@@ -714,10 +720,11 @@ class Planner:
                     idling = min(early, walltime) if guessed else early
                     pieces = min(self.pieces, g.cores)
                     own = walltime + idling
-                    if pieces > 1 and jobs < budget:  # the widest piece's
-                        own = self.queue.waves_walltime(
-                            view, -(-g.cores // pieces), walltime, idling, released
-                        )
+                    # asked by the widest batch job the request becomes: each piece is split again at
+                    # the run's ``job_cores`` (run control)
+                    split = widest_job(view, g.cores, pieces, max(view.stage(x).cores for x in g.stages))
+                    if split is not None and jobs < budget:
+                        own = self.queue.waves_walltime(view, split, walltime, idling, released)
                     waves = waves_of(own - idling, walltime)
                     if jobs < budget:
                         asked = self.queue.headroom(view, g, own, released)
@@ -752,6 +759,42 @@ class Planner:
                     need += work[x]
                     ends[x] = (need, before)
         return submits, wake
+
+    def _merge_cut(
+        self, view: RunView, g: merge.Group, releasing: Releasing, ran_out: tuple[float, ...]
+    ) -> list[merge.Group] | None:
+        """Return ``g`` cut before the first stage whose walltime makes its request wait longer, or None.
+
+        A stage the search runs on the allocation before it adds its walltime to that allocation's request,
+        but the search priced the request's wait by the estimate for one stage's walltime
+        (:meth:`QueueWaits.estimate`). Where the scheduler's estimate starts the longer request later
+        (beyond :data:`HEADROOM_SLACK`) than the request without that stage, the stage and those after it
+        get a request of their own (the same test as :meth:`QueueWaits.headroom` and
+        :meth:`QueueWaits.waves_walltime` make of walltime asked beyond a request's stages). Asked of the
+        widest batch job the request becomes (:func:`widest_job`). Found on the Lublin-Feitelson trace
+        (CyberShake 28, ``asa`` in jobs of one task, run 5): ``PeakValCalcOkaya`` (471 s) on
+        ``SeismogramSynthesis``'s jobs (4,431 s) took them past a backfill hole (estimate: at once for
+        4,431 s, 10.3 h for 4,902 s), and they waited 10.3 h where fine Per-Stage's started at once.
+        """
+        pieces = min(self.pieces, g.cores)
+        width = widest_job(view, g.cores, pieces, max(view.stage(x).cores for x in g.stages)) or g.cores
+        k = view.knowledge
+        assert view.estimate is not None  # estimated (the caller's test)
+        walltime = k.walltime(g.stages[0], ran_out)
+        before = view.estimate(width, walltime, releasing)
+        for j in range(1, len(g.stages)):
+            walltime += k.walltime(g.stages[j])
+            if k.max_walltime is not None:
+                walltime = min(walltime, k.max_walltime)
+            after = view.estimate(width, walltime, releasing)
+            if before is None or after is None:
+                return None
+            if after > before + HEADROOM_SLACK:
+                rest = g.stages[j:]
+                cores = min(g.cores, max(view.stage(x).width for x in rest))
+                return [merge.Group(g.stages[:j], g.cores, held=False), merge.Group(rest, cores, held=False)]
+            before = after
+        return None
 
 
 @dataclasses.dataclass(frozen=True)

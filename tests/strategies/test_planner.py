@@ -1130,3 +1130,66 @@ def test_the_break_even_release_pays_at_most_twice_what_knowing_the_stragglers_e
     paid = keep_cost(cores, idled) + (again if released else 0.0)
     best = min(keep_cost(cores, straggler), again)
     assert paid <= 2.0 * best + keep_cost(cores, step) + 1e-6 * (1.0 + paid)
+
+
+# -- a request asks its estimate for the batch jobs it becomes, and merges no stage that makes it wait -----
+
+TWO_WIDE = Workflow(
+    "two-wide",
+    (
+        Stage("first", tasks=28, cores=1, runtime=1800.0, runtime_cv=0.0),
+        Stage("second", tasks=28, cores=1, runtime=300.0, runtime_cv=0.0),
+    ),
+)
+
+
+def _backfill_view(hole: float, job_cores: int | None) -> RunView:
+    # a 28-core job waits 10 h whatever it asks; a job of one core starts at once if it asks no more than
+    # ``hole`` seconds (a backfill hole), else it waits 10 h too
+    def estimate(cores: int, walltime: float, releasing: Releasing = ()) -> float:
+        return 0.0 if cores == 1 and walltime <= hole else 36_000.0
+
+    stages = (
+        StageView("first", 0, 28, 1, (), ready_time=0.0),
+        StageView("second", 1, 28, 1, ("first",)),
+    )
+    widths = None if job_cores is None else (lambda cores, task: (job_cores,) * (cores // job_cores))
+    knowledge = Knowledge(TWO_WIDE, waits=LogEWMA(alpha=1.0))
+    return RunView(0.0, TWO_WIDE, stages, (), knowledge, estimate=estimate, job_widths=widths)
+
+
+def _first_submit(view: RunView) -> Submit:
+    return next(a for a in Planner().decide(view).actions if isinstance(a, Submit) and a.stage == "first")
+
+
+def test_a_stage_that_takes_a_request_past_a_backfill_hole_is_not_merged_onto_it() -> None:
+    # Regression: CyberShake 28, Lublin-Feitelson trace, in jobs of one task, run 5: PeakValCalcOkaya
+    # merged onto SeismogramSynthesis's jobs made them ask more than the hole their stage alone fitted
+    k = Knowledge(TWO_WIDE, waits=LogEWMA(alpha=1.0))
+    first, second = k.walltime("first"), k.walltime("second")
+    # in jobs of one core, the first stage alone fits the hole; with the second it does not
+    submit = _first_submit(_backfill_view(hole=first, job_cores=1))
+    assert submit.serves in ((), ("first",))
+    # one wave (two would not fit the hole either); the headroom for holds is still asked of the request's
+    # whole width (a 28-core job waits 10 h either way): asked of its jobs, Montage 28 on the busy synthetic
+    # queue lost its holds (docs/results/strategies.md)
+    assert submit.waves == 1 and submit.walltime < 2 * first
+    # a hole wide enough for both: merged, as the search planned
+    submit = _first_submit(_backfill_view(hole=2 * (first + second), job_cores=1))
+    assert submit.serves == ("first", "second")
+    # one job per piece (14 cores): the estimate says 10 h either way, merged
+    assert _first_submit(_backfill_view(hole=first, job_cores=None)).serves == ("first", "second")
+
+
+def test_a_piece_of_jobs_of_one_core_asks_its_second_wave_of_a_job_of_one_core() -> None:
+    # the estimate is asked for the jobs run control submits, not for the 14-core piece they split: a
+    # 14-core job waits 10 h with one wave or two, so two were asked, and the jobs of one core lost the
+    # hole one wave fits
+    k = Knowledge(TWO_WIDE, waits=LogEWMA(alpha=1.0))
+    both = k.walltime("first") + k.walltime("second")
+    submit = _first_submit(_backfill_view(hole=both, job_cores=1))
+    assert (submit.serves, submit.waves, submit.walltime) == (("first", "second"), 1, math.ceil(both))
+    submit = _first_submit(_backfill_view(hole=2 * both, job_cores=1))
+    assert (submit.serves, submit.waves, submit.walltime) == (("first", "second"), 2, math.ceil(2 * both))
+    # one job per piece: a 14-core job waits 10 h either way, and two waves are asked
+    assert _first_submit(_backfill_view(hole=both, job_cores=None)).waves == 2
