@@ -766,11 +766,12 @@ class Planner:
         """Return ``g`` cut before the first stage whose walltime makes its request wait longer, or None.
 
         A stage the search runs on the allocation before it adds its walltime to that allocation's request,
-        but the search priced the request's wait by the estimate for one stage's walltime
-        (:meth:`QueueWaits.estimate`). Where the scheduler's estimate starts the longer request later
-        (beyond :data:`HEADROOM_SLACK`) than the request without that stage, the stage and those after it
-        get a request of their own (the same test as :meth:`QueueWaits.headroom` and
-        :meth:`QueueWaits.waves_walltime` make of walltime asked beyond a request's stages). Asked of the
+        but the search priced the request's wait by the estimate for the longest walltime of one stage of
+        its width (:meth:`QueueWaits.estimate`). Where the scheduler's estimate starts the request with
+        that stage later (beyond :data:`HEADROOM_SLACK`) than with the stages before it only (the first
+        stage's walltime, then each one's added), the stage and those after it get a request of their
+        own, as wide as the widest of them: the test :meth:`QueueWaits.headroom` (for holds) and
+        :meth:`QueueWaits.waves_walltime` make of walltime asked beyond a request's stages. Asked of the
         widest batch job the request becomes (:func:`widest_job`). Found on the Lublin-Feitelson trace
         (CyberShake 28, ``asa`` in jobs of one task, run 5): ``PeakValCalcOkaya`` (471 s) on
         ``SeismogramSynthesis``'s jobs (4,431 s) took them past a backfill hole (estimate: at once for
