@@ -776,6 +776,9 @@ class Planner:
         (CyberShake 28, ``asa`` in jobs of one task, run 5): ``PeakValCalcOkaya`` (471 s) on
         ``SeismogramSynthesis``'s jobs (4,431 s) took them past a backfill hole (estimate: at once for
         4,431 s, 10.3 h for 4,902 s), and they waited 10.3 h where fine Per-Stage's started at once.
+        Checked on issue 28's grid, synthetic queue and HPC2N replay besides that trace: alone it moved
+        no cell of ``asa`` in jobs of one task (``docs/results/strategies.md``, "A merged stage's
+        walltime").
         """
         pieces = min(self.pieces, g.cores)
         width = widest_job(view, g.cores, pieces, max(view.stage(x).cores for x in g.stages)) or g.cores
