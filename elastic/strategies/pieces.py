@@ -102,7 +102,10 @@ def widest_job(view: RunView, cores: int, pieces: int, task: int = 1) -> int | N
     instead, a request of jobs of one task was priced as a 14-core job where its jobs were of one core:
     CyberShake 28 on the Lublin-Feitelson trace, run 5, ``asa`` in jobs of one task asked two waves
     (9,804 s) because a 14-core job waited 13 h either way, and its jobs of one core, which would have
-    started at once with one wave, waited 10.3 h; fine Per-Stage's (4,431 s) started at once.
+    started at once with one wave, waited 10.3 h; fine Per-Stage's (4,431 s) started at once. Checked
+    on issue 28's grid (``asa`` in jobs of one task against every shape): HPC2N replay 13 to 15 cells
+    met, synthetic queue 6 to 7 (but SRASearch 56 there now slower than both baselines), the held-out
+    trace 12 to 15 (``docs/results/strategies.md``, "A merged stage's walltime").
 
     >>> from elastic.strategies.knowledge import Knowledge
     >>> from elastic.workflow import builtin_workflow
