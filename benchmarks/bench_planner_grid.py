@@ -146,7 +146,7 @@ def _trace_of(queue: str) -> str | None:
 def queue_setting(queue: str, peak: int, seed: int) -> tuple[Workload, str, str]:
     """Return the background load, mock backend mode and policy of one of the grid's queues (docstring)."""
     if queue not in QUEUES + HELD_OUT:
-        raise SystemExit(f"unknown queue {queue!r}; choose from {', '.join(QUEUES + HELD_OUT)}")
+        raise SystemExit(queue_problem(queue))
     name = _trace_of(queue)
     if name is None:
         return default_background(max(64, 2 * peak), seed=seed), "replay", "easy"

@@ -722,7 +722,7 @@ class Planner:
                     own = walltime + idling
                     # asked by the widest batch job the request becomes: each piece is split again at
                     # the run's ``job_cores`` (run control)
-                    split = widest_job(view, g.cores, pieces, max(view.stage(x).cores for x in g.stages))
+                    split = self._widest_job(view, g)
                     if split is not None and jobs < budget:
                         own = self.queue.waves_walltime(view, split, walltime, idling, released)
                     waves = waves_of(own - idling, walltime)
@@ -760,6 +760,12 @@ class Planner:
                     ends[x] = (need, before)
         return submits, wake
 
+    def _widest_job(self, view: RunView, g: merge.Group) -> int | None:
+        """Return :func:`widest_job` of group ``g``'s request: its pieces, its stages' widest task."""
+        return widest_job(
+            view, g.cores, min(self.pieces, g.cores), max(view.stage(x).cores for x in g.stages)
+        )
+
     def _merge_cut(
         self, view: RunView, g: merge.Group, releasing: Releasing, ran_out: tuple[float, ...]
     ) -> list[merge.Group] | None:
@@ -780,16 +786,11 @@ class Planner:
         no cell of ``asa`` in jobs of one task (``docs/results/strategies.md``, "A merged stage's
         walltime").
         """
-        pieces = min(self.pieces, g.cores)
-        width = widest_job(view, g.cores, pieces, max(view.stage(x).cores for x in g.stages)) or g.cores
-        k = view.knowledge
+        width = self._widest_job(view, g) or g.cores
         assert view.estimate is not None  # estimated (the caller's test)
-        walltime = k.walltime(g.stages[0], ran_out)
-        before = view.estimate(width, walltime, releasing)
+        before = view.estimate(width, merge.group_walltime(view.knowledge, g.stages[:1], ran_out), releasing)
         for j in range(1, len(g.stages)):
-            walltime += k.walltime(g.stages[j])
-            if k.max_walltime is not None:
-                walltime = min(walltime, k.max_walltime)
+            walltime = merge.group_walltime(view.knowledge, g.stages[: j + 1], ran_out)
             after = view.estimate(width, walltime, releasing)
             if before is None or after is None:
                 return None
