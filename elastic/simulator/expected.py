@@ -90,9 +90,10 @@ def expected_start(
         answer: float | None = probe_plan(engine, cores, walltime, begin=begin, dependencies=dependencies)
         return answer
     snap = _snapshot(engine)
-    held = {p.job_id for p in snap.pending} | {r.job_id for r in snap.running}
-    jobs = engine.jobs
     after: list[tuple[DependencyKind, str]] = []
+    if dependencies:  # the jobs the snapshot holds, read only for these (a set of every job per estimate)
+        held = {p.job_id for p in snap.pending} | {r.job_id for r in snap.running}
+        jobs = engine.jobs
     for kind, parent in dependencies:
         if str(parent) in held:
             after.append((kind, str(parent)))

@@ -289,7 +289,17 @@ def single_wait(waits: FloatArray, model: str | None) -> float | None:
 
 
 def mean_of(values: Sequence[float]) -> float:
-    """Return numpy's mean of ``values`` (``np.add.reduce`` divided by the count), bit for bit."""
+    """Return numpy's mean of ``values`` (``np.add.reduce`` divided by the count), bit for bit.
+
+    Twenty values (:data:`PROBS`, the search's every step) are summed unrolled, in :func:`_pairwise`'s
+    order: eight pairs, combined, then the last four in turn (half the cost of its loop).
+    """
+    if len(values) == 20:
+        a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19 = values
+        res = (((a0 + a8) + (a1 + a9)) + ((a2 + a10) + (a3 + a11))) + (
+            ((a4 + a12) + (a5 + a13)) + ((a6 + a14) + (a7 + a15))
+        )
+        return ((((res + a16) + a17) + a18) + a19) / 20.0
     return _pairwise(values, 0, len(values)) / len(values)
 
 
@@ -305,10 +315,14 @@ def _one_wait(
 ) -> tuple[float, list[float]]:
     """:func:`acquire_delayed` of a wait of one value (every quantile ``wait``), unchained, bit for bit.
 
-    ``delay`` as Python floats; the delay after is returned so. Each row of the ``20 x 20`` combinations
-    is one value, so each slice of the delay after holds copies of one value (the row sorted, each value's
-    mean of copies). Every mean is numpy's (:func:`_pairwise`) on the same values in the same order:
-    numpy's cost per call on arrays of 20 values was much of a search's (issue 31).
+    ``delay`` as Python floats, ascending (:data:`Values`); the delay after is returned so. Each row of the
+    ``20 x 20`` combinations is one value, so each slice of the delay after holds copies of one value (the
+    row sorted, each value's mean of copies). Every mean is numpy's (:func:`_pairwise`) on the same values
+    in the same order: numpy's cost per call on arrays of 20 values was much of a search's (issue 31).
+    The row is ``delay`` plus one value, or floored at one value: it ascends as ``delay`` does (float
+    addition and ``max`` keep order), so it is not sorted again; the mean of copies keeps order too, so
+    the delay after ascends. Sorting it and making it in a second pass were a tenth of the 40-stage
+    chain's search (``benchmarks/bench_planner_cost.py``).
     """
     if mean is None:
         mean = _pairwise(delay, 0, len(delay)) / len(delay)
@@ -319,15 +333,22 @@ def _one_wait(
         # same values in the same order (400 of them: numpy sums them faster than Python)
         flat = np.repeat(np.maximum(np.array(delay) + need - wait, 0.0), n)
         idle = float(_SUM(flat)) / len(flat)
-        row = [_maximum(x, wait - need) for x in delay]
-    else:
-        asked = min(best, max(need, 0.0))
-        idle = _copies_mean(_maximum(asked - wait, 0.0), n)
-        late = max(wait - asked, 0.0)
-        row = [x + late for x in delay]
-    if n == 20:  # _copies_mean inlined (the search's most frequent step)
-        return prices.alpha * cores * idle, [(16.0 * x + x + x + x + x) / 20.0 for x in sorted(row)]
-    return prices.alpha * cores * idle, [_copies_mean(x, n) for x in sorted(row)]
+        floor = wait - need
+        row = [x if x > floor else floor for x in delay]  # _maximum inlined
+        if n == 20:  # _copies_mean inlined (the search's most frequent step)
+            return prices.alpha * cores * idle, [(16.0 * x + x + x + x + x) / 20.0 for x in row]
+        return prices.alpha * cores * idle, [_copies_mean(x, n) for x in row]
+    # min(best, max(need, 0.0)), _maximum(asked - wait, 0.0) and max(wait - asked, 0.0), spelled out (the
+    # same operands returned: each builtin call cost more than the step's arithmetic)
+    floor = 0.0 if need < 0.0 else need
+    asked = floor if floor < best else best
+    early = asked - wait
+    idle = _copies_mean(early if early > 0.0 else 0.0, n)
+    late = wait - asked
+    late = 0.0 if late < 0.0 else late
+    if n == 20:  # the row and _copies_mean inlined, in one pass (the search's most frequent step)
+        return prices.alpha * cores * idle, [((y := x + late) * 16.0 + y + y + y + y) / 20.0 for x in delay]
+    return prices.alpha * cores * idle, [_copies_mean(x + late, n) for x in delay]
 
 
 _SUM = np.add.reduce

@@ -61,6 +61,14 @@ def test_the_pairwise_sum_is_numpys(values: list[float]) -> None:
     assert timing._pairwise(values, 0, len(values)) == float(np.add.reduce(np.array(values)))
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.floats(-1e9, 1e9, allow_nan=False), min_size=1, max_size=40))
+def test_the_mean_is_numpys_twenty_values_unrolled_included(values: list[float]) -> None:
+    assert timing.mean_of(values) == float(np.mean(np.array(values)))
+    twenty = (values * 20)[:20]
+    assert timing.mean_of(twenty) == float(np.mean(np.array(twenty)))
+
+
 @given(seconds)
 def test_the_mean_of_copies_is_numpys_not_always_the_value(x: float) -> None:
     assert timing._copies_mean(x, N) == float(np.full(N, x).mean())
