@@ -36,7 +36,14 @@ from elastic.allocations import AllocationState
 from elastic.control.execution import TaskSpec
 from elastic.errors import ConfigError, ElasticError
 from elastic.metrics import Event, EventKind
-from elastic.pool.placement import Offer, Room, estimate_after_loss, plan_placement, usable
+from elastic.pool.placement import (
+    Offer,
+    Room,
+    counts_against_retries,
+    estimate_after_loss,
+    plan_placement,
+    usable,
+)
 
 if TYPE_CHECKING:
     pass
@@ -61,8 +68,9 @@ class TaskRetriesExhaustedError(ElasticError, RuntimeError):
         self.task_id = task_id
         self.allocations = allocations
         super().__init__(
-            f"task {task_id!r} was lost {len(allocations)} times (allocations {', '.join(allocations)}): "
-            "its allocations end before it can finish; request longer walltimes or raise max_retries"
+            f"task {task_id!r} was lost {len(allocations)} times (allocations {', '.join(allocations)}), "
+            "more than max_retries without running longer each time: its allocations end before it can "
+            "finish; request longer walltimes or raise max_retries"
         )
 
 
@@ -83,7 +91,9 @@ class SimExecution:
     Parameters
     ----------
     max_retries : int, default 3
-        A task lost more than this many times fails the run (:class:`TaskRetriesExhaustedError`).
+        A task lost more than this many times fails the run (:class:`TaskRetriesExhaustedError`); a lost
+        attempt that outlived what was expected of it is not counted (the pool's rule,
+        :func:`~elastic.pool.placement.counts_against_retries`).
     drain_margin : float, default 30.0
         An allocation with this many backend seconds of walltime left or less takes no new task (the
         pool's rule, :func:`~elastic.pool.placement.usable`).
@@ -143,6 +153,8 @@ class SimExecution:
         self._seq = itertools.count()
         self._pending: list[Event] = []
         self._losses: dict[str, list[str]] = {}
+        self._ran: dict[str, list[float]] = {}  # per task, how long each lost attempt ran
+        self._counted: dict[str, int] = {}  # per task, its losses counted against max_retries
         self._held: set[str] = set()  # lost tasks waiting for the driver's next decision (decided())
         self._requested: dict[str, tuple[int, float]] = {}  # submitted, not started: (cores, walltime)
         self._stages: dict[str, str] = {}  # submitted, not started: the stage it was requested for
@@ -197,7 +209,11 @@ class SimExecution:
             self._pending.append(_event(EventKind.TASK_LOST, at, alloc_id, task_id, task))
             lost_on = self._losses.setdefault(task_id, [])
             lost_on.append(alloc_id)
-            if len(lost_on) > self.max_retries:
+            ran = self._ran.setdefault(task_id, [])
+            if counts_against_retries(at - started, ran, task.estimate):
+                self._counted[task_id] = self._counted.get(task_id, 0) + 1
+            ran.append(at - started)
+            if self._counted.get(task_id, 0) > self.max_retries:
                 if not self.drop_exhausted:
                     raise TaskRetriesExhaustedError(task_id, lost_on)
                 self.dropped[task_id] = TaskRetriesExhaustedError(task_id, lost_on)

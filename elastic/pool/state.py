@@ -64,7 +64,15 @@ from elastic.pool.messages import (
     TasksReturned,
     Welcome,
 )
-from elastic.pool.placement import Offer, admits, estimate_after_loss, has_room, plan_placement, usable
+from elastic.pool.placement import (
+    Offer,
+    admits,
+    counts_against_retries,
+    estimate_after_loss,
+    has_room,
+    plan_placement,
+    usable,
+)
 from elastic.pool.protocol import batches
 from elastic.pool.tasks import Task, TaskEvent, TaskKilledError, TaskLostError, TaskResult, TaskState
 
@@ -124,6 +132,10 @@ class TaskRecord:
     """Why it is being killed (:meth:`PoolState.kill`), once asked."""
     started: float | None = None
     """When its current attempt started running (pool clock), if it did."""
+    ran: list[float] = field(default_factory=list)
+    """How long each of its lost attempts that started ran, oldest first."""
+    counted: int = 0
+    """Its losses counted against ``max_retries`` (:func:`~elastic.pool.placement.counts_against_retries`)."""
 
 
 @dataclass(slots=True)
@@ -774,9 +786,14 @@ class PoolState:
         rec.losses.append((alloc_id, cause))
         rec.agent = None
         at = self._clock()  # a loss that ends the task is one instant: its LOST and FAILED share the time
+        ran = 0.0 if rec.started is None else at - rec.started
+        if counts_against_retries(ran, rec.ran, rec.task.estimate):
+            rec.counted += 1
+        if rec.started is not None:
+            rec.ran.append(ran)
         if rec.state is TaskState.RUNNING:  # a task for a gone agent that never started just fails
             self._task_event(rec, TaskState.LOST, cause, at)
-        if len(rec.losses) > self.max_retries or rec.task.agent is not None:  # no other agent may run it
+        if rec.counted > self.max_retries or rec.task.agent is not None:  # no other agent may run it
             limit = 0 if rec.task.agent is not None else self.max_retries
             error = TaskLostError(rec.task.task_id, rec.task.stage, tuple(rec.losses), limit)
             self._finish(rec, TaskState.FAILED, str(error), at)
@@ -784,14 +801,15 @@ class PoolState:
             return
         rec.attempt += 1
         if rec.started is not None:
-            ran = self._clock() - rec.started
             rec.task = dataclasses.replace(rec.task, estimate=estimate_after_loss(rec.task.estimate, ran))
             rec.started = None
         if self.owned and rec.state is TaskState.LOST:
             # its owner hears of the loss and may ask for an allocation with the time to re-run it: until it
             # has decided, the task is not started where it cannot end (that would burn a retry)
             self._awaiting_owner.add(rec.task.task_id)
-        self._requeue(rec, f"re-queued after loss {len(rec.losses)}/{self.max_retries}")
+        self._requeue(
+            rec, f"re-queued after loss {len(rec.losses)} ({rec.counted}/{self.max_retries} retries used)"
+        )
 
     def _drain(self, alloc: Allocation, reason: str) -> None:
         if alloc.state is AllocationState.RUNNING:

@@ -689,3 +689,40 @@ def test_with_an_owner_a_drain_before_the_start_stops_joined_agents_and_the_star
     states = [e.state for e in state.events if isinstance(e, AllocationEvent)]
     assert states == [AllocationState.REQUESTED, AllocationState.RUNNING, AllocationState.DRAINING]
     assert not any(isinstance(m, Drain) for _, m in take_outbox(state))  # told once, as each joined
+
+
+def _lose_after(state: PoolState, clock: Clock, alloc_id: str, pid: int, ran: float) -> None:
+    """Start ``t`` on a new one-core allocation ``alloc_id`` and lose it there after ``ran`` seconds."""
+    state.add_allocation(Allocation(alloc_id, cores=1, walltime=ran, stage="s"))
+    join(state, alloc_id, pid=pid, cores=1, end=clock.now + ran)
+    state.decided(["t"])
+    state.tick(clock.now)
+    take_outbox(state)
+    assert task_states(state, "t")[-1][:2] == (TaskState.RUNNING, alloc_id)
+    clock.now += ran
+    state.allocation_ended(alloc_id, AllocationState.TIMEOUT, "")
+
+
+def test_losses_at_walltimes_that_grow_past_the_task_s_estimate_are_not_counted(clock: Clock) -> None:
+    # BWA's cat_bwa on the CTC SP2 replay, run 3: lost at 717 s, 1,458 s, 2,916 s and 5,832 s while its
+    # walltime sequence asked 11,727 s next; counted, they failed the run (max_retries 3 in simulation)
+    state = make_state(clock, max_retries=1)
+    state.submit(Task.shell("sleep 9000", task_id="t", stage="s", estimate=700.0))
+    for n, ran in enumerate((717.0, 1458.0, 2916.0, 5832.0), 1):
+        _lose_after(state, clock, f"a{n}", n, ran)
+    rec = state.tasks["t"]
+    assert len(rec.losses) == 4 and rec.counted == 0
+    assert task_states(state, "t")[-1][0] is TaskState.QUEUED  # not failed: it runs again
+
+
+def test_losses_that_come_no_later_than_before_count_and_fail_the_task(clock: Clock) -> None:
+    # an agent that dies: each attempt ran no longer than the last (and than expected)
+    state = make_state(clock, max_retries=1)
+    future = state.submit(Task.shell("sleep 9000", task_id="t", stage="s", estimate=700.0))
+    _lose_after(state, clock, "a1", 1, 800.0)  # outlived its estimate: not counted
+    _lose_after(state, clock, "a2", 2, 800.0)  # no longer than before: counted (1 of 1)
+    assert state.tasks["t"].counted == 1 and not future.done()
+    _lose_after(state, clock, "a3", 3, 300.0)  # counted: 2 > max_retries
+    run_resolutions(state)
+    assert future.done() and isinstance(future.exception(), TaskLostError)
+    assert "was lost 3 times, more than max_retries=1" in str(future.exception())
