@@ -209,10 +209,10 @@ class SimExecution:
             self._pending.append(_event(EventKind.TASK_LOST, at, alloc_id, task_id, task))
             lost_on = self._losses.setdefault(task_id, [])
             lost_on.append(alloc_id)
-            ran = self._ran.setdefault(task_id, [])
-            if counts_against_retries(at - started, ran, task.estimate):
+            earlier = self._ran.setdefault(task_id, [])
+            if counts_against_retries(at - started, earlier, task.estimate):
                 self._counted[task_id] = self._counted.get(task_id, 0) + 1
-            ran.append(at - started)
+            earlier.append(at - started)
             if self._counted.get(task_id, 0) > self.max_retries:
                 if not self.drop_exhausted:
                     raise TaskRetriesExhaustedError(task_id, lost_on)
