@@ -129,13 +129,12 @@ def counts_against_retries(ran: float, earlier: Sequence[float], estimate: float
     (False, False)
     >>> counts_against_retries(717.0, [], 840.0), counts_against_retries(1000.0, [717.0], 900.0)
     (True, True)
-    >>> counts_against_retries(900.0, [], None)  # nothing was expected of it: a fault as far as is known
-    True
+    >>> counts_against_retries(900.0, [], None), counts_against_retries(6.0, [0.0], None)  # nothing expected
+    (True, True)
     """
-    if not earlier and not (estimate and estimate > 0):
-        return True  # the first loss of a task nothing was expected of: a fault, as far as is known
-    floor = RETRY_GROWTH * max(earlier, default=0.0)
-    return not (ran > 0 and ran >= floor and (not estimate or ran >= estimate))
+    expected = max(estimate or 0.0, RETRY_GROWTH * max(earlier, default=0.0))
+    # nothing expected of it (no estimate, no earlier attempt that ran): a fault, as far as is known
+    return not (expected > 0 and ran >= expected)
 
 
 def usable(remaining: float, drain_margin: float) -> bool:
