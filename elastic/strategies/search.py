@@ -354,7 +354,7 @@ def _admitted(rivals: list[_Path], cost: float, order: tuple[int, bool, int], ch
 
     ``rivals`` all have one cost, ranked first among those made; they lose those the plan beats (gone
     from the list). Plans of one width and one delay after differ only by their charge, and
-    :func:`_pareto` keeps none that a plan ranked before it charges no less than: it drops it when it
+    :func:`_pareto` keeps none for which a plan ranked before it charges no more: it drops it when it
     comes to it, whether that plan was kept or dropped for another that beats both. So such a plan is
     not made at all. The cost ranks them as the charge does (rounded, it can tie where the charges
     differ): a plan of lower cost charges less; of equal cost, the order decides (equal orders: the first
