@@ -43,6 +43,7 @@ __all__ = [
     "baseline_kind",
     "default_background",
     "fine_cores",
+    "interrupted",
     "parse_strategy",
     "shape_cores",
     "shape_label",
@@ -310,6 +311,15 @@ class _Heartbeat:
             self._thread.join()
 
 
+def interrupted(results: Sequence[RunResult]) -> bool:
+    """Return whether :func:`simulate_runs` was interrupted (its last run ended ``interrupted``).
+
+    >>> interrupted([])
+    False
+    """
+    return bool(results) and results[-1].status == "interrupted"
+
+
 def simulate_runs(
     workflow: Workflow,
     strategy: str,
@@ -410,6 +420,9 @@ def simulate_runs(
     Returns
     -------
     list of RunResult
+        One per run; fewer where a run was interrupted (Ctrl-C, or SIGTERM turned into it): that run
+        ends ``interrupted`` and is the last, so a caller running more strategies can stop too
+        (:func:`interrupted`).
     """
     from elastic.backends.mock import MockBackend
     from elastic.control.runner import Runner
@@ -425,10 +438,11 @@ def simulate_runs(
         job_cores = own
     if background is None:
         background = default_background(seed=seed)
-    if workflow.max_width > background.processors:
+    widest = max(workflow.stages, key=lambda s: s.cores)
+    if widest.cores > background.processors:  # a stage wider than the partition runs in waves; a task cannot
         raise ConfigError(
-            f"workflow {workflow.name!r} needs {workflow.max_width} cores but the partition has "
-            f"{background.processors}; use a larger trace or --processors"
+            f"workflow {workflow.name!r}: stage {widest.name!r} has tasks of {widest.cores} cores but the "
+            f"partition has {background.processors}; use a larger trace or --processors"
         )
     check_horizon(workflow, horizon)
     starts = start_points(background, runs, seed=seed, warmup=warmup, horizon=horizon)
@@ -472,6 +486,7 @@ def simulate_runs(
             job_cores=job_cores,
             submission_rate=submission_rate,
             on_iteration=on_iteration,
+            label=f"run {i + 1} of {runs}",
         )
         try:
             with _Heartbeat(progress, progress_interval, execution, workflow, i, runs):
@@ -481,4 +496,6 @@ def simulate_runs(
         results.append(result)
         if on_run is not None:
             on_run(i, result)
+        if result.status == "interrupted":  # Ctrl-C or SIGTERM: no further run starts
+            break
     return results

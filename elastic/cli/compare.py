@@ -52,6 +52,7 @@ from elastic.experiments import (
     MAX_RUNS,
     SHAPES,
     baseline_kind,
+    interrupted,
     parse_strategy,
     shape_label,
     simulate_runs,
@@ -455,6 +456,8 @@ def _run(args: argparse.Namespace) -> int:
                 submission_rate=args.submission_rate,
                 strategy_options=strategy_options(args, name),
             )
+            if interrupted(results[name]):  # the run in progress ended; the strategies after it do not run
+                raise KeyboardInterrupt
             progress.advance(task)
     elapsed = time.perf_counter() - began
     frame = summarise(results)

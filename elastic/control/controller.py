@@ -755,15 +755,21 @@ class AllocationController:
     def _submit(self, action: Submit, now: float, queued: int) -> bool:
         """Submit ``action``'s batch jobs unless the cap or the backlog (``queued``) holds it; say if so."""
         if self.max_cores is not None and action.cores > self.max_cores:
+            # its tasks run on the cores allowed in waves: each wave asks the walltime asked for one
+            waves = -(-action.cores // self.max_cores)
             logger.info(
-                "%s: %s asks for %d cores; requesting the most allowed, %d",
+                "%s: %s asks for %d cores; requesting the most allowed, %d, for %d waves of its tasks",
                 self.strategy.name,
                 action.stage,
                 action.cores,
                 self.max_cores,
+                waves,
             )
             action = dataclasses.replace(
-                action, cores=self.max_cores, pieces=min(action.pieces, self.max_cores)
+                action,
+                cores=self.max_cores,
+                pieces=min(action.pieces, self.max_cores),
+                walltime=action.walltime * waves,
             )
         if action.walltime > MAX_WALLTIME:  # e.g. a quantile of a stage of runtime_cv 100: asked at the most
             logger.info(

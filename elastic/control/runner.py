@@ -69,6 +69,9 @@ class Runner:
     submission_rate : SubmissionLimit or None, default None
         How fast batch jobs may be submitted (:class:`~elastic.control.rate.SubmissionLimit`; None: the
         defaults, 30 at once then 30 a minute).
+    label : str or None, default None
+        Names this run among several in log lines (e.g. ``"run 3 of 30"``), after the workflow, its
+        widest stage, the strategy and the job width.
     """
 
     def __init__(
@@ -88,6 +91,7 @@ class Runner:
         job_cores: int | None = None,
         max_cores: int | None = None,
         submission_rate: SubmissionLimit | None = None,
+        label: str | None = None,
     ) -> None:
         if not poll_interval > 0:
             raise ConfigError(f"Runner: poll_interval must be > 0 seconds, got {poll_interval!r}")
@@ -98,6 +102,7 @@ class Runner:
         self.knowledge = knowledge
         self.max_duration = max_duration
         self.on_iteration = on_iteration
+        self.label = label
         self._events: list[Event] = []
         self._demand = DeclaredDemand(
             workflow, execution, knowledge, self._events.append, np.random.default_rng(seed)
@@ -120,6 +125,13 @@ class Runner:
             node_cores=node_cores,
         )
         self.controller.rate = submission_limit(submission_rate).rate()
+
+    def _label(self) -> str:
+        """Name the run in a log line: workflow, widest stage, strategy, job width, and :attr:`label`."""
+        jobs = self.controller.job_cores
+        shape = "" if jobs is None else f" in jobs of at most {jobs} core{'s' if jobs > 1 else ''}"
+        which = "" if self.label is None else f", {self.label}"
+        return f"{self.workflow.name} ({self.workflow.max_width} cores), {self.strategy.name}{shape}{which}"
 
     @property
     def events(self) -> tuple[Event, ...]:
@@ -147,7 +159,7 @@ class Runner:
                     logger.warning(
                         "%s: gave up after %.1f h, its max_duration (a simulated run's horizon), with "
                         "stages not done: the run counts as not completed",
-                        self.strategy.name,
+                        self._label(),
                         (now - start) / 3600,
                     )
                     break
