@@ -328,6 +328,23 @@ class SlurmBackend:
             raise UnknownJobError(job_id)
         return info
 
+    def failure_note(self, job_id: str, lines: int = 3) -> str | None:
+        """Return the last ``lines`` lines of job ``job_id``'s error file, with its path (None: none).
+
+        What a job script that failed said (``slurm-<id>.err`` in :attr:`workdir`, as the batch script
+        asks): an interpreter that does not exist, a ``worker_init`` line that failed.
+        """
+        self._require_id(job_id)
+        path = self.workdir / f"slurm-{job_id}.err"
+        try:
+            with path.open("rb") as f:
+                f.seek(max(0, path.stat().st_size - 4096))  # the end is enough, however long the file
+                text = f.read().decode("utf-8", errors="replace")
+        except OSError:
+            return None
+        tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+        return f"{path} ends: {' | '.join(tail)}" if tail else None
+
     def queue(self) -> list[JobInfo]:
         """Pending and running jobs of the current user (``squeue --me``)."""
         args = ["squeue", "--me", "-h", "-o", parse.SQUEUE_FORMAT]

@@ -71,13 +71,14 @@ from elastic.control.scheduler import (
     WaitEstimates,
     eligible_by,
     eligible_since,
+    failure_note,
     job_nodes,
     priority_model,
     split_request,
     widest_task,
 )
 from elastic.control.work import Demand, EventSink, MakesTasks
-from elastic.errors import ConfigError, ElasticError
+from elastic.errors import ConfigError, ElasticError, LimitReachedError
 from elastic.limits import MAX_WALLTIME
 from elastic.metrics import Event, EventKind
 from elastic.strategies.allocation_index import AllocationIndex, AllocationIndexes
@@ -113,6 +114,19 @@ Lublin-Feitelson trace and 30 runs each of the 40-stage chain and the 100-stage 
 
 RELEASE_PROGRESS = 5.0
 """Real seconds between two lines saying how far the release of every allocation at a run's end is."""
+
+STARTUP_FAILURE = 60.0
+"""Backend seconds after its start within which a batch job that fails failed at start (its script)."""
+
+MAX_FAILED_AT_START = 3
+"""Batch jobs in a row that fail at start (:data:`STARTUP_FAILURE`) before the run stops.
+
+A job script that fails as it starts fails every job the same way: an agent interpreter that does not
+exist on the nodes (``site.python``), a ``worker_init`` line that exits. Found on the local Slurm
+cluster: with a wrong ``python``, each job failed in a second, the back-off after failures spaced out the
+next ones (30 s, 2 min, 10 min...) and the run waited for ever with ``allocation a1: failed`` as all it
+said. Three in a row, with no job in between that ran and ended otherwise, take about 2.5 minutes under
+the default back-off; a node that fails one job now and then does not reach it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +356,8 @@ class AllocationController:
         doubled (:data:`PACE_DOUBLINGS`)."""
         self._quiet = 0
         """Paced decisions in a row that did nothing (since the last that acted)."""
+        self._failed_at_start = 0
+        """Batch jobs in a row that failed within :data:`STARTUP_FAILURE` of their start."""
         self._reports_changes = isinstance(backend, ReportsJobChanges)
         self._names_changes = isinstance(backend, NamesJobChanges)
         self._busy_versioned = isinstance(execution, ReportsBusyChanges)
@@ -684,10 +700,15 @@ class AllocationController:
             # job of the partition (hundreds of background jobs on the mock backend)
             info = self.backend.state(self._job_ids[a.alloc_id])
             submitted = a.submit_time if a.submit_time is not None else now
+            # never before what came first: Slurm's times are whole seconds, so a job that failed in the
+            # second it started reads as ending before the start recorded at its submit time's fraction
+            began = a.start_time if a.start_time is not None else submitted
             if a.pending and info.start_time is not None and info.state is not JobState.PENDING:
-                changes.append((max(info.start_time, submitted), 0, a.alloc_id, info))
+                began = max(info.start_time, submitted)
+                changes.append((began, 0, a.alloc_id, info))
             if info.state.is_final:
-                changes.append((info.end_time if info.end_time is not None else now, 1, a.alloc_id, info))
+                ended = info.end_time if info.end_time is not None else now
+                changes.append((max(ended, began), 1, a.alloc_id, info))
         # Of the allocations that started at one instant, those kept for a stage whose tasks are queued are
         # offered first: its tasks go to the allocation asked for them, not to one asked for a later stage
         # that happened to start with it (and would then idle all its other cores, busy with one task)
@@ -706,7 +727,46 @@ class AllocationController:
             if kind == 0:
                 self._started(a, at, granted=info.walltime)
             else:
-                self._ended(a, AllocationState.from_job_state(info.state), at)
+                state = AllocationState.from_job_state(info.state)
+                self._ended(a, state, at)
+                if a.start_time is not None:
+                    self._count_failure(a, info, at, failed=state is AllocationState.FAILED)
+
+    def _count_failure(self, a: Allocation, info: JobInfo, at: float, *, failed: bool) -> None:
+        """Say why a started job failed; stop the run at :data:`MAX_FAILED_AT_START` failed at start in a row.
+
+        Raises
+        ------
+        LimitReachedError
+            That many jobs in a row failed within :data:`STARTUP_FAILURE` of their start.
+        """
+        if not failed:
+            self._failed_at_start = 0
+            return
+        note = failure_note(self.backend, info.job_id)
+        logger.warning(
+            "%s: allocation %s (job %s) failed %.0f s after it started, exit code %s%s",
+            self.strategy.name,
+            a.alloc_id,
+            info.job_id,
+            at - (a.start_time or at),
+            "unknown" if info.exit_code is None else info.exit_code,
+            "" if note is None else f"; {note}",
+        )
+        if a.start_time is None or at - a.start_time > STARTUP_FAILURE:
+            self._failed_at_start = 0
+            return
+        self._failed_at_start += 1
+        if self._failed_at_start >= MAX_FAILED_AT_START:
+            raise LimitReachedError(
+                "batch jobs failing at start",
+                MAX_FAILED_AT_START,
+                f"{self._failed_at_start} batch jobs in a row failed within {STARTUP_FAILURE:.0f} s of their "
+                f"start (the last: job {info.job_id}, exit code "
+                f"{'unknown' if info.exit_code is None else info.exit_code}"
+                f"{'' if note is None else '; ' + note}); the job script fails on the nodes, so every job "
+                "would: check the site's python (elastic doctor), worker_init and sbatch lines",
+            )
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
         eligible = eligible_by(a, self._allocs, at)

@@ -34,6 +34,7 @@ __all__ = [
     "eligible_by",
     "check_node_fit",
     "eligible_since",
+    "failure_note",
     "job_nodes",
     "priority_model",
     "split_request",
@@ -146,6 +147,23 @@ class WaitEstimates:
         if self._read is not None:
             self._read[(cores, walltime, releasing)] = (answer, self._estimated_at)
         return answer
+
+
+def failure_note(backend: BatchBackend, job_id: str) -> str | None:
+    """Return what the backend says of why job ``job_id`` failed (None if it has no ``failure_note()``).
+
+    The Slurm backend gives the end of the job's error file, with its path; a backend that cannot read
+    it says nothing, and a note that cannot be read never stops the run.
+    """
+    read = getattr(backend, "failure_note", None)
+    if not callable(read):
+        return None
+    try:
+        note = read(job_id)
+    except (ElasticError, OSError) as exc:
+        logger.debug("cannot read why job %s failed: %s", job_id, exc)
+        return None
+    return note if isinstance(note, str) and note else None
 
 
 def priority_model(backend: BatchBackend) -> str | None:

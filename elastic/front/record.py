@@ -64,6 +64,7 @@ class RunRecord:
         self._recorder = MetricsRecorder()
         self._timeline: list[Event] = []
         self._jobs: list[str] = []
+        self._job_meta: dict[str, list[str | float | None]] = {}
         self._run_id: int | None = None
         self.progress: RunProgress | None = None
         """The live progress each event is passed on to (None: none)."""
@@ -84,22 +85,26 @@ class RunRecord:
             if event.kind not in _TASK_KINDS:  # task events are folded in, not kept
                 self._timeline.append(event)
         if event.kind is EventKind.ALLOC_SUBMIT and event.job_id is not None:
-            self._remember_job(event.job_id)
+            self._remember_job(event.job_id, event.allocation, event.time)
         if self.progress is not None:
             self.progress.event(event)
 
-    def _remember_job(self, job_id: str) -> None:
-        """Keep the run's batch job ids in the store, so a run whose driver was killed can be cleaned up.
+    def _remember_job(self, job_id: str, allocation: str | None, submitted: float) -> None:
+        """Keep the run's batch jobs in the store, so a run whose driver was killed can be cleaned up.
 
         The next front door on the same store finds such a run
         (:func:`~elastic.front.setup.recover_abandoned`) and cancels these jobs; a store that cannot be
-        written only loses that safety net.
+        written only loses that safety net. With each job id go its allocation and submit time
+        (``job_meta``): a job id alone may name another job by then (another cluster, ids reused).
         """
         self._jobs.append(job_id)
+        self._job_meta[job_id] = [allocation, submitted]
         if self._store is None or self._run_id is None:
             return
         try:
-            self._store.add_run_params(self._run_id, {"jobs": list(self._jobs)})
+            self._store.add_run_params(
+                self._run_id, {"jobs": list(self._jobs), "job_meta": dict(self._job_meta)}
+            )
         except ElasticError as exc:
             logger.warning("front door: cannot record batch job %s in the store: %s", job_id, exc)
 

@@ -17,7 +17,7 @@ Names a user may give (errors list the allowed ones):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -304,7 +304,8 @@ def recover_abandoned(store: Store | ResilientStore, backend: BatchBackend) -> l
         jobs = [j for j in params.get("jobs", []) if isinstance(j, str)]
         cancelled = 0
         if jobs and run_backend == backend.name == "slurm":
-            for job in jobs:
+            meta = params.get("job_meta")
+            for job in _still_ours(int(run_id), jobs, meta if isinstance(meta, dict) else {}, backend):
                 try:
                     backend.cancel(job)
                     cancelled += 1
@@ -319,6 +320,56 @@ def recover_abandoned(store: Store | ResilientStore, backend: BatchBackend) -> l
             f", {cancelled} of its batch jobs cancelled" if cancelled else "",
         )
         out.append(int(run_id))
+    return out
+
+
+SUBMIT_SLACK = 300.0
+"""Seconds between a job's recorded submit time and the batch system's that still make it the same job."""
+
+
+def _still_ours(
+    run_id: int, jobs: Sequence[str], meta: Mapping[str, object], backend: BatchBackend
+) -> list[str]:
+    """Return the recorded ``jobs`` of an abandoned run that are still queued or running, and still its own.
+
+    A job id alone is not enough: the next run may be on another cluster sharing the store, or on the
+    same one after its ids were reset, where the id names someone else's job. So a job is the run's
+    only where the batch system's queue of the current user (:meth:`BatchBackend.queue`) holds it with
+    the name run control gives the recorded allocation (``...-<allocation>``) and a submit time within
+    :data:`SUBMIT_SLACK` of the recorded one (``meta``: job id -> ``[allocation, submit time]``). A run
+    recorded without them (an older store) has its jobs checked by name only (``elastic-``). Jobs that
+    ended are not cancelled, nor counted.
+    """
+    from elastic.errors import ElasticError
+
+    try:
+        alive = {j.job_id: j for j in backend.queue()}
+    except ElasticError as exc:
+        logger.warning("run %s: cannot read the queue (%s); its batch jobs are left alone", run_id, exc)
+        return []
+    out: list[str] = []
+    for job in jobs:
+        info = alive.get(job)
+        if info is None:
+            continue  # ended, or not the current user's
+        record = meta.get(job)
+        if isinstance(record, list) and len(record) == 2:
+            alloc, submitted = record
+            same = (
+                isinstance(alloc, str)
+                and info.name.endswith(f"-{alloc}")
+                and isinstance(submitted, (int, float))
+                and info.submit_time is not None
+                and abs(info.submit_time - submitted) <= SUBMIT_SLACK
+            )
+        else:
+            same = info.name.startswith("elastic")
+        if same:
+            out.append(job)
+        else:
+            logger.warning(
+                "run %s: batch job %s is now %r, not the run's own job: left alone", run_id, job, info.name
+            )
     return out
 
 

@@ -19,6 +19,8 @@ from parsl import python_app
 from parsl.config import Config
 
 from elastic import Elastic
+from elastic.control.rate import SubmissionLimit
+from elastic.errors import ElasticError
 from elastic.executors.parsl_executor import ElasticExecutor
 from elastic.site import SITE_ENV, SiteConfig, SiteConfigError
 from tests.executors import apps
@@ -233,3 +235,20 @@ def test_the_mesos_guide_s_slurm_example_runs_verbatim(
     assert scheduler.left == 0 and scheduler.todo == [], "every task finished"
     assert set(slurm_cluster.job_ids()) - before, "the tasks ran in Slurm jobs"
     assert slurm_cluster.queue() == [], "an allocation outlived the block"
+
+
+@pytest.mark.timeout(240)
+def test_a_job_script_that_fails_at_start_stops_the_run_with_its_error_file(
+    fresh_dir: Path, slurm_cluster: LocalSlurmCluster
+) -> None:
+    # an agent interpreter the nodes do not have: every job fails as it starts. Before, the run waited
+    # for ever, resubmitting under the back-off, with "allocation a1: failed" as all it said
+    site = SiteConfig(python="/nonexistent/python3")
+    fast = SubmissionLimit(failure_delays=(0.0, 1.0, 2.0))  # the default back-off takes 2.5 minutes
+    with Elastic("slurm", "perstage", store=False, poll_interval=1.0, site=site, submission_rate=fast) as el:
+        future = el.submit(read_env, "HOME")
+        with pytest.raises(ElasticError, match="batch jobs in a row failed within 60 s") as info:
+            future.result(timeout=180)
+    said = str(info.value)
+    assert "/nonexistent/python3" in said and "slurm-" in said and ".err ends:" in said
+    assert slurm_cluster.queue() == []

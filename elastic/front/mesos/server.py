@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import uvicorn
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 from starlette.types import Send
@@ -110,6 +110,9 @@ async def _read_body(request: Request, timeout: float) -> bytes:
         await asyncio.wait_for(collect(), timeout)
     except (TimeoutError, asyncio.TimeoutError):  # distinct classes before Python 3.11
         raise _BodyError(408, f"the body did not arrive within {timeout:g} s") from None
+    except ClientDisconnect:  # gone before its body arrived: one line, not an application traceback
+        logger.warning("mesos: a client closed its connection before its request body arrived")
+        raise _BodyError(400, "the client closed the connection before its body arrived") from None
     return b"".join(chunks)
 
 

@@ -160,3 +160,27 @@ def test_bad_connection_limits_are_refused(fields: dict[str, float], message: st
     with pytest.raises(ConfigError, match=message):
         ConnectionLimits(**fields)  # type: ignore[arg-type]
     assert ConnectionLimits().max_connections >= 16
+
+
+@pytest.mark.timeout(60)
+def test_a_client_gone_before_its_body_arrived_is_one_warning_not_a_traceback(
+    el: Elastic, caplog: pytest.LogCaptureFixture
+) -> None:
+    with MesosServer(el, body_timeout=10.0) as server:
+        host, port = server.address.split(":")
+        for path in (b"/api/v1/scheduler", b"/api/v1/executor"):
+            gone = socket.create_connection((host, int(port)), timeout=5)
+            gone.sendall(
+                b"POST " + path + b" HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b'Content-Length: 100\r\n\r\n{"type"'
+            )
+            gone.close()
+        deadline = time.monotonic() + 5
+        while caplog.text.count("closed its connection before its request body") < 2:
+            assert time.monotonic() < deadline, caplog.text
+            time.sleep(0.05)
+        assert "Exception in ASGI application" not in caplog.text
+        assert "Traceback" not in caplog.text
+        raw = RawScheduler(server.address, None)  # and the server still serves: subscribes within 10 s
+        assert raw.framework_id
+        raw.close()

@@ -1,0 +1,104 @@
+"""Local Slurm cluster: a killed driver's job is cancelled by the next run, a job that took its id is not.
+
+The next front door on the same store cancels what a driver killed by SIGKILL left queued or running
+(:func:`~elastic.front.setup.recover_abandoned`), but only jobs that are still the run's own: the name
+run control gave the allocation and the submit time recorded with it. A job id recorded by the dead run
+that names another job by then (another cluster sharing the store, ids reused) is left alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from elastic import Elastic
+from elastic.store import Store
+from tests.fixtures.processes import default_sighup
+from tests.fixtures.slurm_cluster import LocalSlurmCluster
+
+pytestmark = [pytest.mark.slurm, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_DRIVER = textwrap.dedent(
+    """
+    import sys, time
+    from elastic import Elastic
+
+    def forever():
+        time.sleep(600)
+
+    with Elastic("slurm", "perstage", workflow="killed", store=sys.argv[1], poll_interval=1.0) as el:
+        f = el.submit(forever)
+        while not el.view().allocations:
+            time.sleep(0.2)
+        time.sleep(1.0)  # the submit is recorded in the store as its event is
+        print("SUBMITTED", flush=True)
+        f.result()
+    """
+)
+
+
+def _squeue(cluster: LocalSlurmCluster) -> dict[str, str]:
+    out = cluster.run(["squeue", "-h", "-o", "%i|%j"], timeout=10).stdout
+    return dict(line.split("|", 1) for line in out.splitlines() if line)
+
+
+@pytest.mark.timeout(240)
+def test_the_next_run_cancels_the_killed_runs_job_and_leaves_a_foreign_one(
+    slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.chdir(tmp_path)
+    slurm_cluster.cancel_all()
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER)
+    with default_sighup():
+        proc = subprocess.Popen(
+            [sys.executable, str(script), url], stdout=subprocess.PIPE, text=True, env=dict(os.environ)
+        )
+    try:
+        assert proc.stdout is not None
+        assert proc.stdout.readline().strip() == "SUBMITTED"
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)
+    foreign = slurm_cluster.run(
+        ["sbatch", "--parsable", "-J", "important", "-t", "10", "--wrap", "sleep 600"], timeout=30
+    ).stdout.strip()
+    with Store(url) as store:
+        (params,) = store.runs(workflow="killed")["params"]
+        (own,) = params["jobs"]
+        assert own in _squeue(slurm_cluster), "the killed run's job outlived its driver"
+        # the dead run also recorded the foreign job's id, as if ids had been reused (another cluster)
+        meta = {**params["job_meta"], foreign: ["a9", params["job_meta"][own][1]]}
+        store.add_run_params(
+            int(store.runs(workflow="killed")["run_id"].iloc[0]), {"jobs": [own, foreign], "job_meta": meta}
+        )
+    try:
+        with Elastic("slurm", "perstage", workflow="next", store=url, poll_interval=1.0) as el:
+            assert el.submit(json.dumps, [1]).result(timeout=180) == "[1]"
+        deadline = time.monotonic() + 20
+        while own in _squeue(slurm_cluster) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        queued = _squeue(slurm_cluster)
+        assert own not in queued, "the killed run's job was not cancelled"
+        assert queued.get(foreign) == "important", "a job that is not the run's own was cancelled"
+        with Store(url) as store:
+            runs = store.runs()
+        assert dict(zip(runs["workflow"], runs["status"], strict=True)) == {
+            "killed": "interrupted",
+            "next": "completed",
+        }
+    finally:
+        slurm_cluster.cancel_all()
