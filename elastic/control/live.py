@@ -17,8 +17,11 @@ how wide, in which order, after which others) comes from three sources, merged:
 A stage is *ready* once one of its tasks can run (queued in the pool). It is *complete* once nothing of it
 is outstanding (held, announced, queued or running) and either a later stage of the plan has work, or it
 has been idle for ``idle_timeout`` seconds (as HyperQueue's allocation queues release idle workers): a
-user's loop that submits one task at a time does not release its allocation between two tasks. A complete
-stage that gets new tasks is open again. Strategies need nothing else: see ``docs/guide/front-door.md``.
+user's loop that submits one task at a time does not release its allocation between two tasks. A stage
+whose front-end announced ready tasks and then none (a Mesos framework removed, or suppressed) completes
+at once: it said its work is over, and until ``idle_timeout`` its width would keep asking for cores.
+A complete stage that gets new tasks is open again. Strategies need nothing else: see
+``docs/guide/front-door.md``.
 
 Each stage's task counts (held, announced, queued, running, done, failed) are kept here and nowhere else, in
 a :class:`~elastic.control.counts.StageCounts` that follows each task by its id, so that they are right by
@@ -53,6 +56,7 @@ class _Stage:
     estimated: int = 0
     counts: StageCounts = field(default_factory=StageCounts)
     expected_ready: bool = False  # the announced tasks could run now (they wait for cores, not inputs)
+    withdrawn: bool = False  # a front-end announced none ready where it had: complete once nothing is left
     expected_runtime: float | None = None  # the announced tasks' runtime estimate (backend seconds)
     ready_time: float | None = None
     first_start: float | None = None
@@ -165,6 +169,10 @@ class LiveDemand:
             self._changes += 1
             st = self._add(stage, cores, None, after)
             st.counts.announce(tasks)
+            # none ready where some were (a Mesos framework removed or suppressed): its work is over
+            # for now, and the stage completes without waiting idle_timeout, while allocations are asked
+            # for the task its width still counts
+            st.withdrawn = ready and tasks == 0 and (st.expected_ready or st.withdrawn)
             st.expected_ready = ready
             if runtime is not None:
                 if st.expected_runtime is None:
@@ -254,7 +262,7 @@ class LiveDemand:
                     continue
                 if st.idle_since is None:
                     st.idle_since = now
-                later = any(o.counts.known for o in order[i + 1 :])
+                later = st.withdrawn or any(o.counts.known for o in order[i + 1 :])
                 if later or self._closing or now - st.idle_since >= self.idle_timeout:
                     # A task event can arrive between the step taking ``now`` and this update; the step
                     # stamps what it does at ``now``, so a stage it sees ended ended no later than that.
