@@ -272,7 +272,7 @@ class MetricsRecorder:
             if row.start is None or end is None:
                 continue
             if row.first_task is None or row.last_task is None:
-                unused += row.cores * (end - row.start)
+                unused += row.cores * max(0.0, end - row.start)  # a start seen a hair after its end
                 continue
             pre = row.cores * (row.first_task - row.start)
             post = row.cores * (end - row.last_task)

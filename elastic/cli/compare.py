@@ -63,7 +63,7 @@ from elastic.metrics import format_gap
 from elastic.report.scaling import SCALINGS
 from elastic.report.tables import common_runs, versus_baselines
 from elastic.strategies import STRATEGY_NAMES
-from elastic.workflow import expand_workflow_names, resolve_workflow
+from elastic.workflow import WORKFLOW_GROUPS, expand_workflow_names, resolve_workflow
 
 __all__ = [
     "COLUMNS",
@@ -124,7 +124,9 @@ def register(subparsers: Any) -> None:
         _run,
         description=(
             "Run a workflow N times under each strategy in pure simulation (mock backend, virtual clock) "
-            "and print each metric's mean with a 95% confidence interval."
+            "and print each metric's mean with a 95% confidence interval. Report mode (--out DIR, several "
+            "workflows or --peak-cores) runs the ASA paper's experiment instead: each workflow at each peak, "
+            "Table 1, and an HTML report with its figures in DIR."
         ),
     )
     parser.add_argument(
@@ -414,7 +416,11 @@ def _run(args: argparse.Namespace) -> int:
         )
     csv = check_output(args.csv, "--csv")
     out = check_output_dir(args.out, "--out")
-    workflows = [resolve_workflow(name) for name in expand_workflow_names(args.workflow)]
+    try:
+        workflows = [resolve_workflow(name) for name in expand_workflow_names(args.workflow)]
+    except UnknownNameError as exc:  # here a group names several: say which groups there are
+        groups = ", ".join(f"{g} ({', '.join(names)})" for g, names in WORKFLOW_GROUPS.items())
+        raise ConfigError(f"{exc}; or a group: {groups}") from None
     if not workflows:
         raise ConfigError(f"--workflow names no workflow: {args.workflow!r}")
     console = Console()

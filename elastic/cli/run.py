@@ -288,6 +288,11 @@ def _check_arguments(args: argparse.Namespace) -> None:
                 raise ConfigError(
                     f"{option} applies to the demos (elastic run montage|blast|statistics), not --workflow"
                 )
+        if args.backend == "local":  # the demos' backend, as --backend's help says
+            raise ConfigError(
+                "--backend local runs the demos (elastic run montage|blast|statistics) on this machine; "
+                "a --workflow runs on --backend mock (add --simulate for a pure simulation) or slurm"
+            )
         if args.backend not in ("mock", "slurm"):
             raise UnknownNameError("backend", args.backend, ["mock", "slurm"])
         if args.simulate and args.backend != "mock":

@@ -1,6 +1,6 @@
 """``elastic store replay JOURNAL``: write what a run could not write to its store.
 
-A run whose store stopped answering keeps going (:class:`~elastic.store.resilient.ResilientStore`); what
+A run whose store stopped answering keeps going (the store is written through a journal); what
 the store had not taken when the run ended is in a journal file the run's error log names. This writes
 it once the store answers again.
 """

@@ -124,7 +124,8 @@ def event_line(
         reason = f" ({event.note})" if event.note else ""
         wait = "" if event.predicted_wait is None else f", predicted wait {_s(event.predicted_wait)}"
         return (
-            f"allocation {alloc}{job}: requested {event.cores} cores for stage {event.stage}, "
+            f"allocation {alloc}{job}: requested {event.cores} core{'' if event.cores == 1 else 's'} for "
+            f"stage {event.stage}, "
             f"walltime {_s(event.walltime)}{wait}{reason}"
         )
     if kind is EventKind.ALLOC_START:
