@@ -83,6 +83,10 @@ class SlurmCommands:
                 timeout=self.timeout,
                 env=self.env,
                 check=False,
+                # its own session: a Ctrl-C or SIGTERM sent to the driver's process group does not kill
+                # an sbatch in flight after it submitted and before it said the job id (a job no one
+                # would know of, left behind); the command ends by itself, within the timeout
+                start_new_session=True,
             )
         except FileNotFoundError:
             raise BackendUnavailableError(
