@@ -15,7 +15,14 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tests.fixtures.slurm_cluster import LocalSlurmCluster
+try:
+    from tests.fixtures.slurm_cluster import LocalSlurmCluster
+except ImportError as exc:  # the fixtures need the test dependencies (pytest), which a plain install lacks
+    raise SystemExit(
+        f"the benchmarks that start a local Slurm cluster need the test dependencies ({exc}): run them with "
+        "the development environment (.venv/bin/python after `bash scripts/bootstrap.sh test`), or "
+        "`pip install '.[dev]'` first"
+    ) from None
 
 if TYPE_CHECKING:
     from tests.fixtures.prefect_server import PrefectServer
