@@ -85,6 +85,43 @@ class _QueueStream:
         self.loop.call_soon_threadsafe(self.queue.put_nowait, None)
 
 
+LOG_WINDOW = 10.0
+"""Seconds over which at most :data:`LOGGED_PER_WINDOW` lines of one kind of the HTTP server are logged."""
+
+LOGGED_PER_WINDOW = 5
+"""Lines of one kind (uvicorn's ``Invalid HTTP request received.``...) logged per :data:`LOG_WINDOW`."""
+
+
+class _Throttle(logging.Filter):
+    """Let through at most :data:`LOGGED_PER_WINDOW` records of each message per :data:`LOG_WINDOW` seconds.
+
+    uvicorn logs a warning (with a traceback) per malformed request; anyone who can reach the port can
+    send thousands a second. The first after a window with some held back says how many were.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__()
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: dict[object, tuple[float, int, int]] = {}  # message -> window start, shown, held back
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        now = self._clock()
+        key = record.msg
+        with self._lock:
+            start, shown, held = self._seen.get(key, (now, 0, 0))
+            if now - start >= LOG_WINDOW:
+                self._seen[key] = (now, 1, 0)
+                if held:
+                    record.msg = f"{record.msg} ({held} more like it in {now - start:.0f} s not shown)"
+                return True
+            if shown < LOGGED_PER_WINDOW:
+                self._seen[key] = (start, shown + 1, held)
+                return True
+            self._seen[key] = (start, shown, held + 1)
+            return False
+
+
 class _BodyError(Exception):
     def __init__(self, status: int, message: str) -> None:
         super().__init__(message)
@@ -381,6 +418,8 @@ class MesosServer:
             timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
+        self._throttle = _Throttle()
+        logging.getLogger("uvicorn.error").addFilter(self._throttle)
         self._thread = threading.Thread(
             target=self._server.run, kwargs={"sockets": [sock]}, name="elastic-mesos-http", daemon=True
         )
@@ -413,6 +452,7 @@ class MesosServer:
         self.master.close()
         self._server.should_exit = True
         self._thread.join(timeout=10.0)
+        logging.getLogger("uvicorn.error").removeFilter(self._throttle)
         self._remove_credentials()
 
     def _remove_credentials(self) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -184,3 +185,31 @@ def test_a_client_gone_before_its_body_arrived_is_one_warning_not_a_traceback(
         raw = RawScheduler(server.address, None)  # and the server still serves: subscribes within 10 s
         assert raw.framework_id
         raw.close()
+
+
+@pytest.mark.timeout(60)
+def test_garbage_requests_are_logged_a_few_times_a_window_not_once_each(el: Elastic) -> None:
+    seen: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record)
+
+    keep = Keep(level=logging.WARNING)
+    with MesosServer(el) as server:
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.addHandler(keep)
+        try:
+            host, port = server.address.split(":")
+            for _ in range(60):
+                s = socket.create_connection((host, int(port)), timeout=5)
+                s.sendall(b"\x16\x03\x01 not HTTP at all\r\n\r\n")
+                closed_by_server(s, 5.0)
+                s.close()
+            raw = RawScheduler(server.address, None)  # the server still serves
+            assert raw.framework_id
+            raw.close()
+        finally:
+            uvicorn_log.removeHandler(keep)
+    invalid = [r for r in seen if "Invalid HTTP request" in r.getMessage()]
+    assert 1 <= len(invalid) <= 5, [r.getMessage() for r in seen]
