@@ -312,11 +312,7 @@ class _Heartbeat:
 
 
 def interrupted(results: Sequence[RunResult]) -> bool:
-    """Return whether :func:`simulate_runs` was interrupted (its last run ended ``interrupted``).
-
-    >>> interrupted([])
-    False
-    """
+    """Return whether :func:`simulate_runs` was interrupted (its last run ended ``interrupted``)."""
     return bool(results) and results[-1].status == "interrupted"
 
 

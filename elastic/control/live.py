@@ -18,8 +18,8 @@ A stage is *ready* once one of its tasks can run (queued in the pool). It is *co
 is outstanding (held, announced, queued or running) and either a later stage of the plan has work, or it
 has been idle for ``idle_timeout`` seconds (as HyperQueue's allocation queues release idle workers): a
 user's loop that submits one task at a time does not release its allocation between two tasks. A stage
-whose front-end announced ready tasks and then none (a Mesos framework removed, or suppressed) completes
-at once: it said its work is over, and until ``idle_timeout`` its width would keep asking for cores.
+whose front-end said no more will come (``final``: a Mesos framework removed) completes at once: until
+``idle_timeout`` its width would keep asking for cores.
 A complete stage that gets new tasks is open again. Strategies need nothing else: see
 ``docs/guide/front-door.md``.
 
@@ -56,7 +56,7 @@ class _Stage:
     estimated: int = 0
     counts: StageCounts = field(default_factory=StageCounts)
     expected_ready: bool = False  # the announced tasks could run now (they wait for cores, not inputs)
-    withdrawn: bool = False  # a front-end announced none ready where it had: complete once nothing is left
+    withdrawn: bool = False  # its front-end said no more will come: complete once nothing is left
     expected_runtime: float | None = None  # the announced tasks' runtime estimate (backend seconds)
     ready_time: float | None = None
     first_start: float | None = None
@@ -157,6 +157,7 @@ class LiveDemand:
         after: Iterable[str] = (),
         ready: bool = False,
         runtime: float | None = None,
+        final: bool = False,
     ) -> None:
         """Say that ``tasks`` tasks of ``stage`` exist in the user's program but are not submitted yet.
 
@@ -164,15 +165,15 @@ class LiveDemand:
         ``ready``: they could run now and wait only for cores (the stage is ready once announced so).
         ``runtime``: their mean runtime estimate (real seconds), the stage's runtime until a declared one
         or the estimates of its submitted tasks say otherwise (walltimes are asked from it).
+        ``final`` (with ``tasks`` 0): no more will come from the front-end (a Mesos framework removed), so
+        the stage completes once nothing of it is outstanding, without waiting ``idle_timeout``.
         """
         with self._lock:
             self._changes += 1
             st = self._add(stage, cores, None, after)
             st.counts.announce(tasks)
-            # none ready where some were (a Mesos framework removed or suppressed): its work is over
-            # for now, and the stage completes without waiting idle_timeout, while allocations are asked
-            # for the task its width still counts
-            st.withdrawn = ready and tasks == 0 and (st.expected_ready or st.withdrawn)
+            # its front-end is gone: until idle_timeout its width would still ask for cores
+            st.withdrawn = final and tasks == 0
             st.expected_ready = ready
             if runtime is not None:
                 if st.expected_runtime is None:

@@ -220,6 +220,7 @@ class Elastic(concurrent.futures.Executor):
         after: Sequence[str] = (),
         ready: bool = False,
         runtime: float | None = None,
+        final: bool = False,
     ) -> None:
         """Announce ``tasks`` tasks of ``stage`` that exist but are not submitted yet (front-ends call it).
 
@@ -227,14 +228,16 @@ class Elastic(concurrent.futures.Executor):
         stage's allocation before its first task is submitted. ``ready``: the tasks could run now and wait
         only for cores (a Mesos framework waiting for offers), so the stage is ready at once. ``runtime``:
         their expected runtime in seconds, if known (the walltime of the stage's first allocation is asked
-        from it, as for submitted tasks' estimates).
+        from it, as for submitted tasks' estimates). ``final`` with no tasks: none will come from this
+        front-end any more (a Mesos framework removed), so the stage completes as soon as nothing of it is
+        outstanding, without waiting ``idle_timeout``, and its allocations go.
 
         Raises
         ------
         ConfigError
             ``tasks``, ``cores`` or ``runtime`` is not a number in range.
         """
-        self._intake.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime)
+        self._intake.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime, final=final)
 
     # -- watching --------------------------------------------------------------------------------------
 

@@ -105,7 +105,15 @@ class Intake:
         return self._hold(task.stage, task.cores, task.estimate, deps, lambda: task, ordering_only=True)
 
     def expect(
-        self, stage: str, tasks: int, *, cores: int, after: Sequence[str], ready: bool, runtime: float | None
+        self,
+        stage: str,
+        tasks: int,
+        *,
+        cores: int,
+        after: Sequence[str],
+        ready: bool,
+        runtime: float | None,
+        final: bool = False,
     ) -> None:
         """Check and announce tasks not submitted yet (``Elastic.expect``, which documents it).
 
@@ -132,7 +140,7 @@ class Intake:
             or (isinstance(runtime, (int, float)) and not isinstance(runtime, bool) and 0 <= runtime < 1e9),
             f"expect: runtime must be seconds >= 0 (or None), got {runtime!r}",
         )
-        self._demand.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime)
+        self._demand.expect(stage, tasks, cores=cores, after=after, ready=ready, runtime=runtime, final=final)
         self._poke.set()
 
     def fail_all(self, exc: BaseException) -> None:

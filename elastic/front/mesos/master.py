@@ -599,9 +599,13 @@ class MesosMaster:
         wants = demand(self.frameworks.values())
         for stage in self._announced.keys() - wants.keys():
             wants[stage] = (0, 1)
+        # a stage no framework has any more (removed) is over; a suppressed one, or a gang step that
+        # ended, may want cores again, and keeps them for the idle timeout
+        live = {fw.stage for fw in self.frameworks.values()}
         for stage, (n, cores) in wants.items():
+            final = n == 0 and stage.split("+gang")[0] not in live
             try:
-                self.elastic.expect(stage, n, cores=cores, ready=True)
+                self.elastic.expect(stage, n, cores=cores, ready=True, final=final)
             except Exception:  # (the front door may be closing)
                 logger.debug("mesos: could not announce stage %s", stage, exc_info=True)
             self._announced[stage] = n
