@@ -192,6 +192,7 @@ def run_report(
             queue_rules=setup.queue_rules,
             submission_rate=args.submission_rate,
             options=options_by_strategy(args, plan.strategies),
+            explicit_peaks=bool(args.peak_cores),
         )
         execution = None
         verb = "simulated"

@@ -136,6 +136,9 @@ class Simulation:
     options : mapping, default empty
         Per strategy name, the options it is built with (:func:`~elastic.strategies.base.make_strategy`;
         a strategy not named: its defaults).
+    explicit_peaks : bool, default True
+        The cells' peaks were asked (``--peak-cores``): one wider than the partition is refused. False:
+        each workflow at its own width, whose stages wider than the partition run in waves.
     """
 
     background: Workload
@@ -148,15 +151,24 @@ class Simulation:
     queue_rules: bool = True
     submission_rate: SubmissionLimit | None = None
     options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    explicit_peaks: bool = True
 
     def check(self, cells: Sequence[Cell]) -> None:
-        """Refuse a workflow wider than the partition (naming it and the widths), or too long to end."""
+        """Refuse a peak or a task wider than the partition (naming it and the widths), or a run too long.
+
+        A workflow at its own width whose stage is wider than the partition runs in waves, as in
+        :func:`~elastic.experiments.simulate_runs`; a peak asked wider than the partition is a mistake
+        in the peaks (``explicit_peaks``).
+        """
         from elastic.experiments import HORIZON
         from elastic.workflow_model import check_horizon
 
         for c in cells:
             check_horizon(c.workflow, HORIZON, where=f"workflow {c.base!r}")
-            if c.workflow.max_width > self.background.processors:
+            widest_task = max(s.cores for s in c.workflow.stages)
+            if widest_task > self.background.processors or (
+                self.explicit_peaks and c.workflow.max_width > self.background.processors
+            ):
                 raise ConfigError(
                     f"workflow {c.base!r} at {c.cores} peak cores needs {c.workflow.max_width} cores but "
                     f"the partition has {self.background.processors}; use smaller --peak-cores, a larger "

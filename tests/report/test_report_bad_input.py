@@ -88,3 +88,26 @@ def test_a_peak_the_tasks_cannot_make_is_refused(capsys: pytest.CaptureFixture[s
 def test_csv_and_out_together_are_refused(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     err = refused(capsys, [*ARGV, "--out", str(tmp_path / "out"), "--csv", str(tmp_path / "runs.csv")])
     assert "--csv" in err and "runs.csv" in err
+
+
+def test_a_workflow_at_its_own_width_wider_than_the_partition_runs_in_waves_in_report_mode(
+    tmp_path: Path,
+) -> None:
+    # as without --out (elastic.experiments.simulate_runs): only an asked peak wider than the partition,
+    # or a task, is refused
+    wide = tmp_path / "wide.json"
+    wide.write_text('{"name": "wide", "stages": [{"name": "a", "tasks": 48, "runtime": 300}]}')
+    out = tmp_path / "out"
+    argv = [
+        "compare",
+        "--workflow",
+        str(wide),
+        "--processors",
+        "32",
+        "--runs",
+        "2",
+        "--strategies",
+        "bigjob,perstage",
+    ]
+    assert main([*argv, "--out", str(out)]) == 0
+    assert (out / "table1.csv").exists()
