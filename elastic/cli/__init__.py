@@ -86,7 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:  # said by the subcommand, whose options they were taken for
         command = getattr(args, "command", None)
         prog = f"elastic {command}" if command else "elastic"
-        hint = _HINTS.get((command, unknown[0].split("=")[0]), "")
+        first = unknown[0].split("=")[0]
+        hint = _HINTS.get((command, first), "")
+        if not hint and command and first in ("-v", "-vv", "-vvv", "--verbose"):
+            hint = f"; -v is an option of elastic itself, before the subcommand: elastic {first} {command} ..."
         print(_error_line(prog, f"unrecognized arguments: {' '.join(unknown)}{hint}"), file=sys.stderr)
         return 2
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)

@@ -42,3 +42,8 @@ def test_a_request_line_counts_its_cores(cores: int, said: str) -> None:
         Event(0.0, EventKind.ALLOC_SUBMIT, stage="s", allocation="a1", cores=cores, walltime=60.0)
     )
     assert line is not None and said in line
+
+
+def test_verbose_after_the_subcommand_says_where_it_goes(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["traces", "list", "-v"]) == 2
+    assert "before the subcommand: elastic -v traces" in capsys.readouterr().err
