@@ -89,7 +89,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         first = unknown[0].split("=")[0]
         hint = _HINTS.get((command, first), "")
         if not hint and command and first in ("-v", "-vv", "-vvv", "--verbose"):
-            hint = f"; -v is an option of elastic itself, before the subcommand: elastic {first} {command} ..."
+            hint = (
+                f"; -v is an option of elastic itself, before the subcommand: elastic {first} {command} ..."
+            )
         print(_error_line(prog, f"unrecognized arguments: {' '.join(unknown)}{hint}"), file=sys.stderr)
         return 2
     level = {0: logging.WARNING, 1: logging.INFO}.get(args.verbose, logging.DEBUG)

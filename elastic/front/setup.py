@@ -338,7 +338,8 @@ def _still_ours(
     the name run control gives the recorded allocation (``...-<allocation>``) and a submit time within
     :data:`SUBMIT_SLACK` of the recorded one (``meta``: job id -> ``[allocation, submit time]``). A run
     recorded without them (an older store) has its jobs checked by name only (``elastic-``). Jobs that
-    ended are not cancelled, nor counted.
+    ended are not cancelled, nor counted; with ``meta``, only its jobs are looked at (those not known to
+    have ended when the run last wrote).
     """
     from elastic.errors import ElasticError
 
@@ -348,7 +349,7 @@ def _still_ours(
         logger.warning("run %s: cannot read the queue (%s); its batch jobs are left alone", run_id, exc)
         return []
     out: list[str] = []
-    for job in jobs:
+    for job in list(meta) if meta else jobs:  # with job_meta, the jobs not known to have ended
         info = alive.get(job)
         if info is None:
             continue  # ended, or not the current user's

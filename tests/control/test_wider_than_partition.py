@@ -2,8 +2,8 @@
 
 Found by trying WfCommons instances as a user would: a stage of 200 one-core tasks on a 128-core partition
 was refused ("needs 200 cores"), 70 of 167 published instances with it, though every task fits and run
-control already asks at most the partition's cores. A request so capped runs its tasks in waves, so it
-asks each wave the walltime asked for one.
+control already asks at most the partition's cores. A request so capped runs its tasks in waves (its
+walltime stays the strategy's; follow-ups continue the waves).
 """
 
 from __future__ import annotations
@@ -44,17 +44,12 @@ def test_a_stage_wider_than_the_partition_completes_in_waves(strategy: str) -> N
         assert len(scatter) >= 80
 
 
-def test_a_capped_request_asks_the_walltime_of_its_waves() -> None:
-    # Big-Job's one request is capped at the partition; 80 tasks on 32 cores are 3 waves
+def test_a_capped_request_asks_the_partition_and_completes() -> None:
+    # Big-Job's one request is capped at the partition; 80 tasks on 32 cores run in three waves
     (r,) = simulate_runs(_wide(), "bigjob", runs=1, seed=3, background=default_background(PARTITION, seed=3))
     first = next(e for e in r.events if e.kind is EventKind.ALLOC_SUBMIT)
     assert first.cores == PARTITION
-    (uncapped,) = simulate_runs(_wide(), "bigjob", runs=1, seed=3, background=default_background(96, seed=3))
-    one = next(e for e in uncapped.events if e.kind is EventKind.ALLOC_SUBMIT)
-    assert one.cores == 80
-    assert first.walltime is not None and one.walltime is not None
-    assert first.walltime == pytest.approx(3 * one.walltime)
-    assert r.metrics.lost_tasks == 0
+    assert r.status == "completed"
 
 
 def test_a_task_wider_than_the_partition_is_refused_naming_its_stage() -> None:
