@@ -730,9 +730,11 @@ class AllocationController:
                 state = AllocationState.from_job_state(info.state)
                 self._ended(a, state, at)
                 if a.start_time is not None:
-                    self._count_failure(a, info, at, failed=state is AllocationState.FAILED)
+                    self._count_failure(a, a.start_time, info, at, failed=state is AllocationState.FAILED)
 
-    def _count_failure(self, a: Allocation, info: JobInfo, at: float, *, failed: bool) -> None:
+    def _count_failure(
+        self, a: Allocation, started: float, info: JobInfo, at: float, *, failed: bool
+    ) -> None:
         """Say why a started job failed; stop the run at :data:`MAX_FAILED_AT_START` failed at start in a row.
 
         Raises
@@ -744,16 +746,18 @@ class AllocationController:
             self._failed_at_start = 0
             return
         note = failure_note(self.backend, info.job_id)
+        said = f"exit code {'unknown' if info.exit_code is None else info.exit_code}" + (
+            "" if note is None else f"; {note}"
+        )
         logger.warning(
-            "%s: allocation %s (job %s) failed %.0f s after it started, exit code %s%s",
+            "%s: allocation %s (job %s) failed %.0f s after it started, %s",
             self.strategy.name,
             a.alloc_id,
             info.job_id,
-            at - (a.start_time or at),
-            "unknown" if info.exit_code is None else info.exit_code,
-            "" if note is None else f"; {note}",
+            at - started,
+            said,
         )
-        if a.start_time is None or at - a.start_time > STARTUP_FAILURE:
+        if at - started > STARTUP_FAILURE:
             self._failed_at_start = 0
             return
         self._failed_at_start += 1
@@ -762,10 +766,8 @@ class AllocationController:
                 "batch jobs failing at start",
                 MAX_FAILED_AT_START,
                 f"{self._failed_at_start} batch jobs in a row failed within {STARTUP_FAILURE:.0f} s of their "
-                f"start (the last: job {info.job_id}, exit code "
-                f"{'unknown' if info.exit_code is None else info.exit_code}"
-                f"{'' if note is None else '; ' + note}); the job script fails on the nodes, so every job "
-                "would: check the site's python (elastic doctor), worker_init and sbatch lines",
+                f"start (the last: job {info.job_id}, {said}); the job script fails on the nodes, so every "
+                "job would: check the site's python (elastic doctor), worker_init and sbatch lines",
             )
 
     def _started(self, a: Allocation, at: float, *, offer: bool = True, granted: float | None = None) -> None:
