@@ -223,3 +223,36 @@ def test_benchmarks_import_no_private_test_helper() -> None:
                 continue
             found += [f"{path.name}: {'.'.join(names)}" for n in names if _private(n)]
     assert found == [], found
+
+
+TOP_LEVEL = {
+    ".ci",
+    ".gitignore",
+    "CHANGELOG.md",
+    "README.md",
+    "pyproject.toml",
+    "mkdocs.yml",
+    "elastic",
+    "executors",
+    "learners",
+    "workflows",
+    "tests",
+    "benchmarks",
+    "docs",
+    "scripts",
+}
+
+
+def test_the_checkout_tracks_only_the_layouts_top_level_entries() -> None:
+    """Nothing a run leaves behind is committed: a test's ``slurm-<id>.out`` once was, in the root."""
+    import shutil
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (root / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(
+        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
+    ).stdout.split("\n")
+    top = {f.split("/")[0] for f in files if f}
+    assert top - TOP_LEVEL == set(), f"tracked outside the layout: {sorted(top - TOP_LEVEL)}"
