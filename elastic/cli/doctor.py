@@ -5,7 +5,8 @@ Checks, in order:
 - **slurm**: ``sbatch``, ``squeue``, ``scontrol``, ``scancel`` on ``PATH`` (needed with ``--backend slurm``;
   otherwise only reported), then the partition jobs go to and its limits (``scontrol show partition``: nodes,
   cores per node, longest walltime) and the site options, tried with ``sbatch --test-only``.
-- **store**: the store opens (``--store URL``, else ``$ELASTIC_STORE_URL``, else the default SQLite file).
+- **store**: the store opens (``--store URL``, else ``$ELASTIC_STORE_URL``, else the default SQLite file);
+  a warning names the runs a killed driver left ``running`` (``elastic store recover`` ends them).
 - **pool port**: the pool's socket can be bound on the chosen interface (``--bind``, ``--port``) and reached
   at the address agents would be given (connect from this host); binding loopback on Slurm is reported,
   since agents on compute nodes could not reach it.
@@ -136,18 +137,29 @@ def check_slurm(needed: bool, partition: str | None = None) -> list[Check]:
 
 
 def check_store(url: str | None) -> Check:
-    """Check the store opens (``url``: a SQLAlchemy URL; None: the default)."""
+    """Check the store opens (``url``: a SQLAlchemy URL; None: the default); name runs a dead driver left."""
     from elastic.errors import ElasticError
+    from elastic.front.recovery import abandoned_runs
     from elastic.store import Store
 
     try:
         with Store(url) as store:
             where = store.url
             runs = len(store.runs())
+            dead = abandoned_runs(store)
     except (ElasticError, OSError, ImportError) as exc:
         return Check("FAIL", "store", f"{url or 'the default store'}: {exc}")
     except Exception as exc:  # SQLAlchemy's own errors: a bad URL, a server not running
         return Check("FAIL", "store", f"{url or 'the default store'}: {type(exc).__name__}: {exc}")
+    if dead:
+        ids = ", ".join(str(r.run_id) for r in dead)
+        jobs = " and may have left batch jobs queued" if any(r.has_jobs_left for r in dead) else ""
+        return Check(
+            "warn",
+            "store",
+            f"{where} ({runs} runs); run(s) {ids} were left running by a driver that died{jobs}: "
+            "`elastic store recover` ends them and cancels their jobs",
+        )
     return Check("ok", "store", f"{where} ({runs} runs)")
 
 

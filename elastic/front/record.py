@@ -9,7 +9,7 @@ as their ``record`` callback. It keeps
 - the store's row of the run (:meth:`~elastic.store.Store.record_run` at the start,
   :meth:`~elastic.store.Store.finish_run` at the end, with the metrics and the stages that ran), and the
   batch job ids submitted so far in its parameters, so that the next front door on the same store can
-  cancel the jobs of a run whose driver was killed (:func:`~elastic.front.setup.recover_abandoned`).
+  cancel the jobs of a run whose driver was killed (:func:`~elastic.front.recovery.recover_abandoned`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from elastic.control.execution import RunResult
 from elastic.errors import ElasticError
 from elastic.front.progress import RunProgress
-from elastic.front.setup import driver_identity, plan_to_json, recover_abandoned
+from elastic.front.recovery import driver_identity, recover_abandoned
+from elastic.front.setup import plan_to_json
 from elastic.metrics import Event, EventKind, MetricsRecorder
 from elastic.workflow import Workflow
 
@@ -99,7 +100,7 @@ class RunRecord:
         """Keep the run's batch jobs in the store, so a run whose driver was killed can be cleaned up.
 
         The next front door on the same store finds such a run
-        (:func:`~elastic.front.setup.recover_abandoned`) and cancels these jobs; a store that cannot be
+        (:func:`~elastic.front.recovery.recover_abandoned`) and cancels these jobs; a store that cannot be
         written only loses that safety net. With the id of each job not known to have ended go its
         allocation and submit time (``job_meta``): a job id alone may name another job by then (another
         cluster, ids reused). Only those, so a run of thousands of jobs does not write them all each time

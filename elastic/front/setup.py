@@ -17,7 +17,7 @@ Names a user may give (errors list the allowed ones):
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -37,11 +37,9 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "BACKENDS",
     "Backend",
-    "driver_identity",
     "note_site",
     "plan_from_json",
     "plan_to_json",
-    "recover_abandoned",
     "resolve_backend",
     "resolve_learner",
     "resolve_store",
@@ -235,143 +233,6 @@ def remembered_plan(store: Store | ResilientStore, name: str) -> Workflow | None
         if plan is not None:
             return plan
     return None
-
-
-def driver_identity() -> dict[str, Any]:
-    """Return what identifies this driver process in a run's params: host, pid and the pid's start time.
-
-    The start time (``/proc/PID/stat``'s 22nd field, clock ticks after boot) tells a live driver from a
-    later process that reuses its pid; None where ``/proc`` does not say.
-    """
-    import os
-    import socket
-
-    return {"host": socket.gethostname(), "pid": os.getpid(), "since": _process_start(os.getpid())}
-
-
-def _process_start(pid: int) -> int | None:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return int(fields[19])  # field 22 of the whole line; the first two are before the ")"
-    except (OSError, IndexError, ValueError):
-        return None
-
-
-def _driver_alive(driver: Mapping[str, Any]) -> bool:
-    import os
-
-    pid = driver.get("pid")
-    if not isinstance(pid, int) or pid <= 0:
-        return True  # cannot tell: leave the run alone
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    since = driver.get("since")
-    return since is None or _process_start(pid) in (None, since)
-
-
-def recover_abandoned(store: Store | ResilientStore, backend: BatchBackend) -> list[int]:
-    """End the runs of this host whose driver died without ending them; return their ids.
-
-    A driver killed by SIGKILL (or the machine's OOM killer) leaves its run ``running`` in the store and its
-    batch jobs queued or running. A run is abandoned when its params name a driver on this host
-    (:func:`driver_identity`) that no longer exists. Each is marked ``interrupted``; where it ran on the
-    same kind of backend as ``backend`` and that backend outlives its driver (Slurm), its recorded batch
-    jobs (``params["jobs"]``) are cancelled. Runs on other hosts, and live ones, are never touched.
-    """
-    import socket
-
-    from elastic.errors import ElasticError
-
-    runs = store.runs()
-    if runs.empty:
-        return []
-    host = socket.gethostname()
-    out: list[int] = []
-    running = runs[runs["status"] == "running"]
-    for run_id, workflow, run_backend, params in zip(
-        running["run_id"], running["workflow"], running["backend"], running["params"], strict=True
-    ):
-        if not isinstance(params, dict):
-            continue
-        driver = params.get("driver")
-        if not isinstance(driver, dict) or driver.get("host") != host or _driver_alive(driver):
-            continue
-        jobs = [j for j in params.get("jobs", []) if isinstance(j, str)]
-        cancelled = 0
-        if jobs and run_backend == backend.name == "slurm":
-            meta = params.get("job_meta")
-            for job in _still_ours(int(run_id), jobs, meta if isinstance(meta, dict) else {}, backend):
-                try:
-                    backend.cancel(job)
-                    cancelled += 1
-                except ElasticError as exc:
-                    logger.warning("run %s: cannot cancel its job %s: %s", run_id, job, exc)
-        store.finish_run(int(run_id), "interrupted", {}, params={"abandoned": True})
-        logger.warning(
-            "run %s of %r was left running by a driver that died (pid %s); marked interrupted%s",
-            run_id,
-            workflow,
-            driver.get("pid"),
-            f", {cancelled} of its batch jobs cancelled" if cancelled else "",
-        )
-        out.append(int(run_id))
-    return out
-
-
-SUBMIT_SLACK = 300.0
-"""Seconds between a job's recorded submit time and the batch system's that still make it the same job."""
-
-
-def _still_ours(
-    run_id: int, jobs: Sequence[str], meta: Mapping[str, object], backend: BatchBackend
-) -> list[str]:
-    """Return the recorded ``jobs`` of an abandoned run that are still queued or running, and still its own.
-
-    A job id alone is not enough: the next run may be on another cluster sharing the store, or on the
-    same one after its ids were reset, where the id names someone else's job. So a job is the run's
-    only where the batch system's queue of the current user (:meth:`BatchBackend.queue`) holds it with
-    the name run control gives the recorded allocation (``...-<allocation>``) and a submit time within
-    :data:`SUBMIT_SLACK` of the recorded one (``meta``: job id -> ``[allocation, submit time]``). A run
-    recorded without them (an older store) has its jobs checked by name only (``elastic-``). Jobs that
-    ended are not cancelled, nor counted; with ``meta``, only its jobs are looked at (those not known to
-    have ended when the run last wrote).
-    """
-    from elastic.errors import ElasticError
-
-    try:
-        alive = {j.job_id: j for j in backend.queue()}
-    except ElasticError as exc:
-        logger.warning("run %s: cannot read the queue (%s); its batch jobs are left alone", run_id, exc)
-        return []
-    out: list[str] = []
-    for job in list(meta) if meta else jobs:  # with job_meta, the jobs not known to have ended
-        info = alive.get(job)
-        if info is None:
-            continue  # ended, or not the current user's
-        record = meta.get(job)
-        if isinstance(record, list) and len(record) == 2:
-            alloc, submitted = record
-            same = (
-                isinstance(alloc, str)
-                and info.name.endswith(f"-{alloc}")
-                and isinstance(submitted, (int, float))
-                and info.submit_time is not None
-                and abs(info.submit_time - submitted) <= SUBMIT_SLACK
-            )
-        else:
-            same = info.name.startswith("elastic")
-        if same:
-            out.append(job)
-        else:
-            logger.warning(
-                "run %s: batch job %s is now %r, not the run's own job: left alone", run_id, job, info.name
-            )
-    return out
 
 
 def note_site(site: SiteConfig, backend: str) -> None:

@@ -19,7 +19,7 @@ import pytest
 from elastic import Elastic
 from elastic.backends.local import LocalBackend
 from elastic.errors import ConfigError
-from elastic.front.setup import driver_identity, recover_abandoned
+from elastic.front.recovery import driver_identity, recover_abandoned
 from elastic.front.tasks import task
 from elastic.pool.agent import pool_listening
 from elastic.store import Store

@@ -8,12 +8,16 @@ that had already ended.
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from elastic.batch import JobInfo, JobState, PendingReason
-from elastic.front.setup import SUBMIT_SLACK, driver_identity, recover_abandoned
+from elastic.errors import BackendUnavailableError
+from elastic.front.recovery import SUBMIT_SLACK, abandoned_runs, driver_identity, recover_abandoned
 from elastic.store import Store
 
 
@@ -67,3 +71,52 @@ def test_a_run_recorded_without_job_meta_has_jobs_checked_by_name(tmp_path: Path
         store.record_run("w", "bigjob", "slurm", params={"driver": _dead_driver(), "jobs": ["7", "8", "9"]})
         recover_abandoned(store, queue)  # type: ignore[arg-type]
     assert queue.cancelled == ["7"]
+
+
+class _Local:
+    """A backend whose jobs end with their driver (the local one, by name): it cannot cancel Slurm jobs."""
+
+    name = "local"
+
+    def queue(self) -> list[JobInfo]:
+        raise AssertionError("a local backend is not asked for a Slurm run's jobs")
+
+    def cancel(self, job_id: str) -> None:
+        raise AssertionError("a local backend is not asked to cancel a Slurm run's jobs")
+
+
+class _Unreadable(_Queue):
+    def queue(self) -> list[JobInfo]:
+        raise BackendUnavailableError("squeue: Unable to contact slurm controller")
+
+
+def test_a_run_of_another_kind_of_backend_leaves_a_dead_slurm_run_for_later(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Found reading the recovery: a local run marked a dead Slurm run interrupted, and its jobs were lost."""
+    meta = {"20": ["a2", 1010.0]}
+    with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        slurm = store.record_run(
+            "w", "asa", "slurm", params={"driver": _dead_driver(), "jobs": list(meta), "job_meta": meta}
+        )
+        local = store.record_run("v", "asa", "local", params={"driver": _dead_driver()})
+        with caplog.at_level(logging.WARNING, logger="elastic.front.recovery"):
+            assert recover_abandoned(store, _Local()) == [local]  # type: ignore[arg-type]
+        status = dict(zip(store.runs()["run_id"], store.runs()["status"], strict=True))
+        assert status == {slurm: "running", local: "interrupted"}
+        assert "`elastic store recover` cancels them" in caplog.text
+        queue = _Queue([_job("20", "elastic-w-a2", 1010.0)])
+        assert recover_abandoned(store, queue) == [slurm]  # type: ignore[arg-type]
+    assert queue.cancelled == ["20"]
+
+
+def test_a_run_whose_queue_cannot_be_read_stays_running_with_its_jobs(tmp_path: Path) -> None:
+    meta = {"20": ["a2", 1010.0]}
+    with Store(f"sqlite:///{tmp_path / 'store.db'}") as store:
+        run = store.record_run(
+            "w", "asa", "slurm", params={"driver": _dead_driver(), "jobs": list(meta), "job_meta": meta}
+        )
+        assert recover_abandoned(store, _Unreadable([])) == []  # type: ignore[arg-type]
+        (found,) = abandoned_runs(store)
+        assert found.run_id == run and found.jobs == ("20",)
+        assert list(store.runs()["status"]) == ["running"]

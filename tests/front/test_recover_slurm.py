@@ -1,7 +1,9 @@
 """Local Slurm cluster: a killed driver's job is cancelled by the next run, a job that took its id is not.
 
+``elastic store recover`` does the same without starting a run, and ``elastic doctor`` names the run.
+
 The next front door on the same store cancels what a driver killed by SIGKILL left queued or running
-(:func:`~elastic.front.setup.recover_abandoned`), but only jobs that are still the run's own: the name
+(:func:`~elastic.front.recovery.recover_abandoned`), but only jobs that are still the run's own: the name
 run control gave the allocation and the submit time recorded with it. A job id recorded by the dead run
 that names another job by then (another cluster sharing the store, ids reused) is left alone.
 """
@@ -51,16 +53,8 @@ def _squeue(cluster: LocalSlurmCluster) -> dict[str, str]:
     return dict(line.split("|", 1) for line in out.splitlines() if line)
 
 
-@pytest.mark.timeout(240)
-def test_the_next_run_cancels_the_killed_runs_job_and_leaves_a_foreign_one(
-    slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
-    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.chdir(tmp_path)
-    slurm_cluster.cancel_all()
-    url = f"sqlite:///{tmp_path / 'store.db'}"
+def _kill_a_driver_after_its_submit(tmp_path: Path, url: str) -> None:
+    """Start a driver on the store ``url``, SIGKILL it once its batch job is submitted and recorded."""
     script = tmp_path / "driver.py"
     script.write_text(_DRIVER)
     with default_sighup():
@@ -73,6 +67,19 @@ def test_the_next_run_cancels_the_killed_runs_job_and_leaves_a_foreign_one(
     finally:
         proc.kill()
         proc.wait(timeout=30)
+
+
+@pytest.mark.timeout(240)
+def test_the_next_run_cancels_the_killed_runs_job_and_leaves_a_foreign_one(
+    slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.chdir(tmp_path)
+    slurm_cluster.cancel_all()
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    _kill_a_driver_after_its_submit(tmp_path, url)
     foreign = slurm_cluster.run(
         ["sbatch", "--parsable", "-J", "important", "-t", "10", "--wrap", "sleep 600"], timeout=30
     ).stdout.strip()
@@ -100,5 +107,53 @@ def test_the_next_run_cancels_the_killed_runs_job_and_leaves_a_foreign_one(
             "killed": "interrupted",
             "next": "completed",
         }
+    finally:
+        slurm_cluster.cancel_all()
+
+
+def _elastic(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "elastic", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=dict(os.environ),
+    )
+
+
+@pytest.mark.timeout(240)
+def test_store_recover_cancels_a_killed_runs_job_without_starting_a_run(
+    slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.chdir(tmp_path)
+    slurm_cluster.cancel_all()
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    try:
+        _kill_a_driver_after_its_submit(tmp_path, url)
+        with Store(url) as store:
+            ((run_id, params),) = zip(store.runs()["run_id"], store.runs()["params"], strict=True)
+        (own,) = params["jobs"]
+        doctor = _elastic("doctor", "--store", url)
+        assert f"warn  store: {url} (1 runs); run(s) {run_id} were left running" in doctor.stdout
+        assert "elastic store recover" in doctor.stdout
+        dry = _elastic("store", "recover", "--store", url, "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert f"run {run_id} of 'killed' (slurm, driver pid" in dry.stdout
+        assert f"would cancel 1 batch job(s) ({own})" in dry.stdout
+        assert own in _squeue(slurm_cluster), "a dry run cancelled the job"
+        done = _elastic("store", "recover", "--store", url)
+        assert done.returncode == 0, done.stderr
+        assert f"cancelled 1 batch job(s) ({own}); marked interrupted" in done.stdout
+        deadline = time.monotonic() + 20
+        while own in _squeue(slurm_cluster) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert own not in _squeue(slurm_cluster)
+        with Store(url) as store:
+            assert list(store.runs()["status"]) == ["interrupted"]
+        again = _elastic("store", "recover", "--store", url)
+        assert again.returncode == 0 and "no run of this host was left running" in again.stdout
     finally:
         slurm_cluster.cancel_all()
