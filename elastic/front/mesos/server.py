@@ -96,7 +96,8 @@ class _Throttle(logging.Filter):
     """Let through at most :data:`LOGGED_PER_WINDOW` records of each message per :data:`LOG_WINDOW` seconds.
 
     uvicorn logs a warning (with a traceback) per malformed request; anyone who can reach the port can
-    send thousands a second. The first after a window with some held back says how many were.
+    send thousands a second. The first after a window with some held back says how many were; what is
+    still held when the server stops is said then (:meth:`held_back`).
     """
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
@@ -120,6 +121,15 @@ class _Throttle(logging.Filter):
                 return True
             self._seen[key] = (start, shown, held + 1)
             return False
+
+    def held_back(self) -> list[str]:
+        """Return one line per message with records held back in its last window, and forget them."""
+        with self._lock:
+            lines = [
+                f"{msg} ({held} more like it not shown)" for msg, (_, _, held) in self._seen.items() if held
+            ]
+            self._seen.clear()
+        return lines
 
 
 class _BodyError(Exception):
@@ -452,7 +462,10 @@ class MesosServer:
         self.master.close()
         self._server.should_exit = True
         self._thread.join(timeout=10.0)
-        logging.getLogger("uvicorn.error").removeFilter(self._throttle)
+        uvicorn_log = logging.getLogger("uvicorn.error")
+        uvicorn_log.removeFilter(self._throttle)
+        for line in self._throttle.held_back():  # a burst at the end is counted, not lost
+            uvicorn_log.warning("%s", line)
         self._remove_credentials()
 
     def _remove_credentials(self) -> None:

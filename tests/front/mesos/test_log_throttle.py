@@ -28,3 +28,12 @@ def test_each_message_passes_a_few_times_a_window_then_says_how_many_it_held() -
         sum(throttle.filter(_record("Invalid HTTP request received.")) for _ in range(10))
         == LOGGED_PER_WINDOW - 1
     )
+
+
+def test_what_is_still_held_is_said_when_asked_once() -> None:
+    throttle = _Throttle(clock=lambda: 0.0)
+    for _ in range(LOGGED_PER_WINDOW + 3):
+        throttle.filter(_record("Invalid HTTP request received."))
+    throttle.filter(_record("shown once"))
+    assert throttle.held_back() == ["Invalid HTTP request received. (3 more like it not shown)"]
+    assert throttle.held_back() == []
