@@ -8,7 +8,7 @@ extra      brings                                   needed by
 ========== ======================================== ===============================================
 parsl      ``parsl``                                :mod:`elastic.parsl` (``ElasticExecutor``)
 prefect    ``prefect``                              :mod:`elastic.prefect` (``ElasticTaskRunner``)
-mesos      ``uvicorn``, ``starlette``, ``pymesos``  ``elastic mesos``, the Mesos frameworks
+mesos      ``uvicorn``, ``starlette``               ``elastic mesos`` (frameworks bring pymesos)
 demos      ``astropy``, ``matplotlib``, ``pyarrow`` the demo workflows, ``elastic compare``'s figures
 postgres   ``psycopg2``                             a ``postgresql://`` store
 cp         ``ortools``                              CP-SAT dispatching, ``elastic reproduce cp``

@@ -96,8 +96,8 @@ install() {
   [ -n "$uv" ] && log "uv could not install $*; pip will"
   "${pip[@]}" install "$@"
 }
-# pymesos (the `mesos` extra) needs http-parser, whose bundled C code does not build on Python >= 3.11:
-# regenerate it with Cython < 3 from the sdist first, so that installing the extras finds it installed
+# pymesos (in `dev`: the tests run pymesos frameworks) needs http-parser, whose bundled C code does not
+# build on Python >= 3.11: regenerate it with Cython < 3 from the sdist first, so that installing the extras finds it installed
 # (see docs/guide/mesos.md, "Installing pymesos").
 if ! "$venv/bin/python" -c 'import http_parser.parser' 2>/dev/null; then
   log "building http-parser with Cython < 3 (for pymesos)"

@@ -155,6 +155,18 @@ def test_extras_in_pyproject_match_the_extras_module() -> None:
             assert module not in core, f"{module} is an extra's, not a core dependency"
 
 
+def test_no_user_extra_needs_a_compiler_on_python_311() -> None:
+    """``pip install ".[all]"`` failed on Python 3.11: the ``mesos`` extra pulled pymesos, whose http-parser
+    has C code that does not build there. Elastic never imports pymesos; frameworks bring their own."""
+    import tomllib
+
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    for name, deps in extras["optional-dependencies"].items():
+        if name != "dev":
+            assert not [d for d in deps if re.match(r"(pymesos|http-parser)\b", d)], name
+    assert any(d.startswith("pymesos") for d in extras["optional-dependencies"]["dev"])
+
+
 def test_the_bootstrap_script_installs_the_same_extras_a_user_does() -> None:
     import tomllib
 

@@ -48,7 +48,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "elastic.cli.doctor",
         "check what a run needs here (Slurm, the store, the pool's port, the agents' Python)",
     ),
-    "store": ("elastic.cli.store", "write a run's journal (what its store did not take) to the store"),
+    "store": (
+        "elastic.cli.store",
+        "write a run's journal to the store; end the runs a killed driver left, cancelling their jobs",
+    ),
     "mesos": (
         "elastic.cli.mesos",
         "serve the Mesos scheduler API (pymesos frameworks) on allocations a strategy chooses",

@@ -133,6 +133,9 @@ def check_demo_arguments(args: argparse.Namespace) -> None:
         if args.frontend == "prefect":  # without PREFECT_API_URL Prefect starts a temporary server, which
             # took over its default 20 s to start on a busy 2-core machine: give it 3 minutes unless set
             os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+            # and its telemetry heartbeat, which logged a 200-line "database is locked" traceback from
+            # the temporary server's SQLite file while the run went on unaffected, off unless set
+            os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
         try:
             importlib.import_module(module)
         except MissingExtraError:  # names the extra to install

@@ -20,11 +20,26 @@ from elastic.errors import ConfigError
 
 __all__ = ["register"]
 
+DESCRIPTION = """\
+replay JOURNAL  A run whose store stopped answering keeps going: what the store had
+                not taken when the run ended is in a journal file its error log
+                names. This writes it once the store answers again.
+recover         A run whose driver was killed (kill -9, the OOM killer) stays
+                "running" in the store, and on Slurm its batch jobs stay queued until
+                their walltime. The next run on the same store cleans up after it;
+                this does it now: it cancels the jobs still the dead run's own and
+                marks the run interrupted (--dry-run: only says what it would do).
+                Only runs of this host whose driver no longer exists are touched."""
+
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``store`` subcommand to ``subparsers``."""
     parser = add_command(
-        subparsers, "store", None, description=__doc__.split("\n\n", 1)[1] if __doc__ else None
+        subparsers,
+        "store",
+        None,
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     actions = parser.add_subparsers(dest="store_action", metavar="ACTION", required=True)
     replay = actions.add_parser("replay", help="write a journal's calls to the store, in order")

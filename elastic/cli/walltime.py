@@ -289,6 +289,18 @@ def _run(args: argparse.Namespace) -> int:
     runtimes = censored = None
     if args.runtimes is not None:
         runtimes, censored = read_runtimes(args.runtimes)
+        largest = float(runtimes.max())
+        if args.upper is None and bool(censored[runtimes == largest].any()):
+            raise ConfigError(  # said here in the command's words, not the library's upper=
+                f"{args.runtimes}: the longest run ({largest:g} s) was killed (censored), so runs can last "
+                f"longer: give --upper, in {args.unit}, the largest walltime you may request (e.g. the "
+                "partition's time limit)"
+            )
+        if args.upper is not None and largest > (to_s(args.upper) or 0.0):
+            raise ConfigError(
+                f"{args.runtimes}: a run took {largest:g} s, more than --upper {args.upper:g} {args.unit}; "
+                "raise --upper or check the file"
+            )
         lower = to_s(args.lower) or 0.0
         dist = esdd_from_runtimes(runtimes, censored, lower=lower, upper=to_s(args.upper), points=args.points)
         coarse = esdd_from_runtimes(runtimes, censored, lower=lower, upper=dist.upper, points=args.at_points)

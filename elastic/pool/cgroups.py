@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import json
 import logging
 import os
@@ -59,6 +60,10 @@ PREFIX = "elastic-"
 
 _EMPTY_WAIT = 5.0
 """Seconds :func:`end_cgroup` waits for the killed members of a cgroup to leave it."""
+
+_BUSY_WAIT = 0.2
+"""Seconds :func:`end_cgroup` retries removing a cgroup with no member left that the kernel says is busy
+(a member that exited and is not reaped yet; its parent may be the caller, so not longer)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -264,11 +269,25 @@ def end_cgroup(cgroup: Path, version: int = 2) -> int:
             _freeze(cgroup, version, False)
         time.sleep(0.005)
         members = _members(cgroup)
-    try:
-        cgroup.rmdir()
-    except OSError as exc:
-        logger.warning("cgroups: cannot remove %s (%s); members left: %s", cgroup, exc.strerror, members)
-    return killed
+    retry_until = time.monotonic() + _BUSY_WAIT
+    while True:
+        try:
+            cgroup.rmdir()
+        except OSError as exc:
+            if exc.errno == errno.EBUSY and not members:
+                # No member left, yet busy: a process that exited is not released yet (its parent has not
+                # reaped it, and that parent may be the caller). Try again briefly, then leave the empty
+                # cgroup to the next agent's sweep of stale ones (clean_stale): nothing runs in it.
+                if time.monotonic() < retry_until:
+                    time.sleep(0.01)
+                    members = _members(cgroup)
+                    continue
+                logger.info("cgroups: %s is empty but not released yet; left to the next sweep", cgroup)
+            else:
+                logger.warning(
+                    "cgroups: cannot remove %s (%s); members left: %s", cgroup, exc.strerror, members
+                )
+        return killed
 
 
 def end_left(tree: CgroupTree | None, prefix: str | None = None) -> None:

@@ -202,11 +202,24 @@ def download_trace(
                     raise TraceError(
                         url, None, "the server did not send gzip data; check the URL or --base-url"
                     )
+        os.chmod(tmp, _file_mode())  # mkstemp's file is 0600; a downloaded trace is an ordinary file
         os.replace(tmp, target)
     finally:
         with contextlib.suppress(FileNotFoundError):
             tmp.unlink()
     return target
+
+
+def _file_mode() -> int:
+    """Return the mode ``open()`` gives a new file here: 0o666 less the umask (read, not set)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0o644  # the usual umask 022, where /proc does not say
 
 
 def _fetch(url: str, out: BinaryIO, timeout: float, progress: ProgressCallback | None) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gzip
 import http.server
+import os
+import stat
 import threading
 from collections.abc import Iterator
 from functools import partial
@@ -102,6 +104,16 @@ def test_download_streams_with_progress(archive: str, tmp_path: Path) -> None:
     assert [c[0] for c in calls] == sorted(c[0] for c in calls)
     workload = read_swf(path)
     assert len(workload) == JOBS and workload.processors == 64
+
+
+def test_a_downloaded_trace_has_an_ordinary_files_mode(archive: str, tmp_path: Path) -> None:
+    """It was 0600, the temporary file's mode, renamed into place."""
+    old = os.umask(0o022)
+    try:
+        path = download_trace("hpc2n", tmp_path, base_url=archive)
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644
 
 
 def test_download_by_url(archive: str, tmp_path: Path) -> None:

@@ -94,7 +94,7 @@ def test_largest_run_killed_needs_upper(tmp_path: Path, capsys: pytest.CaptureFi
     path = tmp_path / "runs.txt"
     path.write_text("100\n400 1\n")
     code, _, err = run(capsys, "--runtimes", str(path))
-    assert code == 2 and "pass upper=" in err
+    assert code == 2 and "give --upper" in err and "upper=" not in err
 
 
 def test_unknown_distribution_lists_close_matches(capsys: pytest.CaptureFixture[str]) -> None:
