@@ -57,6 +57,7 @@ from elastic.allocations import AllocationEvent
 from elastic.backends.base import BatchBackend
 from elastic.control.rate import SubmissionLimit
 from elastic.errors import ConfigError
+from elastic.executors.parsl_app import run_app
 from elastic.executors.parsl_blocks import block_changes, block_messages, block_statuses
 from elastic.executors.parsl_plan import app_resources, calling_dfk, loaded_dfk, waiting_stages
 from elastic.front.door import Elastic, FrontDoorView
@@ -303,8 +304,13 @@ class ElasticExecutor(ParslExecutor):
         front = self._front
         app = str(getattr(func, "__name__", None) or "parsl")
         res = app_resources(resource_specification, app)
-        task = Task.call(
-            worker_callable(func), args, kwargs, cores=res.cores, estimate=res.runtime, stage=res.stage
+        task = Task.call(  # run_app: a SystemExit or KeyboardInterrupt the app raises fails only that app
+            run_app,
+            (worker_callable(func), *args),
+            kwargs,
+            cores=res.cores,
+            estimate=res.runtime,
+            stage=res.stage,
         )
         future = front.submit_task(task)
         future.parsl_executor_task_id = task.task_id  # type: ignore[attr-defined]  # Parsl logs it

@@ -271,6 +271,20 @@ class LiveDemand:
                     st.end_time = min(st.last_end, now) if st.last_end is not None else now
                     self._record(Event(st.end_time, EventKind.STAGE_END, stage=st.name))
 
+    def next_idle_end(self) -> float | None:
+        """When the earliest stage idle now completes by ``idle_timeout`` (None: no stage is idle).
+
+        Run control wakes at its poll interval, or at a task event; a stage idle since its last task had
+        to wait for the next of those to complete (with ``idle_timeout=5`` and a 30-s poll, after 30 s).
+        """
+        with self._lock:
+            ends = [
+                st.idle_since + self.idle_timeout
+                for st in self._stages.values()
+                if st.idle_since is not None and st.end_time is None and st.ready_time is not None
+            ]
+        return min(ends, default=None)
+
     def stages(self) -> tuple[StageView, ...]:
         """Progress of every known stage, in plan order (none before the first task or announcement).
 

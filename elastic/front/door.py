@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import atexit
 import concurrent.futures
+import contextlib
 import logging
 import threading
+import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -187,6 +189,7 @@ class Elastic(concurrent.futures.Executor):
         self._thread = threading.Thread(target=self._control, name="elastic-control", daemon=True)
         self._thread.start()
         atexit.register(self._at_exit)
+        _end_on_signal_before_threads_join(self)
         signals.install()
         self._cleanup.insert(0, signals.uninstall)  # run last
         logger.info(
@@ -301,6 +304,9 @@ class Elastic(concurrent.futures.Executor):
                 with self._ctl_lock:
                     now = self._backend.now()
                     wake = self._controller.step(now)
+                    idle_end = self._demand.next_idle_end()  # a stage idle_timeout completes
+                    if idle_end is not None:
+                        wake = idle_end if wake is None else min(wake, idle_end)
                 failures = 0
             except LimitReachedError as exc:  # too many allocations: trying again cannot help
                 logger.error("front door: %s; failing every outstanding task", exc)
@@ -333,12 +339,15 @@ class Elastic(concurrent.futures.Executor):
         Parameters
         ----------
         wait : bool, default True
-            Wait until every submitted task has finished first.
+            Wait until every submitted task has finished first. False ends the run at once: tasks still
+            running are lost (:class:`~elastic.pool.pool.PoolClosedError`), unlike
+            :meth:`concurrent.futures.Executor.shutdown`, whose pending tasks go on.
         cancel_pending, cancel_futures : bool, default False
             Cancel the tasks that have not started (both names mean the same; the second is
             :meth:`concurrent.futures.Executor.shutdown`'s).
         status : {"completed", "cancelled", "failed", "interrupted"} or None, default None
-            How the run is recorded (default: ``"cancelled"`` when cancelling, else ``"completed"``), e.g.
+            How the run is recorded (default: ``"cancelled"`` when cancelling, or when not waiting for
+            tasks still outstanding, else ``"completed"``), e.g.
             ``"failed"`` when the program stops because a task failed.
 
         Notes
@@ -349,8 +358,8 @@ class Elastic(concurrent.futures.Executor):
         (not a daemon: the program waits for it); :attr:`result` is set when it is done.
         """
         cancel = cancel_pending or cancel_futures
-        if status is None:
-            status = "cancelled" if cancel else "completed"
+        if status is None:  # not waiting for tasks still outstanding cuts them short too
+            status = "cancelled" if cancel or (not wait and self._intake.outstanding) else "completed"
         _check(status in _END_STATUSES, f"status must be one of {', '.join(_END_STATUSES)}, got {status!r}")
         if self._internal_thread():
             threading.Thread(
@@ -400,11 +409,18 @@ class Elastic(concurrent.futures.Executor):
         if self._closed.is_set():
             self._ended.set()
             return
+        self._intake.stop_taking()
         if cancel:
             for future in list(self._intake.outstanding):
                 future.cancel()  # only those that have not started
+        stopped: BaseException | None = None
         if wait:
-            concurrent.futures.wait(list(self._intake.outstanding))
+            try:
+                concurrent.futures.wait(list(self._intake.outstanding))
+            except BaseException as exc:  # Ctrl-C (or a signal) while waiting: end the run interrupted,
+                stopped, status = exc, "interrupted"  # then let the exception go on
+                for future in list(self._intake.outstanding):
+                    future.cancel()
         # From here on the run is released: no new batch job (a step under way sees the demand finished),
         # and a SIGTERM or SIGHUP arriving now waits until every allocation is released.
         with signals.deferred():
@@ -425,6 +441,8 @@ class Elastic(concurrent.futures.Executor):
                 # set once everything is released: a caller that sees the result sees no pool left either
                 self.result = result
                 self._ended.set()
+        if stopped is not None:
+            raise stopped
 
     def _finish(self, status: str) -> RunResult:
         self._demand.close()
@@ -447,6 +465,27 @@ class Elastic(concurrent.futures.Executor):
             except Exception:
                 logger.exception("front door: closing %r failed", close)
         self._cleanup.clear()
+
+
+def _end_on_signal_before_threads_join(door: Elastic) -> None:
+    """End ``door``'s run when the interpreter shuts down after SIGTERM or SIGHUP, before it joins threads.
+
+    :mod:`atexit` hooks run after the interpreter has joined every non-daemon thread: a user thread
+    blocked on a task's result kept a SIGTERMed program, and its batch jobs, alive until the task was
+    done (or the batch system's SIGKILL came, leaving the jobs behind). Hooks registered with
+    ``threading._register_atexit`` (as :mod:`concurrent.futures` does) run before that join. Only after a
+    signal: on a normal exit a non-daemon thread may still be using the run, and the :mod:`atexit` hook
+    ends it once that thread is done. The door is held weakly, so a closed one is not kept alive.
+    """
+    ref = weakref.ref(door)
+
+    def end() -> None:
+        live = ref()
+        if live is not None and signals.received() is not None:
+            live._at_exit()
+
+    with contextlib.suppress(RuntimeError):  # the interpreter is already shutting down
+        threading._register_atexit(end)  # type: ignore[attr-defined]
 
 
 _END_STATUSES = ("completed", "cancelled", "failed", "interrupted")

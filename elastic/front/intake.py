@@ -81,6 +81,7 @@ class Intake:
         self._stage_of: weakref.WeakKeyDictionary[Fut[Any], str] = weakref.WeakKeyDictionary()
         self.error: BaseException | None = None
         """Why allocation control failed (None: it did not); no task is taken once it is set."""
+        self._stopped = threading.Event()
 
     def call(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Fut[T]:
         """Run ``fn(*args, **kwargs)`` once the futures among its arguments are done (``Elastic.submit``)."""
@@ -152,7 +153,17 @@ class Intake:
                 with contextlib.suppress(concurrent.futures.InvalidStateError):
                     future.set_exception(error)
 
+    def stop_taking(self) -> None:
+        """Refuse every task submitted from now on, as the run ends (held tasks already taken still run).
+
+        Set as ``shutdown()`` begins, before it waits: a task submitted while it waits would run on
+        allocations about to be released, and keep the wait going (``concurrent.futures`` refuses it too).
+        """
+        self._stopped.set()
+
     def _check_open(self) -> None:
+        if self._stopped.is_set() and not self._closed.is_set():
+            raise PoolClosedError("cannot submit: the front door is shutting down")
         if self._closed.is_set():
             raise PoolClosedError("cannot submit: the front door was shut down")
         if self.error is not None:

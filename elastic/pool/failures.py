@@ -83,7 +83,13 @@ class TaskCrashedError(PoolError):
         self.error_type = error_type
         self.error_message = error_message
         self.returncode = returncode
-        super().__init__(f"task {task_id!r} failed: {error_type}: {error_message} (exit code {returncode})")
+        why = (
+            f"exit code {returncode}"
+            if returncode is not None
+            else "the exception itself could not be brought back: it does not pickle, or unpickle here "
+            "(an __init__ whose arguments are not its args), or is over 1 MiB"
+        )
+        super().__init__(f"task {task_id!r} failed: {error_type}: {error_message} ({why})")
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.task_id, self.error_type, self.error_message, self.returncode))

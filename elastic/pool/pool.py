@@ -648,7 +648,12 @@ class Pool:
             self._send(ident, message)
         self._deliver()  # events before the futures they concern, as they happened
         for fn in resolve:  # futures are resolved outside the lock: their callbacks may block
-            fn()
+            try:
+                fn()
+            except BaseException:
+                # (Parsl's reads result() and catches Exception only) must not stop this thread, and with
+                # it every later future of the run
+                logger.exception("pool: a future's done callback raised; the other futures go on")
 
     def _send(self, ident: bytes, message: Message) -> None:
         try:

@@ -65,6 +65,19 @@ def boom(x: int) -> int:
 
 
 @python_app
+def leave(how: str) -> int:
+    """End the app by a BaseException that is not an Exception, as a wrapped command-line main() does."""
+    import argparse
+    import asyncio
+
+    if how == "argparse":
+        argparse.ArgumentParser(prog="tool").parse_args(["--no-such-option"])  # sys.exit(2)
+    if how == "cancelled":
+        raise asyncio.CancelledError()
+    raise KeyboardInterrupt
+
+
+@python_app
 def add_one(x: int) -> int:
     return x + 1
 

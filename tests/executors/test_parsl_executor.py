@@ -6,6 +6,7 @@ local Slurm cluster is in ``test_parsl_executor_slurm.py``.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -26,6 +27,7 @@ from elastic.backends.local import LocalBackend
 from elastic.backends.mock import MockBackend
 from elastic.control.live import LiveDemand
 from elastic.errors import ConfigError, UnknownNameError
+from elastic.executors.parsl_app import AppExit
 from elastic.executors.parsl_executor import ElasticExecutor
 from elastic.learners.asa import ASAEstimator
 from elastic.metrics import EventKind
@@ -180,6 +182,23 @@ def test_failures_reach_the_user_as_parsl_reports_them(local: LocalBackend, tmp_
         with pytest.raises(InvalidResourceSpecification, match="priority"):
             refused.result(timeout=60)
         assert apps.add_one(41).result(timeout=60) == 42  # nothing a task did stopped the executor
+    assert ex.front_door.result is not None and ex.front_door.result.status == "completed"
+
+
+def test_an_app_ending_by_sys_exit_fails_alone_and_later_apps_run(
+    local: LocalBackend, tmp_path: Path
+) -> None:
+    """Found trying Parsl as a user: an app whose argparse exits (SystemExit) escaped Parsl's done callback
+    into the pool's I/O thread, and that app and every later one hung."""
+    ex = _executor(local, "bigjob")
+    with apps.loaded(ex, tmp_path, retries=1):
+        left = [apps.leave(how) for how in ("argparse", "cancelled", "interrupt")]
+        for future, raised in zip(
+            left, ("SystemExit(2)", "CancelledError()", "KeyboardInterrupt()"), strict=True
+        ):
+            with pytest.raises(AppExit, match=rf"app leave raised {re.escape(raised)}"):
+                future.result(timeout=120)
+        assert apps.add_one(41).result(timeout=60) == 42
     assert ex.front_door.result is not None and ex.front_door.result.status == "completed"
 
 
