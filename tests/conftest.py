@@ -52,3 +52,45 @@ def hpc2n_trace(traces_dir: Path) -> Path:
     if not path.exists():
         pytest.skip(f"{path} not found")
     return path
+
+
+def _untracked(root: Path) -> set[str] | None:
+    """Files of the checkout git does not track nor ignore (None: not a git checkout, or no git)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (root / ".git").exists():
+        return None
+    done = subprocess.run(
+        ["git", "ls-files", "--others", "--exclude-standard"], cwd=root, capture_output=True, text=True
+    )
+    return set(done.stdout.splitlines()) if done.returncode == 0 else None
+
+
+_ROOT = Path(__file__).resolve().parents[1]
+_BEFORE = pytest.StashKey[set[str] | None]()
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note what the checkout holds untracked before the tests (the controller only, under xdist)."""
+    if not hasattr(session.config, "workerinput"):
+        session.config.stash[_BEFORE] = _untracked(_ROOT)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the session when the tests left files in the checkout (Parsl's ./runinfo, a job's .out).
+
+    Two such leftovers were committed once: a Slurm job's ``slurm-<id>.out`` and Parsl's ``runinfo/``.
+    """
+    if hasattr(session.config, "workerinput"):
+        return
+    before = session.config.stash.get(_BEFORE, None)
+    after = _untracked(_ROOT)
+    if before is None or after is None:
+        return
+    left = sorted(after - before)
+    if left:
+        shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
+        print(f"\nthe tests left files in the checkout (write them under tmp_path): {shown}")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+

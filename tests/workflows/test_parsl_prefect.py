@@ -25,17 +25,22 @@ from elastic.workflows.frontends import run_elastic, run_parsl, run_prefect
 from tests.workflows.conftest import SMALL
 
 
-def _threads() -> object:
+def _threads(run_dir: Path) -> object:
     from parsl.config import Config
     from parsl.executors.threads import ThreadPoolExecutor
 
-    return Config(executors=[ThreadPoolExecutor(label="threads", max_threads=2)], initialize_logging=False)
+    # run_dir: Parsl's default, ./runinfo, would be made in the checkout
+    return Config(
+        executors=[ThreadPoolExecutor(label="threads", max_threads=2)],
+        initialize_logging=False,
+        run_dir=str(run_dir / "runinfo"),
+    )
 
 
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("name", sorted(DEMOS))
 def test_demo_as_parsl_apps_on_threads(name: str, tmp_path: Path) -> None:
-    config = _threads()
+    config = _threads(tmp_path)
     run = run_demo(name, lambda d, i: run_parsl(d, i, config), size=SMALL[name], workdir=tmp_path)
     assert run.verification.ok, run.verification.failed
 
@@ -107,7 +112,7 @@ def test_a_failing_program_reaches_the_driver_as_its_error(
             with LocalBackend(2) as local, Elastic(local, "perstage", store=False, poll_interval=1.0) as el:
                 run_demo("blast", lambda d, i: run_elastic(d, i, el), size=1, workdir=work)
         elif frontend == "parsl":
-            config = _threads()
+            config = _threads(tmp_path)
             run_demo("blast", lambda d, i: run_parsl(d, i, config), size=1, workdir=work)
         else:
             request.getfixturevalue("prefect_api")
