@@ -93,4 +93,3 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         shown = ", ".join(left[:10]) + (f" and {len(left) - 10} more" if len(left) > 10 else "")
         print(f"\nthe tests left files in the checkout (write them under tmp_path): {shown}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
