@@ -132,10 +132,25 @@ def test_store_recover_cancels_a_killed_runs_job_without_starting_a_run(
     slurm_cluster.cancel_all()
     url = f"sqlite:///{tmp_path / 'store.db'}"
     try:
+        # the cluster full: the run's job stays queued (a started agent whose driver is gone leaves, and
+        # its job ends by itself; under CI load that raced the recovery)
+        slurm_cluster.run(
+            [
+                "sbatch",
+                "--parsable",
+                "-J",
+                "blocker",
+                "-n",
+                str(slurm_cluster.total_cores),
+                "--wrap",
+                "sleep 600",
+            ]
+        )
         _kill_a_driver_after_its_submit(tmp_path, url)
         with Store(url) as store:
             ((run_id, params),) = zip(store.runs()["run_id"], store.runs()["params"], strict=True)
         (own,) = params["jobs"]
+        assert own in _squeue(slurm_cluster)
         doctor = _elastic("doctor", "--store", url)
         assert f"warn  store: {url} (1 runs); run(s) {run_id} were left running" in doctor.stdout
         assert "elastic store recover" in doctor.stdout
