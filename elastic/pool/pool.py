@@ -651,8 +651,8 @@ class Pool:
             try:
                 fn()
             except BaseException:
-                # (Parsl's reads result() and catches Exception only) must not stop this thread, and with
-                # it every later future of the run
+                # a done callback that re-raises a task's SystemExit (Parsl's reads result() and catches
+                # Exception only) must not stop this thread, and with it every later future of the run
                 logger.exception("pool: a future's done callback raised; the other futures go on")
 
     def _send(self, ident: bytes, message: Message) -> None:
