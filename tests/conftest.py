@@ -54,27 +54,21 @@ def hpc2n_trace(traces_dir: Path) -> Path:
     return path
 
 
-def _untracked(root: Path) -> set[str] | None:
-    """Files of the checkout git does not track nor ignore (None: not a git checkout, or no git)."""
-    import shutil
-    import subprocess
-
-    if shutil.which("git") is None or not (root / ".git").exists():
-        return None
-    done = subprocess.run(
-        ["git", "ls-files", "--others", "--exclude-standard"], cwd=root, capture_output=True, text=True
-    )
-    return set(done.stdout.splitlines()) if done.returncode == 0 else None
-
-
-_ROOT = Path(__file__).resolve().parents[1]
 _BEFORE = pytest.StashKey[set[str] | None]()
+
+
+def _untracked() -> set[str] | None:
+    """Files of the checkout git neither tracks nor ignores (None: not a git checkout, or no git)."""
+    from tests.source_tree import git_files
+
+    files = git_files("--others", "--exclude-standard")
+    return None if files is None else set(files)
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
     """Note what the checkout holds untracked before the tests (the controller only, under xdist)."""
     if not hasattr(session.config, "workerinput"):
-        session.config.stash[_BEFORE] = _untracked(_ROOT)
+        session.config.stash[_BEFORE] = _untracked()
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -85,7 +79,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if hasattr(session.config, "workerinput"):
         return
     before = session.config.stash.get(_BEFORE, None)
-    after = _untracked(_ROOT)
+    after = _untracked()
     if before is None or after is None:
         return
     left = sorted(after - before)

@@ -7,6 +7,8 @@ through the real folders and each file named as it is imported.
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,3 +34,11 @@ def source_modules() -> dict[str, Path]:
             name = ".".join((package, *rel)).removesuffix(".__init__")
             out[name] = path
     return out
+
+
+def git_files(*options: str) -> list[str] | None:
+    """``git ls-files OPTIONS`` of the checkout; None where it is not a git checkout or git is missing."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        return None
+    done = subprocess.run(["git", "ls-files", *options], cwd=ROOT, capture_output=True, text=True)
+    return done.stdout.splitlines() if done.returncode == 0 else None

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.source_tree import LINKED, source_modules
+from tests.source_tree import LINKED, git_files, source_modules
 
 
 def _part(module: str) -> str:
@@ -245,14 +245,8 @@ TOP_LEVEL = {
 
 def test_the_checkout_tracks_only_the_layouts_top_level_entries() -> None:
     """Nothing a run leaves behind is committed: a test's ``slurm-<id>.out`` once was, in the root."""
-    import shutil
-    import subprocess
-
-    root = Path(__file__).resolve().parents[1]
-    if shutil.which("git") is None or not (root / ".git").exists():
+    files = git_files()
+    if files is None:
         pytest.skip("not a git checkout")
-    files = subprocess.run(
-        ["git", "ls-files"], cwd=root, capture_output=True, text=True, check=True
-    ).stdout.split("\n")
     top = {f.split("/")[0] for f in files if f}
     assert top - TOP_LEVEL == set(), f"tracked outside the layout: {sorted(top - TOP_LEVEL)}"

@@ -6,8 +6,6 @@ The Slurm case end to end (a driver killed with SIGKILL, its job cancelled) is i
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,12 +13,11 @@ import pytest
 from elastic.cli import main
 from elastic.front.recovery import driver_identity
 from elastic.store import Store
+from tests.fixtures.processes import dead_pid
 
 
 def _dead_driver() -> dict[str, object]:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    return {**driver_identity(), "pid": dead.pid}
+    return {**driver_identity(), "pid": dead_pid()}
 
 
 def test_a_dead_local_run_is_ended_and_a_slurm_one_is_kept_when_slurm_does_not_answer(

@@ -9,8 +9,6 @@ that had already ended.
 from __future__ import annotations
 
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from elastic.batch import JobInfo, JobState, PendingReason
 from elastic.errors import BackendUnavailableError
 from elastic.front.recovery import SUBMIT_SLACK, abandoned_runs, driver_identity, recover_abandoned
 from elastic.store import Store
+from tests.fixtures.processes import dead_pid
 
 
 class _Queue:
@@ -42,9 +41,7 @@ def _job(job_id: str, name: str, submitted: float) -> JobInfo:
 
 
 def _dead_driver() -> dict[str, object]:
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    return {**driver_identity(), "pid": dead.pid}
+    return {**driver_identity(), "pid": dead_pid()}
 
 
 def test_only_the_runs_own_jobs_still_queued_are_cancelled(tmp_path: Path) -> None:

@@ -53,6 +53,17 @@ def _squeue(cluster: LocalSlurmCluster) -> dict[str, str]:
     return dict(line.split("|", 1) for line in out.splitlines() if line)
 
 
+@pytest.fixture
+def on_the_cluster(slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point Slurm's commands at the test cluster, empty it, work in ``tmp_path``; return the store's URL."""
+    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
+    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
+    monkeypatch.setenv("PYTHONPATH", str(ROOT))
+    monkeypatch.chdir(tmp_path)
+    slurm_cluster.cancel_all()
+    return f"sqlite:///{tmp_path / 'store.db'}"
+
+
 def _kill_a_driver_after_its_submit(tmp_path: Path, url: str) -> None:
     """Start a driver on the store ``url``, SIGKILL it once its batch job is submitted and recorded."""
     script = tmp_path / "driver.py"
@@ -71,14 +82,9 @@ def _kill_a_driver_after_its_submit(tmp_path: Path, url: str) -> None:
 
 @pytest.mark.timeout(240)
 def test_the_next_run_cancels_the_killed_runs_job_and_leaves_a_foreign_one(
-    slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    slurm_cluster: LocalSlurmCluster, tmp_path: Path, on_the_cluster: str
 ) -> None:
-    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
-    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.chdir(tmp_path)
-    slurm_cluster.cancel_all()
-    url = f"sqlite:///{tmp_path / 'store.db'}"
+    url = on_the_cluster
     _kill_a_driver_after_its_submit(tmp_path, url)
     foreign = slurm_cluster.run(
         ["sbatch", "--parsable", "-J", "important", "-t", "10", "--wrap", "sleep 600"], timeout=30
@@ -123,14 +129,9 @@ def _elastic(*args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.timeout(240)
 def test_store_recover_cancels_a_killed_runs_job_without_starting_a_run(
-    slurm_cluster: LocalSlurmCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    slurm_cluster: LocalSlurmCluster, tmp_path: Path, on_the_cluster: str
 ) -> None:
-    monkeypatch.setenv("SLURM_CONF", slurm_cluster.env["SLURM_CONF"])
-    monkeypatch.setenv("PATH", slurm_cluster.env["PATH"])
-    monkeypatch.setenv("PYTHONPATH", str(ROOT))
-    monkeypatch.chdir(tmp_path)
-    slurm_cluster.cancel_all()
-    url = f"sqlite:///{tmp_path / 'store.db'}"
+    url = on_the_cluster
     try:
         # the cluster full: the run's job stays queued (a started agent whose driver is gone leaves, and
         # its job ends by itself; under CI load that raced the recovery)

@@ -49,12 +49,12 @@ _DRIVER = textwrap.dedent(
 )
 
 
-@pytest.mark.timeout(120)
-def test_sigterm_with_a_non_daemon_thread_waiting_on_a_task(tmp_path: Path) -> None:
+def _start(driver: str, tmp_path: Path) -> subprocess.Popen[str]:
+    """Run ``driver`` as a program of its own in ``tmp_path`` (output piped, text)."""
     script = tmp_path / "driver.py"
-    script.write_text(_DRIVER)
+    script.write_text(driver)
     with default_sighup():
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             [sys.executable, str(script)],
             cwd=tmp_path,
             env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
@@ -62,6 +62,11 @@ def test_sigterm_with_a_non_daemon_thread_waiting_on_a_task(tmp_path: Path) -> N
             stderr=subprocess.PIPE,
             text=True,
         )
+
+
+@pytest.mark.timeout(120)
+def test_sigterm_with_a_non_daemon_thread_waiting_on_a_task(tmp_path: Path) -> None:
+    proc = _start(_DRIVER, tmp_path)
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().strip() == "running"
@@ -107,24 +112,20 @@ _CTRL_C_IN_EXIT = textwrap.dedent(
 @pytest.mark.timeout(120)
 def test_ctrl_c_while_leaving_the_with_block_ends_the_run_interrupted(tmp_path: Path) -> None:
     """Found trying the front door: the KeyboardInterrupt escaped ``__exit__`` and left the run open."""
-    script = tmp_path / "driver.py"
-    script.write_text(_CTRL_C_IN_EXIT)
-    with default_sighup():
-        done = subprocess.run(
-            [sys.executable, str(script)],
-            cwd=tmp_path,
-            env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-            capture_output=True,
-            text=True,
-            timeout=100,
-        )
-    lines = done.stdout.splitlines()
+    proc = _start(_CTRL_C_IN_EXIT, tmp_path)
+    try:
+        out, err = proc.communicate(timeout=100)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+    lines = out.splitlines()
     assert lines == [
         "KeyboardInterrupt",
         "status interrupted",
         "allocations ['CANCELLED']",
         "submit refused",
-    ], done.stderr[-2000:]
+    ], err[-2000:]
 
 
 def _nap(seconds: float) -> float:
