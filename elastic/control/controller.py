@@ -77,7 +77,7 @@ from elastic.control.scheduler import (
     split_request,
     widest_task,
 )
-from elastic.control.work import Demand, EventSink, MakesTasks
+from elastic.control.work import CompletesWhenIdle, Demand, EventSink, MakesTasks
 from elastic.errors import ConfigError, ElasticError, LimitReachedError
 from elastic.limits import MAX_WALLTIME
 from elastic.metrics import Event, EventKind
@@ -316,6 +316,7 @@ class AllocationController:
         self.knowledge = knowledge
         self.demand = demand
         self._makes_tasks = demand if isinstance(demand, MakesTasks) else None
+        self._completes_when_idle = demand if isinstance(demand, CompletesWhenIdle) else None
         self.poll_interval = poll_interval
         self.name = name
         self.user = user
@@ -399,7 +400,8 @@ class AllocationController:
         self._advance(now)
         self._retire(now)
         wake = now + self.poll_interval
-        for t in (decision.wake_at, self.execution.next_event_time(), self.rate.pending(now)):
+        idle_end = None if self._completes_when_idle is None else self._completes_when_idle.next_idle_end()
+        for t in (decision.wake_at, self.execution.next_event_time(), self.rate.pending(now), idle_end):
             if t is not None:
                 wake = min(wake, t)
         return wake

@@ -16,7 +16,7 @@ from elastic.metrics import Event
 from elastic.strategies.base import StageView
 from elastic.workflow import Workflow
 
-__all__ = ["Demand", "EventSink", "MakesTasks"]
+__all__ = ["CompletesWhenIdle", "Demand", "EventSink", "MakesTasks"]
 
 EventSink = Callable[[Event], None]
 """Where the controller and the demand record what happens (a list's ``append``, a metrics recorder)."""
@@ -57,4 +57,16 @@ class MakesTasks(Protocol):
 
     def dispatch(self, now: float) -> None:
         """Hand work that became ready to the execution (called after the strategy acted)."""
+        ...
+
+
+@runtime_checkable
+class CompletesWhenIdle(Protocol):
+    """A demand whose stages complete after a time with nothing outstanding (``idle_timeout``).
+
+    Run control steps again by then at the latest, not at its next poll.
+    """
+
+    def next_idle_end(self) -> float | None:
+        """When the earliest idle stage completes (None: no stage is idle)."""
         ...

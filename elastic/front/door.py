@@ -304,9 +304,6 @@ class Elastic(concurrent.futures.Executor):
                 with self._ctl_lock:
                     now = self._backend.now()
                     wake = self._controller.step(now)
-                    idle_end = self._demand.next_idle_end()  # a stage idle_timeout completes
-                    if idle_end is not None:
-                        wake = idle_end if wake is None else min(wake, idle_end)
                 failures = 0
             except LimitReachedError as exc:  # too many allocations: trying again cannot help
                 logger.error("front door: %s; failing every outstanding task", exc)
